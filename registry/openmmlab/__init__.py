@@ -1,0 +1,1 @@
+"""Patches for OpenMMLab packages (mmcv, mmdet, mmdet3d)."""

@@ -1,0 +1,112 @@
+"""Multi-scale deformable attention (Deformable DETR) kernels.
+
+Same math as mmcv's ``multi_scale_deformable_attn_pytorch``: per level, the
+sampling locations (normalised to [0, 1], x then y) are bilinearly sampled
+from the value map with zero padding outside it, then weighted and summed.
+``grid_sample(align_corners=False)`` maps a location ``l`` to the pixel
+coordinate ``l * size - 0.5`` exactly like the CUDA kernel's
+``h_im = loc_h * H - 0.5``. The backward pass differentiates that same
+forward with autograd.
+"""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import torch
+import torch.nn.functional as F
+
+
+def _levels(value_spatial_shapes: torch.Tensor,
+            value_level_start_index: torch.Tensor
+            ) -> List[Tuple[int, int, int]]:
+    # Shapes are needed as Python ints to slice and reshape; this is one small
+    # host transfer per call.
+    shapes = value_spatial_shapes.tolist()
+    starts = value_level_start_index.tolist()
+    return [(int(s), int(h), int(w)) for s, (h, w) in zip(starts, shapes)]
+
+
+def msda_pytorch(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
+                 value_level_start_index: torch.Tensor,
+                 sampling_locations: torch.Tensor,
+                 attention_weights: torch.Tensor) -> torch.Tensor:
+    """Differentiable multi-scale deformable attention.
+
+    Args:
+        value: (bs, num_keys, num_heads, head_dim).
+        value_spatial_shapes: (num_levels, 2) int, rows (h, w).
+        value_level_start_index: (num_levels,) int, first key of each level.
+        sampling_locations: (bs, nq, num_heads, num_levels, num_points, 2),
+            normalised (x, y).
+        attention_weights: (bs, nq, num_heads, num_levels, num_points).
+
+    Returns:
+        (bs, nq, num_heads * head_dim).
+    """
+    bs, _, num_heads, head_dim = value.shape
+    _, nq, _, num_levels, num_points, _ = sampling_locations.shape
+    grids = 2 * sampling_locations - 1
+    sampled = []
+    for level, (start, h, w) in enumerate(
+            _levels(value_spatial_shapes, value_level_start_index)):
+        # (bs, h*w, heads, d) -> (bs*heads, d, h, w)
+        value_l = value[:, start:start + h * w].flatten(2).transpose(
+            1, 2).reshape(bs * num_heads, head_dim, h, w)
+        # (bs, nq, heads, points, 2) -> (bs*heads, nq, points, 2)
+        grid_l = grids[:, :, :, level].transpose(1, 2).flatten(0, 1)
+        sampled.append(
+            F.grid_sample(value_l, grid_l, mode="bilinear",
+                          padding_mode="zeros", align_corners=False))
+    # (bs*heads, d, nq, levels*points)
+    stacked = torch.stack(sampled, dim=-2).flatten(-2)
+    weights = attention_weights.transpose(1, 2).reshape(
+        bs * num_heads, 1, nq, num_levels * num_points)
+    out = (stacked * weights).sum(-1).view(bs, num_heads * head_dim, nq)
+    return out.transpose(1, 2).contiguous()
+
+
+def ms_deform_attn_forward(value: torch.Tensor,
+                           value_spatial_shapes: torch.Tensor,
+                           value_level_start_index: torch.Tensor,
+                           sampling_locations: torch.Tensor,
+                           attention_weights: torch.Tensor,
+                           im2col_step: int = 64) -> torch.Tensor:
+    """Ext ``ms_deform_attn_forward``: returns (bs, nq, heads * head_dim).
+
+    ``im2col_step`` only tunes the CUDA kernel's batching; results do not
+    depend on it, so it is accepted and ignored.
+    """
+    with torch.no_grad():
+        return msda_pytorch(value, value_spatial_shapes,
+                            value_level_start_index, sampling_locations,
+                            attention_weights)
+
+
+def ms_deform_attn_backward(value: torch.Tensor,
+                            value_spatial_shapes: torch.Tensor,
+                            value_level_start_index: torch.Tensor,
+                            sampling_locations: torch.Tensor,
+                            attention_weights: torch.Tensor,
+                            grad_output: torch.Tensor,
+                            grad_value: torch.Tensor,
+                            grad_sampling_loc: torch.Tensor,
+                            grad_attn_weight: torch.Tensor,
+                            im2col_step: int = 64) -> None:
+    """Ext ``ms_deform_attn_backward``: accumulates into the grad buffers.
+
+    Like the CUDA kernel, gradients are added to ``grad_value``,
+    ``grad_sampling_loc`` and ``grad_attn_weight`` (the caller passes zeros).
+    """
+    with torch.enable_grad():
+        inputs = [t.detach().requires_grad_(True)
+                  for t in (value, sampling_locations, attention_weights)]
+        out = msda_pytorch(inputs[0], value_spatial_shapes,
+                           value_level_start_index, inputs[1], inputs[2])
+        grads = torch.autograd.grad(out, inputs,
+                                    grad_outputs=grad_output.reshape(
+                                        out.shape).to(out.dtype),
+                                    allow_unused=True)
+    for buffer, grad in zip(
+            (grad_value, grad_sampling_loc, grad_attn_weight), grads):
+        if grad is not None:
+            buffer.add_(grad.to(buffer.dtype))
