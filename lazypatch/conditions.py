@@ -1,0 +1,341 @@
+"""Conditions on installed distributions, checked without importing them.
+
+A patch's ``requires`` is a list of PEP 508 requirement strings. They are
+parsed at registration (so that a typo fails early, naming the bad string)
+and evaluated when the target is imported, against the *installed
+distribution metadata*: importing a package to read its ``__version__`` is
+exactly the eager behaviour lazypatch exists to avoid.
+
+Installed versions are read from ``*.dist-info`` / ``*.egg-info`` directory
+names on ``sys.path``; ``importlib.metadata`` (about 35 ms to import) is only
+consulted when a ``sys.path`` entry is not a plain directory (a zip or egg),
+where a directory listing cannot see the metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
+    from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+    Marker = Callable[[Dict[str, str]], bool]
+
+from .versions import InvalidVersion, Specifier, Version, parse_specifiers
+
+_NAME_CHARACTERS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+_MARKER_VARIABLES = {
+    "python_version", "python_full_version", "os_name", "sys_platform",
+    "platform_system", "platform_machine", "platform_release", "platform_version",
+    "platform_python_implementation", "implementation_name",
+    "implementation_version", "extra",
+}
+
+
+def canonical_name(name: str) -> str:
+    """Normalise a distribution name as PEP 503 does (``Foo_Bar`` -> ``foo-bar``)."""
+    out = []
+    previous_separator = False
+    for character in name.lower():
+        if character in "-_.":
+            if not previous_separator:
+                out.append("-")
+            previous_separator = True
+        else:
+            out.append(character)
+            previous_separator = False
+    return "".join(out)
+
+
+class Requirement:
+    """A parsed PEP 508 requirement: name, specifiers and an optional marker."""
+
+    __slots__ = ("text", "name", "key", "specifiers", "marker")
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"requirement must be a string such as 'mmcv>=2.0', "
+                            f"got {text!r}")
+        self.text = text
+        requirement, _, marker_text = text.partition(";")
+        requirement = requirement.strip()
+        if "@" in requirement:
+            raise ValueError(f"invalid requirement {text!r}: direct references "
+                             f"('name @ url') cannot be checked; use a version "
+                             f"specifier such as 'name>=1.0'")
+        position = 0
+        while position < len(requirement) and requirement[position] in _NAME_CHARACTERS:
+            position += 1
+        name = requirement[:position]
+        if not name or not name[0].isalnum() or not name[-1].isalnum():
+            raise ValueError(f"invalid requirement {text!r}: it must start with a "
+                             f"distribution name, as in 'mmcv>=2.0,<2.2'")
+        rest = requirement[position:].strip()
+        if rest.startswith("["):
+            closing = rest.find("]")
+            if closing < 0:
+                raise ValueError(f"invalid requirement {text!r}: unclosed '[' of extras")
+            rest = rest[closing + 1:].strip()
+        if rest.startswith("(") and rest.endswith(")"):
+            rest = rest[1:-1]
+        self.name = name
+        self.key = canonical_name(name)
+        try:
+            self.specifiers = parse_specifiers(rest)
+        except ValueError as error:
+            raise ValueError(f"invalid requirement {text!r}: {error}") from None
+        self.marker = _parse_marker(marker_text.strip(), text) if marker_text.strip() else None
+
+    def __repr__(self) -> str:
+        return f"Requirement({self.text!r})"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def unmet_reason(self) -> Optional[str]:
+        """Why this requirement is not met now, or None when it is."""
+        if self.marker is not None and not self.marker(_marker_environment()):
+            return None
+        installed = installed_version(self.name)
+        if installed is None:
+            return f"requires {self.text}: {self.name} is not installed"
+        if not self.specifiers:
+            return None
+        try:
+            version = Version(installed)
+        except InvalidVersion:
+            return f"requires {self.text}: installed {self.name} {installed} has a non-PEP 440 version"
+        for specifier in self.specifiers:
+            if not specifier.contains(version):
+                return f"requires {self.text}: installed {self.name} is {installed}"
+        return None
+
+
+def parse_requirements(requirements: Iterable[str]) -> Tuple[Requirement, ...]:
+    """Parse requirement strings, raising ValueError/TypeError naming a bad one."""
+    if isinstance(requirements, str):
+        requirements = [requirements]
+    return tuple(Requirement(text) for text in requirements)
+
+
+def version_matches(version: str, specifiers: str) -> bool:
+    """Whether a version string satisfies a specifier set such as ``>=2.0,<2.2``."""
+    candidate = Version(version)
+    return all(specifier.contains(candidate) for specifier in parse_specifiers(specifiers))
+
+
+# --- installed distributions ------------------------------------------------
+
+_directory_cache: Dict[str, Tuple[float, Dict[str, str]]] = {}
+
+
+def _distributions_in(directory: str) -> Dict[str, str]:
+    """Map canonical distribution name -> version for one sys.path directory.
+
+    Cached by the directory's mtime: installing or removing a distribution
+    adds or removes a ``*.dist-info`` entry, which changes the mtime.
+    """
+    try:
+        mtime = os.stat(directory).st_mtime
+    except OSError:
+        return {}
+    cached = _directory_cache.get(directory)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    found: Dict[str, str] = {}
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.endswith(".dist-info"):
+            stem = entry[:-len(".dist-info")]
+        elif entry.endswith(".egg-info"):
+            stem = entry[:-len(".egg-info")]
+        else:
+            continue
+        name, _, version = stem.partition("-")
+        if not version:
+            version = _version_from_metadata_file(os.path.join(directory, entry)) or ""
+        else:
+            # "name-1.0-py3.11" (egg-info) carries the Python tag after the version.
+            version = version.split("-", 1)[0]
+        if version:
+            found.setdefault(canonical_name(name), version)
+    _directory_cache[directory] = (mtime, found)
+    return found
+
+
+def _version_from_metadata_file(path: str) -> Optional[str]:
+    for file_name in ("METADATA", "PKG-INFO"):
+        candidate = path if os.path.isfile(path) else os.path.join(path, file_name)
+        try:
+            with open(candidate, encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if line.startswith("Version:"):
+                        return line[len("Version:"):].strip()
+                    if not line.strip():
+                        break
+        except OSError:
+            continue
+    return None
+
+
+def installed_version(name: str) -> Optional[str]:
+    """The installed version of distribution ``name``, or None, importing nothing."""
+    key = canonical_name(name)
+    needs_metadata_fallback = False
+    for entry in sys.path:
+        directory = entry or os.getcwd()
+        if os.path.isdir(directory):
+            version = _distributions_in(directory).get(key)
+            if version is not None:
+                return version
+        elif os.path.exists(directory):
+            needs_metadata_fallback = True
+    if needs_metadata_fallback:
+        from importlib import metadata
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    return None
+
+
+# --- environment markers ----------------------------------------------------
+
+def _marker_environment() -> Dict[str, str]:
+    import platform
+    info = sys.implementation.version
+    implementation_version = f"{info.major}.{info.minor}.{info.micro}"
+    return {
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "python_full_version": platform.python_version(),
+        "os_name": os.name,
+        "sys_platform": sys.platform,
+        "platform_system": platform.system(),
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_version": platform.version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "implementation_name": sys.implementation.name,
+        "implementation_version": implementation_version,
+        "extra": "",
+    }
+
+
+def _tokenize_marker(text: str, requirement: str) -> List[str]:
+    tokens: List[str] = []
+    position = 0
+    while position < len(text):
+        character = text[position]
+        if character.isspace():
+            position += 1
+        elif character in "()":
+            tokens.append(character)
+            position += 1
+        elif character in "'\"":
+            closing = text.find(character, position + 1)
+            if closing < 0:
+                raise ValueError(f"invalid requirement {requirement!r}: unclosed quote in marker")
+            tokens.append(text[position:closing + 1])
+            position = closing + 1
+        elif character in "<>=!~":
+            end = position
+            while end < len(text) and text[end] in "<>=!~":
+                end += 1
+            tokens.append(text[position:end])
+            position = end
+        else:
+            end = position
+            while end < len(text) and (text[end].isalnum() or text[end] in "_."):
+                end += 1
+            if end == position:
+                raise ValueError(f"invalid requirement {requirement!r}: unexpected "
+                                 f"{character!r} in marker")
+            tokens.append(text[position:end])
+            position = end
+    return tokens
+
+
+def _parse_marker(text: str, requirement: str) -> Marker:
+    """Compile a PEP 508 environment marker into a predicate on an environment."""
+    tokens = _tokenize_marker(text, requirement)
+    position = 0
+
+    def fail(message: str) -> ValueError:
+        return ValueError(f"invalid requirement {requirement!r}: {message}")
+
+    def operand() -> Callable[[Dict[str, str]], str]:
+        nonlocal position
+        if position >= len(tokens):
+            raise fail("marker ends early")
+        token = tokens[position]
+        position += 1
+        if token[0] in "'\"":
+            value = token[1:-1]
+            return lambda environment: value
+        if token not in _MARKER_VARIABLES:
+            raise fail(f"unknown marker variable {token!r}")
+        return lambda environment: environment.get(token, "")
+
+    def comparison() -> Marker:
+        nonlocal position
+        if position < len(tokens) and tokens[position] == "(":
+            position += 1
+            inner = disjunction()
+            if position >= len(tokens) or tokens[position] != ")":
+                raise fail("unbalanced parentheses in marker")
+            position += 1
+            return inner
+        left = operand()
+        if position >= len(tokens):
+            raise fail("marker comparison has no operator")
+        operator = tokens[position]
+        position += 1
+        if operator == "not":
+            if position >= len(tokens) or tokens[position] != "in":
+                raise fail("expected 'not in' in marker")
+            position += 1
+            operator = "not in"
+        elif operator not in ("in", "==", "!=", "<", "<=", ">", ">=", "~=", "==="):
+            raise fail(f"unknown marker operator {operator!r}")
+        right = operand()
+        return lambda environment: _compare(left(environment), operator, right(environment))
+
+    def conjunction() -> Marker:
+        nonlocal position
+        parts = [comparison()]
+        while position < len(tokens) and tokens[position] == "and":
+            position += 1
+            parts.append(comparison())
+        return lambda environment: all(part(environment) for part in parts)
+
+    def disjunction() -> Marker:
+        nonlocal position
+        parts = [conjunction()]
+        while position < len(tokens) and tokens[position] == "or":
+            position += 1
+            parts.append(conjunction())
+        return lambda environment: any(part(environment) for part in parts)
+
+    marker = disjunction()
+    if position != len(tokens):
+        raise fail(f"unexpected {tokens[position]!r} in marker")
+    return marker
+
+
+def _compare(left: str, operator: str, right: str) -> bool:
+    if operator == "in":
+        return left in right
+    if operator == "not in":
+        return left not in right
+    try:
+        return Specifier(operator + right).contains(Version(left))
+    except (ValueError, InvalidVersion):
+        if operator == "==":
+            return left == right
+        if operator == "!=":
+            return left != right
+        return False

@@ -1,0 +1,171 @@
+"""Configuration from environment variables (and an optional TOML file).
+
+Parsed by hand (no ``re``): this runs at interpreter start-up under
+sitecustomize activation. Bad values never raise: they emit a
+``ConfigurationWarning`` that names the variable and the accepted values,
+and the default is used, because configuration mistakes must not break the
+user's program.
+"""
+
+from __future__ import annotations
+
+import os
+from _warnings import warn
+
+from .errors import ConfigurationWarning
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Mapping, Optional
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+# Every variable lazypatch itself reads, with what it means. Packs add theirs
+# through declare_variable() so that a typo such as LAZYPATCH_DISABEL can be
+# reported with the accepted names.
+VARIABLES: "Dict[str, str]" = {
+    "LAZYPATCH": "0 turns every activation off for this process",
+    "LAZYPATCH_DISABLE": "comma-separated patch names, globs or tags to turn off",
+    "LAZYPATCH_ENABLE": "comma-separated patch names, globs or tags to turn on",
+    "LAZYPATCH_STRICT": "1 makes a failing patch fail its target's import",
+    "LAZYPATCH_LOG": "level of the 'lazypatch' logger: " + ", ".join(LOG_LEVELS),
+    "LAZYPATCH_LOG_ALL_RANKS": "1 logs informational messages on every rank, not only rank 0",
+    "LAZYPATCH_MODULES": "comma-separated modules of extra patches to import at activation",
+    "LAZYPATCH_REPORT": "path of a JSON report written at exit; {rank} and {pid} are filled in",
+    "LAZYPATCH_CONFIG": "path of a TOML file with the same settings (keys in lower case)",
+    "LAZYPATCH_PLUGINS": "0 skips plugin packs from installed distributions",
+}
+
+
+def declare_variable(name: str, meaning: str) -> None:
+    """Declare an environment variable a pack reads, so it is not reported as unknown."""
+    VARIABLES[name] = meaning
+
+
+def split_list(value: str) -> "List[str]":
+    """Split a comma-separated setting, dropping blanks."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def parse_flag(name: str, value: "Optional[str]", default: bool = False) -> bool:
+    """Read a boolean setting; warn and fall back to ``default`` on a bad value."""
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in TRUE_WORDS:
+        return True
+    if lowered in FALSE_WORDS:
+        return False
+    warn(f"lazypatch: {name}={value!r} is not understood; use one of "
+         f"{', '.join(TRUE_WORDS + FALSE_WORDS[:-1])}. Using {int(default)}.",
+         ConfigurationWarning, stacklevel=3)
+    return default
+
+
+def parse_log_level(value: "Optional[str]") -> "Optional[str]":
+    """The LAZYPATCH_LOG level name, or None (with a warning) when invalid."""
+    if value is None or not value.strip():
+        return None
+    level = value.strip().upper()
+    if level in LOG_LEVELS or level.isdigit():
+        return level
+    warn(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
+         f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.",
+         ConfigurationWarning, stacklevel=3)
+    return None
+
+
+class Configuration:
+    """The settings activation uses, from the environment and LAZYPATCH_CONFIG."""
+
+    def __init__(self) -> None:
+        self.active = True
+        self.disable: "List[str]" = []
+        self.enable: "List[str]" = []
+        self.strict = False
+        self.log_level: "Optional[str]" = None
+        self.log_all_ranks = False
+        self.modules: "List[str]" = []
+        self.report_path = ""
+        self.plugins = True
+        self.extra: "Dict[str, str]" = {}   # pack variables from the TOML file
+
+
+def _from_file(path: str) -> "Dict[str, str]":
+    """Settings from a TOML file, as LAZYPATCH_<KEY> strings; warns on problems."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        warn("lazypatch: LAZYPATCH_CONFIG needs Python 3.11+ (tomllib); ignoring it",
+             ConfigurationWarning, stacklevel=3)
+        return {}
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, ValueError) as error:
+        warn(f"lazypatch: cannot read LAZYPATCH_CONFIG={path!r}: {error}; ignoring it",
+             ConfigurationWarning, stacklevel=3)
+        return {}
+    section = data.get("lazypatch", data)
+    settings: "Dict[str, str]" = {}
+    for key, value in section.items():
+        variable = "LAZYPATCH_" + str(key).upper()
+        if variable not in VARIABLES or variable == "LAZYPATCH_CONFIG":
+            warn(f"lazypatch: unknown key {key!r} in {path}; accepted keys: "
+                 f"{', '.join(sorted(name[10:].lower() for name in VARIABLES if name.startswith('LAZYPATCH_') and name != 'LAZYPATCH_CONFIG'))}",
+                 ConfigurationWarning, stacklevel=3)
+            continue
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(item) for item in value)
+        settings[variable] = str(value)
+    return settings
+
+
+def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
+    """Read the configuration; the environment overrides the TOML file."""
+    environment: "Dict[str, str]" = dict(os.environ if environ is None else environ)
+    config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
+    merged = _from_file(config_path) if config_path else {}
+    merged.update({key: value for key, value in environment.items()
+                   if key == "LAZYPATCH" or key.startswith("LAZYPATCH_")})
+    configuration = Configuration()
+    configuration.active = parse_flag("LAZYPATCH", merged.get("LAZYPATCH"), default=True)
+    configuration.disable = split_list(merged.get("LAZYPATCH_DISABLE", ""))
+    configuration.enable = split_list(merged.get("LAZYPATCH_ENABLE", ""))
+    configuration.strict = parse_flag("LAZYPATCH_STRICT", merged.get("LAZYPATCH_STRICT"))
+    configuration.log_level = parse_log_level(merged.get("LAZYPATCH_LOG"))
+    configuration.log_all_ranks = parse_flag("LAZYPATCH_LOG_ALL_RANKS",
+                                             merged.get("LAZYPATCH_LOG_ALL_RANKS"))
+    configuration.modules = split_list(merged.get("LAZYPATCH_MODULES", ""))
+    configuration.report_path = merged.get("LAZYPATCH_REPORT", "").strip()
+    configuration.plugins = parse_flag("LAZYPATCH_PLUGINS", merged.get("LAZYPATCH_PLUGINS"),
+                                       default=True)
+    configuration.extra = {key: value for key, value in merged.items()
+                           if key not in environment}
+    return configuration
+
+
+def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> None:
+    """Warn about LAZYPATCH_* variables nobody declared (likely typos)."""
+    environment = os.environ if environ is None else environ
+    unknown = sorted(key for key in environment
+                     if key.startswith("LAZYPATCH_") and key not in VARIABLES)
+    if unknown:
+        warn(f"lazypatch: unknown environment variable(s) {', '.join(unknown)}; "
+             f"accepted: {', '.join(sorted(VARIABLES))}", ConfigurationWarning, stacklevel=3)
+
+
+def setting(name: str, default: str = "") -> str:
+    """A pack setting: the environment variable, else the LAZYPATCH_CONFIG value."""
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    from . import activation
+    configuration = activation.CONFIGURATION
+    if configuration is not None:
+        return configuration.extra.get(name, default)
+    return default

@@ -1,0 +1,319 @@
+"""The patch context: every mutation a patch makes, recorded so it can be undone.
+
+Undo must be as exact as pytest's ``monkeypatch``:
+
+* originals are read from the owner's own ``__dict__``, never through
+  ``getattr``. ``getattr(cls, "m")`` on a classmethod returns a *bound
+  method*, and on an inherited attribute returns the base class's object;
+  writing either back would change the class (a bound method instead of the
+  classmethod, or a copy shadowing the base on the subclass). Reading the
+  own dict gives the raw descriptor, or "absent", which undo turns back into
+  "absent" by deleting.
+* several patches may change the same slot (attribute or item). Each slot
+  keeps a stack of live changes; undoing a change in the middle splices it
+  out (the change above it inherits its "before" value) instead of writing
+  over a later patch's value. So patches can be undone in any order and the
+  end state is the same as undoing them in reverse.
+"""
+
+from __future__ import annotations
+
+import sys
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>",
+                                    "__bool__": lambda self: False})()
+
+ATTRIBUTE = "attribute"
+ITEM = "item"
+
+
+def own_dict(owner: Any) -> Optional[Any]:
+    """The owner's own ``__dict__`` (a dict or mappingproxy), or None.
+
+    ``object.__getattribute__`` bypasses a lazy module's ``__getattribute__``
+    (``importlib.util._LazyModule``), which would otherwise load the module
+    just because we looked at it.
+    """
+    try:
+        return object.__getattribute__(owner, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+
+
+def read_slot(kind: str, owner: Any, key: Any) -> Any:
+    """The raw value stored in a slot, or MISSING when the owner has none of its own."""
+    if kind == ITEM:
+        try:
+            return owner[key]
+        except KeyError:
+            return MISSING
+    namespace = own_dict(owner)
+    if namespace is not None:
+        return namespace.get(key, MISSING)
+    # Objects without a __dict__ (slots, C types): the value lives in a slot
+    # descriptor on the type, so getattr is the only way to read it.
+    return getattr(owner, key, MISSING)
+
+
+def write_slot(kind: str, owner: Any, key: Any, value: Any) -> None:
+    """Store ``value`` in a slot, or remove the slot's own value for MISSING."""
+    if kind == ITEM:
+        if value is not MISSING:
+            owner[key] = value
+        elif key in owner:
+            del owner[key]
+        return
+    if value is MISSING:
+        namespace = own_dict(owner)
+        if namespace is None or key in namespace:
+            delattr(owner, key)
+    else:
+        setattr(owner, key, value)
+
+
+def describe(owner: Any) -> str:
+    """A short human name for an owner object, for reports."""
+    if owner is sys.modules:
+        return "sys.modules"
+    name = getattr(owner, "__name__", None) if isinstance(owner, type) or \
+        type(owner).__name__ in ("module", "_LazyModule") else None
+    if isinstance(name, str):
+        module = getattr(owner, "__module__", None)
+        if isinstance(owner, type) and module and module != "builtins":
+            return f"{module}.{getattr(owner, '__qualname__', name)}"
+        return name
+    return f"<{type(owner).__name__} at {id(owner):#x}>"
+
+
+class Change:
+    """One recorded mutation of one slot."""
+
+    __slots__ = ("action", "kind", "owner", "key", "before", "after", "patch_name", "live")
+
+    def __init__(self, action: str, kind: str, owner: Any, key: Any, before: Any,
+                 after: Any, patch_name: str) -> None:
+        self.action = action          # setattr, delattr, wrap, rebind, setitem, delitem, provide_module
+        self.kind = kind              # ATTRIBUTE or ITEM
+        self.owner = owner            # strong reference: keeps id(owner) stable while live
+        self.key = key
+        self.before = before
+        self.after = after
+        self.patch_name = patch_name
+        self.live = True
+
+    @property
+    def slot(self) -> Tuple[str, int, Any]:
+        return (self.kind, id(self.owner), self.key)
+
+    def describe(self) -> str:
+        where = describe(self.owner)
+        if self.kind == ITEM:
+            return f"{self.action} {where}[{self.key!r}]"
+        return f"{self.action} {where}.{self.key}"
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"action": self.action, "target": describe(self.owner),
+                "key": str(self.key), "live": self.live,
+                "replaced": self.before is not MISSING}
+
+
+class SlotHistory:
+    """Live changes per slot, oldest first, shared by all patches."""
+
+    def __init__(self) -> None:
+        self._stacks: Dict[Tuple[str, int, Any], List[Change]] = {}
+
+    def record(self, change: Change) -> List[Change]:
+        """Push a change; return the live changes of *other* patches on its slot."""
+        stack = self._stacks.setdefault(change.slot, [])
+        others = [earlier for earlier in stack if earlier.patch_name != change.patch_name]
+        stack.append(change)
+        return others
+
+    def undo(self, change: Change) -> None:
+        """Undo one change exactly, splicing it out if later changes sit on top."""
+        if not change.live:
+            return
+        stack = self._stacks.get(change.slot, [])
+        position = next((index for index, item in enumerate(stack) if item is change), None)
+        if position is not None and position + 1 < len(stack):
+            stack[position + 1].before = change.before
+        else:
+            write_slot(change.kind, change.owner, change.key, change.before)
+        if position is not None:
+            del stack[position]
+            if not stack:
+                del self._stacks[change.slot]
+        change.live = False
+
+    def first_original(self, kind: str, owner: Any, key: Any) -> Any:
+        """The value the slot held before any live patch touched it."""
+        stack = self._stacks.get((kind, id(owner), key))
+        if stack:
+            return stack[0].before
+        return read_slot(kind, owner, key)
+
+    def is_patched(self, kind: str, owner: Any, key: Any) -> bool:
+        return bool(self._stacks.get((kind, id(owner), key)))
+
+
+HISTORY = SlotHistory()
+
+
+class PatchContext:
+    """What a patch function receives as ``patch``: records and undoes its changes.
+
+    Every method makes the change at once and records how to reverse it.
+    ``undo()`` reverses all of them, newest first.
+    """
+
+    def __init__(self, name: str, module: Any) -> None:
+        self.name = name
+        self.module = module
+        self.changes: List[Change] = []
+        # (change, other patches' live changes on the same slot); reported by the
+        # dispatcher only if this patch succeeds, since a failure rolls back.
+        self.conflicts: List[Tuple[Change, List[Change]]] = []
+        self.revert_after_import_requested = False
+
+    def __repr__(self) -> str:
+        return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"
+
+    # -- recording ----------------------------------------------------------
+
+    def _apply(self, action: str, kind: str, owner: Any, key: Any, value: Any) -> Change:
+        before = read_slot(kind, owner, key)
+        write_slot(kind, owner, key, value)
+        change = Change(action, kind, owner, key, before, value, self.name)
+        self.changes.append(change)
+        others = HISTORY.record(change)
+        if others:
+            self.conflicts.append((change, others))
+        return change
+
+    def setattr(self, owner: Any, name: str, value: Any, rebind: bool = False) -> None:
+        """Set ``owner.name = value``; with ``rebind``, also replace the old object
+        wherever other imported modules hold it as a global (``from x import y``)."""
+        if not isinstance(name, str):
+            raise TypeError(f"attribute name must be a string, got {name!r}")
+        change = self._apply("setattr", ATTRIBUTE, owner, name, value)
+        if rebind and change.before is not MISSING:
+            self.rebind(change.before, value, exclude=(owner,))
+
+    def delattr(self, owner: Any, name: str) -> None:
+        """Delete ``owner.name``; it must be the owner's own attribute."""
+        namespace = own_dict(owner)
+        if namespace is not None and name not in namespace:
+            inherited = hasattr(owner, name)
+            raise AttributeError(
+                f"cannot delete {describe(owner)}.{name}: "
+                + ("it is inherited, not defined on this object; patch the class that "
+                   "defines it" if inherited else "no such attribute"))
+        self._apply("delattr", ATTRIBUTE, owner, name, MISSING)
+
+    def setitem(self, mapping: Any, key: Any, value: Any) -> None:
+        """Set ``mapping[key] = value``."""
+        self._apply("setitem", ITEM, mapping, key, value)
+
+    def delitem(self, mapping: Any, key: Any) -> None:
+        """Delete ``mapping[key]``; it must exist."""
+        if key not in mapping:
+            raise KeyError(f"cannot delete {key!r}: not in {describe(mapping)}")
+        self._apply("delitem", ITEM, mapping, key, MISSING)
+
+    def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> Any:
+        """Replace ``owner.name`` with a ``wrapt.FunctionWrapper`` calling
+        ``wrapper(wrapped, instance, args, kwargs)``; return the wrapper object.
+
+        The wrapped object is the raw descriptor (classmethod, staticmethod or
+        function) so that wrapt binds it exactly as the original would be.
+        """
+        if not callable(wrapper):
+            raise TypeError(f"wrapper for {describe(owner)}.{name} must be callable "
+                            f"as wrapper(wrapped, instance, args, kwargs)")
+        original = read_slot(ATTRIBUTE, owner, name)
+        if original is MISSING and isinstance(owner, type):
+            # Inherited: wrap the base class's raw descriptor, store on this class.
+            for base in owner.__mro__[1:]:
+                original = base.__dict__.get(name, MISSING)
+                if original is not MISSING:
+                    break
+        if original is MISSING:
+            raise AttributeError(f"cannot wrap {describe(owner)}.{name}: no such attribute")
+        if isinstance(original, property):
+            raise TypeError(f"cannot wrap property {describe(owner)}.{name}; "
+                            f"set a new property with patch.setattr instead")
+        from wrapt import FunctionWrapper  # deferred: importing wrapt costs ~130 ms
+        wrapped = FunctionWrapper(original, wrapper)
+        self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
+        return wrapped
+
+    def provide_module(self, name: str, module: Any) -> None:
+        """Make ``import name`` return ``module`` (an entry in ``sys.modules``, and the
+        attribute on its parent package when that is imported)."""
+        self._apply("provide_module", ITEM, sys.modules, name, module)
+        parent_name, _, child = name.rpartition(".")
+        parent = sys.modules.get(parent_name) if parent_name else None
+        if parent is not None:
+            self._apply("provide_module", ATTRIBUTE, parent, child, module)
+
+    def rebind(self, old: Any, new: Any, exclude: Tuple[Any, ...] = ()) -> List[str]:
+        """Replace module globals that are ``old`` (by identity) with ``new``.
+
+        Returns "module.name" for every rebound reference; each is recorded
+        and restored by undo.
+        """
+        from .references import find_module_references
+        rebound = []
+        for module, global_name in find_module_references(old, exclude=exclude):
+            self._apply("rebind", ATTRIBUTE, module, global_name, new)
+            rebound.append(f"{module.__name__}.{global_name}")
+        return rebound
+
+    def revert_after_import(self) -> None:
+        """For ``before_import`` patches: undo these changes as soon as the target's
+        body has finished executing (used to present something only during the import)."""
+        self.revert_after_import_requested = True
+
+    # -- undo ---------------------------------------------------------------
+
+    def undo(self) -> None:
+        """Reverse every live change, newest first. Imports nothing."""
+        errors = []
+        for change in reversed(self.changes):
+            try:
+                HISTORY.undo(change)
+            except Exception as error:  # keep undoing the rest; report at the end
+                errors.append(f"{change.describe()}: {error!r}")
+        if errors:
+            raise RuntimeError(f"undo of patch {self.name!r} could not restore: "
+                               + "; ".join(errors))
+
+    def replaced_objects(self) -> List[Tuple[Change, Any]]:
+        """(change, original object) for each live change that replaced an object."""
+        return [(change, change.before) for change in self.changes
+                if change.live and change.before is not MISSING
+                and change.action in ("setattr", "wrap", "delattr", "setitem")]
+
+
+def original(owner: Any, name: str) -> Any:
+    """The value ``owner.name`` had before any live patch changed it.
+
+    Raises AttributeError if the owner had no such attribute of its own.
+    """
+    value = HISTORY.first_original(ATTRIBUTE, owner, name)
+    if value is MISSING:
+        for base in getattr(owner, "__mro__", ())[1:]:
+            value = base.__dict__.get(name, MISSING)
+            if value is not MISSING:
+                return value
+        raise AttributeError(f"{describe(owner)} has no attribute {name!r}")
+    return value
+
+
+def is_patched(owner: Any, name: str) -> bool:
+    """Whether a live patch currently changes ``owner.name``."""
+    return HISTORY.is_patched(ATTRIBUTE, owner, name)

@@ -1,0 +1,211 @@
+"""The import hook: one finder on ``sys.meta_path`` and a transparent loader proxy.
+
+How an import reaches a patch:
+
+1. ``LazyPatchFinder.find_spec`` is asked about every module not yet in
+   ``sys.modules``. For names no patch watches it returns None after one dict
+   lookup, so unwatched imports cost about one Python call.
+2. For a watched name it asks the finders *after* itself for the real spec
+   (walking ``sys.meta_path`` itself) and swaps ``spec.loader`` for a
+   ``LoaderProxy``.
+3. The import system calls ``LoaderProxy.exec_module``, which runs the
+   ``before_import`` patches, the real loader's ``exec_module`` (the module
+   body), and then the ``when_imported`` patches on what ``sys.modules``
+   holds at that moment, which is what the importer will hand out.
+
+Why not ``importlib.util.find_spec`` in step 2, as wrapt does: for a
+submodule it imports the parent package, taking the parent's module lock.
+If the parent's ``__init__`` started a thread that imports a watched
+submodule and waits for it, that thread blocks on the lock the waiting
+thread holds (wrapt stalls there; ddtrace hit it with snowflake-connector
+and switched to walking ``sys.meta_path``, DataDog/dd-trace-py#17742). The
+``path`` argument the import system passes us already is the parent's
+``__path__``, so no parent import is needed.
+"""
+
+from __future__ import annotations
+
+import sys
+from _thread import get_ident
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
+    from typing import Any, Callable, Dict, Optional, Sequence
+
+
+class LoaderProxy:
+    """Wraps a module's real loader; runs patches around ``exec_module``.
+
+    Every attribute it does not define is forwarded to the real loader
+    (``get_code`` for ``runpy``, ``get_resource_reader``, ``is_package``...),
+    as wrapt's proxy does.
+    """
+
+    def __init__(self, loader: Any, run_body: Callable[[Any, Any], None]) -> None:
+        self.__dict__["_lazypatch_loader"] = loader
+        self.__dict__["_lazypatch_run_body"] = run_body
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_lazypatch_loader"], name)
+
+    def __repr__(self) -> str:
+        return f"<lazypatch LoaderProxy for {self.__dict__['_lazypatch_loader']!r}>"
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self.__dict__["_lazypatch_loader"], "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: Any) -> None:
+        loader = self.__dict__["_lazypatch_loader"]
+        # Put the real loader back before the body runs: pkgutil, importlib.resources
+        # and pickle-style tools look at __loader__ / __spec__.loader, and a reload
+        # must find the real loader again (it re-runs find_spec and gets a new proxy).
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = loader
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = loader
+        self.__dict__["_lazypatch_run_body"](module, loader)
+
+
+def execute_with_loader(module: Any, loader: Any) -> None:
+    """Run a module's body with its real loader, including legacy load_module loaders."""
+    if hasattr(loader, "exec_module"):
+        loader.exec_module(module)
+    else:
+        # Legacy PEP 302 loader (removed in 3.15): it creates and installs its own
+        # module object; whatever it leaves in sys.modules is what the importer gets.
+        loader.load_module(module.__name__)
+
+
+class LazyPatchFinder:
+    """The single lazypatch finder; place it first on ``sys.meta_path``."""
+
+    def __init__(self, watched: Dict[str, Any], run_body: Callable[[Any, Any], None]) -> None:
+        # ``watched`` is the catalog's by-target dict itself, shared, so that a
+        # registration is visible to the next import without telling the finder.
+        self._watched = watched
+        self._run_body = run_body
+        self._searching: Dict[tuple, bool] = {}
+
+    def __repr__(self) -> str:
+        return f"<LazyPatchFinder watching {len(self._watched)} module(s)>"
+
+    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None,
+                  target: Any = None) -> Any:
+        if fullname not in self._watched:
+            return None
+        return self._find_watched(fullname, path, target)
+
+    def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
+        # Another finder may call importlib.util.find_spec from inside its own
+        # find_spec (wrapt's does); that walks sys.meta_path again and comes back
+        # here for the same name in the same thread. Answer None to that inner call.
+        key = (get_ident(), fullname)
+        if key in self._searching:
+            return None
+        self._searching[key] = True
+        try:
+            spec = None
+            for finder in list(sys.meta_path):
+                if finder is self or isinstance(finder, LazyPatchFinder):
+                    continue
+                find_spec = getattr(finder, "find_spec", None)
+                if find_spec is None:
+                    continue  # a legacy find_module-only finder: leave it to the import system
+                spec = find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            del self._searching[key]
+        if spec is None:
+            return None
+        return wrap_spec_loader(spec, self._run_body)
+
+
+def wrap_spec_loader(spec: Any, run_body: Callable[[Any, Any], None]) -> Any:
+    """Give ``spec`` a LoaderProxy (idempotent); return the spec."""
+    loader = spec.loader
+    if isinstance(loader, LoaderProxy):
+        return spec
+    if loader is None:
+        if spec.submodule_search_locations is None:
+            return spec  # nothing will execute; nothing to hook
+        # A namespace package: no loader and no body. The import system would
+        # attach a NamespaceLoader itself (_bootstrap._init_module_attrs); we
+        # build the same one so that there is an exec_module to hook.
+        from importlib.machinery import NamespaceLoader
+        loader = NamespaceLoader.__new__(NamespaceLoader)
+        loader._path = spec.submodule_search_locations
+    spec.loader = LoaderProxy(loader, run_body)
+    return spec
+
+
+def install_finder(finder: LazyPatchFinder) -> None:
+    """Put ``finder`` first on ``sys.meta_path`` (once)."""
+    if finder not in sys.meta_path:
+        sys.meta_path.insert(0, finder)
+
+
+def uninstall_finder(finder: LazyPatchFinder) -> None:
+    """Take ``finder`` off ``sys.meta_path``; imports after this are not patched."""
+    while finder in sys.meta_path:
+        sys.meta_path.remove(finder)
+
+
+# --- modules that are not finished yet -----------------------------------
+
+def defer_until_executed(module: Any, callback: Callable[[], None]) -> bool:
+    """Call ``callback`` once ``module``'s body has finished executing.
+
+    Used when a patch is registered while its target is still executing (a
+    plugin registering a patch from inside the target's own import). The
+    import system marks the end of execution by setting
+    ``spec._initializing = False`` in a ``finally`` (``_bootstrap._load_unlocked``);
+    we give that one spec object a subclass whose ``_initializing`` setter
+    runs the callback, then restore the original class. Zero cost for every
+    other import, and no profiling or tracing hook.
+
+    Returns False if the module is not in the middle of executing.
+    """
+    spec = object.__getattribute__(module, "__dict__").get("__spec__")
+    if spec is None or not spec.__dict__.get("_initializing", False):
+        return False
+    original_class = type(spec)
+    pending = getattr(spec, "_lazypatch_when_executed", None)
+    if pending is not None:
+        pending.append(callback)
+        return True
+    callbacks = [callback]
+
+    class _SpecAwaitingExecution(original_class):  # type: ignore[misc, valid-type]
+        @property
+        def _initializing(self) -> bool:
+            return self.__dict__.get("_initializing", False)
+
+        @_initializing.setter
+        def _initializing(self, value: bool) -> None:
+            self.__dict__["_initializing"] = value
+            if not value:
+                self.__class__ = original_class
+                self.__dict__.pop("_lazypatch_when_executed", None)
+                for waiting in callbacks:
+                    waiting()
+
+    spec.__dict__["_lazypatch_when_executed"] = callbacks
+    spec.__class__ = _SpecAwaitingExecution
+    return True
+
+
+def watch_lazy_module(module: Any, run_body: Callable[[Any, Any], None]) -> bool:
+    """If ``module`` is an unloaded ``importlib.util.LazyLoader`` module, hook its
+    eventual load without triggering it; return whether it was one."""
+    util = sys.modules.get("importlib.util")
+    lazy_class = getattr(util, "_LazyModule", None) if util is not None else None
+    if lazy_class is None or type(module) is not lazy_class:
+        return False
+    # _LazyModule.__getattribute__ loads the module on any attribute access,
+    # so read its namespace through object.__getattribute__.
+    spec = object.__getattribute__(module, "__dict__").get("__spec__")
+    if spec is not None and spec.loader is not None:
+        wrap_spec_loader(spec, run_body)
+    return True
