@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import dispatch as _dispatch
 from .catalog import AFTER, BEFORE, STATUSES, PatchRecord, matches, record_of, set_enabled
 from .conditions import installed_version, version_matches
+from .config import declare_variable, setting
 from .context import PatchContext, is_patched, original
 from .errors import (ConfigurationWarning, LatePatchWarning, PatchConflictWarning, PatchError,
                      PatchFailedWarning)
@@ -202,6 +203,14 @@ def uninstall() -> None:
     uninstall_finder(_dispatch.FINDER)
 
 
+def patches(target: str, **options: "Any") -> "Callable[[type], type]":
+    """Class decorator: the decorated class's methods (plain, class, static,
+    properties) replace those of class ``target`` ("pkg.mod.ClassName") when
+    its module is imported; undone exactly. See ``lazypatch.classes``."""
+    from .classes import patches as declare_class_patch
+    return declare_class_patch(target, **options)
+
+
 def set_strict(strict: bool = True) -> None:
     """In strict mode a failing patch fails its target's import (``PatchError``)."""
     _dispatch.SETTINGS.strict = bool(strict)
@@ -213,5 +222,5 @@ __all__ = [
     "set_strict", "original", "is_patched", "installed_version", "version_matches",
     "PatchContext", "PatchRecord", "PatchError", "LatePatchWarning",
     "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning",
-    "STATUSES", "matches",
+    "STATUSES", "matches", "patches", "declare_variable", "setting",
 ]
