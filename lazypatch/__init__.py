@@ -13,7 +13,7 @@ every process it activates.
 from __future__ import annotations
 
 from . import dispatch as _dispatch
-from .catalog import AFTER, BEFORE, STATUSES, PatchRecord, matches, record_of, set_enabled
+from .catalog import AFTER, BEFORE, DISABLED, REVERTED, STATUSES, PatchRecord, matches, record_of, set_enabled
 from .conditions import installed_version, version_matches
 from .config import declare_variable, setting
 from .context import PatchContext, is_patched, original
@@ -187,8 +187,10 @@ class patched:
         for patch, was_enabled, already_applied in reversed(self._saved):
             if already_applied:
                 continue
-            _dispatch.revert(patch, reason="scope of lazypatch.patched() ended")
-            set_enabled(patch, was_enabled, "disabled by default; enable it by name or tag")
+            # Back to the state before the scope: a default-off patch reads "disabled" again.
+            _dispatch.revert(patch, REVERTED if was_enabled else DISABLED,
+                             "scope of lazypatch.patched() ended")
+            set_enabled(patch, was_enabled, "scope of lazypatch.patched() ended")
         self._saved = []
 
 

@@ -44,6 +44,7 @@ class Patch:
         "reason", "error", "context", "module", "duration_ms",
         "applications", "conflicts", "late_references", "takes_context",
         "untracked_changes", "history", "description", "applied_order",
+        "notes",
     )
 
     def __init__(self, *, name: str, target: str, function: Callable[..., Any],
@@ -73,6 +74,7 @@ class Patch:
         self.takes_context = takes_context
         self.history: List[str] = []
         self.applied_order = 0
+        self.notes: List[str] = []
         doc = getattr(function, "__doc__", None) or ""
         self.description = doc.strip().split("\n", 1)[0]
 
@@ -291,4 +293,5 @@ def record_of(patch: Patch) -> PatchRecord:
         conflicts=list(patch.conflicts), late_references=list(patch.late_references),
         untracked_changes=list(patch.untracked_changes),
         undoable=not patch.untracked_changes, history=list(patch.history),
+        notes=list(patch.notes),
     )

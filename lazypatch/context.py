@@ -178,6 +178,7 @@ class PatchContext:
         # dispatcher only if this patch succeeds, since a failure rolls back.
         self.conflicts: List[Tuple[Change, List[Change]]] = []
         self.revert_after_import_requested = False
+        self.notes: List[str] = []
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"
@@ -277,6 +278,17 @@ class PatchContext:
         """For ``before_import`` patches: undo these changes as soon as the target's
         body has finished executing (used to present something only during the import)."""
         self.revert_after_import_requested = True
+
+    def skip(self, reason: str) -> None:
+        """Stop here and report the patch as ``skipped`` with ``reason``, for
+        conditions only the patch can check; changes made so far are rolled back."""
+        from .errors import SkipPatch
+        raise SkipPatch(reason)
+
+    def note(self, text: str) -> None:
+        """Add a line to the patch's report (``notes``) saying what it did; notes
+        outlive undo, since they describe what happened."""
+        self.notes.append(str(text))
 
     # -- undo ---------------------------------------------------------------
 

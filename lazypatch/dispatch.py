@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import sys
 from _thread import RLock
+from os import environ
 from _warnings import warn  # the C half of warnings: no import cost
 from time import perf_counter
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Dict, List, Optional
 
+from .config import parse_flag
 from .catalog import AFTER, APPLIED, BEFORE, FAILED, PENDING, REVERTED, SKIPPED, Catalog, Patch
 from .context import MISSING, Change, PatchContext, own_dict
-from .errors import LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning
+from .errors import (LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning,
+                     SkipPatch)
 from .importer import (LazyPatchFinder, defer_until_executed, execute_with_loader,
                        install_finder, watch_lazy_module)
 
@@ -35,9 +38,10 @@ _applications = 0   # global application counter, so undo-all can go newest firs
 
 
 class Settings:
-    """Engine switches; the activation layer fills them from the environment."""
+    """Engine switches. Read from the environment when lazypatch is imported, so
+    that they hold without activation; activation re-reads them with the config."""
 
-    strict = False
+    strict = parse_flag("LAZYPATCH_STRICT", environ.get("LAZYPATCH_STRICT"))
 
 
 SETTINGS = Settings()
@@ -101,11 +105,20 @@ def _apply_claimed(patch: Patch, module: Any, late: bool) -> None:
             patch.function(module, context)
         else:
             patch.function(module)
+    except SkipPatch as skip:
+        patch.duration_ms = (perf_counter() - started) * 1000.0
+        context.undo()
+        patch.notes.extend(context.notes)
+        patch.status, patch.reason = SKIPPED, skip.reason
+        patch.history.append(f"skipped: {skip.reason}")
+        return
     except Exception as error:
         patch.duration_ms = (perf_counter() - started) * 1000.0
+        patch.notes.extend(context.notes)
         _fail(patch, context, error)
         return
     patch.duration_ms = (perf_counter() - started) * 1000.0
+    patch.notes.extend(context.notes)
     patch.status, patch.reason, patch.error = APPLIED, "", ""
     patch.context, patch.module = context, module
     patch.applications += 1

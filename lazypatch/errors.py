@@ -41,3 +41,15 @@ class ConfigurationWarning(UserWarning):
     lazypatch falls back to its default for that value and keeps going: bad
     configuration must never break the user's program.
     """
+
+
+class SkipPatch(Exception):
+    """Raised by ``patch.skip(reason)``: the patch decided it does not apply here.
+
+    Caught by the dispatcher, which rolls back any changes and reports the
+    patch as ``skipped`` with ``reason``; it never reaches the user's import.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -33,6 +33,8 @@ def render_table(records: "Sequence[Dict[str, Any]]") -> str:
         detail = record.get("reason") or ""
         if record.get("conflicts"):
             detail = (detail + "; " if detail else "") + "conflict: " + "; ".join(record["conflicts"])
+        if record.get("notes"):
+            detail = (detail + "; " if detail else "") + "; ".join(record["notes"])
         if record.get("untracked_changes"):
             detail = (detail + "; " if detail else "") + "not undoable: " + \
                 ", ".join(record["untracked_changes"])
