@@ -168,7 +168,7 @@ def _sort_key(version: Version):
     dev_key = _INFINITY if version.dev is None else (0, version.dev)
     local_key: Tuple[object, ...]
     if not version.local:
-        local_key = _NEGATIVE_INFINITY
+        local_key = ()     # sorts before every local label, as "no label" must
     else:
         # Numeric local segments sort above alphanumeric ones (PEP 440).
         local_key = tuple((1, part, "") if isinstance(part, int) else (0, 0, part)

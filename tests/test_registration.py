@@ -1,0 +1,73 @@
+"""Registration validates early and names the bad value; it never imports the target."""
+
+from __future__ import annotations
+
+import pytest
+
+import lazypatch
+from lazypatch import dispatch
+
+
+@pytest.fixture(autouse=True)
+def forget_registrations():
+    """These tests register into the test process's catalog; remove what they add."""
+    known = set(dispatch.CATALOG.by_name)
+    yield
+    for name in set(dispatch.CATALOG.by_name) - known:
+        dispatch.CATALOG.remove(dispatch.CATALOG.by_name[name])
+
+
+@pytest.mark.parametrize("target, error, fragment", [
+    ("", ValueError, "empty"),
+    (".relative", ValueError, "relative"),
+    ("pkg..mod", ValueError, "not a valid dotted module name"),
+    ("pkg.1mod", ValueError, "'1mod' is not an identifier"),
+    (42, TypeError, "42"),
+    (None, TypeError, "None"),
+])
+def test_bad_targets_are_refused_at_the_decorator_line(target, error, fragment):
+    with pytest.raises(error, match=fragment):
+        lazypatch.when_imported(target)
+
+
+@pytest.mark.parametrize("requirement, fragment", [
+    ("mmcv>>2.0", "invalid"),
+    ("mmcv>=two", "not a PEP 440 version"),
+    (">=2.0", "must start with a distribution name"),
+    ("mmcv ~=2", "at least two release segments"),
+    ("mmcv>=2.0; python_versio > '3'", "unknown marker variable"),
+    ("mmcv @ https://example.invalid/x.whl", "direct references"),
+])
+def test_malformed_requirements_are_refused_naming_the_string(requirement, fragment):
+    with pytest.raises(ValueError, match=fragment) as caught:
+        lazypatch.when_imported("some.module", requires=[requirement])
+    assert repr(requirement) in str(caught.value)
+
+
+@pytest.mark.parametrize("function", [lambda: None, lambda a, b, c: None, "not callable"])
+def test_patch_functions_with_a_wrong_signature_are_refused(function):
+    with pytest.raises(TypeError, match="bad_signature"):
+        lazypatch.register(function, "some.module", name="bad_signature")
+
+
+def test_duplicate_names_are_refused_naming_the_existing_target():
+    lazypatch.register(lambda module: None, "first.target", name="unique.name")
+    with pytest.raises(ValueError, match="already registered \\(on 'first.target'\\)"):
+        lazypatch.register(lambda module: None, "second.target", name="unique.name")
+
+
+def test_default_name_is_module_and_qualified_name_and_decorator_returns_function():
+    def my_patch(module):
+        return None
+    returned = lazypatch.when_imported("some.other.module")(my_patch)
+    assert returned is my_patch
+    names = [record["name"] for record in lazypatch.report()]
+    assert f"{__name__}.test_default_name_is_module_and_qualified_name_and_decorator_returns_function" \
+           f".<locals>.my_patch" in names
+
+
+def test_unknown_names_in_unpatch_and_enable_say_how_to_find_names():
+    with pytest.raises(KeyError, match="lazypatch.report"):
+        lazypatch.unpatch("does.not.exist")
+    with pytest.raises(KeyError, match="no patch matches 'nothing.\\*'"):
+        lazypatch.enable("nothing.*")
