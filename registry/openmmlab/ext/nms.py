@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import List
 
+import numpy as np
 import torch
 
 from ._greedy import greedy_groups, greedy_keep
@@ -41,7 +42,7 @@ def nms(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float,
     return order[greedy_keep(iou > iou_threshold)]
 
 
-def _compact_survivors(survive: torch.Tensor) -> torch.Tensor:
+def _compact_survivors(survive: np.ndarray) -> np.ndarray:
     """Order in which mmcv's soft-NMS leaves the surviving candidates.
 
     mmcv drops a box by overwriting it with the current last box, so holes
@@ -50,12 +51,9 @@ def _compact_survivors(survive: torch.Tensor) -> torch.Tensor:
     this matters only for the choice among equal scores later on.
     """
     k = int(survive.sum())
-    positions = torch.arange(survive.numel(), device=survive.device)
-    head = positions[:k]
-    result = head.clone()
-    holes = head[~survive[:k]]
-    fillers = positions[k:][survive[k:]].flip(0)
-    result[holes] = fillers
+    result = np.arange(k)
+    holes = np.flatnonzero(~survive[:k])
+    result[holes] = (k + np.flatnonzero(survive[k:]))[::-1]
     return result
 
 
@@ -70,56 +68,55 @@ def softnms(boxes: torch.Tensor, scores: torch.Tensor, dets: torch.Tensor,
     dropped. Writes the selected boxes with their decayed scores into the
     first rows of ``dets`` (N, 5) and returns their original indices (int64)
     in selection order.
+
+    mmcv only runs soft-NMS on the CPU (its wrapper moves tensors there), and
+    its rounds are sequential, so each round is a handful of vectorized NumPy
+    operations on the remaining boxes: on small arrays they cost far less
+    dispatch overhead than tensor operations.
     """
-    n = boxes.shape[0]
     if boxes.numel() == 0:
         return boxes.new_empty(0, dtype=torch.long)
-    x1, y1, x2, y2 = boxes[:, :4].unbind(-1)
-    cols = torch.stack([x1, y1, x2, y2], dim=1).clone()
-    areas = (cols[:, 2] - cols[:, 0] + offset) * (cols[:, 3] - cols[:, 1] +
-                                                   offset)
-    sc = scores.clone().to(boxes.dtype)
-    inds = torch.arange(n, device=boxes.device)
-    selected_rows = []
-    selected_inds = []
+    cols = boxes[:, :4].detach().cpu().numpy().copy()
+    dtype = cols.dtype.type
+    off = dtype(offset)
+    areas = (cols[:, 2] - cols[:, 0] + off) * (cols[:, 3] - cols[:, 1] + off)
+    sc = scores.detach().cpu().numpy().astype(cols.dtype)
+    inds = np.arange(cols.shape[0])
+    thr, sig = dtype(iou_threshold), dtype(sigma)
+    rows, picked = [], []
     # Each round selects the best remaining box and rescores the rest; the
     # rounds are inherently sequential, the work inside one is vectorized.
-    while sc.numel() > 0:
-        best = int(torch.argmax(sc))  # first maximum, as mmcv's strict '<'
-        if best != 0:
+    while sc.size:
+        best = int(np.argmax(sc))  # first maximum, as mmcv's strict '<'
+        if best:
             # mmcv swaps the best box into the head slot.
-            perm = torch.arange(sc.numel(), device=sc.device)
-            perm[0], perm[best] = best, 0
-            cols, areas, sc, inds = cols[perm], areas[perm], sc[perm], inds[perm]
+            for arr in (cols, areas, sc, inds):
+                arr[[0, best]] = arr[[best, 0]]
         head = cols[0]
-        selected_rows.append(torch.cat([head, sc[:1]]))
-        selected_inds.append(inds[:1])
-        rest_cols, rest_areas = cols[1:], areas[1:]
-        w = (torch.minimum(head[2], rest_cols[:, 2]) -
-             torch.maximum(head[0], rest_cols[:, 0]) + offset).clamp(min=0)
-        h = (torch.minimum(head[3], rest_cols[:, 3]) -
-             torch.maximum(head[1], rest_cols[:, 1]) + offset).clamp(min=0)
+        rows.append(np.append(head, sc[0]))
+        picked.append(inds[0])
+        rest = cols[1:]
+        w = np.maximum(np.minimum(head[2], rest[:, 2]) -
+                       np.maximum(head[0], rest[:, 0]) + off, 0)
+        h = np.maximum(np.minimum(head[3], rest[:, 3]) -
+                       np.maximum(head[1], rest[:, 1]) + off, 0)
         inter = w * h
-        ovr = inter / (areas[0] + rest_areas - inter)
+        ovr = inter / (areas[0] + areas[1:] - inter)
         if method == 0:
-            weight = torch.where(ovr >= iou_threshold, torch.zeros_like(ovr),
-                                 torch.ones_like(ovr))
+            weight = np.where(ovr >= thr, dtype(0), dtype(1))
         elif method == 1:
-            weight = torch.where(ovr >= iou_threshold, 1 - ovr,
-                                 torch.ones_like(ovr))
+            weight = np.where(ovr >= thr, 1 - ovr, dtype(1))
         elif method == 2:
-            weight = torch.exp(-(ovr * ovr) / sigma)
+            weight = np.exp(-(ovr * ovr) / sig)
         else:
-            weight = torch.ones_like(ovr)
-        rest_sc = sc[1:] * weight
-        keep_order = _compact_survivors(rest_sc >= min_score)
-        cols = rest_cols[keep_order]
-        areas = rest_areas[keep_order]
-        sc = rest_sc[keep_order]
-        inds = inds[1:][keep_order]
-    result = torch.stack(selected_rows)
+            weight = np.ones_like(ovr)
+        rest_sc = (sc[1:] * weight).astype(cols.dtype)
+        keep = _compact_survivors(rest_sc >= min_score)
+        cols, areas = rest[keep], areas[1:][keep]
+        sc, inds = rest_sc[keep], inds[1:][keep]
+    result = torch.from_numpy(np.stack(rows))
     dets[:result.shape[0]] = result.to(dets.dtype)
-    return torch.cat(selected_inds)
+    return torch.tensor(picked, dtype=torch.long, device=boxes.device)
 
 
 def nms_match(dets: torch.Tensor, iou_threshold: float) -> List[List[int]]:

@@ -1,0 +1,287 @@
+"""Time lazypatch's pure-PyTorch ``mmcv._ext`` kernels.
+
+MSDA is compared with mmcv's own ``multi_scale_deformable_attn_pytorch``;
+every other op with the naive per-box / per-pixel loop reference from
+``tests/packs/test_mmcv_ext_kernels.py`` (on the same inputs). Prints a
+Markdown table of medians and their ratio.
+
+Run from the repository root::
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_mmcv_ops.py [--device cuda]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import statistics
+import sys
+import time
+from typing import Callable, List, Tuple
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+try:
+    from lazypatch.registry.openmmlab.ext import build_ext_module
+except ImportError:
+    from registry.openmmlab.ext import build_ext_module
+
+sys.modules.setdefault("mmcv._ext", build_ext_module())
+import mmcv.ops as ops  # noqa: E402
+from mmcv.ops.multi_scale_deform_attn import (  # noqa: E402
+    MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch)
+from mmcv.ops.scatter_points import dynamic_scatter  # noqa: E402
+
+
+def _load_references():
+    path = os.path.join(ROOT, "tests", "packs", "test_mmcv_ext_kernels.py")
+    spec = importlib.util.spec_from_file_location("_ext_refs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ref = _load_references()
+
+
+def median_ms(fn: Callable[[], object], reps: int, device: str) -> float:
+    """Median wall time of ``fn`` in milliseconds (after warm-up calls)."""
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(2 if reps > 1 else 1):
+        fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+Row = Tuple[str, str, float, str, float]
+
+
+def bench(device: str, quick: bool) -> List[Row]:
+    dev = torch.device(device)
+    reps, naive_reps = (5, 1) if quick else (20, 3)
+    rows: List[Row] = []
+
+    def add(op, size, ours, ref_name, theirs):
+        rows.append((op, size, ours, ref_name, theirs))
+
+    # -- MSDA at a Deformable-DETR-like size, vs mmcv's pytorch version --
+    g = torch.Generator().manual_seed(0)
+    shapes = torch.tensor([[64, 64], [32, 32], [16, 16], [8, 8]])
+    starts = torch.cat([shapes.new_zeros(1),
+                        (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
+    keys = int((shapes[:, 0] * shapes[:, 1]).sum())
+    bs, heads, dim, nq, pts = 2, 8, 32, 900, 4
+    value = torch.randn(bs, keys, heads, dim, generator=g).to(dev)
+    loc = torch.rand(bs, nq, heads, 4, pts, 2, generator=g).to(dev)
+    attn = torch.rand(bs, nq, heads, 4, pts, generator=g).to(dev)
+    shapes, starts = shapes.to(dev), starts.to(dev)
+    size = f"bs{bs} q{nq} h{heads} d{dim} L4 P4"
+    with torch.no_grad():
+        add("ms_deform_attn_forward", size,
+            median_ms(lambda: MultiScaleDeformableAttnFunction.apply(
+                value, shapes, starts, loc, attn, 64), reps, device),
+            "mmcv multi_scale_deformable_attn_pytorch",
+            median_ms(lambda: multi_scale_deformable_attn_pytorch(
+                value, shapes, loc, attn), reps, device))
+    leaves = [t.clone().requires_grad_() for t in (value, loc, attn)]
+
+    def ours_fb():
+        MultiScaleDeformableAttnFunction.apply(
+            leaves[0], shapes, starts, leaves[1], leaves[2], 64).sum(
+            ).backward()
+
+    def theirs_fb():
+        multi_scale_deformable_attn_pytorch(leaves[0], shapes, leaves[1],
+                                            leaves[2]).sum().backward()
+
+    add("ms_deform_attn fwd+bwd", size, median_ms(ours_fb, reps, device),
+        "mmcv multi_scale_deformable_attn_pytorch (autograd)",
+        median_ms(theirs_fb, reps, device))
+
+    # -- NMS family vs naive loops --
+    boxes = ref.random_boxes(500, seed=1, scale=200)
+    scores = torch.rand(500, generator=torch.Generator().manual_seed(2))
+    order = scores.sort(0, descending=True)[1].tolist()
+    bl = boxes.tolist()
+    add("nms", "500 boxes",
+        median_ms(lambda: ops.nms(boxes.to(dev), scores.to(dev), 0.5), reps,
+                  device), "naive loop",
+        median_ms(lambda: ref.naive_greedy(
+            500, order, lambda i, j: ref.naive_iou(bl[i], bl[j]) > 0.5),
+            naive_reps, "cpu"))
+    sb = ref.random_boxes(200, seed=3, scale=60)
+    ss = torch.rand(200, generator=torch.Generator().manual_seed(4))
+    add("softnms (linear)", "200 boxes",
+        median_ms(lambda: ops.soft_nms(sb, ss, 0.3, 0.5, 0.001, "linear"),
+                  reps, "cpu"), "naive loop",
+        median_ms(lambda: ref.naive_softnms(sb.tolist(), ss.tolist(), 0.3,
+                                            0.5, 0.001, 1, 0), naive_reps,
+                  "cpu"))
+
+    # -- rotated boxes --
+    rb = ref.random_rotated(200, seed=5, scale=40)
+    rs = torch.rand(200, generator=torch.Generator().manual_seed(6))
+    rorder = rs.sort(0, descending=True)[1].tolist()
+    rl = rb.tolist()
+    add("nms_rotated", "200 boxes",
+        median_ms(lambda: ops.nms_rotated(rb.to(dev), rs.to(dev), 0.3), reps,
+                  device), "naive polygon clipping loop",
+        median_ms(lambda: ref.naive_greedy(
+            200, rorder,
+            lambda i, j: ref.naive_rotated_iou(rl[i], rl[j]) > 0.3),
+            naive_reps, "cpu"))
+    r1, r2 = ref.random_rotated(100, seed=7), ref.random_rotated(100, seed=8)
+    l1, l2 = r1.tolist(), r2.tolist()
+    add("box_iou_rotated", "100x100",
+        median_ms(lambda: ops.box_iou_rotated(r1.to(dev), r2.to(dev)), reps,
+                  device), "naive polygon clipping loop",
+        median_ms(lambda: [[ref.naive_rotated_iou(a, b) for b in l2]
+                           for a in l1], naive_reps, "cpu"))
+
+    # -- RoIAlign --
+    gx = torch.Generator().manual_seed(9)
+    x = torch.randn(2, 16, 32, 32, generator=gx)
+    xy = torch.rand(32, 2, generator=gx) * 40
+    wh = torch.rand(32, 2, generator=gx) * 24 + 4
+    rois = torch.cat([torch.randint(0, 2, (32, 1), generator=gx).float(), xy,
+                      xy + wh], dim=1)
+    for mode in ("avg", "max"):
+        add(f"roi_align_forward ({mode})", "x2x16x32x32, 32 rois, 7x7, sr2",
+            median_ms(lambda: ops.roi_align(x.to(dev), rois.to(dev), (7, 7),
+                                            0.5, 2, mode, True), reps,
+                      device), "naive loop",
+            median_ms(lambda: ref.naive_roi_align(x, rois, (7, 7), 0.5, 2,
+                                                  mode, True), naive_reps,
+                      "cpu"))
+    xg = x.to(dev).requires_grad_()
+    add("roi_align fwd+bwd (avg)", "same",
+        median_ms(lambda: ops.roi_align(xg, rois.to(dev), (7, 7), 0.5, 2,
+                                        "avg", True).sum().backward(), reps,
+                  device), "-", float("nan"))
+
+    # -- deformable convolution --
+    dx, doff, dmask, dw, db = ref.deform_inputs(torch.float32, 10, c=8,
+                                                cout=8, h=12, w=12, groups=1,
+                                                dgroups=1)
+    add("deform_conv_forward", "1x8x12x12 -> 8, k3",
+        median_ms(lambda: ops.deform_conv2d(dx.to(dev), doff.to(dev),
+                                            dw.to(dev), 1, 1, 1, 1, 1), reps,
+                  device), "naive loop",
+        median_ms(lambda: ref.naive_deform_conv(dx, doff, None, dw, None, 1,
+                                                1, 1, 1, 1), naive_reps,
+                  "cpu"))
+    add("modulated_deform_conv_forward", "1x8x12x12 -> 8, k3",
+        median_ms(lambda: ops.modulated_deform_conv2d(
+            dx.to(dev), doff.to(dev), dmask.to(dev), dw.to(dev), db.to(dev),
+            1, 1, 1, 1, 1), reps, device), "naive loop",
+        median_ms(lambda: ref.naive_deform_conv(dx, doff, dmask, dw, db, 1, 1,
+                                                1, 1, 1), naive_reps, "cpu"))
+    big = [t.to(dev) for t in ref.deform_inputs(
+        torch.float32, 11, b=2, c=64, cout=64, h=64, w=64, groups=1,
+        dgroups=1)]
+    ref_conv = (lambda: torch.nn.functional.conv2d(big[0], big[3], None, 1,
+                                                   1))
+    add("deform_conv_forward", "2x64x64x64 -> 64, k3",
+        median_ms(lambda: ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1,
+                                            1, 1), reps, device),
+        "F.conv2d (no deformation), same size", median_ms(ref_conv, reps,
+                                                          device))
+
+    # -- voxelization / scatter --
+    pts = ref.voxel_points(20000, seed=12)
+    pl = pts.tolist()
+
+    def naive_hard():
+        slots, cnt = {}, []
+        for p in pl:
+            c = ref.naive_voxel_coord(p)
+            if c is None:
+                continue
+            if c not in slots:
+                if len(slots) >= 20000:
+                    continue
+                slots[c] = len(slots)
+                cnt.append(0)
+            if cnt[slots[c]] < 35:
+                cnt[slots[c]] += 1
+
+    add("hard_voxelize_forward", "20000 points",
+        median_ms(lambda: ops.voxelization(pts.to(dev), ref.VOXEL, ref.RANGE,
+                                           35, 20000), reps, device),
+        "naive loop", median_ms(naive_hard, naive_reps, "cpu"))
+    add("dynamic_voxelize_forward", "20000 points",
+        median_ms(lambda: ops.voxelization(pts.to(dev), ref.VOXEL, ref.RANGE,
+                                           -1), reps, device),
+        "naive loop", median_ms(lambda: [ref.naive_voxel_coord(p)
+                                         for p in pl], naive_reps, "cpu"))
+    gs = torch.Generator().manual_seed(13)
+    coors = torch.randint(0, 20, (5000, 3), generator=gs, dtype=torch.int32)
+    feats = torch.randn(5000, 16, generator=gs)
+    add("dynamic_point_to_voxel_forward (max)", "5000 points, 16 ch",
+        median_ms(lambda: dynamic_scatter(feats.to(dev), coors.to(dev),
+                                          "max"), reps, device),
+        "naive loop", median_ms(lambda: ref.naive_scatter(feats, coors,
+                                                          "max"),
+                                naive_reps, "cpu"))
+
+    # -- 3D boxes --
+    b3 = ref.random_boxes3d(200, seed=14, scale=30)
+    s3 = torch.rand(200, generator=torch.Generator().manual_seed(15))
+    o3 = s3.sort(0, descending=True)[1].tolist()
+    l3 = b3.tolist()
+
+    def bev_iou(i, j):
+        p, q = ref.naive_bev(l3[i]), ref.naive_bev(l3[j])
+        inter = ref.naive_clip_area(ref.naive_rect(p), ref.naive_rect(q))
+        return inter / max(p[2] * p[3] + q[2] * q[3] - inter, 1e-8)
+
+    add("iou3d_nms3d_forward", "200 boxes",
+        median_ms(lambda: ops.nms3d(b3.to(dev), s3.to(dev), 0.1), reps,
+                  device), "naive polygon clipping loop",
+        median_ms(lambda: ref.naive_greedy(200, o3,
+                                           lambda i, j: bev_iou(i, j) > 0.1),
+                  naive_reps, "cpu"))
+    pb = ref.random_boxes3d(10, seed=16, scale=10).view(1, 10, 7)
+    pp = torch.rand(1, 2000, 3, generator=torch.Generator().manual_seed(17)
+                    ) * 10
+    add("points_in_boxes_cpu_forward", "2000 points, 10 boxes",
+        median_ms(lambda: ops.points_in_boxes_cpu(pp, pb), reps, "cpu"),
+        "naive loop",
+        median_ms(lambda: [[ref.naive_in_box(p, b) for b in pb[0].tolist()]
+                           for p in pp[0].tolist()], naive_reps, "cpu"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    rows = bench(args.device, args.quick)
+    print(f"device: {args.device}, torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}\n")
+    print("| op | size | lazypatch (ms) | reference | reference (ms) "
+          "| reference / lazypatch |")
+    print("|---|---|---:|---|---:|---:|")
+    for op, size, ours, ref_name, theirs in rows:
+        ratio = "-" if math.isnan(theirs) else f"{theirs / ours:.2f}x"
+        theirs_s = "-" if math.isnan(theirs) else f"{theirs:.2f}"
+        print(f"| {op} | {size} | {ours:.2f} | {ref_name} | {theirs_s} "
+              f"| {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
