@@ -17,8 +17,13 @@ from .catalog import AFTER, BEFORE, DISABLED, REVERTED, STATUSES, PatchRecord, m
 from .conditions import installed_version, version_matches
 from .config import declare_variable, setting
 from .context import PatchContext, is_patched, original
-from .errors import (ConfigurationWarning, LatePatchWarning, PatchConflictWarning, PatchError,
-                     PatchFailedWarning)
+from .errors import (
+    ConfigurationWarning,
+    LatePatchWarning,
+    PatchConflictWarning,
+    PatchError,
+    PatchFailedWarning,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,12 +10,11 @@ place that walks every patch, and it runs at configuration time.
 
 from __future__ import annotations
 
-import sys
+from .conditions import Requirement, parse_requirements
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
-
-from .conditions import Requirement, parse_requirements
 
 PENDING = "pending"
 APPLIED = "applied"

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import sys
+
+from .versions import InvalidVersion, Specifier, Version, parse_specifiers
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
     Marker = Callable[[Dict[str, str]], bool]
-
-from .versions import InvalidVersion, Specifier, Version, parse_specifiers
 
 _NAME_CHARACTERS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 _MARKER_VARIABLES = {

@@ -19,9 +19,11 @@ Undo must be as exact as pytest's ``monkeypatch``:
 from __future__ import annotations
 
 import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
+
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>",
                                     "__bool__": lambda self: False})()

@@ -16,20 +16,25 @@ from __future__ import annotations
 
 import sys
 from _thread import RLock
-from os import environ
 from _warnings import warn  # the C half of warnings: no import cost
+from os import environ
 from time import perf_counter
+
+from .catalog import AFTER, APPLIED, BEFORE, FAILED, PENDING, REVERTED, SKIPPED, Catalog, Patch
+from .config import parse_flag
+from .context import MISSING, Change, PatchContext, own_dict
+from .errors import LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning, SkipPatch
+from .importer import (
+    LazyPatchFinder,
+    defer_until_executed,
+    execute_with_loader,
+    install_finder,
+    watch_lazy_module,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Dict, List, Optional
-
-from .config import parse_flag
-from .catalog import AFTER, APPLIED, BEFORE, FAILED, PENDING, REVERTED, SKIPPED, Catalog, Patch
-from .context import MISSING, Change, PatchContext, own_dict
-from .errors import (LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning,
-                     SkipPatch)
-from .importer import (LazyPatchFinder, defer_until_executed, execute_with_loader,
-                       install_finder, watch_lazy_module)
 
 CATALOG = Catalog()
 _lock = RLock()

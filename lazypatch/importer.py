@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from _thread import get_ident
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Callable, Dict, Optional, Sequence
@@ -135,7 +136,7 @@ def wrap_spec_loader(spec: Any, run_body: Callable[[Any, Any], None]) -> Any:
         # build the same one so that there is an exec_module to hook.
         from importlib.machinery import NamespaceLoader
         loader = NamespaceLoader.__new__(NamespaceLoader)
-        loader._path = spec.submodule_search_locations
+        loader._path = spec.submodule_search_locations  # type: ignore[attr-defined]
     spec.loader = LoaderProxy(loader, run_body)
     return spec
 

@@ -16,11 +16,12 @@ never called because we never look up a missing name.
 from __future__ import annotations
 
 import sys
+
+from .context import own_dict
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Iterator, List, Tuple
-
-from .context import own_dict
 
 
 def _is_unloaded_lazy_module(module: Any) -> bool:

@@ -12,6 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Optional, Tuple
 
+
 _PRE_SPELLINGS = {
     "a": "a", "alpha": "a",
     "b": "b", "beta": "b",

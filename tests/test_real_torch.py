@@ -12,7 +12,11 @@ seen_during_import = []
 def count_relu(module, patch):
     seen_during_import.append("torch" in sys.modules and not hasattr(sys.modules["torch"], "compile"))
     calls = []
-    patch.wrap(module, "relu", lambda wrapped, instance, args, kwargs: (calls.append(1), wrapped(*args, **kwargs))[1])
+
+    def counting(wrapped, instance, args, kwargs):
+        calls.append(1)
+        return wrapped(*args, **kwargs)
+    patch.wrap(module, "relu", counting)
     patch.setattr(module, "RELU_CALLS", calls)
 
 @lazypatch.when_imported("torch.nn.functional", name="torch.gelu_marker")

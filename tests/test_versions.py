@@ -42,7 +42,8 @@ def test_invalid_versions_raise(text):
 
 
 def test_requirement_parts_and_markers():
-    requirement = Requirement("Mmcv_Lite[extra] (>=2.0,<2.2) ; python_version >= '3.8' and os_name == 'posix'")
+    requirement = Requirement("Mmcv_Lite[extra] (>=2.0,<2.2) ; "
+                              "python_version >= '3.8' and os_name == 'posix'")
     assert requirement.key == "mmcv-lite"
     assert [str(item) for item in requirement.specifiers] == [">=2.0", "<2.2"]
     assert requirement.marker({"python_version": "3.11", "os_name": "posix"})
