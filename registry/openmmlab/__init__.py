@@ -1,1 +1,74 @@
-"""Patches for OpenMMLab packages (mmcv, mmdet, mmdet3d)."""
+"""OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 and NumPy 2, on any torch device.
+
+Three concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
+the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
+
+* ``openmmlab.mmcv_version_gate.mmdet`` / ``.mmdet3d``: mmdet 3.3 and mmdet3d
+  1.4 assert ``mmcv.__version__ < 2.2.0`` at import. While (and only while)
+  their package body runs, ``mmcv.__version__`` reads an accepted version;
+  the true one is back as soon as the body finished. Only for an mmcv inside
+  the window this pack was tested with (2.2.x).
+* ``openmmlab.mmcv_ext``: mmcv-lite has no compiled ``mmcv._ext``, so
+  ``import mmcv.ops`` fails. Just before ``mmcv.ops`` executes, provide a
+  pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists.
+* ``openmmlab.mx_driving.msda`` / ``.deform_conv`` / ``.voxelization``: on an
+  Ascend host (``torch_npu`` and ``mx_driving`` importable), route mmcv's
+  multi-scale deformable attention, deformable convolutions and voxelization
+  to mx_driving's NPU kernels, as DrivingSDK's patcher does.
+
+This file only declares; the implementations import mmcv/torch when their
+target is imported.
+"""
+
+from __future__ import annotations
+
+import lazypatch
+
+PACK = "openmmlab"
+
+
+@lazypatch.before_import("mmdet", name=f"{PACK}.mmcv_version_gate.mmdet",
+                         requires=["mmdet>=3.3.0,<3.4"], tags=(PACK, "compat", "mmcv"))
+def mmcv_version_gate_mmdet(mmdet, patch):
+    """While mmdet's __init__ runs, present an mmcv version it accepts (mmcv 2.2.x only)."""
+    from .version_gate import GATES, present_accepted_mmcv_version
+    present_accepted_mmcv_version(patch, GATES["mmdet"])
+
+
+@lazypatch.before_import("mmdet3d", name=f"{PACK}.mmcv_version_gate.mmdet3d",
+                         requires=["mmdet3d>=1.4.0,<1.5"], tags=(PACK, "compat", "mmcv"))
+def mmcv_version_gate_mmdet3d(mmdet3d, patch):
+    """While mmdet3d's __init__ runs, present an mmcv version it accepts (mmcv 2.2.x only)."""
+    from .version_gate import GATES, present_accepted_mmcv_version
+    present_accepted_mmcv_version(patch, GATES["mmdet3d"])
+
+
+@lazypatch.before_import("mmcv.ops", name=f"{PACK}.mmcv_ext", tags=(PACK, "ops", "mmcv"))
+def mmcv_ext(mmcv_ops, patch):
+    """Provide a pure-PyTorch mmcv._ext when mmcv has no compiled one (mmcv-lite)."""
+    from .ext_provision import provide_pure_pytorch_ext
+    provide_pure_pytorch_ext(patch)
+
+
+_NPU_TAGS = (PACK, "ops", "mmcv", "npu")
+
+
+@lazypatch.when_imported("mmcv.ops", name=f"{PACK}.mx_driving.msda", tags=_NPU_TAGS)
+def mx_driving_msda(mmcv_ops, patch):
+    """On Ascend, run MultiScaleDeformableAttnFunction with mx_driving's kernel."""
+    from .npu_kernels import use_mx_driving_msda
+    use_mx_driving_msda(mmcv_ops, patch)
+
+
+@lazypatch.when_imported("mmcv.ops", name=f"{PACK}.mx_driving.deform_conv", tags=_NPU_TAGS)
+def mx_driving_deform_conv(mmcv_ops, patch):
+    """On Ascend, run DeformConv2d and ModulatedDeformConv2d with mx_driving's kernels."""
+    from .npu_kernels import use_mx_driving_deform_conv
+    use_mx_driving_deform_conv(mmcv_ops, patch)
+
+
+@lazypatch.when_imported("mmcv.ops", name=f"{PACK}.mx_driving.voxelization", tags=_NPU_TAGS)
+def mx_driving_voxelization(mmcv_ops, patch):
+    """On Ascend, run mmcv's voxelization with mx_driving's kernel."""
+    from .npu_kernels import use_mx_driving_voxelization
+    use_mx_driving_voxelization(mmcv_ops, patch)

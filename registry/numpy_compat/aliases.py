@@ -1,0 +1,138 @@
+"""The names NumPy 1.20-2.x removed, with their documented replacements.
+
+Each table maps a removed name to ``(make, modern)``: ``make(numpy)`` returns
+the object the old name stood for, ``modern`` is the spelling to use instead
+(quoted in the DeprecationWarning). Sources: the NumPy 1.20 deprecation of
+builtin-type aliases (removed in 1.24), the NumPy 1.25 deprecations, and the
+NumPy 2.0 expired-attributes list (``numpy/_expired_attrs_2_0.py``).
+
+Builtin aliases return the *builtin* (``np.float is float`` was true in every
+NumPy that had it), so restored code behaves exactly as it did.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, Callable, Dict, Tuple
+
+import numpy
+
+Maker = Callable[[Any], Any]
+AliasTable = Dict[str, Tuple[Maker, str]]
+
+
+def _attribute(name: str) -> Maker:
+    """A maker returning ``numpy.<name>`` (AttributeError if this NumPy lacks it)."""
+    return lambda numpy_module: getattr(numpy_module, name)
+
+
+def _value(value: Any) -> Maker:
+    return lambda numpy_module: value
+
+
+# --- types --------------------------------------------------------------------
+# Removed in 1.24 (deprecated in 1.20): aliases of Python builtins.
+TYPE_ALIASES: AliasTable = {
+    name: (_value(getattr(builtins, builtin)), spelling)
+    for name, builtin, spelling in (
+        ("bool", "bool", "bool (or np.bool_)"),
+        ("int", "int", "int (or np.int_)"),
+        ("float", "float", "float (or np.float64)"),
+        ("complex", "complex", "complex (or np.complex128)"),
+        ("object", "object", "object (or np.object_)"),
+        ("str", "str", "str (or np.str_)"),
+        ("long", "int", "int (or np.int64)"),
+        ("unicode", "str", "str (or np.str_)"),
+    )
+}
+# Removed in 2.0 (some deprecated in 1.24/1.25): NumPy scalar type aliases.
+TYPE_ALIASES.update({
+    name: (_attribute(modern), f"np.{modern}")
+    for name, modern in (
+        ("float_", "float64"),
+        ("complex_", "complex128"),
+        ("cfloat", "complex128"),
+        ("singlecomplex", "complex64"),
+        ("longfloat", "longdouble"),
+        ("longcomplex", "clongdouble"),
+        ("clongfloat", "clongdouble"),
+        ("string_", "bytes_"),
+        ("unicode_", "str_"),
+        ("bool8", "bool_"),
+        ("int0", "intp"),
+        ("uint0", "uintp"),
+        ("object0", "object_"),
+        ("str0", "str_"),
+        ("bytes0", "bytes_"),
+        ("void0", "void"),
+        ("typeDict", "sctypeDict"),
+    )
+})
+
+# --- constants ----------------------------------------------------------------
+# Removed in 2.0.
+CONSTANT_ALIASES: AliasTable = {
+    "NaN": (_value(float("nan")), "np.nan"),
+    "NAN": (_value(float("nan")), "np.nan"),
+    "Inf": (_value(float("inf")), "np.inf"),
+    "Infinity": (_value(float("inf")), "np.inf"),
+    "infty": (_value(float("inf")), "np.inf"),
+    "PINF": (_value(float("inf")), "np.inf"),
+    "NINF": (_value(float("-inf")), "-np.inf"),
+    "PZERO": (_value(0.0), "0.0"),
+    "NZERO": (_value(-0.0), "-0.0"),
+}
+
+
+# --- functions ----------------------------------------------------------------
+# Where the old function is not a plain rename, a small function reproduces
+# its documented behaviour in terms of the modern one.
+
+def in1d(ar1: Any, ar2: Any, assume_unique: bool = False, invert: bool = False,
+         **kwargs: Any) -> Any:
+    """``np.in1d``: like ``np.isin`` on the flattened first argument (a 1-D result)."""
+    return numpy.isin(numpy.ravel(ar1), ar2, assume_unique=assume_unique, invert=invert,
+                      **kwargs)
+
+
+def msort(a: Any) -> Any:
+    """``np.msort(a)`` is ``np.sort(a, axis=0)``."""
+    return numpy.sort(a, axis=0)
+
+
+def asfarray(a: Any, dtype: Any = numpy.float64) -> Any:
+    """``np.asfarray``: an array of an inexact dtype (float64 unless ``dtype`` is one)."""
+    if not numpy.issubdtype(dtype, numpy.inexact):
+        dtype = numpy.float64
+    return numpy.asarray(a, dtype=dtype)
+
+
+def alen(a: Any) -> int:
+    """``np.alen(a)``: the length of the first dimension (1 for a scalar)."""
+    try:
+        return len(a)
+    except TypeError:
+        return len(numpy.atleast_1d(a))
+
+
+def asscalar(a: Any) -> Any:
+    """``np.asscalar(a)`` is ``a.item()``."""
+    return a.item()
+
+
+FUNCTION_ALIASES: AliasTable = {
+    "in1d": (_value(in1d), "np.isin"),
+    "trapz": (_attribute("trapezoid"), "np.trapezoid"),
+    "product": (_attribute("prod"), "np.prod"),
+    "cumproduct": (_attribute("cumprod"), "np.cumprod"),
+    "sometrue": (_attribute("any"), "np.any"),
+    "alltrue": (_attribute("all"), "np.all"),
+    "row_stack": (_attribute("vstack"), "np.vstack"),
+    "round_": (_attribute("round"), "np.round"),
+    "msort": (_value(msort), "np.sort(a, axis=0)"),
+    "asfarray": (_value(asfarray), "np.asarray(a, dtype=np.float64)"),
+    "mat": (_attribute("asmatrix"), "np.asmatrix"),
+    "alen": (_value(alen), "len(a)"),
+    "asscalar": (_value(asscalar), "a.item()"),
+    "issubclass_": (_value(builtins.issubclass), "issubclass"),
+}
