@@ -57,7 +57,7 @@ def run_body(module: Any, loader: Any) -> None:
     name = module.__name__
     # A reload re-executes the same module object: first take back what our
     # patches did to it, so that undo never restores objects from the old body.
-    _revert_applied_to(module, "target re-executed (reload); re-applied after it")
+    _revert_applied_to(name, module, "target re-executed (reload); re-applied after it")
     run_patches(name, module, BEFORE)
     try:
         execute_with_loader(module, loader)
@@ -217,11 +217,10 @@ def revert(patch: Patch, status: str = REVERTED, reason: str = "reverted") -> No
             patch.history.append(f"{status}: {reason}")
 
 
-def _revert_applied_to(module: Any, reason: str) -> None:
-    for patches in list(CATALOG.by_target.values()):
-        for patch in patches:
-            if patch.module is module and patch.status == APPLIED:
-                revert(patch, PENDING, reason)
+def _revert_applied_to(target: str, module: Any, reason: str) -> None:
+    for patch in tuple(CATALOG.by_target.get(target, ())):
+        if patch.module is module and patch.status == APPLIED:
+            revert(patch, PENDING, reason)
 
 
 def _revert_scoped(target: str, module: Any, reason: str) -> None:
