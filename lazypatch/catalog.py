@@ -110,11 +110,11 @@ def _count_positional_parameters(function: Callable[..., Any]) -> Tuple[int, int
     ``inspect.signature`` pulls in a large import graph; for plain functions
     the code object answers the same question.
     """
+    # A bound method forwards __code__ to its function, whose first parameter
+    # (self) is already supplied: count it out.
+    bound_self = 1 if getattr(function, "__self__", None) is not None and \
+        hasattr(function, "__func__") else 0
     code = getattr(function, "__code__", None)
-    bound_self = 0
-    if code is None and hasattr(function, "__func__"):
-        code = getattr(function.__func__, "__code__", None)
-        bound_self = 1
     if code is None:
         import inspect
         try:

@@ -71,3 +71,17 @@ def test_unknown_names_in_unpatch_and_enable_say_how_to_find_names():
         lazypatch.unpatch("does.not.exist")
     with pytest.raises(KeyError, match="no patch matches 'nothing.\\*'"):
         lazypatch.enable("nothing.*")
+
+
+def test_bound_methods_are_accepted_as_patch_functions():
+    class Pack:
+        def apply(self, module, patch):
+            return None
+
+        def apply_module_only(self, module):
+            return None
+    lazypatch.register(Pack().apply, "some.module", name="bound.with_context")
+    lazypatch.register(Pack().apply_module_only, "some.module", name="bound.module_only")
+    patches = dispatch.CATALOG.by_name
+    assert patches["bound.with_context"].takes_context is True
+    assert patches["bound.module_only"].takes_context is False
