@@ -453,6 +453,29 @@ print(json.dumps(sorted(fired)))
     assert result == ["lazypatch", "wrapt", "wrapt-other"]
 
 
+def test_wrapt_finder_in_front_of_lazypatch_still_lets_both_fire(interpreter):
+    # wrapt inserts its finder at sys.meta_path[0] on its first hook; registered after
+    # lazypatch, it sits in front and re-enters the import system from its find_spec.
+    interpreter.write({"both_target/__init__.py": "VALUE = 1\n"})
+    result = interpreter.run_json("""
+import json, sys, lazypatch
+fired = []
+
+@lazypatch.when_imported("both_target")
+def ours(module, patch):
+    fired.append("lazypatch")
+    patch.setattr(module, "VALUE", 2)
+import wrapt
+wrapt.register_post_import_hook(lambda module: fired.append(("wrapt", module.VALUE)), "both_target")
+first = type(sys.meta_path[0]).__module__
+import both_target
+print(json.dumps({"first": first, "fired": fired, "loader": type(both_target.__loader__).__name__}))
+""")
+    assert result["first"].startswith("wrapt")
+    assert result["fired"] == ["lazypatch", ["wrapt", 2]]
+    assert result["loader"] == "SourceFileLoader"
+
+
 def test_priority_orders_patches_on_one_module_and_ties_keep_registration_order(interpreter):
     interpreter.write({"ordered/__init__.py": ""})
     result = interpreter.run_json("""
