@@ -8,12 +8,20 @@ imported only when configured or needed.
 
 It never raises: a broken pack or bad configuration becomes a warning, since
 activation runs before the user's program and must not stop it.
+
+The three ways in share this routine: ``import lazypatch.auto`` (source
+``"import lazypatch.auto"``), the ``sitecustomize`` that ``lazypatch run``
+puts on ``PYTHONPATH`` (``"lazypatch run"``), and the ``.pth``/``.start``
+file of ``lazypatch site install`` (``"site .pth"``). Whichever runs first in
+a process wins; the others find it active and return.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from _warnings import warn
+from time import perf_counter
 
 from . import config as _config
 from . import dispatch as _dispatch
@@ -22,26 +30,58 @@ from .errors import ConfigurationWarning
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional
+    from typing import Callable, Dict, List, Optional
 
     from .config import Configuration
 
 CONFIGURATION: "Optional[Configuration]" = None
 ACTIVATED_BY = ""
+# Watched targets that were already in sys.modules when activation finished:
+# their patches applied late, and earlier `from x import y` copies may be stale.
+IMPORTED_BEFORE: "List[str]" = []
+ACTIVATION_MS = 0.0
+# patch name -> where activation registered it from ("built-in", "plugin",
+# "LAZYPATCH_MODULES"); `lazypatch list` shows it.
+SOURCES: "Dict[str, str]" = {}
+# Set in the environment while activating: a Python child started during
+# activation (a pack running a subprocess) sees it and does not activate, so
+# the bootstrap can never recurse. Removed again when activation ends.
+ACTIVATING_VARIABLE = "LAZYPATCH_ACTIVATING"
 
 BUILTIN_PACKS = "lazypatch.registry"
 
 
 def activate(source: str = "auto") -> bool:
-    """Activate lazypatch once per process; return whether it is active."""
-    global CONFIGURATION, ACTIVATED_BY
+    """Activate lazypatch once per process; return whether it is active.
+
+    Returns False when ``LAZYPATCH=0`` or when this process was started by
+    another process in the middle of its own activation.
+    """
+    global CONFIGURATION, ACTIVATED_BY, ACTIVATION_MS
     if ACTIVATED_BY:
         return True
+    if os.environ.get(ACTIVATING_VARIABLE):
+        return False
+    started = perf_counter()
     configuration = _config.read()
     CONFIGURATION = configuration
     if not configuration.active:
         return False
     ACTIVATED_BY = source
+    os.environ[ACTIVATING_VARIABLE] = str(os.getpid())
+    try:
+        _activate(configuration)
+    finally:
+        os.environ.pop(ACTIVATING_VARIABLE, None)
+    ACTIVATION_MS = (perf_counter() - started) * 1000.0
+    if configuration.log_level:
+        from .log import info
+        info(f"active (by {source}): {len(_dispatch.CATALOG.by_name)} patches registered "
+             f"in {ACTIVATION_MS:.2f} ms")
+    return True
+
+
+def _activate(configuration: "Configuration") -> None:
     _dispatch.SETTINGS.strict = configuration.strict
     if configuration.log_level:
         from .log import configure_logging
@@ -52,16 +92,29 @@ def activate(source: str = "auto") -> bool:
     for patch in catalog.patches():   # registered before activation (e.g. by a plugin)
         _apply_rules(patch)
     _dispatch.ensure_finder()
-    _import_modules([BUILTIN_PACKS], "built-in packs")
+    _registering("built-in", lambda: _import_modules([BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:
-        _load_plugins()
-    _import_modules(configuration.modules, "LAZYPATCH_MODULES")
+        _registering("plugin", _load_plugins)
+    _registering("LAZYPATCH_MODULES",
+                 lambda: _import_modules(configuration.modules, "LAZYPATCH_MODULES"))
     _warn_unmatched_selectors(configuration)
     _config.warn_unknown_variables()
     if configuration.report_path:
         from .report import write_report_at_exit
         write_report_at_exit(configuration.report_path)
-    return True
+    modules = sys.modules
+    IMPORTED_BEFORE[:] = sorted(target for target in _dispatch.CATALOG.by_target
+                                if target in modules)
+
+
+def _registering(source: str, register: "Callable[[], None]") -> None:
+    """Run ``register`` and remember ``source`` for every patch name it added."""
+    by_name = _dispatch.CATALOG.by_name
+    before = set(by_name)
+    register()
+    for name in by_name:
+        if name not in before:
+            SOURCES[name] = source
 
 
 def _apply_rules(patch: Patch) -> None:

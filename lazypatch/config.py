@@ -16,7 +16,7 @@ from .errors import ConfigurationWarning
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Optional
+    from typing import Dict, List, Mapping, Optional
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off", "")
@@ -36,7 +36,31 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_REPORT": "path of a JSON report written at exit; {rank} and {pid} are filled in",
     "LAZYPATCH_CONFIG": "path of a TOML file with the same settings (keys in lower case)",
     "LAZYPATCH_PLUGINS": "0 skips plugin packs from installed distributions",
+    "LAZYPATCH_CACHE_DIR": "directory of the plugin-pack cache (default ~/.cache/lazypatch)",
+    # Set by lazypatch itself, not by users:
+    "LAZYPATCH_RUN_PYTHON": "(internal) the interpreter `lazypatch run` was started with; "
+                            "the bootstrap stays inert under any other interpreter",
+    "LAZYPATCH_ACTIVATING": "(internal) set while a process activates, so that a child "
+                            "started during activation does not activate again",
 }
+
+# Launchers' rank variables, most specific first: torchrun sets RANK and
+# LOCAL_RANK, Slurm SLURM_PROCID, Open MPI OMPI_COMM_WORLD_RANK, MPICH/Intel PMI_RANK.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+def current_rank(environ: "Optional[Mapping[str, str]]" = None) -> int:
+    """This process's rank from the launcher's environment variables (0 if none).
+
+    Lives here rather than in ``log`` so that reports can name the rank
+    without importing ``logging``.
+    """
+    environment = os.environ if environ is None else environ
+    for variable in RANK_VARIABLES:
+        value = environment.get(variable, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def declare_variable(name: str, meaning: str) -> None:
@@ -113,9 +137,10 @@ def _from_file(path: str) -> "Dict[str, str]":
     for key, value in section.items():
         variable = "LAZYPATCH_" + str(key).upper()
         if variable not in VARIABLES or variable == "LAZYPATCH_CONFIG":
+            accepted = sorted(name[10:].lower() for name in VARIABLES
+                              if name.startswith("LAZYPATCH_") and name != "LAZYPATCH_CONFIG")
             warn(f"lazypatch: unknown key {key!r} in {path}; accepted keys: "
-                 f"{', '.join(sorted(name[10:].lower() for name in VARIABLES if name.startswith('LAZYPATCH_') and name != 'LAZYPATCH_CONFIG'))}",
-                 ConfigurationWarning, stacklevel=3)
+                 f"{', '.join(accepted)}", ConfigurationWarning, stacklevel=3)
             continue
         if isinstance(value, bool):
             value = "1" if value else "0"

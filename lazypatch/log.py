@@ -12,18 +12,9 @@ from __future__ import annotations
 import logging
 import os
 
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+from .config import RANK_VARIABLES, current_rank
 
 logger = logging.getLogger("lazypatch")
-
-
-def current_rank() -> int:
-    """This process's rank from the launcher's environment variables (0 if none)."""
-    for variable in RANK_VARIABLES:
-        value = os.environ.get(variable, "").strip()
-        if value.isdigit():
-            return int(value)
-    return 0
 
 
 class _RankFilter(logging.Filter):
@@ -33,6 +24,11 @@ class _RankFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return self.all_ranks or record.levelno >= logging.WARNING or current_rank() == 0
+
+
+def info(message: str) -> None:
+    """Log an informational message (shown on rank 0 only, unless all ranks were asked)."""
+    logger.info(message)
 
 
 def configure_logging(level: str, all_ranks: bool = False) -> None:
@@ -46,3 +42,6 @@ def configure_logging(level: str, all_ranks: bool = False) -> None:
         handler.addFilter(_RankFilter(all_ranks))
         logger.addHandler(handler)
         logger.propagate = False
+
+
+__all__ = ["logger", "configure_logging", "current_rank", "info", "RANK_VARIABLES"]

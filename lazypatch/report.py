@@ -56,15 +56,17 @@ def render_table(records: "Sequence[Dict[str, Any]]") -> str:
 
 def expand_path(template: str) -> str:
     """Fill ``{rank}`` and ``{pid}`` in a report path."""
-    from .log import current_rank
+    from .config import current_rank
     return template.replace("{rank}", str(current_rank())).replace("{pid}", str(os.getpid()))
 
 
 def write_report(path: str) -> str:
     """Write the current report as JSON to ``path`` (placeholders filled); return the path."""
-    import lazypatch
-    from .log import current_rank
     import sys
+
+    import lazypatch
+
+    from .config import current_rank
     target = expand_path(path)
     directory = os.path.dirname(target)
     if directory:
@@ -87,7 +89,108 @@ def write_report_at_exit(path: str) -> None:
             write_report(path)
         except OSError as error:
             from _warnings import warn
+
             from .errors import ConfigurationWarning
             warn(f"lazypatch: cannot write LAZYPATCH_REPORT={path!r}: {error}",
                  ConfigurationWarning)
     atexit.register(write)
+
+
+# --- reports of several processes -----------------------------------------
+
+class ReportFileError(ValueError):
+    """A report file that cannot be read; the message names the file and the fix."""
+
+
+def load_report(path: str) -> "Dict[str, Any]":
+    """One report file as written by ``write_report`` (``patches`` plus process facts)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        raise ReportFileError(f"{path}: no such report file; write one with "
+                              f"LAZYPATCH_REPORT=path (or `lazypatch run --report path`)") from None
+    except (OSError, ValueError) as error:
+        raise ReportFileError(f"{path}: not a lazypatch JSON report ({error})") from None
+    if isinstance(document, list):   # a bare `lazypatch.report()` dump
+        document = {"patches": document}
+    if not isinstance(document, dict) or not isinstance(document.get("patches"), list):
+        raise ReportFileError(f"{path}: not a lazypatch report (expected an object with a "
+                              f"'patches' list, as LAZYPATCH_REPORT writes)")
+    document.setdefault("path", path)
+    return document
+
+
+def process_label(document: "Dict[str, Any]", duplicate_ranks: bool) -> str:
+    """``rank 1`` or, when ranks repeat (DataLoader workers), ``rank 0 pid 4242``."""
+    label = f"rank {document.get('rank', '?')}"
+    if duplicate_ranks:
+        label += f" pid {document.get('pid', '?')}"
+    return label
+
+
+def differences(documents: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]":
+    """Patches whose status is not the same in every report (a patch missing
+    from a report counts as status ``absent``)."""
+    names: "List[str]" = []
+    for document in documents:
+        for record in document["patches"]:
+            if record.get("name") not in names:
+                names.append(record.get("name"))
+    found = []
+    for name in names:
+        per_process = []
+        for document in documents:
+            record = next((item for item in document["patches"] if item.get("name") == name), None)
+            per_process.append(record or {"status": "absent", "reason": "not registered"})
+        if len({record.get("status") for record in per_process}) > 1:
+            found.append({"name": name, "records": per_process})
+    return found
+
+
+def render_many(documents: "Sequence[Dict[str, Any]]") -> str:
+    """Several processes' reports: one status column per process, then the
+    patches whose status differs between them with each process's reason."""
+    if len(documents) == 1:
+        document = documents[0]
+        heading = (f"{document.get('path', '')}: rank {document.get('rank', '?')}, "
+                   f"pid {document.get('pid', '?')}")
+        return heading + "\n" + render_table(document["patches"])
+    ranks = [document.get("rank") for document in documents]
+    duplicate = len(set(ranks)) != len(ranks)
+    labels = [process_label(document, duplicate) for document in documents]
+    order = sorted(range(len(documents)), key=lambda index: (str(ranks[index]), labels[index]))
+    documents = [documents[index] for index in order]
+    labels = [labels[index] for index in order]
+    targets: "Dict[str, str]" = {}
+    names: "List[str]" = []
+    statuses: "Dict[str, Dict[int, str]]" = {}
+    for column, document in enumerate(documents):
+        for record in document["patches"]:
+            name = record.get("name", "")
+            if name not in statuses:
+                names.append(name)
+                statuses[name] = {}
+            targets[name] = record.get("target", "")
+            statuses[name][column] = record.get("status", "")
+    header = ["PATCH", "TARGET"] + [label.upper() for label in labels]
+    rows = [header] + [[name, targets[name]] +
+                       [statuses[name].get(column, "absent") for column in range(len(labels))]
+                       for name in names]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in rows]
+    lines.append(f"{len(documents)} reports: " + ", ".join(
+        f"{label} ({document.get('path', '')})" for label, document in zip(labels, documents)))
+    different = differences(documents)
+    if not different:
+        lines.append("every patch has the same status in every process")
+        return "\n".join(lines)
+    lines.append("")
+    lines.append(f"{len(different)} patch(es) differ between processes:")
+    for item in different:
+        lines.append(f"  {item['name']}")
+        for label, record in zip(labels, item["records"]):
+            reason = record.get("reason") or ""
+            lines.append(f"    {label}: {record.get('status')}" + (f" ({reason})" if reason else ""))
+    return "\n".join(lines)

@@ -1,0 +1,326 @@
+"""The ``lazypatch`` command (also ``python -m lazypatch``).
+
+Subcommands: ``run`` (activate in a command and all its Python children),
+``list`` (registered patches, importing no target), ``report`` (render
+report files of one or many processes), ``site`` (activation at every
+interpreter start of this environment) and ``doctor`` (what to fix).
+
+Exit codes: 0 success, 1 a problem found (``doctor``) or a failed action,
+2 a usage error (argparse's convention), 126/127 for ``run`` when the
+command cannot be executed or found (the shell's convention).
+
+This module is the command line only: it calls the engine, the activation
+routine, ``report``, ``plugins`` and ``site_install``, and duplicates none of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+USAGE_ERROR = 2
+PROBLEMS_FOUND = 1
+
+# `lazypatch run` option -> (environment variable, how the value is written).
+RUN_OPTIONS = {
+    "enable": "LAZYPATCH_ENABLE",
+    "disable": "LAZYPATCH_DISABLE",
+    "modules": "LAZYPATCH_MODULES",
+    "report": "LAZYPATCH_REPORT",
+    "log": "LAZYPATCH_LOG",
+    "config": "LAZYPATCH_CONFIG",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lazypatch",
+        description="Monkey patches applied the moment their target module is imported.",
+        epilog="Configuration: LAZYPATCH_* environment variables (see `lazypatch run --help`); "
+               "LAZYPATCH=0 turns every activation off for one process.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    run = commands.add_parser(
+        "run", help="run a command with lazypatch active in it and in every Python child",
+        description="Prepend lazypatch's bootstrap directory to PYTHONPATH and execute "
+                    "COMMAND. Every Python process started from it with the same "
+                    "interpreter (subprocesses, multiprocessing spawn workers, torchrun "
+                    "ranks) activates lazypatch at start-up; your own sitecustomize still "
+                    "runs after lazypatch's. Options set the LAZYPATCH_* variables.",
+        usage="lazypatch run [OPTIONS] -- COMMAND [ARGS ...]")
+    run.add_argument("--enable", action="append", metavar="SELECTOR",
+                     help="turn on patches by name, glob or tag (LAZYPATCH_ENABLE); repeatable")
+    run.add_argument("--disable", action="append", metavar="SELECTOR",
+                     help="turn off patches by name, glob or tag (LAZYPATCH_DISABLE); repeatable")
+    run.add_argument("--modules", action="append", metavar="MODULE",
+                     help="extra patch module to import at activation (LAZYPATCH_MODULES); "
+                          "repeatable")
+    run.add_argument("--report", metavar="PATH",
+                     help="write a JSON report at exit; {rank} and {pid} are filled in "
+                          "(LAZYPATCH_REPORT)")
+    run.add_argument("--strict", action="store_true",
+                     help="a failing patch fails its target's import (LAZYPATCH_STRICT=1)")
+    run.add_argument("--log", metavar="LEVEL", type=str.upper,
+                     choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+                     help="level of the 'lazypatch' logger (LAZYPATCH_LOG)")
+    run.add_argument("--log-all-ranks", action="store_true",
+                     help="informational messages on every rank (LAZYPATCH_LOG_ALL_RANKS=1)")
+    run.add_argument("--config", metavar="FILE",
+                     help="TOML file with the same settings (LAZYPATCH_CONFIG)")
+    run.add_argument("--no-plugins", action="store_true",
+                     help="skip plugin packs of installed distributions (LAZYPATCH_PLUGINS=0)")
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND",
+                     help="the command to run, after --")
+
+    listing = commands.add_parser(
+        "list", help="every registered patch, without importing any target",
+        description="List the patches of the built-in packs, plugin packs and "
+                    "LAZYPATCH_MODULES with target, tags, conditions and whether each is "
+                    "enabled under the current configuration. Imports no target module.")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    report = commands.add_parser(
+        "report", help="render report files written by LAZYPATCH_REPORT",
+        description="Render one report file as a table, or several (one per rank or "
+                    "process) side by side with the patches whose status differs.")
+    report.add_argument("files", nargs="+", metavar="FILE", help="JSON report file(s)")
+    report.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table (default) or json")
+
+    site = commands.add_parser(
+        "site", help="activate lazypatch at every interpreter start of this environment",
+        description="install writes lazypatch-activate.pth (and the Python 3.15+ "
+                    "lazypatch-activate.start, PEP 829) into this environment's "
+                    "site-packages; uninstall removes them; status shows them. "
+                    "LAZYPATCH=0 turns the activation off for one process.")
+    site.add_argument("action", choices=("install", "uninstall", "status"))
+    site.add_argument("--dir", metavar="DIRECTORY",
+                      help="a site directory other than this environment's site-packages")
+
+    doctor = commands.add_parser(
+        "doctor", help="check this environment and say what to fix",
+        description="Start a fresh interpreter like your program would, activate "
+                    "lazypatch, and check the finder's position on sys.meta_path, other "
+                    "import hooks, targets imported before activation, conflicting and "
+                    "failing patches, unmet requirements and configuration warnings; "
+                    "measure the activation cost. Exit status 1 if something needs fixing.")
+    doctor.add_argument("--import", dest="imports", action="append", default=[],
+                        metavar="MODULE",
+                        help="also import MODULE in the probe, to see its patches apply "
+                             "(conflicts and failures show only then); repeatable")
+    doctor.add_argument("--runs", type=int, default=7, metavar="N",
+                        help="interpreter starts per timing sample (default 7; 0 skips timing)")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = _parser()
+    arguments = parser.parse_args(argv)
+    handler = {"run": _run, "list": _list, "report": _report, "site": _site,
+               "doctor": _doctor}[arguments.command]
+    return handler(arguments, parser)
+
+
+# --- run ------------------------------------------------------------------
+
+def run_environment(arguments: argparse.Namespace,
+                    environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment ``lazypatch run`` executes its command with."""
+    from .bootstrap import BOOTSTRAP_DIRECTORY
+    environment = dict(os.environ if environ is None else environ)
+    for option, variable in RUN_OPTIONS.items():
+        value = getattr(arguments, option)
+        if value:
+            environment[variable] = ",".join(value) if isinstance(value, list) else value
+    if arguments.strict:
+        environment["LAZYPATCH_STRICT"] = "1"
+    if arguments.log_all_ranks:
+        environment["LAZYPATCH_LOG_ALL_RANKS"] = "1"
+    if arguments.no_plugins:
+        environment["LAZYPATCH_PLUGINS"] = "0"
+    # Prepend without ever adding an empty entry: an empty PYTHONPATH item
+    # means the current directory.
+    existing = [entry for entry in environment.get("PYTHONPATH", "").split(os.pathsep)
+                if entry != BOOTSTRAP_DIRECTORY]
+    existing_text = os.pathsep.join(existing)
+    environment["PYTHONPATH"] = BOOTSTRAP_DIRECTORY + (os.pathsep + existing_text
+                                                       if existing_text else "")
+    # The bootstrap compares this with its own interpreter and stays inert
+    # under another Python or environment.
+    environment["LAZYPATCH_RUN_PYTHON"] = f"{sys.prefix}|{sys.implementation.cache_tag}"
+    return environment
+
+
+def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    command = list(arguments.argv)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        _usage_error("run", "no command given; write it after --, for example: "
+                            "lazypatch run --enable device -- python train.py")
+        return USAGE_ERROR
+    if arguments.config and not os.path.isfile(arguments.config):
+        _usage_error("run", f"--config {arguments.config}: no such file; give the path of a "
+                            f"TOML file with a [lazypatch] table")
+        return USAGE_ERROR
+    environment = run_environment(arguments)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(command[0], command, environment)
+    except FileNotFoundError:
+        print(f"lazypatch run: command not found: {command[0]!r}; check the name and PATH",
+              file=sys.stderr)
+        return 127
+    except PermissionError:
+        print(f"lazypatch run: {command[0]!r} is not executable; check its permissions",
+              file=sys.stderr)
+        return 126
+    return 0   # not reached: exec replaces this process
+
+
+def _usage_error(command: str, message: str) -> None:
+    print(f"usage error: lazypatch {command}: {message}", file=sys.stderr)
+
+
+# --- list -----------------------------------------------------------------
+
+def _activate_here(purpose: str) -> None:
+    """Activate in this process (even under LAZYPATCH=0) to see what would be registered."""
+    if os.environ.get("LAZYPATCH", "1").strip().lower() in ("0", "false", "no", "off"):
+        print(f"note: LAZYPATCH={os.environ['LAZYPATCH']} turns activation off; "
+              f"{purpose} shows what it would register", file=sys.stderr)
+        os.environ.pop("LAZYPATCH")
+    from .activation import activate
+    activate(f"lazypatch {purpose}")
+
+
+def registered_patches() -> List[Dict[str, Any]]:
+    """What ``lazypatch list`` shows, one dict per registered patch."""
+    from . import dispatch
+    from .activation import SOURCES
+    from .plugins import REGISTERED
+    rows = []
+    for patch in dispatch.CATALOG.patches():
+        source = SOURCES.get(patch.name) or getattr(patch.function, "__module__", "") or "?"
+        plugin = REGISTERED.get(patch.name)
+        if plugin is not None:
+            source = f"plugin {plugin.distribution} ({plugin.value})"
+        rows.append({"name": patch.name, "target": patch.target, "phase": patch.phase,
+                     "enabled": patch.enabled, "status": patch.status,
+                     "source": source, "tags": sorted(patch.tags),
+                     "requires": [str(requirement) for requirement in patch.requires],
+                     "priority": patch.priority, "description": patch.description})
+    return rows
+
+
+def _table(rows: List[List[str]]) -> str:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in rows)
+
+
+def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    _activate_here("list")
+    rows = registered_patches()
+    if arguments.json:
+        import json
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        print("no patches registered")
+        return 0
+    table = [["NAME", "TARGET", "PHASE", "ENABLED", "SOURCE", "TAGS", "REQUIRES"]]
+    for row in rows:
+        table.append([row["name"], row["target"], row["phase"],
+                      "yes" if row["enabled"] else "no", row["source"],
+                      ",".join(row["tags"]), "; ".join(row["requires"])])
+    print(_table(table))
+    enabled = sum(1 for row in rows if row["enabled"])
+    print(f"{len(rows)} patches, {enabled} enabled; none of their targets was imported")
+    return 0
+
+
+# --- report ---------------------------------------------------------------
+
+def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .report import ReportFileError, differences, load_report, render_many
+    try:
+        documents = [load_report(path) for path in arguments.files]
+    except ReportFileError as error:
+        _usage_error("report", str(error))
+        return USAGE_ERROR
+    if arguments.format == "json":
+        import json
+        print(json.dumps({"reports": documents,
+                          "differences": [item["name"] for item in differences(documents)]},
+                         indent=2, default=str))
+    else:
+        print(render_many(documents))
+    return 0
+
+
+# --- site -----------------------------------------------------------------
+
+def _site(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from . import site_install
+    directory = arguments.dir
+    if directory is not None and not os.path.isdir(directory):
+        _usage_error("site", f"--dir {directory}: no such directory")
+        return USAGE_ERROR
+    try:
+        if arguments.action == "install":
+            for path in site_install.install(directory):
+                print(f"wrote {path}")
+            print("every interpreter of this environment now activates lazypatch at "
+                  "start-up; LAZYPATCH=0 turns it off for one process")
+        elif arguments.action == "uninstall":
+            removed = site_install.uninstall(directory)
+            for path in removed:
+                print(f"removed {path}")
+            if not removed:
+                print(f"nothing to remove: no lazypatch activation file in "
+                      f"{directory or site_install.site_packages()}")
+        else:
+            state = site_install.status(directory)
+            print(f"site directory: {state['directory']}")
+            print(f".pth file:   {state['pth']}")
+            print(f".start file: {state['start']} (used by Python 3.15+, PEP 829)")
+            if state["pth"] == "outdated" or state["start"] == "outdated":
+                print("run `lazypatch site install` again to update the files")
+            if state["disabled_by_environment"]:
+                print("LAZYPATCH=0 is set: activation is off in this shell")
+    except PermissionError as error:
+        print(f"lazypatch site {arguments.action}: permission denied: {error.filename}; "
+              f"use a virtual environment you own (or run with the needed rights)",
+              file=sys.stderr)
+        return PROBLEMS_FOUND
+    except OSError as error:
+        print(f"lazypatch site {arguments.action}: {error}", file=sys.stderr)
+        return PROBLEMS_FOUND
+    return 0
+
+
+# --- doctor ---------------------------------------------------------------
+
+def _doctor(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .doctor import diagnose, render
+    if arguments.runs < 0:
+        _usage_error("doctor", "--runs must be 0 or more")
+        return USAGE_ERROR
+    findings = diagnose(imports=arguments.imports, runs=arguments.runs)
+    if arguments.json:
+        import json
+        print(json.dumps(findings, indent=2, default=str))
+    else:
+        print(render(findings))
+    return PROBLEMS_FOUND if findings["problems"] else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""``lazypatch doctor``: check how lazypatch activates here and say what to fix.
+
+The checks run in a fresh interpreter started like the user's program (same
+``sys.executable``, same environment, so ``.pth`` and ``lazypatch run``
+activation take part), never in the CLI's own process, whose state says
+nothing about the program's. The probe activates lazypatch, optionally
+imports modules the user names, and reports what it sees as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Sequence
+
+ACTIVATION_BUDGET_MS = 10.0
+
+# Runs in the probe interpreter; prints one JSON document.
+PROBE = r"""
+import json, sys, warnings
+imports = json.loads(sys.argv[1])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import lazypatch.activation as activation
+    before = activation.ACTIVATED_BY
+    active = activation.activate("lazypatch doctor")
+    import lazypatch
+    from lazypatch import dispatch
+    from lazypatch.plugins import REGISTERED
+    position_after_activation = sys.meta_path.index(dispatch.FINDER) \
+        if dispatch.FINDER in sys.meta_path else -1
+    import_errors = {}
+    for name in imports:
+        try:
+            __import__(name)
+        except Exception as error:
+            import_errors[name] = f"{type(error).__name__}: {error}"
+unmet = []
+for patch in dispatch.CATALOG.patches():
+    for requirement in patch.requires:
+        reason = requirement.unmet_reason()
+        if reason is not None:
+            unmet.append({"name": patch.name, "requirement": str(requirement),
+                          "reason": reason})
+standard = ("BuiltinImporter", "FrozenImporter", "PathFinder")
+def describe(hook):
+    return getattr(hook, "__qualname__", None) or type(hook).__qualname__
+print(json.dumps({
+    "python": sys.executable, "prefix": sys.prefix,
+    "activated_by": before or activation.ACTIVATED_BY, "active": active,
+    "activation_ms": activation.ACTIVATION_MS,
+    "meta_path": [f"{getattr(hook, '__module__', '?')}.{describe(hook)}" for hook in sys.meta_path],
+    "finder_position": sys.meta_path.index(dispatch.FINDER) if dispatch.FINDER in sys.meta_path else -1,
+    "finder_position_after_activation": position_after_activation,
+    "other_hooks": [f"{getattr(hook, '__module__', '?')}.{describe(hook)}" for hook in sys.meta_path
+                    if hook is not dispatch.FINDER and describe(hook) not in standard],
+    "path_hooks": [f"{getattr(hook, '__module__', '?')}.{describe(hook)}" for hook in sys.path_hooks],
+    "imported_before": list(activation.IMPORTED_BEFORE),
+    "patches": len(dispatch.CATALOG.by_name),
+    "plugins": {name: entry.value for name, entry in REGISTERED.items()},
+    "report": lazypatch.report(),
+    "unmet": unmet,
+    "import_errors": import_errors,
+    "warnings": [f"{item.category.__name__}: {item.message}" for item in caught
+                 if "lazypatch" in str(item.message)],
+}, default=str))
+"""
+
+
+def probe(imports: Sequence[str] = ()) -> Dict[str, Any]:
+    """Run the probe in a fresh interpreter of this environment; its findings."""
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(imports))],
+                            capture_output=True, text=True, timeout=300)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"the doctor's probe interpreter failed (exit {result.returncode}):\n"
+                           f"{result.stderr.strip()}")
+    return json.loads(lines[-1])
+
+
+def measure_activation(runs: int) -> Dict[str, float]:
+    """Median wall time of ``python -c pass`` (LAZYPATCH=0) and of ``import lazypatch.auto``.
+
+    Alternating starts, so that load on the machine hits both alike.
+    """
+    from time import perf_counter
+    bare_environment = dict(os.environ, LAZYPATCH="0")
+    active_environment = {key: value for key, value in os.environ.items() if key != "LAZYPATCH"}
+    bare: List[float] = []
+    active: List[float] = []
+    for _ in range(runs):
+        for command, environment, samples in (
+                ("pass", bare_environment, bare),
+                ("import lazypatch.auto", active_environment, active)):
+            started = perf_counter()
+            subprocess.run([sys.executable, "-c", command], env=environment,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            samples.append((perf_counter() - started) * 1000.0)
+    bare.sort()
+    active.sort()
+    return {"bare_ms": bare[len(bare) // 2], "active_ms": active[len(active) // 2],
+            "cost_ms": active[len(active) // 2] - bare[len(bare) // 2], "runs": runs}
+
+
+def diagnose(imports: Sequence[str] = (), runs: int = 7) -> Dict[str, Any]:
+    """Everything ``lazypatch doctor`` prints: facts, ``problems`` and ``notes``
+    (each a sentence that names the fix)."""
+    findings = probe(imports)
+    problems: List[str] = []
+    notes: List[str] = []
+    if not findings["active"]:
+        problems.append("lazypatch is not active in a fresh interpreter here (LAZYPATCH=0 is "
+                        "set?); unset LAZYPATCH to activate it")
+    position = findings["finder_position"]
+    if position != 0:
+        ahead = findings["meta_path"][:position] if position > 0 else findings["meta_path"]
+        problems.append(f"lazypatch's finder is at position {position} of sys.meta_path, "
+                        f"behind {', '.join(ahead)}; imports those hooks claim are never "
+                        f"patched. Activate lazypatch after installing them, or call "
+                        f"lazypatch.install() again to move its finder first")
+    if findings["other_hooks"]:
+        notes.append(f"other import hooks on sys.meta_path: {', '.join(findings['other_hooks'])} "
+                     f"(fine while lazypatch's finder stays first)")
+    if findings["imported_before"]:
+        problems.append(f"targets imported before activation: "
+                        f"{', '.join(findings['imported_before'])}; their patches applied late "
+                        f"and earlier `from x import y` copies may hold originals. Activate "
+                        f"earlier: `lazypatch run`, `lazypatch site install`, or "
+                        f"`import lazypatch.auto` as the first line")
+    for record in findings["report"]:
+        for conflict in record.get("conflicts") or ():
+            message = f"conflict: {conflict}; disable one with LAZYPATCH_DISABLE=<name>"
+            if message not in problems:
+                problems.append(message)
+        if record.get("status") == "failed":
+            problems.append(f"patch {record['name']} failed: {record.get('reason')}; fix the "
+                            f"pack or disable it with LAZYPATCH_DISABLE={record['name']}")
+    for item in findings["unmet"]:
+        notes.append(f"patch {item['name']} will be skipped: {item['reason']}")
+    for warning in findings["warnings"]:
+        problems.append(warning)
+    for name, error in findings["import_errors"].items():
+        problems.append(f"--import {name} failed: {error}")
+    if runs:
+        timing = measure_activation(runs)
+        findings["timing"] = timing
+        if timing["cost_ms"] > ACTIVATION_BUDGET_MS:
+            notes.append(f"activation costs {timing['cost_ms']:.1f} ms per interpreter start, "
+                         f"over the {ACTIVATION_BUDGET_MS:.0f} ms budget; see "
+                         f"`python -X importtime -c 'import lazypatch.auto'` for what is slow")
+    findings["problems"] = problems
+    findings["notes"] = notes
+    return findings
+
+
+def render(findings: Dict[str, Any]) -> str:
+    """The findings as text: facts, then problems (each with its fix), then notes."""
+    lines = [
+        f"python:            {findings['python']}",
+        f"activated by:      {findings['activated_by'] or 'not active'}",
+        f"patches:           {findings['patches']} registered "
+        f"({len(findings['plugins'])} from plugin packs)",
+        f"finder position:   {findings['finder_position']} on sys.meta_path",
+        f"activation (in-process): {findings['activation_ms']:.2f} ms",
+    ]
+    timing = findings.get("timing")
+    if timing:
+        lines.append(f"activation cost:   {timing['cost_ms']:.1f} ms (median of {timing['runs']} "
+                     f"starts: {timing['active_ms']:.1f} ms with lazypatch, "
+                     f"{timing['bare_ms']:.1f} ms bare)")
+    lines.append("")
+    if findings["problems"]:
+        lines.append(f"{len(findings['problems'])} problem(s):")
+        lines += [f"  - {problem}" for problem in findings["problems"]]
+    else:
+        lines.append("no problems found")
+    if findings["notes"]:
+        lines.append("notes:")
+        lines += [f"  - {note}" for note in findings["notes"]]
+    return "\n".join(lines)
