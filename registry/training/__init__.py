@@ -1,0 +1,105 @@
+"""The training pack: early stop ("brake"), step-driven profiling, tracing markers.
+
+Off unless asked for. ``LAZYPATCH_BRAKE_STEP=N`` stops a training run
+cleanly after optimizer step N (any PyTorch loop) or iteration N (mmengine's
+epoch- and iteration-based loops), with exit code 0, after flushing the
+profiler and the LAZYPATCH_REPORT file. ``LAZYPATCH_PROFILE=DIR`` (with
+``LAZYPATCH_PROFILE_LEVEL`` and the schedule variables) profiles steps with
+``torch.profiler``. The API calls ``brake_at(step)`` and ``profile_to(dir)``
+do the same from code. ``training.tracing`` (tag ``tracing``, enable it by
+name) marks every torch operator and module forward with a range naming the
+module path, operator and shapes while a profiler records.
+
+Importing this pack only declares patches: no torch, no mmengine.
+"""
+
+from __future__ import annotations
+
+import lazypatch
+
+from . import settings as _settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional
+
+for _variable, _meaning in _settings.VARIABLES.items():
+    lazypatch.declare_variable(_variable, _meaning)
+_settings.load_from_environment()
+
+STEP_PATCHES = ("training.optimizer_steps", "training.mmengine_iterations")
+_ON = _settings.STATE.active()
+
+
+@lazypatch.when_imported("torch.optim.optimizer", name="training.optimizer_steps",
+                         tags=("training", "brake", "profile"), enabled=_ON)
+def optimizer_steps(module, patch):
+    """Count optimizer steps of any PyTorch loop (global step post-hook) for brake/profiling."""
+    from .steps import hook_optimizers
+    hook_optimizers(module, patch)
+
+
+@lazypatch.when_imported("mmengine.runner.loops", name="training.mmengine_iterations",
+                         tags=("training", "brake", "profile"), enabled=_ON)
+def mmengine_iterations(module, patch):
+    """Count mmengine train-loop iterations (wrapped run_iter) for brake/profiling."""
+    from .steps import hook_mmengine_loops
+    hook_mmengine_loops(module, patch)
+
+
+@lazypatch.when_imported("torch", name="training.tracing", tags=("training", "tracing"),
+                         enabled=False)
+def tracing(module, patch):
+    """Mark torch operators and module forwards with ranges (module path, op, shapes)."""
+    from .tracing import install
+    install(module, patch)
+
+
+def _switch_step_counting() -> "List[str]":
+    """Enable the step sources when a feature is on (applying them to imported targets)."""
+    if _settings.STATE.active():
+        enabled = lazypatch.enable(*STEP_PATCHES)
+        from sys import modules
+        steps = modules.get(f"{__name__}.steps")
+        if steps is not None:   # already counting: add the newly requested listener
+            steps.attach_listeners()
+        return enabled
+    return []
+
+
+def brake_at(step: "Optional[int]") -> None:
+    """Stop training cleanly (exit code 0) once step ``step`` has finished; None turns it off.
+
+    The step is the optimizer step of a plain PyTorch loop or the iteration
+    of an mmengine train loop; a run resumed past it stops at its next step.
+    """
+    _settings.STATE.brake_step = None if step is None else _settings.check_step(step)
+    _settings.STATE.brake_source = "" if step is None else f"brake_at({step})"
+    _switch_step_counting()
+
+
+def profile_to(path: "Optional[str]", level: int = 0, *, skip_first: int = 20, wait: int = 1,
+               warmup: int = 1, active: int = 1, repeat: int = 1) -> None:
+    """Profile training steps into directory ``path`` (None turns profiling off).
+
+    ``level`` 0 records device activity only (CPU activity where no
+    accelerator is usable), 1 adds CPU activity and shapes, 2 adds stacks
+    and memory. The schedule is ``torch.profiler.schedule``'s.
+    """
+    if path is None:
+        from sys import modules
+        profiling = modules.get(f"{__name__}.profiling")
+        steps = modules.get(f"{__name__}.steps")
+        if profiling is not None and steps is not None:
+            for profiler in list(profiling._PROFILERS.values()):
+                profiler.close()
+                steps.CLOCK.remove_listener(profiler)
+        _settings.STATE.profile = None
+        return
+    _settings.STATE.profile = _settings.ProfileSettings(
+        path, level, skip_first=skip_first, wait=wait, warmup=warmup, active=active,
+        repeat=repeat)
+    _switch_step_counting()
+
+
+__all__ = ["brake_at", "profile_to", "STEP_PATCHES"]

@@ -1,0 +1,140 @@
+"""What the training utilities are asked to do: brake step and profiling settings.
+
+Standard library only: this is read when the pack is imported during
+activation. Values come from the environment (or the LAZYPATCH_CONFIG file,
+through ``lazypatch.setting``) and from the API calls ``brake_at`` and
+``profile_to``. A bad value warns (``lazypatch.ConfigurationWarning``) and
+leaves the feature off: configuration must never break the user's program.
+"""
+
+from __future__ import annotations
+
+from _warnings import warn
+
+import lazypatch
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Optional
+
+VARIABLES: "Dict[str, str]" = {
+    "LAZYPATCH_BRAKE_STEP": "stop training cleanly (exit code 0) after this optimizer step "
+                            "or mmengine iteration",
+    "LAZYPATCH_PROFILE": "directory for a torch.profiler trace of the training steps",
+    "LAZYPATCH_PROFILE_LEVEL": "0: device activity only, 1: + CPU and shapes, "
+                               "2: + stacks and memory (default 0)",
+    "LAZYPATCH_PROFILE_SKIP": "profiler schedule: steps skipped before the first cycle (default 20)",
+    "LAZYPATCH_PROFILE_WAIT": "profiler schedule: idle steps per cycle (default 1)",
+    "LAZYPATCH_PROFILE_WARMUP": "profiler schedule: warm-up steps per cycle (default 1)",
+    "LAZYPATCH_PROFILE_ACTIVE": "profiler schedule: recorded steps per cycle (default 1)",
+    "LAZYPATCH_PROFILE_REPEAT": "profiler schedule: number of cycles, 0 for unlimited (default 1)",
+    "LAZYPATCH_TRACE_ALWAYS": "1: the tracing pack emits its ranges even when no torch profiler "
+                              "is recording (for nsys without emit_nvtx)",
+}
+
+LEVELS = (0, 1, 2)
+
+
+class ProfileSettings:
+    """Where and how to profile; the schedule is torch.profiler.schedule's."""
+
+    def __init__(self, path: str, level: int = 0, skip_first: int = 20, wait: int = 1,
+                 warmup: int = 1, active: int = 1, repeat: int = 1) -> None:
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError(f"profile path must be a directory name, got {path!r}")
+        if level not in LEVELS:
+            raise ValueError(f"profile level must be one of {LEVELS}, got {level!r}")
+        for label, value, minimum in (("skip_first", skip_first, 0), ("wait", wait, 0),
+                                      ("warmup", warmup, 0), ("active", active, 1),
+                                      ("repeat", repeat, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"profile {label} must be an integer >= {minimum}, got {value!r}")
+        self.path = path
+        self.level = level
+        self.skip_first = skip_first
+        self.wait = wait
+        self.warmup = warmup
+        self.active = active
+        self.repeat = repeat
+
+    @property
+    def last_step(self) -> "Optional[int]":
+        """How many profiler steps the schedule needs, or None when it repeats forever."""
+        if self.repeat == 0:
+            return None
+        return self.skip_first + self.repeat * (self.wait + self.warmup + self.active)
+
+    def __repr__(self) -> str:
+        return (f"ProfileSettings(path={self.path!r}, level={self.level}, "
+                f"skip_first={self.skip_first}, wait={self.wait}, warmup={self.warmup}, "
+                f"active={self.active}, repeat={self.repeat})")
+
+
+class TrainingState:
+    """The requested brake step and profile, shared by the pack and its hooks."""
+
+    def __init__(self) -> None:
+        self.brake_step: "Optional[int]" = None
+        self.brake_source = ""
+        self.profile: "Optional[ProfileSettings]" = None
+
+    def active(self) -> bool:
+        return self.brake_step is not None or self.profile is not None
+
+
+STATE = TrainingState()
+
+
+def check_step(step: object) -> int:
+    """A brake step must be a positive integer; raise ValueError naming the fix otherwise."""
+    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+        raise ValueError(f"brake step must be a positive integer (stop after that many "
+                         f"steps), got {step!r}")
+    return step
+
+
+def _integer_setting(variable: str, default: int, minimum: int) -> int:
+    text = lazypatch.setting(variable).strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        warn(f"lazypatch: {variable}={text!r} is not an integer >= {minimum}; using {default}",
+             lazypatch.ConfigurationWarning, stacklevel=3)
+        return default
+    return value
+
+
+def load_from_environment() -> None:
+    """Fill ``STATE`` from LAZYPATCH_BRAKE_STEP and LAZYPATCH_PROFILE*; warn on bad values."""
+    brake_text = lazypatch.setting("LAZYPATCH_BRAKE_STEP").strip()
+    if brake_text:
+        try:
+            STATE.brake_step = check_step(int(brake_text))
+            STATE.brake_source = f"LAZYPATCH_BRAKE_STEP={brake_text}"
+        except ValueError:
+            warn(f"lazypatch: LAZYPATCH_BRAKE_STEP={brake_text!r} is not a positive integer "
+                 f"(the step after which training stops); the brake stays off",
+                 lazypatch.ConfigurationWarning, stacklevel=2)
+    path = lazypatch.setting("LAZYPATCH_PROFILE").strip()
+    if path:
+        level = _integer_setting("LAZYPATCH_PROFILE_LEVEL", 0, 0)
+        if level not in LEVELS:
+            warn(f"lazypatch: LAZYPATCH_PROFILE_LEVEL={level} is not one of {LEVELS}; using 0",
+                 lazypatch.ConfigurationWarning, stacklevel=2)
+            level = 0
+        STATE.profile = ProfileSettings(
+            path, level,
+            skip_first=_integer_setting("LAZYPATCH_PROFILE_SKIP", 20, 0),
+            wait=_integer_setting("LAZYPATCH_PROFILE_WAIT", 1, 0),
+            warmup=_integer_setting("LAZYPATCH_PROFILE_WARMUP", 1, 0),
+            active=_integer_setting("LAZYPATCH_PROFILE_ACTIVE", 1, 1),
+            repeat=_integer_setting("LAZYPATCH_PROFILE_REPEAT", 1, 0))
+
+
+def trace_always() -> bool:
+    """Whether LAZYPATCH_TRACE_ALWAYS asks for ranges without a recording profiler."""
+    return lazypatch.setting("LAZYPATCH_TRACE_ALWAYS").strip().lower() in ("1", "true", "yes", "on")
