@@ -1,0 +1,222 @@
+"""``torch.cuda``: device, memory, seed, stream and event functions; is_available; nvtx.
+
+Each ``torch.cuda.<name>`` is replaced by a small function that, on first
+use, picks the target's implementation (``torch.npu.<name>`` on an NPU,
+``cpu_backend.<name>`` on the CPU, the original when CUDA is real) and
+caches it. Resolution is lazy because this patch is applied while
+``import torch`` is still running.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from functools import wraps
+
+import lazypatch
+
+from .observe import record
+from .target import flag, resolve, translate_index
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+# name -> position of its device argument (also accepted as device=), or None.
+REDIRECTED: "Dict[str, Optional[int]]" = {
+    "device_count": None, "current_device": None, "set_device": 0, "synchronize": 0,
+    "empty_cache": None, "ipc_collect": None, "is_initialized": None, "init": None,
+    "memory_allocated": 0, "max_memory_allocated": 0, "memory_reserved": 0,
+    "max_memory_reserved": 0, "memory_cached": 0, "max_memory_cached": 0,
+    "reset_peak_memory_stats": 0, "reset_max_memory_allocated": 0,
+    "reset_max_memory_cached": 0, "reset_accumulated_memory_stats": 0,
+    "memory_stats": 0, "memory_summary": 0, "mem_get_info": 0,
+    "manual_seed": None, "manual_seed_all": None, "seed": None, "seed_all": None,
+    "initial_seed": None, "get_rng_state": 0, "set_rng_state": 1,
+    "get_rng_state_all": None, "set_rng_state_all": None,
+    "get_device_name": 0, "get_device_properties": 0, "get_device_capability": 0,
+    "is_bf16_supported": None,
+    "Stream": 0, "Event": None, "current_stream": 0, "default_stream": 0, "stream": None,
+    "set_stream": None, "device": 0, "device_of": None,
+}
+
+_IMPLEMENTATIONS: "Dict[str, Any]" = {}
+
+
+def _implementation(name: str, original: "Any") -> "Any":
+    """The target's function for ``torch.cuda.<name>`` (cached once the target is known)."""
+    implementation = _IMPLEMENTATIONS.get(name)
+    if implementation is not None:
+        return implementation
+    target = resolve()
+    if target is None:            # torch still importing: answer as CUDA would, decide later
+        return original
+    if target.passthrough:
+        implementation = original
+    elif target.module is not None and hasattr(target.module, name):
+        implementation = getattr(target.module, name)
+    else:
+        # Imported here, not at the top: this module loads while torch is importing,
+        # before torch.cpu exists.
+        from . import cpu_backend
+        implementation = getattr(cpu_backend, name)
+    _IMPLEMENTATIONS[name] = implementation
+    return implementation
+
+
+def redirect(name: str, original: "Any", device_position: "Optional[int]") -> "Callable[..., Any]":
+    """A replacement for ``torch.cuda.<name>`` calling the target's implementation."""
+    api = f"torch.cuda.{name}"
+
+    def redirected(*args: "Any", **kwargs: "Any") -> "Any":
+        implementation = _implementation(name, original)
+        if implementation is original:
+            return original(*args, **kwargs)
+        record(api)
+        if device_position is not None:
+            if len(args) > device_position:
+                args = (args[:device_position] + (translate_index(args[device_position]),)
+                        + args[device_position + 1:])
+            elif kwargs.get("device") is not None:
+                kwargs["device"] = translate_index(kwargs["device"])
+        return implementation(*args, **kwargs)
+    try:
+        redirected = wraps(original, updated=())(redirected)
+    except (AttributeError, TypeError):
+        pass
+    return redirected
+
+
+def patch_cuda_namespace(cuda: "Any", patch: "Any") -> None:
+    """Replace each name of ``REDIRECTED`` that this torch.cuda defines."""
+    namespace = vars(cuda)
+    for name, device_position in REDIRECTED.items():
+        if name in namespace:
+            patch.setattr(cuda, name, redirect(name, namespace[name], device_position))
+
+
+def _excluded_modules() -> "Tuple[Tuple[str, ...], Tuple[str, ...]]":
+    """(exact names, prefixes) of the modules that get the honest answer: torch and
+    torch_npu always (they pick kernels by it), plus LAZYPATCH_CUDA_AVAILABLE_EXCLUDE."""
+    names = ["torch", "torch_npu", "lazypatch"]
+    value = lazypatch.setting("LAZYPATCH_CUDA_AVAILABLE_EXCLUDE", "")
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        if all(part.isidentifier() for part in item.split(".")):
+            names.append(item)
+        else:
+            from warnings import warn
+            warn(f"lazypatch device pack: LAZYPATCH_CUDA_AVAILABLE_EXCLUDE entry {item!r} "
+                 f"is not a module name; give comma-separated module names such as "
+                 f"'mmcv,xformers'. Ignoring it.", lazypatch.ConfigurationWarning, stacklevel=3)
+    return tuple(names), tuple(name + "." for name in names)
+
+
+def patch_cuda_available(cuda: "Any", patch: "Any") -> None:
+    """With LAZYPATCH_CUDA_AVAILABLE=1, claim CUDA to every caller but the excluded modules.
+
+    The caller is the module of the frame that calls is_available (one frame
+    up, ``sys._getframe(1)``; no stack walk), so the scope is per calling
+    module and nothing global is swapped.
+    """
+    if not flag("LAZYPATCH_CUDA_AVAILABLE"):
+        return       # honest by default: nothing to change
+    honest = vars(cuda)["is_available"]
+    exact, prefixes = _excluded_modules()
+
+    @wraps(honest)
+    def is_available() -> bool:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller in exact or caller.startswith(prefixes):
+            return honest()
+        record("torch.cuda.is_available")
+        return True
+    patch.setattr(cuda, "is_available", is_available)
+
+
+# --- nvtx -------------------------------------------------------------------
+
+class _Ranges(threading.local):
+    def __init__(self) -> None:
+        self.stack: "List[Any]" = []
+        self.started: "Dict[int, Any]" = {}
+        self.next_id = 0
+
+
+_RANGES = _Ranges()
+
+
+def _record_function(message: str) -> "Any":
+    from torch.autograd.profiler import record_function
+    return record_function(str(message))
+
+
+def patch_nvtx(nvtx: "Any", patch: "Any") -> None:
+    """NVTX ranges become ``torch.autograd.profiler.record_function`` ranges, so they
+    show up in torch.profiler traces on the NPU and CPU alike."""
+    namespace = vars(nvtx)
+    originals = {name: namespace[name] for name in
+                 ("range_push", "range_pop", "range_start", "range_end", "mark", "range")
+                 if name in namespace}
+
+    def passthrough() -> bool:
+        target = resolve()
+        return target is None or target.passthrough
+
+    def range_push(msg: str) -> int:
+        if passthrough():
+            return originals["range_push"](msg)
+        record("torch.cuda.nvtx.range_push")
+        scope = _record_function(msg)
+        scope.__enter__()
+        _RANGES.stack.append(scope)
+        return len(_RANGES.stack) - 1
+
+    def range_pop() -> int:
+        if passthrough():
+            return originals["range_pop"]()
+        if not _RANGES.stack:
+            return -1
+        _RANGES.stack.pop().__exit__(None, None, None)
+        return len(_RANGES.stack)
+
+    def range_start(msg: str) -> int:
+        if passthrough():
+            return originals["range_start"](msg)
+        record("torch.cuda.nvtx.range_start")
+        scope = _record_function(msg)
+        scope.__enter__()
+        _RANGES.next_id += 1
+        _RANGES.started[_RANGES.next_id] = scope
+        return _RANGES.next_id
+
+    def range_end(range_id: int) -> None:
+        if passthrough():
+            return originals["range_end"](range_id)
+        scope = _RANGES.started.pop(range_id, None)
+        if scope is not None:
+            scope.__exit__(None, None, None)
+
+    def mark(msg: str) -> None:
+        if passthrough():
+            return originals["mark"](msg)
+        record("torch.cuda.nvtx.mark")
+        with _record_function(msg):
+            pass
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def range(msg: str, *args: "Any", **kwargs: "Any") -> "Any":
+        if passthrough():
+            with originals["range"](msg, *args, **kwargs):
+                yield
+            return
+        record("torch.cuda.nvtx.range")
+        with _record_function(msg.format(*args, **kwargs)):
+            yield
+
+    for function in (range_push, range_pop, range_start, range_end, mark, range):
+        if function.__name__ in originals:
+            patch.setattr(nvtx, function.__name__, function)
