@@ -100,7 +100,7 @@ def _activate(configuration: "Configuration") -> None:
     _warn_unmatched_selectors(configuration)
     _config.warn_unknown_variables()
     if configuration.report_path:
-        from .report import write_report_at_exit
+        from .reporting import write_report_at_exit
         write_report_at_exit(configuration.report_path)
     modules = sys.modules
     IMPORTED_BEFORE[:] = sorted(target for target in _dispatch.CATALOG.by_target

@@ -249,7 +249,7 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 # --- report ---------------------------------------------------------------
 
 def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .report import ReportFileError, differences, load_report, render_many
+    from .reporting import ReportFileError, differences, load_report, render_many
     try:
         documents = [load_report(path) for path in arguments.files]
     except ReportFileError as error:

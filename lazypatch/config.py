@@ -55,12 +55,18 @@ def current_rank(environ: "Optional[Mapping[str, str]]" = None) -> int:
     Lives here rather than in ``log`` so that reports can name the rank
     without importing ``logging``.
     """
+    variable = rank_variable(environ)
+    environment = os.environ if environ is None else environ
+    return int(environment[variable].strip()) if variable else 0
+
+
+def rank_variable(environ: "Optional[Mapping[str, str]]" = None) -> "Optional[str]":
+    """The launcher variable this process's rank comes from, or None (not launched with ranks)."""
     environment = os.environ if environ is None else environ
     for variable in RANK_VARIABLES:
-        value = environment.get(variable, "").strip()
-        if value.isdigit():
-            return int(value)
-    return 0
+        if environment.get(variable, "").strip().isdigit():
+            return variable
+    return None
 
 
 def declare_variable(name: str, meaning: str) -> None:

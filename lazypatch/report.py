@@ -1,196 +1,38 @@
-"""Rendering and writing patch reports: a readable table and JSON.
+"""Compatibility name for :mod:`lazypatch.reporting`; prefer that module.
 
-Imported only when a report is rendered or written (``json`` alone costs
-about 14 ms to import).
+Why this shim is odd: a submodule named ``report`` becomes the attribute
+``lazypatch.report`` as soon as anything imports it, shadowing the public
+function ``lazypatch.report()``. The module object is therefore made
+callable, forwarding to the catalog's report, so ``lazypatch.report()``
+keeps working whichever of the two the attribute holds.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import sys
+from types import ModuleType
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Dict, List, Sequence
-
-FORMATS = ("table", "json")
-
-
-def render(records: "Sequence[Dict[str, Any]]", format: str = "table") -> str:
-    """Records as a JSON document or an aligned text table."""
-    if format == "json":
-        return json.dumps(list(records), indent=2, default=str)
-    if format != "table":
-        raise ValueError(f"unknown report format {format!r}; use one of {', '.join(FORMATS)}")
-    return render_table(records)
-
-
-def render_table(records: "Sequence[Dict[str, Any]]") -> str:
-    """One line per patch: status, name, target, changes, time, reason."""
-    header = ("STATUS", "PATCH", "TARGET", "CHANGES", "MS", "DETAIL")
-    rows = [header]
-    for record in records:
-        detail = record.get("reason") or ""
-        if record.get("conflicts"):
-            detail = (detail + "; " if detail else "") + "conflict: " + "; ".join(record["conflicts"])
-        if record.get("notes"):
-            detail = (detail + "; " if detail else "") + "; ".join(record["notes"])
-        if record.get("untracked_changes"):
-            detail = (detail + "; " if detail else "") + "not undoable: " + \
-                ", ".join(record["untracked_changes"])
-        rows.append((record.get("status", ""), record.get("name", ""), record.get("target", ""),
-                     str(len(record.get("changes") or ())),
-                     f"{record.get('duration_ms', 0):.2f}", detail))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header) - 1)]
-    lines = []
-    for row in rows:
-        cells = [row[column].ljust(widths[column]) for column in range(len(widths))]
-        lines.append("  ".join(cells + [row[-1]]).rstrip())
-    counts: "Dict[str, int]" = {}
-    for record in records:
-        counts[record.get("status", "")] = counts.get(record.get("status", ""), 0) + 1
-    lines.append(", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-                 or "no patches registered")
-    return "\n".join(lines)
+from .reporting import (  # noqa: F401
+    FORMATS,
+    ReportFileError,
+    differences,
+    expand_path,
+    load_report,
+    process_label,
+    render,
+    render_many,
+    render_table,
+    write_report,
+    write_report_at_exit,
+)
 
 
-def expand_path(template: str) -> str:
-    """Fill ``{rank}`` and ``{pid}`` in a report path."""
-    from .config import current_rank
-    return template.replace("{rank}", str(current_rank())).replace("{pid}", str(os.getpid()))
+class _CallableReportModule(ModuleType):
+    def __call__(self) -> list:
+        """Same as the public ``lazypatch.report()``: a record per registered patch."""
+        from . import dispatch
+        from .catalog import record_of
+        return [record_of(patch) for patch in dispatch.CATALOG.patches()]
 
 
-def write_report(path: str) -> str:
-    """Write the current report as JSON to ``path`` (placeholders filled); return the path."""
-    import sys
-
-    import lazypatch
-
-    from .config import current_rank
-    target = expand_path(path)
-    directory = os.path.dirname(target)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    document = {"pid": os.getpid(), "rank": current_rank(), "argv": list(sys.argv),
-                "python": sys.executable, "patches": lazypatch.report()}
-    temporary = f"{target}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, default=str)
-    os.replace(temporary, target)
-    return target
-
-
-def write_report_at_exit(path: str) -> None:
-    """Register an exit handler that writes the report to ``path``."""
-    import atexit
-
-    def write() -> None:
-        try:
-            write_report(path)
-        except OSError as error:
-            from _warnings import warn
-
-            from .errors import ConfigurationWarning
-            warn(f"lazypatch: cannot write LAZYPATCH_REPORT={path!r}: {error}",
-                 ConfigurationWarning)
-    atexit.register(write)
-
-
-# --- reports of several processes -----------------------------------------
-
-class ReportFileError(ValueError):
-    """A report file that cannot be read; the message names the file and the fix."""
-
-
-def load_report(path: str) -> "Dict[str, Any]":
-    """One report file as written by ``write_report`` (``patches`` plus process facts)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except FileNotFoundError:
-        raise ReportFileError(f"{path}: no such report file; write one with "
-                              f"LAZYPATCH_REPORT=path (or `lazypatch run --report path`)") from None
-    except (OSError, ValueError) as error:
-        raise ReportFileError(f"{path}: not a lazypatch JSON report ({error})") from None
-    if isinstance(document, list):   # a bare `lazypatch.report()` dump
-        document = {"patches": document}
-    if not isinstance(document, dict) or not isinstance(document.get("patches"), list):
-        raise ReportFileError(f"{path}: not a lazypatch report (expected an object with a "
-                              f"'patches' list, as LAZYPATCH_REPORT writes)")
-    document.setdefault("path", path)
-    return document
-
-
-def process_label(document: "Dict[str, Any]", duplicate_ranks: bool) -> str:
-    """``rank 1`` or, when ranks repeat (DataLoader workers), ``rank 0 pid 4242``."""
-    label = f"rank {document.get('rank', '?')}"
-    if duplicate_ranks:
-        label += f" pid {document.get('pid', '?')}"
-    return label
-
-
-def differences(documents: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]":
-    """Patches whose status is not the same in every report (a patch missing
-    from a report counts as status ``absent``)."""
-    names: "List[str]" = []
-    for document in documents:
-        for record in document["patches"]:
-            if record.get("name") not in names:
-                names.append(record.get("name"))
-    found = []
-    for name in names:
-        per_process = []
-        for document in documents:
-            record = next((item for item in document["patches"] if item.get("name") == name), None)
-            per_process.append(record or {"status": "absent", "reason": "not registered"})
-        if len({record.get("status") for record in per_process}) > 1:
-            found.append({"name": name, "records": per_process})
-    return found
-
-
-def render_many(documents: "Sequence[Dict[str, Any]]") -> str:
-    """Several processes' reports: one status column per process, then the
-    patches whose status differs between them with each process's reason."""
-    if len(documents) == 1:
-        document = documents[0]
-        heading = (f"{document.get('path', '')}: rank {document.get('rank', '?')}, "
-                   f"pid {document.get('pid', '?')}")
-        return heading + "\n" + render_table(document["patches"])
-    ranks = [document.get("rank") for document in documents]
-    duplicate = len(set(ranks)) != len(ranks)
-    labels = [process_label(document, duplicate) for document in documents]
-    order = sorted(range(len(documents)), key=lambda index: (str(ranks[index]), labels[index]))
-    documents = [documents[index] for index in order]
-    labels = [labels[index] for index in order]
-    targets: "Dict[str, str]" = {}
-    names: "List[str]" = []
-    statuses: "Dict[str, Dict[int, str]]" = {}
-    for column, document in enumerate(documents):
-        for record in document["patches"]:
-            name = record.get("name", "")
-            if name not in statuses:
-                names.append(name)
-                statuses[name] = {}
-            targets[name] = record.get("target", "")
-            statuses[name][column] = record.get("status", "")
-    header = ["PATCH", "TARGET"] + [label.upper() for label in labels]
-    rows = [header] + [[name, targets[name]] +
-                       [statuses[name].get(column, "absent") for column in range(len(labels))]
-                       for name in names]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in rows]
-    lines.append(f"{len(documents)} reports: " + ", ".join(
-        f"{label} ({document.get('path', '')})" for label, document in zip(labels, documents)))
-    different = differences(documents)
-    if not different:
-        lines.append("every patch has the same status in every process")
-        return "\n".join(lines)
-    lines.append("")
-    lines.append(f"{len(different)} patch(es) differ between processes:")
-    for item in different:
-        lines.append(f"  {item['name']}")
-        for label, record in zip(labels, item["records"]):
-            reason = record.get("reason") or ""
-            lines.append(f"    {label}: {record.get('status')}" + (f" ({reason})" if reason else ""))
-    return "\n".join(lines)
+sys.modules[__name__].__class__ = _CallableReportModule

@@ -1,0 +1,214 @@
+"""Activation without code changes: ``lazypatch run`` (sitecustomize bootstrap)
+and ``lazypatch site install`` (``.pth`` file), in real processes.
+
+A small target package ``demo_target`` and a patch module ``demo_patches``
+(given through ``--modules``) are written to the test's temp dir; each
+scenario checks that the patch applied in the process it cares about.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
+
+DEMO = {
+    "demo_target/__init__.py": "VALUE = 'original'\n",
+    "demo_patches.py": """
+        import lazypatch
+
+        @lazypatch.when_imported("demo_target", name="demo.value")
+        def value(module, patch):
+            patch.setattr(module, "VALUE", "patched")
+    """,
+}
+
+# Prints what a process sees: which activation path ran, whether the demo
+# patch applied, and what the user's own sitecustomize recorded.
+PROBE = """
+import json, os, sys
+activation = sys.modules.get("lazypatch.activation")
+import demo_target
+print(json.dumps({"activated_by": activation.ACTIVATED_BY if activation else "",
+                  "value": demo_target.VALUE,
+                  "user_sitecustomize": os.environ.get("USER_SITECUSTOMIZE_SAW", "did not run"),
+                  "sys_path": sys.path}))
+"""
+
+
+def lazypatch_run(*options: str):
+    return [sys.executable, "-m", "lazypatch", "run", *options, "--"]
+
+
+def test_run_chains_user_sitecustomize_and_reaches_subprocess_and_spawn_workers(interpreter):
+    interpreter.write(DEMO)
+    interpreter.write({
+        # The user's own sitecustomize, found further on the path.
+        "usersite/sitecustomize.py": """
+            import os, sys
+            activation = sys.modules.get("lazypatch.activation")
+            os.environ["USER_SITECUSTOMIZE_SAW"] = (
+                "lazypatch active" if activation and activation.ACTIVATED_BY else "lazypatch inactive")
+        """,
+        "probe.py": PROBE,
+        "main.py": """
+            import json, multiprocessing, subprocess, sys
+            import demo_target
+
+            def worker_value(_):
+                import demo_target, lazypatch.activation as activation
+                return [activation.ACTIVATED_BY, demo_target.VALUE]
+
+            if __name__ == "__main__":
+                child = subprocess.run([sys.executable, "probe.py"], capture_output=True,
+                                       text=True, check=True)
+                with multiprocessing.get_context("spawn").Pool(2) as pool:
+                    workers = pool.map(worker_value, range(2))
+                print(json.dumps({"main": demo_target.VALUE,
+                                  "child": json.loads(child.stdout.splitlines()[-1]),
+                                  "workers": workers}))
+        """,
+    })
+    env = {"PYTHONPATH": str(interpreter.root / "usersite")}
+    result = interpreter.run_command(
+        lazypatch_run("--modules", "demo_patches") + [sys.executable, "main.py"], env=env)
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["main"] == "patched"
+    child = seen["child"]
+    assert child["activated_by"] == "lazypatch run" and child["value"] == "patched"
+    # Both sitecustomize modules ran, lazypatch's first.
+    assert child["user_sitecustomize"] == "lazypatch active"
+    assert seen["workers"] == [["lazypatch run", "patched"]] * 2
+    # The program sees the sys.path it would see without lazypatch run.
+    assert BOOTSTRAP_DIRECTORY not in child["sys_path"] and "" not in child["sys_path"]
+    plain = interpreter.run_command([sys.executable, "probe.py"], env=env)
+    plain_seen = json.loads(plain.stdout.splitlines()[-1])
+    assert plain_seen["sys_path"] == child["sys_path"]
+    assert plain_seen["value"] == "original" and plain_seen["user_sitecustomize"] == "lazypatch inactive"
+
+
+def test_run_stays_inert_under_another_interpreter_and_never_recurses(interpreter):
+    interpreter.write(DEMO)
+    interpreter.write({
+        "probe.py": PROBE,
+        # A patch module that starts a Python child *during activation*: the
+        # child must not activate (it would start another child, and so on).
+        "spawning_patches.py": """
+            import os, subprocess, sys
+            depth = int(os.environ.get("SPAWN_DEPTH", "0"))
+            if depth < 3:
+                out = subprocess.run([sys.executable, "-c",
+                    "import sys; a = sys.modules.get('lazypatch.activation');"
+                    "print((a and a.ACTIVATED_BY) or 'not activated')"],
+                    env=dict(os.environ, SPAWN_DEPTH=str(depth + 1)),
+                    capture_output=True, text=True).stdout.strip()
+                os.environ["CHILD_DURING_ACTIVATION"] = out
+        """,
+        "main.py": """
+            import json, os, subprocess, sys
+            other = dict(os.environ, LAZYPATCH_RUN_PYTHON="/opt/other-python|cpython-39")
+            foreign = subprocess.run([sys.executable, "probe.py"], env=other,
+                                     capture_output=True, text=True, check=True)
+            print(json.dumps({"during_activation": os.environ.get("CHILD_DURING_ACTIVATION"),
+                              "foreign": json.loads(foreign.stdout.splitlines()[-1])}))
+        """,
+    })
+    result = interpreter.run_command(
+        lazypatch_run("--modules", "demo_patches,spawning_patches") + [sys.executable, "main.py"],
+        timeout=60)
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert seen["during_activation"] == "not activated"
+    assert seen["foreign"]["activated_by"] == "" and seen["foreign"]["value"] == "original"
+
+
+def test_run_reports_usage_errors_and_missing_commands(interpreter):
+    no_command = interpreter.run_command(lazypatch_run(), check=False)
+    assert no_command.returncode == 2 and "write it after --" in no_command.stderr
+    missing = interpreter.run_command(lazypatch_run() + ["no-such-command-xyz"], check=False)
+    assert missing.returncode == 127 and "command not found" in missing.stderr
+    bad_level = interpreter.run_command(lazypatch_run("--log", "LOUD") + ["true"], check=False)
+    assert bad_level.returncode == 2 and "invalid choice" in bad_level.stderr
+
+
+@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+                    reason="torchrun is not installed beside this interpreter")
+def test_torchrun_two_cpu_ranks_apply_the_patch_and_write_one_report_each(interpreter):
+    interpreter.write(DEMO)
+    interpreter.write({"train.py": """
+        import os
+        import torch.distributed as dist
+        import demo_target
+        dist.init_process_group("gloo")
+        assert demo_target.VALUE == "patched", demo_target.VALUE
+        dist.barrier()
+        dist.destroy_process_group()
+    """})
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    reports = interpreter.root / "reports"
+    interpreter.run_command(
+        lazypatch_run("--modules", "demo_patches", "--report", str(reports / "rank-{rank}.json"))
+        + [torchrun, "--standalone", "--nproc-per-node", "2", "train.py"],
+        env={"OMP_NUM_THREADS": "1"}, timeout=150)
+    by_rank = {}
+    for path in sorted(reports.glob("rank-*.json")):
+        document = json.loads(path.read_text())
+        if document["rank_variable"]:   # torchrun's launcher writes one too, beside them
+            by_rank[document["rank"]] = document
+    assert sorted(by_rank) == [0, 1]
+    for rank, document in by_rank.items():
+        assert (reports / f"rank-{rank}.json").exists()
+        statuses = {record["name"]: record["status"] for record in document["patches"]}
+        assert statuses["demo.value"] == "applied"
+
+
+def _make_venv(root: Path) -> Path:
+    """A throwaway venv that sees this environment's packages through a .pth file,
+    so lazypatch (editable) and wrapt import there without installing anything."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site_packages = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    # "00-" sorts before lazypatch-activate.pth, so lazypatch is importable when it runs.
+    Path(site_packages, "00-parent-environment.pth").write_text(
+        f"import site; site.addsitedir({ours!r})\n")
+    return python
+
+
+def test_site_install_activates_a_fresh_interpreter_and_uninstall_removes_it(interpreter):
+    interpreter.write(DEMO)
+    python = _make_venv(interpreter.root)
+    ours = Path(sysconfig.get_paths()["purelib"], "lazypatch-activate.pth")
+    existed_before = ours.exists()
+    check = ("import sys; a = sys.modules.get('lazypatch.activation');"
+             "print(a.ACTIVATED_BY if a else 'not imported')")
+
+    def activated_by(**env):
+        return interpreter.run_command([str(python), "-c", check], env=env).stdout.strip()
+
+    assert activated_by() == "not imported"
+    installed = interpreter.run_command([str(python), "-m", "lazypatch", "site", "install"])
+    assert "lazypatch-activate.pth" in installed.stdout
+    assert activated_by() == "site .pth"
+    assert activated_by(LAZYPATCH="0") == "not imported"
+    status = interpreter.run_command([str(python), "-m", "lazypatch", "site", "status"])
+    assert ".pth file:   installed" in status.stdout
+    # Patches declared by LAZYPATCH_MODULES apply without any code change.
+    patched = interpreter.run_command(
+        [str(python), "-c", "import demo_target; print(demo_target.VALUE)"],
+        env={"LAZYPATCH_MODULES": "demo_patches"})
+    assert patched.stdout.strip() == "patched"
+    removed = interpreter.run_command([str(python), "-m", "lazypatch", "site", "uninstall"])
+    assert "removed" in removed.stdout and ".start" in removed.stdout
+    assert activated_by() == "not imported"
+    assert ours.exists() == existed_before   # this test's own environment was not touched
