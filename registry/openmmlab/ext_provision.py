@@ -10,10 +10,11 @@ provided when none can be found.
 from __future__ import annotations
 
 import sys
-from importlib.machinery import PathFinder
+from importlib.machinery import ModuleSpec, PathFinder
 
 import lazypatch
 
+PROVIDED_ORIGIN = "lazypatch.registry.openmmlab.ext (pure PyTorch)"
 
 def compiled_ext_origin() -> "str | None":
     """Where mmcv's compiled ``_ext`` is, or None; looks at files, imports nothing.
@@ -39,6 +40,11 @@ def provide_pure_pytorch_ext(patch: lazypatch.PatchContext) -> None:
         patch.skip(f"mmcv._ext is already provided ({existing!r}); leaving it")
     from .ext import build_ext_module, implemented_names
     module = build_ext_module("mmcv._ext")
+    if getattr(module, "__spec__", None) is None:
+        # mmengine's mmcv_full_available() runs pkgutil.find_loader("mmcv._ext"),
+        # which raises ValueError for a module in sys.modules without a spec. A
+        # spec without a loader answers "no compiled mmcv" there, which is true.
+        module.__spec__ = ModuleSpec("mmcv._ext", None, origin=PROVIDED_ORIGIN)
     patch.provide_module("mmcv._ext", module)
     patch.note(f"provided a pure-PyTorch mmcv._ext ({len(implemented_names())} kernels, "
                f"e.g. ms_deform_attn, nms, roi_align, deform_conv, hard_voxelize; the "
