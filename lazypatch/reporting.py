@@ -137,9 +137,10 @@ def load_report(path: str) -> "Dict[str, Any]":
         raise ReportFileError(f"{path}: not a lazypatch JSON report ({error})") from None
     if isinstance(document, list):   # a bare `lazypatch.report()` dump
         document = {"patches": document}
-    if not isinstance(document, dict) or not isinstance(document.get("patches"), list):
+    if not isinstance(document, dict) or not isinstance(document.get("patches"), list) or \
+            not all(isinstance(record, dict) for record in document["patches"]):
         raise ReportFileError(f"{path}: not a lazypatch report (expected an object with a "
-                              f"'patches' list, as LAZYPATCH_REPORT writes)")
+                              f"'patches' list of records, as LAZYPATCH_REPORT writes)")
     document.setdefault("path", path)
     return document
 

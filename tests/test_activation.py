@@ -1,0 +1,92 @@
+"""The one activation routine: cheap imports, configuration that never breaks."""
+
+from __future__ import annotations
+
+
+# Modules activation must never import: targets and heavy libraries, and the
+# costly standard modules (lazypatch's own code must not pull them in; the
+# environment may already have, e.g. an editable install's finder imports re).
+FORBIDDEN = ["torch", "numpy", "wrapt", "mmcv", "mmdet", "mmengine", "re", "typing",
+             "logging", "json", "importlib.metadata", "argparse", "tomllib"]
+
+
+def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
+    result = interpreter.run("""
+        import sys
+        before = set(sys.modules)
+        import lazypatch.auto, lazypatch.activation
+        added = sorted(set(sys.modules) - before)
+        print(lazypatch.activation.ACTIVATED_BY)
+        print(" ".join(added))
+    """)
+    activated_by, added = result.stdout.splitlines()[-2:]
+    assert activated_by == "import lazypatch.auto"
+    added = added.split()
+    assert "lazypatch.registry" in added and "lazypatch.plugins" in added
+    assert [name for name in FORBIDDEN if name in added] == []
+
+
+def test_bad_configuration_warns_with_accepted_values_and_never_breaks(interpreter):
+    interpreter.write({"bad.toml": "[lazypatch]\nstrict = true\ncolour = 'red'\n",
+                       "broken.toml": "this is = = not toml\n"})
+    env = {"LAZYPATCH_STRICT": "maybe", "LAZYPATCH_LOG": "LOUD", "LAZYPATCH_DISABEL": "x",
+           "LAZYPATCH_DISABLE": "no-such-patch", "LAZYPATCH_MODULES": "no_such_module",
+           "LAZYPATCH_CONFIG": str(interpreter.root / "bad.toml"), "LAZYPATCH_PLUGINS": "2"}
+    result = interpreter.run("""
+        import lazypatch.auto, lazypatch.activation as a
+        print("program ran", a.ACTIVATED_BY, a.CONFIGURATION.strict)
+    """, env=env)
+    assert "program ran import lazypatch.auto False" in result.stdout
+    stderr = result.stderr
+    assert "LAZYPATCH_STRICT='maybe' is not understood; use one of 1, true" in stderr
+    assert "LAZYPATCH_LOG='LOUD' is not a log level; use one of DEBUG" in stderr
+    assert "unknown environment variable(s) LAZYPATCH_DISABEL" in stderr
+    assert "'no-such-patch', which match no registered patch" in stderr
+    assert "could not import 'no_such_module'" in stderr
+    assert "unknown key 'colour'" in stderr and "accepted keys:" in stderr
+    broken = interpreter.run("import lazypatch.auto; print('still ran')",
+                             env={"LAZYPATCH_CONFIG": str(interpreter.root / "broken.toml")})
+    assert "still ran" in broken.stdout and "cannot read LAZYPATCH_CONFIG" in broken.stderr
+
+
+def test_config_file_settings_apply_and_environment_overrides_them(interpreter):
+    interpreter.write({
+        "settings.toml": "[lazypatch]\nmodules = ['demo_patches']\nstrict = true\n",
+        "demo_target.py": "VALUE = 1\n",
+        "demo_patches.py": """
+            import lazypatch
+            @lazypatch.when_imported("demo_target", name="demo.double")
+            def double(module, patch):
+                patch.setattr(module, "VALUE", module.VALUE * 2)
+        """,
+    })
+    code = """
+        import json, lazypatch.auto, lazypatch.activation as a, demo_target
+        print(json.dumps([demo_target.VALUE, a.CONFIGURATION.strict]))
+    """
+    config = {"LAZYPATCH_CONFIG": str(interpreter.root / "settings.toml")}
+    assert interpreter.run_json(code, env=config) == [2, True]
+    assert interpreter.run_json(code, env=dict(config, LAZYPATCH_STRICT="0")) == [2, False]
+
+
+def test_lazypatch_0_turns_activation_off(interpreter):
+    result = interpreter.run_json("""
+        import json, sys, lazypatch.auto, lazypatch.activation as a
+        print(json.dumps([a.ACTIVATED_BY, "lazypatch.registry" in sys.modules]))
+    """, env={"LAZYPATCH": "0"})
+    assert result == ["", False]
+
+
+def test_activation_records_targets_imported_before_it(interpreter):
+    interpreter.write({"early.py": "X = 1\n", "early_patches.py": """
+        import lazypatch
+        @lazypatch.when_imported("early", name="early.mark")
+        def mark(module, patch):
+            patch.setattr(module, "X", 2)
+    """})
+    result = interpreter.run_json("""
+        import json, early
+        import lazypatch.auto, lazypatch.activation as a
+        print(json.dumps([a.IMPORTED_BEFORE, early.X, a.SOURCES["early.mark"]]))
+    """, env={"LAZYPATCH_MODULES": "early_patches"})
+    assert result == [["early"], 2, "LAZYPATCH_MODULES"]
