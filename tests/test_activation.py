@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 # Modules activation must never import: targets and heavy libraries, and the
 # costly standard modules (lazypatch's own code must not pull them in; the
 # environment may already have, e.g. an editable install's finder imports re).
