@@ -7,9 +7,9 @@ lookup, and records a call only when it really redirected one.
 
 from __future__ import annotations
 
+from .factories import device_keyword_wrapper
 from .observe import record
 from .target import resolve, translate
-from .factories import device_keyword_wrapper
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import sys
 from warnings import warn
 
-import lazypatch
 import torch
+
+import lazypatch
 
 from . import observe
 
