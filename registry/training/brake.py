@@ -62,9 +62,9 @@ def _write_report_if_not_scheduled() -> None:
     activation = sys.modules.get("lazypatch.activation")
     if not path or (activation is not None and getattr(activation, "ACTIVATED_BY", "")):
         return
-    from lazypatch.report import write_report
+    from lazypatch.reporting import write_report
     try:
         write_report(path)
-    except OSError as error:
+    except Exception as error:   # the stop itself must still happen
         sys.stderr.write(f"lazypatch: brake: cannot write LAZYPATCH_REPORT={path!r}: "
                          f"{error} (pid {os.getpid()})\n")
