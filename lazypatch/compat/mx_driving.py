@@ -1,0 +1,302 @@
+"""The DrivingSDK one-click patcher's API, on lazypatch.
+
+Porting a DrivingSDK ``patch.py`` means changing one line::
+
+    from mx_driving.patcher import Patch, Patcher, PatcherBuilder, default_patcher_builder
+    # becomes
+    from lazypatch.compat.mx_driving import Patch, Patcher, PatcherBuilder, default_patcher_builder
+
+Patch functions keep their signature ``func(module, options)`` and receive
+the module named in ``add_module_patch`` (usually the root package). What
+changes is what the original got wrong (see ANCHORS.md):
+
+* nothing is imported by ``build()`` or ``with``: each patch runs when its
+  module is first imported (at once if it already is);
+* leaving the ``with`` block undoes every patch exactly, including plain
+  assignments a patch function makes (they are captured and recorded);
+* a failing patch is rolled back and reported (``lazypatch.report()``), it
+  never stops the program; ``patch_failure_warning=False`` silences its warning;
+* profiling and the brake hook the training loop instead of replacing it,
+  and a resumed run past the brake step stops;
+* ``default_patcher_builder`` is lazypatch's built-in packs selected by tag
+  (``ascend``, ``numpy``, ``openmmlab``), chosen when the patcher is entered.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import warnings
+
+import lazypatch
+
+from ..catalog import validate_target
+from .capture import record_plain_assignments, snapshot
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
+
+DEFAULT_TAGS = ("ascend", "numpy", "openmmlab")
+NAME_PREFIX = "mx_driving"
+
+
+class Patch:
+    """One patch function ``func(module, options)`` with its options and priority.
+
+    Lower ``priority`` runs first among the patches of one module (as in the
+    DrivingSDK). ``patch_failure_warning=False`` keeps a failure quiet (it is
+    still rolled back and listed by ``lazypatch.report()``).
+    """
+
+    def __init__(self, func: "Callable[[ModuleType, Dict[str, Any]], Any]",
+                 options: "Optional[Dict[str, Any]]" = None, priority: int = 0,
+                 patch_failure_warning: bool = True) -> None:
+        if not callable(func):
+            raise TypeError(f"Patch(func): func must be a function taking (module, options), "
+                            f"got {func!r}")
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"Patch({getattr(func, '__name__', func)}): options must be a dict "
+                            f"or None, got {type(options).__name__}")
+        if not isinstance(priority, (int, float)) or isinstance(priority, bool):
+            raise TypeError(f"Patch({getattr(func, '__name__', func)}): priority must be a "
+                            f"number, got {priority!r}")
+        self.func = func
+        self.options: "Dict[str, Any]" = options if options is not None else {}
+        self.priority = priority
+        self.patch_failure_warning = bool(patch_failure_warning)
+        self.name: str = getattr(func, "__name__", None) or repr(func)
+
+    def __repr__(self) -> str:
+        return f"Patch({self.name}, options={self.options!r}, priority={self.priority})"
+
+
+def _as_patch_list(module_name: str, patches: "Any") -> "List[Patch]":
+    items = [patches] if isinstance(patches, Patch) else list(patches)
+    for item in items:
+        if not isinstance(item, Patch):
+            raise TypeError(f"patches for {module_name!r} must be Patch(...) objects, got "
+                            f"{item!r}; wrap the function: Patch({getattr(item, '__name__', item)})")
+    return items
+
+
+def _unique_name(base: str) -> str:
+    taken = {record.name for record in lazypatch.report()}
+    if base not in taken:
+        return base
+    number = 2
+    while f"{base}#{number}" in taken:
+        number += 1
+    return f"{base}#{number}"
+
+
+def _legacy_patch_function(patch_object: Patch, module_name: str) -> "Callable[[Any, Any], None]":
+    """Adapt ``func(module, options)`` to lazypatch's ``fn(module, patch)``, recording
+    its plain assignments so that they are undone with the patch."""
+    root = module_name.partition(".")[0]
+
+    def apply_legacy_patch(module: "Any", patch: "Any") -> None:
+        copies = snapshot(root)
+        try:
+            patch_object.func(module, patch_object.options)
+        finally:   # also on failure: the engine's rollback then covers these changes
+            record_plain_assignments(copies, patch)
+    apply_legacy_patch.__doc__ = (patch_object.func.__doc__ or
+                                  f"DrivingSDK-style patch {patch_object.name} on {module_name}")
+    return apply_legacy_patch
+
+
+class Patcher:
+    """Applies a set of module patches while entered; undoes them on exit.
+
+    ``module_patches`` maps a module name to a ``Patch`` or a list of them;
+    ``blacklist`` holds patch function names (or lazypatch patch names) to
+    leave out; ``allow_internal_format`` is set on ``torch.npu.config`` when
+    ``torch_npu`` is imported (off by default, as in the DrivingSDK).
+    """
+
+    def __init__(self, module_patches: "Mapping[str, Union[Patch, Iterable[Patch]]]",
+                 blacklist: "Iterable[str]" = (), allow_internal_format: bool = False, *,
+                 builtin_tags: "Iterable[str]" = (),
+                 profiling: "Optional[Tuple[str, int]]" = None,
+                 brake_step: "Optional[int]" = None) -> None:
+        self.module_patches: "Dict[str, List[Patch]]" = {}
+        for module_name, patches in dict(module_patches).items():
+            validate_target(module_name)
+            self.module_patches[module_name] = sorted(_as_patch_list(module_name, patches),
+                                                      key=lambda item: item.priority)
+        self.blacklist: "Set[str]" = set([blacklist] if isinstance(blacklist, str) else blacklist)
+        self.allow_internal_format = bool(allow_internal_format)
+        self.builtin_tags = tuple(builtin_tags)
+        self.profiling = profiling
+        self.brake_step = brake_step
+        self.names: "List[str]" = []          # lazypatch names of the patches registered here
+        self._enabled_builtins: "List[str]" = []
+        self._disabled_builtins: "List[str]" = []
+        self._quiet_filters: "List[Any]" = []
+        self._internal_format_saved: "List[Tuple[Any, Any]]" = []
+        self._applied = False
+
+    # -- applying -----------------------------------------------------------
+
+    def apply(self) -> "Patcher":
+        """Register every patch (each applies when its module is imported) and
+        switch on the built-in packs, profiling and the brake. Imports nothing."""
+        if self._applied:
+            return self
+        self._applied = True
+        for module_name, patches in self.module_patches.items():
+            for patch_object in patches:
+                if patch_object.name in self.blacklist:
+                    continue
+                self._register(module_name, patch_object)
+        if self.builtin_tags:
+            self._select_builtins()
+        self._register_internal_format()
+        if self.profiling is not None or self.brake_step is not None:
+            from ..registry import training
+            if self.profiling is not None:
+                training.profile_to(self.profiling[0], self.profiling[1])
+            if self.brake_step is not None:
+                training.brake_at(self.brake_step)
+        return self
+
+    def _register(self, module_name: str, patch_object: Patch) -> None:
+        name = _unique_name(f"{NAME_PREFIX}.{module_name}.{patch_object.name}")
+        if not patch_object.patch_failure_warning:
+            warnings.filterwarnings("ignore", message=re.escape(f"lazypatch: patch {name!r}"),
+                                    category=lazypatch.PatchFailedWarning)
+            self._quiet_filters.append(warnings.filters[0])
+        self.names.append(name)
+        lazypatch.register(_legacy_patch_function(patch_object, module_name), module_name,
+                           name=name, priority=patch_object.priority, tags=(NAME_PREFIX,))
+
+    def _blacklisted(self, name: str) -> bool:
+        return name in self.blacklist or name.rsplit(".", 1)[-1] in self.blacklist
+
+    def _select_builtins(self) -> None:
+        """Enable the built-in packs' patches with the chosen tags (they may have been
+        loaded after this patcher was built: the selection happens now)."""
+        from ..registry import load_packs
+        known_before = {record.name for record in lazypatch.report()}
+        load_packs()
+        wanted = set(self.builtin_tags)
+        for record in lazypatch.report():
+            if not wanted.intersection(record.tags) or record.name in self.names:
+                continue
+            # Packs loaded only now (no activation) are this patcher's doing: all of
+            # their patches are taken back on exit, whatever their default.
+            loaded_here = record.name not in known_before
+            if self._blacklisted(record.name):
+                if record.enabled:
+                    if record.status == "applied":
+                        lazypatch.unpatch(record.name)
+                    else:
+                        lazypatch.disable(record.name)
+                    if not loaded_here:
+                        self._disabled_builtins.append(record.name)
+            elif not record.enabled or loaded_here:
+                if not record.enabled:
+                    lazypatch.enable(record.name)
+                self._enabled_builtins.append(record.name)
+
+    def _register_internal_format(self) -> None:
+        saved = self._internal_format_saved
+        flag = self.allow_internal_format
+
+        def internal_format(module: "Any") -> None:
+            """Set torch.npu.config.allow_internal_format as the patcher was built."""
+            config = module.npu.config
+            saved.append((config, getattr(config, "allow_internal_format", None)))
+            # A property on torch_npu's config object: the ledger cannot restore a
+            # property's value, so the patcher restores it itself on exit.
+            config.allow_internal_format = flag
+
+        name = _unique_name(f"{NAME_PREFIX}.torch_npu.allow_internal_format")
+        self.names.append(name)
+        lazypatch.register(internal_format, "torch_npu", name=name, tags=(NAME_PREFIX,))
+
+    # -- undoing ------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Undo everything ``apply`` did, newest first. Imports nothing."""
+        if not self._applied:
+            return
+        self._applied = False
+        if self.profiling is not None or self.brake_step is not None:
+            training = sys.modules.get(f"{__package__.rpartition('.')[0]}.registry.training")
+            if training is not None:
+                if self.brake_step is not None:
+                    training.brake_at(None)
+                if self.profiling is not None:
+                    training.profile_to(None)
+        for config, value in reversed(self._internal_format_saved):
+            config.allow_internal_format = value
+        self._internal_format_saved.clear()
+        for name in reversed(self.names + self._enabled_builtins):
+            lazypatch.unpatch(name)
+        for name in self._disabled_builtins:
+            lazypatch.enable(name)
+        for entry in self._quiet_filters:
+            if entry in warnings.filters:
+                warnings.filters.remove(entry)
+        self._enabled_builtins, self._disabled_builtins, self._quiet_filters = [], [], []
+
+    def __enter__(self) -> "Patcher":
+        return self.apply()
+
+    def __exit__(self, *exc_info: "Any") -> None:
+        self.restore()
+
+
+class PatcherBuilder:
+    """Fluent construction of a ``Patcher`` (every method returns the builder)."""
+
+    def __init__(self, builtin_tags: "Iterable[str]" = ()) -> None:
+        self.module_patches: "Dict[str, List[Patch]]" = {}
+        self.blacklist: "Set[str]" = set()
+        self.builtin_tags = tuple(builtin_tags)
+        self.profiling: "Optional[Tuple[str, int]]" = None
+        self.brake_step: "Optional[int]" = None
+
+    def add_module_patch(self, module_name: str, *patches: Patch) -> "PatcherBuilder":
+        """Patches whose functions receive module ``module_name`` once it is imported."""
+        validate_target(module_name)
+        self.module_patches.setdefault(module_name, []).extend(
+            _as_patch_list(module_name, patches))
+        return self
+
+    def disable_patches(self, *patch_names: str) -> "PatcherBuilder":
+        """Leave out patches by function name (built-in ones also by lazypatch name)."""
+        for name in patch_names:
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"disable_patches takes patch function names, got {name!r}")
+        self.blacklist.update(patch_names)
+        return self
+
+    def with_profiling(self, path: str, level: int = 0) -> "PatcherBuilder":
+        """Profile training steps into ``path`` at ``level`` 0, 1 or 2 (see the training pack)."""
+        from ..registry.training.settings import ProfileSettings
+        ProfileSettings(path, level)   # bad path or level fails here, not at training time
+        self.profiling = (path, level)
+        return self
+
+    def brake_at(self, brake_step: int) -> "PatcherBuilder":
+        """Stop training cleanly after step ``brake_step`` (exit code 0)."""
+        from ..registry.training.settings import check_step
+        self.brake_step = check_step(brake_step)
+        return self
+
+    with_brake = brake_at   # the name the DrivingSDK documentation also uses
+
+    def build(self, allow_internal_format: bool = False) -> Patcher:
+        """A ``Patcher`` of everything added so far; use it as ``with builder.build():``."""
+        return Patcher(self.module_patches, set(self.blacklist), allow_internal_format,
+                       builtin_tags=self.builtin_tags, profiling=self.profiling,
+                       brake_step=self.brake_step)
+
+
+default_patcher_builder = PatcherBuilder(builtin_tags=DEFAULT_TAGS)
+
+__all__ = ["Patch", "Patcher", "PatcherBuilder", "default_patcher_builder"]

@@ -1,0 +1,218 @@
+"""lazypatch.compat.mx_driving: the DrivingSDK patcher API, lazy and exactly undone.
+
+The custom-patch example of the DrivingSDK documentation (seed 002) runs
+with only its import line changed, against real packages written to disk.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# The seed's example package: root_module.xxx.yyy.zzz.gpu_affine_func, imported by
+# the root package's __init__ (as the original patcher also required).
+ROOT_MODULE = {
+    "root_module/__init__.py": "from . import xxx\n",
+    "root_module/xxx/__init__.py": "from . import yyy\n",
+    "root_module/xxx/yyy/__init__.py": "from . import zzz\n",
+    "root_module/xxx/yyy/zzz.py": """
+        def gpu_affine_func(x):
+            return ("gpu", x)
+
+        class Block:
+            def forward(self, x):
+                return ("gpu-block", x)
+    """,
+}
+
+# Seed 002, "自定义Patch": only the import line differs from the original.
+PATCH_PY = """
+from types import ModuleType
+from typing import Dict
+
+from lazypatch.compat.mx_driving import Patch, Patcher, PatcherBuilder  # was mx_driving.patcher
+
+
+def my_patch(root_module: ModuleType, options: Dict):
+    if hasattr(root_module.xxx.yyy.zzz, "gpu_affine_func"):
+        def npu_affine_func(x):
+            return ("npu", x, options["option1"])
+
+        # Monkey Patching i.e. dynamic attribute replacement
+        root_module.xxx.yyy.zzz.gpu_affine_func = npu_affine_func
+        root_module.xxx.yyy.zzz.Block.forward = lambda self, x: ("npu-block", x)
+    else:
+        raise AttributeError("root_module.xxx.yyy.zzz.gpu_affine_func not found")
+
+
+my_patcher_builder = PatcherBuilder()
+my_patcher_builder.add_module_patch('root_module', Patch(my_patch, {'option1': 'xxx', 'option2': 'yyy'}))
+"""
+
+TRAIN_PY = """
+import json, sys
+from patch import my_patcher_builder
+
+def main():
+    from root_module.xxx.yyy import zzz
+    return [zzz.gpu_affine_func(1), zzz.Block().forward(2)]
+
+if __name__ == '__main__':
+    built = my_patcher_builder.build()
+    imported_at_enter = None
+    with built as patcher:
+        imported_at_enter = "root_module" in sys.modules
+        inside = main()
+    from root_module.xxx.yyy import zzz
+    import lazypatch
+    record = [r for r in lazypatch.report() if r.name.startswith("mx_driving.root_module")][0]
+    print(json.dumps({"imported_at_enter": imported_at_enter, "inside": inside,
+                      "after": [zzz.gpu_affine_func(1), zzz.Block().forward(2)],
+                      "status": record.status, "changes": len(record.changes) if record.changes else 0,
+                      "history": record.history}))
+"""
+
+
+def test_seed_custom_patch_example_runs_lazily_and_is_undone(interpreter):
+    interpreter.write({**ROOT_MODULE, "patch.py": PATCH_PY, "train.py": TRAIN_PY})
+    result = interpreter.run_json(open(interpreter.root / "train.py").read())
+    assert result["imported_at_enter"] is False                # build()/with import nothing
+    assert result["inside"] == [["npu", 1, "xxx"], ["npu-block", 2]]
+    assert result["after"] == [["gpu", 1], ["gpu-block", 2]]   # plain assignments undone
+    assert result["status"] == "reverted"
+    assert any(entry.startswith("applied") for entry in result["history"])
+
+
+def test_already_imported_module_is_patched_at_enter_and_restored_by_identity(interpreter):
+    interpreter.write({**ROOT_MODULE, "patch.py": PATCH_PY})
+    result = interpreter.run_json("""
+        import json
+        from root_module.xxx.yyy import zzz
+        original_function, original_forward = zzz.gpu_affine_func, zzz.Block.__dict__["forward"]
+        from patch import my_patcher_builder
+        with my_patcher_builder.build():
+            inside = zzz.gpu_affine_func(3)
+        print(json.dumps([inside, zzz.gpu_affine_func is original_function,
+                          zzz.Block.__dict__["forward"] is original_forward]))
+    """)
+    assert result == [["npu", 3, "xxx"], True, True]
+
+
+def test_failing_patch_is_rolled_back_and_blacklist_and_quiet_warning(interpreter):
+    interpreter.write({**ROOT_MODULE})
+    result = interpreter.run_json("""
+        import json, warnings
+        from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+
+        def half_done(root_module, options):
+            root_module.xxx.yyy.zzz.gpu_affine_func = None     # changed, then it fails
+            raise AttributeError("target renamed in this version")
+
+        def quiet_failure(root_module, options):
+            raise RuntimeError("quiet")
+
+        def never(root_module, options):
+            root_module.never_applied = True
+
+        builder = (PatcherBuilder()
+                   .add_module_patch("root_module", Patch(half_done),
+                                     Patch(quiet_failure, patch_failure_warning=False),
+                                     Patch(never))
+                   .disable_patches("never"))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with builder.build():
+                import root_module
+                value = root_module.xxx.yyy.zzz.gpu_affine_func(5)   # rolled back: original
+                applied_never = hasattr(root_module, "never_applied")
+        import lazypatch
+        statuses = {r.name: r.status for r in lazypatch.report()}
+        print(json.dumps([value, applied_never, statuses,
+                          sorted(str(w.message)[:60] for w in caught
+                                 if issubclass(w.category, lazypatch.PatchFailedWarning))]))
+    """)
+    value, applied_never, statuses, failure_warnings = result
+    assert value == ["gpu", 5]
+    assert applied_never is False
+    assert statuses["mx_driving.root_module.half_done"] == "failed"
+    assert statuses["mx_driving.root_module.quiet_failure"] == "failed"
+    assert "mx_driving.root_module.never" not in statuses
+    assert len(failure_warnings) == 1 and "half_done" in failure_warnings[0]
+
+
+def test_default_builder_selects_builtin_packs_lazily(interpreter):
+    result = interpreter.run_json("""
+        import json, sys
+        import lazypatch
+        from lazypatch.compat.mx_driving import default_patcher_builder
+        with default_patcher_builder.disable_patches("function_aliases").build():
+            eager = [name for name in ("numpy", "torch", "mmcv", "mmdet") if name in sys.modules]
+            import numpy
+            inside = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
+            has_alias = hasattr(numpy, "float")
+        after = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
+        print(json.dumps([eager, inside, has_alias, after, hasattr(numpy, "float")]))
+    """)
+    eager, inside, has_alias, after, alias_after = result
+    assert eager == []
+    assert inside["numpy_compat.type_aliases"] == "applied"
+    assert inside["numpy_compat.function_aliases"] != "applied"   # disabled by name
+    assert has_alias is True
+    # the packs were loaded by the patcher (no activation): nothing of them stays applied
+    assert "applied" not in after.values()
+    assert alias_after is False
+
+
+def test_default_builder_leaves_activated_packs_as_they_were(interpreter):
+    result = interpreter.run_json("""
+        import json
+        import lazypatch.auto
+        import lazypatch
+        from lazypatch.compat.mx_driving import default_patcher_builder
+        with default_patcher_builder.disable_patches("function_aliases").build():
+            import numpy
+            inside = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
+        after = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
+        print(json.dumps([inside, after]))
+    """)
+    inside, after = result
+    assert inside["numpy_compat.type_aliases"] == "applied"
+    assert inside["numpy_compat.function_aliases"] != "applied"
+    assert after["numpy_compat.type_aliases"] == "applied"       # on by activation: stays
+    assert after["numpy_compat.function_aliases"] == "applied"   # re-enabled as it was
+
+
+def test_fake_torch_npu_allow_internal_format_and_training_utilities(interpreter):
+    """torch_npu cannot be installed here: a small fake package stands in for it."""
+    interpreter.write({"torch_npu/__init__.py": "from . import npu\n",
+                       "torch_npu/npu/__init__.py": """
+        class _Config:
+            allow_internal_format = True
+        config = _Config()
+    """})
+    result = interpreter.run_json("""
+        import json
+        from lazypatch.compat.mx_driving import PatcherBuilder
+        from lazypatch.registry.training.settings import STATE
+        builder = PatcherBuilder().with_profiling("prof", 1).brake_at(1000)
+        with builder.build(allow_internal_format=False):
+            import torch_npu
+            inside = [torch_npu.npu.config.allow_internal_format, STATE.brake_step,
+                      STATE.profile.level]
+        after = [torch_npu.npu.config.allow_internal_format, STATE.brake_step, STATE.profile]
+        print(json.dumps([inside, after]))
+    """)
+    assert result == [[False, 1000, 1], [True, None, None]]
+
+
+def test_bad_builder_input_fails_early():
+    from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+    with pytest.raises(TypeError, match="func must be a function"):
+        Patch("not callable")
+    with pytest.raises(TypeError, match="Patch"):
+        PatcherBuilder().add_module_patch("mmcv", lambda module, options: None)
+    with pytest.raises(ValueError, match="not a valid dotted module"):
+        PatcherBuilder().add_module_patch("mm-cv", Patch(lambda module, options: None))
+    with pytest.raises(ValueError, match="level"):
+        PatcherBuilder().with_profiling("dir", 5)
+    with pytest.raises(ValueError, match="positive integer"):
+        PatcherBuilder().brake_at(0)
