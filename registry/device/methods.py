@@ -1,13 +1,14 @@
 """torch.Tensor and torch.nn.Module methods that take a device.
 
-``to`` is on the hot path of every training loop (``x.to(device)`` per
-batch), so its wrapper does type checks on the first argument and one dict
-lookup, and records a call only when it really redirected one.
+``Tensor.to`` is on the hot path of every training loop (``x.to(device)``
+per batch), so its replacement is a plain function (no wrapt binding): a
+type check on the first argument, one dict lookup, and a count only when it
+really redirected something.
 """
 
 from __future__ import annotations
 
-from .factories import device_keyword_wrapper
+from .factories import device_keyword_function, named_like
 from .observe import record
 from .target import resolve, translate
 
@@ -19,16 +20,15 @@ TENSOR_NEW_METHODS = ("new_empty", "new_zeros", "new_ones", "new_full", "new_ten
                       "new_empty_strided")
 
 
-def to_wrapper(api: str) -> "Callable[..., Any]":
-    """Wrapper for ``to(device)``, ``to(device, dtype)``, ``to(device=...)``;
-    ``to(dtype)`` and ``to(tensor)`` pass through."""
-    def wrapper(wrapped: "Any", instance: "Any", args: "Tuple[Any, ...]",
-                kwargs: "Dict[str, Any]") -> "Any":
+def to_function(api: str, original: "Callable[..., Any]") -> "Callable[..., Any]":
+    """``original`` (a ``to`` method) with ``to(device)``, ``to(device, dtype)`` and
+    ``to(device=...)`` translated; ``to(dtype)`` and ``to(tensor)`` pass through."""
+    def to(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         if args:
             first = args[0]
             translated = translate(first)
             if translated is not first:
-                args = (translated,) + tuple(args[1:])
+                args = (translated,) + args[1:]
                 record(api)
         if kwargs:
             device = kwargs.get("device")
@@ -37,68 +37,68 @@ def to_wrapper(api: str) -> "Callable[..., Any]":
                 if translated is not device:
                     kwargs["device"] = translated
                     record(api)
-        return wrapped(*args, **kwargs)
-    return wrapper
+        return original(self, *args, **kwargs)
+    return named_like(to, original)
 
 
 def _cuda_device(args: "Tuple[Any, ...]", kwargs: "Dict[str, Any]") -> "Any":
-    """The target device for ``.cuda(device=None, ...)``'s device argument."""
-    device = args[0] if args else kwargs.pop("device", None)
-    if device is None:
-        return None
-    return translate(device if not isinstance(device, int) else int(device))
+    """The target device for ``.cuda(device=None, ...)``'s device argument (None: default)."""
+    device = args[0] if args else kwargs.get("device")
+    return None if device is None else translate(device)
 
 
 def patch_tensor_methods(torch: "Any", patch: "Any") -> None:
     """Tensor.to, .cuda, .new_*, .pin_memory."""
     tensor = torch.Tensor
     base_to = torch._C.TensorBase.to
-    patch.wrap(tensor, "to", to_wrapper("Tensor.to"))
+    patch.setattr(tensor, "to", to_function("Tensor.to", tensor.to))
+    original_cuda = tensor.cuda
 
-    def cuda(wrapped: "Any", instance: "Any", args: "Tuple[Any, ...]",
-             kwargs: "Dict[str, Any]") -> "Any":
+    def cuda(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         target = resolve()
         if target is None or target.passthrough:
-            return wrapped(*args, **kwargs)
+            return original_cuda(self, *args, **kwargs)
         record("Tensor.cuda")
-        kwargs = dict(kwargs)
         device = _cuda_device(args, kwargs)
-        return base_to(instance, device if device is not None else target.default,
+        return base_to(self, device if device is not None else target.default,
                        non_blocking=kwargs.get("non_blocking", False),
                        memory_format=kwargs.get("memory_format", torch.preserve_format))
-    patch.wrap(tensor, "cuda", cuda)
+    patch.setattr(tensor, "cuda", named_like(cuda, original_cuda))
 
     for name in TENSOR_NEW_METHODS:
-        patch.wrap(tensor, name, device_keyword_wrapper(f"Tensor.{name}"))
+        patch.setattr(tensor, name, device_keyword_function(f"Tensor.{name}",
+                                                            getattr(tensor, name)))
+    original_pin = tensor.pin_memory
 
-    def pin_memory(wrapped: "Any", instance: "Any", args: "Tuple[Any, ...]",
-                   kwargs: "Dict[str, Any]") -> "Any":
+    def pin_memory(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         target = resolve()
         if target is None or target.passthrough:
-            return wrapped(*args, **kwargs)
+            return original_pin(self, *args, **kwargs)
         record("Tensor.pin_memory")
         if target.is_cpu:
-            return instance   # page-locking is for host-to-device copies; no device here
+            return self   # page-locking is for host-to-device copies; no device here
         if args:
-            args = (translate(args[0]),) + tuple(args[1:])
+            args = (translate(args[0]),) + args[1:]
         if kwargs.get("device") is not None:
-            kwargs = dict(kwargs, device=translate(kwargs["device"]))
-        return wrapped(*args, **kwargs)
-    patch.wrap(tensor, "pin_memory", pin_memory)
+            kwargs["device"] = translate(kwargs["device"])
+        return original_pin(self, *args, **kwargs)
+    patch.setattr(tensor, "pin_memory", named_like(pin_memory, original_pin))
 
 
 def patch_module_methods(module: "Any", patch: "Any") -> None:
     """nn.Module.to, .cuda and .to_empty (module: torch.nn.modules.module)."""
     nn_module = module.Module
-    patch.wrap(nn_module, "to", to_wrapper("Module.to"))
+    namespace = vars(nn_module)
+    patch.setattr(nn_module, "to", to_function("Module.to", namespace["to"]))
+    original_cuda = namespace["cuda"]
 
-    def cuda(wrapped: "Any", instance: "Any", args: "Tuple[Any, ...]",
-             kwargs: "Dict[str, Any]") -> "Any":
+    def cuda(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         target = resolve()
         if target is None or target.passthrough:
-            return wrapped(*args, **kwargs)
+            return original_cuda(self, *args, **kwargs)
         record("Module.cuda")
-        device = _cuda_device(args, dict(kwargs))
-        return instance.to(device if device is not None else target.default)
-    patch.wrap(nn_module, "cuda", cuda)
-    patch.wrap(nn_module, "to_empty", device_keyword_wrapper("Module.to_empty"))
+        device = _cuda_device(args, kwargs)
+        return self.to(device if device is not None else target.default)
+    patch.setattr(nn_module, "cuda", named_like(cuda, original_cuda))
+    patch.setattr(nn_module, "to_empty",
+                  device_keyword_function("Module.to_empty", namespace["to_empty"]))

@@ -1,0 +1,178 @@
+"""Overhead of the device pack on CUDA-written code running on the CPU.
+
+Three versions of one small training loop run side by side, each in its own
+interpreter, interleaved and repeated (median of the per-process medians):
+
+* ``plain``: the loop written for the CPU, no lazypatch (the baseline);
+* ``pack``: the loop written for CUDA (``.cuda()``, ``.to("cuda")``,
+  ``torch.zeros(..., device="cuda")``, ``torch.cuda.synchronize()``), run with
+  ``LAZYPATCH_ENABLE=device`` (factories redirected by wrapping them);
+* ``mode``: the same CUDA loop with the pack's ``device.factories`` patch
+  disabled and factories redirected by a global ``TorchFunctionMode``
+  instead (the alternative the issue asks to measure).
+
+Also per-call costs of a redirected factory call (wrap vs mode vs a plain
+CPU call) and of ``Tensor.to("cuda")`` against ``Tensor.to("cpu")``.
+Figures are ratios against the baseline measured in the same run.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_device.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+from typing import Dict, List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results", "device.json")
+
+CHILD = r'''
+import sys, json, time
+variant, steps, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if variant != "plain":
+    import lazypatch.auto
+import torch
+import torch.nn as nn
+from torch.overrides import TorchFunctionMode
+
+if variant == "mode":
+    from lazypatch.registry.device.target import translate
+
+    class RedirectFactories(TorchFunctionMode):
+        """The alternative: every torch call passes here; translate device= when given."""
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            device = kwargs.get("device")
+            if device is not None:
+                kwargs["device"] = translate(device)
+            return func(*args, **kwargs)
+    RedirectFactories().__enter__()
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+device = "cpu" if variant == "plain" else "cuda"
+model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
+                      nn.Linear(128, 10))
+model = model.to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+inputs = torch.randn(32, 64)
+labels = torch.randint(0, 10, (32,))
+
+def step():
+    x = inputs.to(device)
+    y = labels.to(device)
+    mask = torch.ones(32, device=device)
+    optimizer.zero_grad()
+    loss = (nn.functional.cross_entropy(model(x), y, reduction="none") * mask).mean()
+    loss.backward()
+    optimizer.step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+def median_time(function, repeat, number):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            function()
+        times.append((time.perf_counter() - start) / number)
+    return statistics.median(times)
+
+import statistics
+for _ in range(20):
+    step()
+result = {"step_us": median_time(step, 7, steps) * 1e6}
+factory = lambda: torch.zeros(8, device=device)
+result["factory_us"] = median_time(factory, 7, calls) * 1e6
+small = torch.ones(8)
+to_device = lambda: small.to(device)
+result["to_us"] = median_time(to_device, 7, calls) * 1e6
+add = lambda: torch.add(small, small)
+result["add_us"] = median_time(add, 7, calls) * 1e6
+print(json.dumps(result))
+'''
+
+
+def run_child(variant: str, steps: int, calls: int) -> Dict[str, float]:
+    """One interpreter running the loop in ``variant``; returns its medians (µs)."""
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("LAZYPATCH")}
+    environment.update({"OMP_NUM_THREADS": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    if variant in ("pack", "mode"):
+        environment["LAZYPATCH_ENABLE"] = "device"
+    if variant == "mode":
+        environment["LAZYPATCH_DISABLE"] = "device.factories"
+    output = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), variant,
+                             str(steps), str(calls)], env=environment, cwd=ROOT,
+                            capture_output=True, text=True, check=True)
+    return json.loads(output.stdout.strip().splitlines()[-1])
+
+
+def row(name: str, value: float, baseline: float, unit: str, note: str) -> Dict[str, object]:
+    return {"name": name, "value": round(value, 3), "baseline": round(baseline, 3),
+            "ratio": round(value / baseline, 3) if baseline else None, "unit": unit,
+            "note": note}
+
+
+def run(quick: bool) -> List[Dict[str, object]]:
+    """Measure and return the table rows (also the runner's entry point)."""
+    rounds, steps, calls = (3, 50, 2000) if quick else (7, 200, 20000)
+    samples: Dict[str, List[Dict[str, float]]] = {"plain": [], "pack": [], "mode": []}
+    for _ in range(rounds):              # interleaved, so drift hits every variant alike
+        for variant in samples:
+            samples[variant].append(run_child(variant, steps, calls))
+
+    def median(variant: str, key: str) -> float:
+        return statistics.median(sample[key] for sample in samples[variant])
+
+    plain_step = median("plain", "step_us")
+    return [
+        row("training step, CUDA code + device pack (wrap)", median("pack", "step_us"),
+            plain_step, "µs/step", "baseline: the same loop written for the CPU, no lazypatch"),
+        row("training step, CUDA code + TorchFunctionMode factories",
+            median("mode", "step_us"), plain_step, "µs/step",
+            "alternative: factories redirected by a global TorchFunctionMode"),
+        row("torch.zeros(8, device='cuda'), wrap", median("pack", "factory_us"),
+            median("plain", "factory_us"), "µs/call", "baseline: torch.zeros(8, device='cpu')"),
+        row("torch.zeros(8, device='cuda'), TorchFunctionMode", median("mode", "factory_us"),
+            median("plain", "factory_us"), "µs/call", "baseline: torch.zeros(8, device='cpu')"),
+        row("Tensor.to('cuda') -> cpu, device pack", median("pack", "to_us"),
+            median("plain", "to_us"), "µs/call", "baseline: Tensor.to('cpu') unpatched"),
+        row("torch.add (no device argument), device pack", median("pack", "add_us"),
+            median("plain", "add_us"), "µs/call", "an unredirected op: untouched by wrapping"),
+        row("torch.add (no device argument), TorchFunctionMode", median("mode", "add_us"),
+            median("plain", "add_us"), "µs/call", "every op pays for a global mode"),
+    ]
+
+
+def markdown(rows: List[Dict[str, object]]) -> str:
+    lines = ["| measurement | value | baseline | ratio | unit | note |",
+             "|---|---:|---:|---:|---|---|"]
+    for item in rows:
+        lines.append(f"| {item['name']} | {item['value']} | {item['baseline']} | "
+                     f"{item['ratio']} | {item['unit']} | {item['note']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and steps")
+    options = parser.parse_args()
+    rows = run(options.quick)
+    print(markdown(rows))
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as handle:
+        json.dump({"benchmark": "device", "quick": options.quick, "rows": rows}, handle,
+                  indent=2)
+
+
+if __name__ == "__main__":
+    main()
