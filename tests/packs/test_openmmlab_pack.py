@@ -1,0 +1,283 @@
+"""The openmmlab pack with the real stack (mmcv-lite 2.2, mmdet 3.3, mmdet3d 1.4, NumPy 2).
+
+Every scenario runs in a fresh interpreter. Each "works with lazypatch" check
+has a twin showing the same code fails without it, so the pack stays
+necessary. Fakes appear only for what these machines cannot have (an Ascend
+stack, a compiled mmcv) and say so in the test name.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from lazypatch import installed_version, version_matches
+
+MMCV = installed_version("mmcv-lite") or installed_version("mmcv")
+pytestmark = pytest.mark.skipif(
+    not (MMCV and version_matches(MMCV, ">=2.2.0,<2.3") and installed_version("mmdet3d")
+         and installed_version("mmdet") == "3.3.0"),
+    reason="needs the OpenMMLab test stack: mmcv(-lite) 2.2.x, mmdet 3.3.0, mmdet3d 1.4.x")
+
+
+def test_activation_imports_no_target(interpreter):
+    loaded = interpreter.run_json("""
+        import sys, json
+        import lazypatch.auto
+        print(json.dumps(sorted(name for name in ("numpy", "torch", "mmcv", "mmdet", "mmdet3d",
+                                                  "mmengine", "wrapt") if name in sys.modules)))
+    """)
+    assert loaded == []
+
+
+def test_mmdet_mmdet3d_and_mmcv_ops_import_and_mmcv_version_stays_truthful(interpreter):
+    result = interpreter.run_json("""
+        import lazypatch.auto, lazypatch, json
+        seen = {}
+
+        @lazypatch.when_imported("mmdet.version")      # runs inside mmdet's __init__
+        def look(module):
+            import mmcv
+            seen["during_mmdet"] = mmcv.__version__
+
+        import mmdet, mmdet3d, mmcv, mmcv.ops
+        import importlib.metadata as metadata
+        try:
+            metadata_mmcv = metadata.version("mmcv")
+        except metadata.PackageNotFoundError:
+            metadata_mmcv = None
+        records = {record.name: record for record in lazypatch.report()}
+        print(json.dumps({
+            "versions": [mmcv.__version__, mmdet.__version__, mmdet3d.__version__],
+            "seen": seen, "metadata": [metadata_mmcv, metadata.version("mmcv-lite")],
+            "gate": {name: [records[name].status, records[name].notes]
+                     for name in ("openmmlab.mmcv_version_gate.mmdet",
+                                  "openmmlab.mmcv_version_gate.mmdet3d")},
+            "ext": [records["openmmlab.mmcv_ext"].status,
+                    mmcv._ext.__spec__.origin, hasattr(mmcv.ops, "nms_rotated")],
+        }))
+    """)
+    assert result["versions"] == ["2.2.0", "3.3.0", "1.4.0"]   # the truth after the imports
+    assert result["seen"] == {"during_mmdet": "2.1.0"}          # presented only meanwhile
+    assert result["metadata"] == [None, "2.2.0"]                # metadata never lies
+    for name, (status, notes) in result["gate"].items():
+        assert status == "reverted", name
+        assert "presented mmcv.__version__ = '2.1.0'" in notes[0] and "restored '2.2.0'" in notes[0]
+    status, origin, has_ops = result["ext"]
+    assert status == "applied" and "pure PyTorch" in origin and has_ops
+
+
+@pytest.mark.parametrize("statement, error", [
+    ("import mmdet", "AssertionError: MMCV==2.2.0 is used but incompatible"),
+    ("import mmdet3d", "AssertionError: MMCV==2.2.0 is used but incompatible"),
+    ("import mmcv.ops", "No module named 'mmcv._ext'"),
+])
+def test_the_same_imports_fail_without_lazypatch(interpreter, statement, error):
+    result = interpreter.run(statement, check=False)
+    assert result.returncode != 0 and error in result.stderr
+
+
+@pytest.mark.parametrize("disabled, statement, error", [
+    ("openmmlab.mmcv_version_gate.mmdet", "import mmdet", "MMCV==2.2.0 is used but incompatible"),
+    ("openmmlab.mmcv_ext", "import mmcv.ops", "No module named 'mmcv._ext'"),
+])
+def test_each_patch_can_be_disabled(interpreter, disabled, statement, error):
+    result = interpreter.run(f"import lazypatch.auto\n{statement}",
+                             env={"LAZYPATCH_DISABLE": disabled}, check=False)
+    assert result.returncode != 0 and error in result.stderr
+
+
+def test_version_gate_leaves_mmcv_outside_its_tested_window_alone(interpreter):
+    # The pack's own gate is off; the same gate logic runs with a window that
+    # excludes the installed 2.2.0, so mmdet's assert must speak.
+    result = interpreter.run("""
+        import lazypatch.auto, lazypatch, json
+        from lazypatch.registry.openmmlab.version_gate import Gate, present_accepted_mmcv_version
+
+        @lazypatch.before_import("mmdet", name="test.narrow_gate")
+        def narrow_gate(module, patch):
+            present_accepted_mmcv_version(patch, Gate("mmdet", accepted=">=2.0.0rc4,<2.2.0",
+                                                      tested_window=">=2.3,<2.4",
+                                                      presented="2.1.0"))
+        try:
+            import mmdet
+            outcome = "imported"
+        except AssertionError as error:
+            outcome = str(error)
+        record = next(r for r in lazypatch.report() if r.name == "test.narrow_gate")
+        print(json.dumps([outcome, record.status, record.reason]))
+    """, env={"LAZYPATCH_DISABLE": "openmmlab.mmcv_version_gate"})
+    outcome, status, reason = json.loads(result.stdout.splitlines()[-1])
+    assert "MMCV==2.2.0 is used but incompatible" in outcome
+    assert status == "skipped" and "outside the window" in reason
+
+
+def test_ext_is_undone_exactly_by_unpatch(interpreter):
+    result = interpreter.run_json("""
+        import lazypatch.auto, lazypatch, json, sys
+        import mmcv.ops, mmcv
+        provided = sys.modules["mmcv._ext"]
+        lazypatch.unpatch("openmmlab.mmcv_ext")
+        print(json.dumps(["mmcv._ext" in sys.modules, hasattr(mmcv, "_ext"),
+                          provided.nms.__name__]))
+    """)
+    assert result == [False, False, "nms"]
+
+
+def test_fake_compiled_ext_wins_over_the_pure_pytorch_one(interpreter):
+    # A compiled mmcv cannot be built here (35-40 min); a module named _ext in
+    # a directory appended to mmcv.__path__ is found exactly as a compiled
+    # mmcv/_ext*.so would be.
+    interpreter.write({"fake_compiled/_ext.py": "COMPILED = True\n"})
+    result = interpreter.run_json("""
+        import lazypatch.auto, lazypatch, json, os, sys
+        import mmcv
+        mmcv.__path__.append(os.path.join(os.getcwd(), "fake_compiled"))
+        try:
+            import mmcv.ops
+        except Exception as error:      # the fake lacks the kernels' names
+            failure = type(error).__name__
+        record = next(r for r in lazypatch.report() if r.name == "openmmlab.mmcv_ext")
+        print(json.dumps([record.status, record.reason,
+                          getattr(sys.modules.get("mmcv._ext"), "COMPILED", False)]))
+    """)
+    status, reason, compiled_loaded = result
+    assert status == "skipped" and "compiled mmcv._ext" in reason
+    assert compiled_loaded
+
+
+FAKE_ASCEND = {
+    "torch_npu/__init__.py": "# fake: no Ascend NPU on this machine\n",
+    "mx_driving/__init__.py": """
+        # fake DrivingSDK: records which kernel mmcv reached
+        import torch
+        CALLS = []
+
+        class MultiScaleDeformableAttnFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, value, spatial_shapes, level_start_index, sampling_locations,
+                        attention_weights):
+                CALLS.append(("msda_forward", 5))
+                ctx.save_for_backward(value)
+                n, _, heads, dims = value.shape
+                return value.new_zeros(n, sampling_locations.shape[1], heads * dims)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                CALLS.append(("msda_backward", 1))
+                value, = ctx.saved_tensors
+                return torch.ones_like(value), None, None, None, None
+
+        class DeformConv2dFunction: pass
+        class ModulatedDeformConv2dFunction: pass
+        def deform_conv2d(*args, **kwargs): CALLS.append(("deform_conv2d", len(args)))
+        def modulated_deform_conv2d(*args, **kwargs): pass
+        def voxelization(*args, **kwargs): CALLS.append(("voxelization", len(args)))
+    """,
+}
+
+
+def test_fake_mx_driving_kernels_are_wired_into_mmcv_ops_and_undone(interpreter):
+    interpreter.write(FAKE_ASCEND)
+    result = interpreter.run_json("""
+        import lazypatch.auto, lazypatch, json, torch
+        import mmcv.ops, mx_driving
+        from mmcv.ops import multi_scale_deform_attn as msda_module
+        Function = msda_module.MultiScaleDeformableAttnFunction
+        value = torch.randn(1, 4, 2, 8, requires_grad=True)
+        shapes = torch.tensor([[2, 2]]); starts = torch.tensor([0])
+        locations = torch.rand(1, 3, 2, 1, 2, 2); weights = torch.rand(1, 3, 2, 1, 2)
+        output = Function.apply(value, shapes, starts, locations, weights, 64)  # mmcv's call
+        output.sum().backward()                     # 6 inputs need 6 gradients
+        wired = {
+            "deform": mmcv.ops.deform_conv.DeformConv2dFunction is mx_driving.DeformConv2dFunction,
+            "deform_reexport": mmcv.ops.deform_conv2d is mx_driving.deform_conv2d,
+            "modulated": mmcv.ops.modulated_deform_conv2d is mx_driving.modulated_deform_conv2d,
+            "voxel": mmcv.ops.voxelize.voxelization is mx_driving.voxelization,
+            "same_class": msda_module.MultiScaleDeformableAttnFunction is Function,
+        }
+        statuses = {r.name: r.status for r in lazypatch.report() if "mx_driving" in r.name}
+        lazypatch.unpatch_all()
+        restored = {
+            "deform": mmcv.ops.deform_conv.DeformConv2dFunction.__module__,
+            "deform_reexport": mmcv.ops.deform_conv2d is not mx_driving.deform_conv2d,
+            "voxel": mmcv.ops.voxelize.voxelization is not mx_driving.voxelization,
+            "msda_forward": "forward" in Function.__dict__ and
+                Function.__dict__["forward"].__func__.__qualname__.startswith(
+                    "MultiScaleDeformableAttnFunction."),
+        }
+        print(json.dumps({"calls": mx_driving.CALLS, "grad": float(value.grad.sum()),
+                          "wired": wired, "statuses": statuses, "restored": restored}))
+    """)
+    assert result["calls"] == [["msda_forward", 5], ["msda_backward", 1]]
+    assert result["grad"] == 64.0
+    assert all(result["wired"].values()), result["wired"]
+    assert set(result["statuses"].values()) == {"applied"}, result["statuses"]
+    assert result["restored"] == {"deform": "mmcv.ops.deform_conv", "deform_reexport": True,
+                                  "voxel": True, "msda_forward": True}
+
+
+def test_fake_mx_driving_without_torch_npu_is_not_used(interpreter):
+    interpreter.write({"mx_driving/__init__.py": FAKE_ASCEND["mx_driving/__init__.py"]})
+    result = interpreter.run_json("""
+        import lazypatch.auto, lazypatch, json, sys
+        import mmcv.ops
+        print(json.dumps([{r.name: [r.status, r.reason] for r in lazypatch.report()
+                           if "mx_driving" in r.name}, "mx_driving" in sys.modules]))
+    """)
+    records, imported = result
+    assert not imported
+    for status, reason in records.values():
+        assert status == "skipped" and "torch_npu" in reason
+
+
+ASSIGN_INSTANCES = textwrap.dedent("""
+    import json
+    import numpy as np
+    from mmdet3d.evaluation.functional.scannet_utils.evaluate_semantic_instance import (
+        assign_instances_for_scan, get_options)
+    labels = ("chair", "table"); ids = (3, 5); id_to_label = {3: "chair", 5: "table"}
+    gt_ids = np.array([3001] * 40 + [5001] * 30 + [0] * 10)   # two instances and void points
+    prediction = {"p0": {"label_id": 3, "conf": 0.9,
+                         "mask": np.array([1] * 40 + [0] * 40)}}
+    options = get_options({"min_region_sizes": np.array([10])})
+    gt2pred, pred2gt = assign_instances_for_scan(prediction, gt_ids, options, ids, labels,
+                                                 id_to_label)
+    print(json.dumps([len(gt2pred["chair"]), len(pred2gt["chair"]),
+                      int(pred2gt["chair"][0]["matched_gt"][0]["intersection"])]))
+""")
+
+YTVIS_ACCUMULATE = textwrap.dedent("""
+    import json
+    import numpy as np
+    from mmdet.evaluation.functional.ytviseval import YTVISeval
+    evaluation = YTVISeval(iouType="bbox")
+    params = evaluation.params
+    params.vidIds, params.catIds = [1], [1]
+    evaluation._paramsEval = params
+    thresholds = len(params.iouThrs)
+    entry = {"dtScores": [0.9, 0.4], "dtMatches": np.array([[1, 0]] * thresholds),
+             "dtIgnore": np.zeros((thresholds, 2)), "gtIgnore": np.zeros(1)}
+    evaluation.evalImgs = [entry] * (len(params.areaRng))
+    evaluation.accumulate()
+    print(json.dumps(float(evaluation.eval["recall"].max())))
+""")
+
+
+def test_legacy_numpy_calls_in_mmdet3d_and_mmdet_run_with_lazypatch(interpreter):
+    # One interpreter for both: importing mmdet3d.evaluation costs seconds.
+    result = interpreter.run("import lazypatch.auto\n" + ASSIGN_INSTANCES + YTVIS_ACCUMULATE)
+    assignment, recall = result.stdout.splitlines()[-2:]
+    assert json.loads(assignment) == [1, 1, 40] and json.loads(recall) == 1.0
+
+
+def test_legacy_numpy_calls_in_mmdet3d_and_mmdet_fail_without_lazypatch(interpreter):
+    # The packages must import first (the version gate alone), so only the
+    # NumPy patches are off: the failure is the removed NumPy name.
+    for code, name in ((ASSIGN_INSTANCES, "in1d"), (YTVIS_ACCUMULATE, "float")):
+        result = interpreter.run("import lazypatch.auto\n" + code, check=False,
+                                 env={"LAZYPATCH_DISABLE": "numpy_compat"})
+        assert result.returncode != 0
+        assert f"module 'numpy' has no attribute '{name}'" in result.stderr
