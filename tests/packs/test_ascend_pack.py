@@ -336,3 +336,81 @@ print(json.dumps({"patched": patched, "restored": restored}))
     assert result["patched"].pop("status") == "applied"
     assert all(result["patched"].values()), result["patched"]
     assert all(result["restored"].values()), result["restored"]
+
+
+# mmcv 1.x cannot be installed beside mmcv 2.2 here, so the 1.x patch functions are
+# applied to a module written by the test with the same shape as mmcv 1.7's
+# ``mmcv/runner/hooks/optimizer.py`` and ``mmcv/parallel/_functions.py`` call sites.
+MMCV1_SHAPED = {
+    "legacy_hooks.py": '''
+from torch.nn.utils import clip_grad
+
+class OptimizerHook:
+    def __init__(self, grad_clip=None):
+        self.grad_clip = grad_clip
+    def clip_grads(self, params):
+        params = list(filter(lambda p: p.requires_grad and p.grad is not None, params))
+        if len(params) > 0:
+            return clip_grad.clip_grad_norm_(params, **self.grad_clip)
+    def after_train_iter(self, runner):
+        runner.optimizer.zero_grad()
+        runner.outputs["loss"].backward()
+        runner.grad_norm = self.clip_grads(runner.model.parameters())
+        runner.optimizer.step()
+
+class Fp16OptimizerHook(OptimizerHook):
+    def after_train_iter(self, runner):
+        OptimizerHook.after_train_iter(self, runner)
+''',
+    "legacy_functions.py": "from torch.nn.parallel._functions import _get_stream\n",
+}
+
+
+def test_ascend_fake_mmcv1_hook_and_stream_logic(interpreter):
+    interpreter.write(ASCEND_FAKES)
+    interpreter.write(MMCV1_SHAPED)
+    result = interpreter.run_json('''
+import json, types
+import torch
+import lazypatch
+from lazypatch.registry.ascend.optim import patch_mmcv1_optimizer_hooks
+from lazypatch.registry.ascend.mmcv1 import patch_scatter_stream
+lazypatch.register(patch_mmcv1_optimizer_hooks, "legacy_hooks", name="test.hooks")
+lazypatch.register(patch_scatter_stream, "legacy_functions", name="test.stream")
+import legacy_hooks, legacy_functions, torch_npu
+from torch_npu.optim import NpuFusedSGD
+
+def train(hook_class):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    runner = types.SimpleNamespace(model=model, optimizer=NpuFusedSGD(model.parameters(), lr=0.5))
+    for _ in range(2):
+        runner.outputs = {"loss": (model(torch.randn(3, 4)) ** 2).sum()}
+        hook_class(grad_clip=dict(max_norm=0.1)).after_train_iter(runner)
+    return float(runner.grad_norm), [p.detach().clone() for p in model.parameters()]
+
+original_get_stream = legacy_functions._get_stream.__wrapped__
+patched = [train(legacy_hooks.OptimizerHook), train(legacy_hooks.Fp16OptimizerHook)]
+fused_calls = torch_npu.CALLS["clip_grad_norm_fused_"]
+adapter = legacy_functions._get_stream
+stream_args = [adapter(-1)]
+try:
+    adapter(0)
+except Exception as error:      # no NPU: the device type reaching torch is what matters
+    stream_args.append(str(error))
+lazypatch.unpatch_all()
+plain = [train(legacy_hooks.OptimizerHook), train(legacy_hooks.Fp16OptimizerHook)]
+print(json.dumps({
+    "fused_calls": fused_calls,
+    "same": all(a[0] == b[0] and all(torch.equal(x, y) for x, y in zip(a[1], b[1]))
+                for a, b in zip(patched, plain)),
+    "stream": [stream_args[0], "npu" in stream_args[1] if len(stream_args) > 1 else "no error"],
+    "restored": [legacy_functions._get_stream is original_get_stream,
+                 "clip_grads" in legacy_hooks.OptimizerHook.__dict__
+                 and not hasattr(legacy_hooks.OptimizerHook.__dict__["clip_grads"], "__wrapped__")],
+}))
+''')
+    assert result["fused_calls"] == 4          # 2 hooks x 2 iterations
+    assert result["same"]
+    assert result["stream"] == [None, True]
+    assert result["restored"] == [True, True]
