@@ -6,12 +6,12 @@ interpreter, interleaved and repeated (median of the per-process medians):
 * ``plain``: the loop written for the CPU, no lazypatch (the baseline);
 * ``pack``: the loop written for CUDA (``.cuda()``, ``.to("cuda")``,
   ``torch.zeros(..., device="cuda")``, ``torch.cuda.synchronize()``), run with
-  ``LAZYPATCH_ENABLE=device`` (factories redirected by wrapping them);
+  ``LAZYPATCH_ENABLE=device`` (factories replaced by plain redirecting functions);
 * ``mode``: the same CUDA loop with the pack's ``device.factories`` patch
   disabled and factories redirected by a global ``TorchFunctionMode``
   instead (the alternative the issue asks to measure).
 
-Also per-call costs of a redirected factory call (wrap vs mode vs a plain
+Also per-call costs of a redirected factory call (pack vs mode vs a plain
 CPU call) and of ``Tensor.to("cuda")`` against ``Tensor.to("cpu")``.
 Figures are ratios against the baseline measured in the same run.
 
@@ -135,19 +135,19 @@ def run(quick: bool) -> List[Dict[str, object]]:
 
     plain_step = median("plain", "step_us")
     return [
-        row("training step, CUDA code + device pack (wrap)", median("pack", "step_us"),
+        row("training step, CUDA code + device pack (function replacement)", median("pack", "step_us"),
             plain_step, "µs/step", "baseline: the same loop written for the CPU, no lazypatch"),
         row("training step, CUDA code + TorchFunctionMode factories",
             median("mode", "step_us"), plain_step, "µs/step",
             "alternative: factories redirected by a global TorchFunctionMode"),
-        row("torch.zeros(8, device='cuda'), wrap", median("pack", "factory_us"),
+        row("torch.zeros(8, device='cuda'), device pack", median("pack", "factory_us"),
             median("plain", "factory_us"), "µs/call", "baseline: torch.zeros(8, device='cpu')"),
         row("torch.zeros(8, device='cuda'), TorchFunctionMode", median("mode", "factory_us"),
             median("plain", "factory_us"), "µs/call", "baseline: torch.zeros(8, device='cpu')"),
         row("Tensor.to('cuda') -> cpu, device pack", median("pack", "to_us"),
             median("plain", "to_us"), "µs/call", "baseline: Tensor.to('cpu') unpatched"),
         row("torch.add (no device argument), device pack", median("pack", "add_us"),
-            median("plain", "add_us"), "µs/call", "an unredirected op: untouched by wrapping"),
+            median("plain", "add_us"), "µs/call", "no device argument: not touched"),
         row("torch.add (no device argument), TorchFunctionMode", median("mode", "add_us"),
             median("plain", "add_us"), "µs/call", "every op pays for a global mode"),
     ]
