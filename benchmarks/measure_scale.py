@@ -1,0 +1,81 @@
+"""Budget 6: 10, 1,000 and 10,000 registered patches.
+
+Registration of K patches on K distinct, never-imported modules, timed in
+the process (median over processes); budget: linear, and under 50 ms for
+10,000. Then the cost of unwatched imports with K patches registered, which
+must not grow with K (the finder does one dict lookup): compared with K=10
+as the baseline, by instruction count when callgrind is there.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from benchmarks import harness
+from benchmarks.environment import Environment
+from benchmarks.measure_imports import loop_command, loop_instructions, per_import_us
+
+GROUP = "6. Scale"
+SIZES = (10, 1_000, 10_000)
+REGISTRATION_BUDGET_MS = 50.0
+LINEAR_TOLERANCE = 1.5     # per-patch time at 10,000 at most 1.5x that at 1,000
+FLAT_TOLERANCE = 1.05      # unwatched import at 10,000 patches within 5% of at 10
+
+
+def measure(environment: Environment, repetitions: int, count: int,
+            instruction_count: Optional[int]) -> List[Dict[str, object]]:
+    """Rows: registration time per size, linearity, and unwatched-import flatness."""
+    env = environment.env()
+    samples = {f"{size}/{kind}": harness.Samples() for size in SIZES
+               for kind in ("register", "import")}
+    for repetition in range(repetitions + 1):       # the first round is a warm-up
+        order = SIZES if repetition % 2 else tuple(reversed(SIZES))
+        for size in order:
+            document = harness.last_json_line(harness.run_process(
+                loop_command(environment, count, extra_patches=size), env=env).stdout)
+            if repetition:
+                samples[f"{size}/register"].values.append(document["register_s"])  # type: ignore[index]
+                samples[f"{size}/import"].values.append(document["import_s"])  # type: ignore[index]
+    rows = []
+    register_ms = {size: samples[f"{size}/register"].median * 1e3 for size in SIZES}
+    for size in SIZES:
+        ok = size != 10_000 or register_ms[size] <= REGISTRATION_BUDGET_MS
+        rows.append(harness.row(
+            GROUP, f"register {size:,} patches", register_ms[size], "ms",
+            budget=f"< {REGISTRATION_BUDGET_MS:g} ms" if size == 10_000 else "",
+            verdict=harness.verdict(ok) if size == 10_000 else harness.INFO,
+            spread=samples[f"{size}/register"].spread(1e3, 2),
+            note=f"{register_ms[size] / size * 1e3:.2f} µs per patch",
+            raw=samples[f"{size}/register"].as_dict()))
+    per_patch_small = register_ms[1_000] / 1_000
+    per_patch_large = register_ms[10_000] / 10_000
+    linear = per_patch_large / per_patch_small
+    rows.append(harness.row(
+        GROUP, "registration linearity: µs/patch at 10,000 vs at 1,000", per_patch_large * 1e3,
+        "µs/patch", baseline=per_patch_small * 1e3, ratio=linear,
+        budget=f"ratio ≤ {LINEAR_TOLERANCE:g} (linear)",
+        verdict=harness.verdict(linear <= LINEAR_TOLERANCE)))
+    small_us = per_import_us(samples["10/import"], count)
+    large_us = per_import_us(samples["10000/import"], count)
+    counted = None
+    if instruction_count:
+        small = loop_instructions(environment, instruction_count, extra_patches=10) \
+            / instruction_count
+        large = loop_instructions(environment, instruction_count, extra_patches=10_000) \
+            / instruction_count
+        counted = large / small
+        rows.append(harness.row(
+            GROUP, "unwatched import with 10,000 patches vs with 10 (instructions)", large,
+            "instr/import", baseline=small, ratio=counted, difference=large - small,
+            budget=f"ratio ≤ {FLAT_TOLERANCE:g} (flat)",
+            verdict=harness.verdict(counted <= FLAT_TOLERANCE)))
+    rows.append(harness.row(
+        GROUP, "unwatched import with 10,000 patches vs with 10 (wall)", large_us, "µs/import",
+        baseline=small_us, ratio=large_us / small_us, difference=large_us - small_us,
+        budget=f"ratio ≤ {FLAT_TOLERANCE:g} (flat)",
+        verdict=harness.INFO if counted is not None
+        else harness.verdict(large_us / small_us <= FLAT_TOLERANCE),
+        spread=samples["10000/import"].spread(1e6 / count, 2) + "; with 10 "
+               + samples["10/import"].spread(1e6 / count, 2),
+        raw={"10": samples["10/import"].as_dict(), "10000": samples["10000/import"].as_dict()}))
+    return rows
