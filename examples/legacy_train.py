@@ -16,15 +16,15 @@ new image, and prints lazypatch's report of what it patched.
 import tempfile
 import time
 
+import mmdet  # asserts mmcv < 2.2.0
 import numpy as np
 import torch
-import mmdet                                          # asserts mmcv < 2.2.0
-from mmcv.ops import MultiScaleDeformableAttention, nms   # needs mmcv._ext
+from mmcv.ops import MultiScaleDeformableAttention, nms  # needs mmcv._ext
+from mmdet.structures import DetDataSample
+from mmdet.utils import register_all_modules
 from mmengine.hooks import Hook
 from mmengine.runner import Runner
 from mmengine.structures import InstanceData
-from mmdet.structures import DetDataSample
-from mmdet.utils import register_all_modules
 
 IMAGE_SIZE = 64
 CLASSES = ('red_box', 'green_box')
