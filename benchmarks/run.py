@@ -47,12 +47,18 @@ class Settings:
     counted_modules: int      # tiny modules imported per callgrind process
     wrap_calls: int           # calls per timeit round in the wrapper benchmark
     count_torch: bool         # count `import torch` under callgrind (~1 min per process)
+    torch_repetitions: int    # processes per side timing `import torch`
+    count_heavy: bool = True  # callgrind for watched and scale (wrapt, 10,000 registrations)
 
 
+# --smoke: the smallest settings, for the test suite (every measurement runs; the
+# figures are meaningless). --quick: what CI runs. Default: the published table.
+SMOKE = Settings(repetitions=1, heavy_repetitions=1, modules=20, counted_modules=10,
+                 wrap_calls=1_000, count_torch=False, torch_repetitions=1, count_heavy=False)
 QUICK = Settings(repetitions=3, heavy_repetitions=1, modules=200, counted_modules=100,
-                 wrap_calls=20_000, count_torch=False)
+                 wrap_calls=20_000, count_torch=False, torch_repetitions=3)
 FULL = Settings(repetitions=21, heavy_repetitions=7, modules=2_000, counted_modules=1_000,
-                wrap_calls=200_000, count_torch=True)
+                wrap_calls=200_000, count_torch=True, torch_repetitions=11)
 
 Measurement = Callable[[Environment, Settings, bool], List[Dict[str, object]]]
 
@@ -63,14 +69,14 @@ MEASUREMENTS: Dict[str, Measurement] = {
     "unwatched": lambda env, s, count: measure_imports.unwatched(
         env, s.repetitions, s.modules, s.counted_modules if count else None),
     "torch": lambda env, s, count: measure_imports.torch_import(
-        env, max(s.heavy_repetitions, 3), count and s.count_torch),
+        env, s.torch_repetitions, count and s.count_torch),
     "watched": lambda env, s, count: measure_imports.watched(
-        env, s.repetitions, s.modules, s.counted_modules if count else None),
+        env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
     "lazy-eager": lambda env, s, count: measure_lazy_eager.measure(env, s.heavy_repetitions),
     "wrap": lambda env, s, count: measure_wrap.measure(env, s.repetitions, s.wrap_calls),
     "scale": lambda env, s, count: measure_scale.measure(
-        env, s.repetitions, s.modules, s.counted_modules if count else None),
-    "packs": lambda env, s, count: packs.measure(quick=s is QUICK),
+        env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
+    "packs": lambda env, s, count: packs.measure(quick=s is not FULL),
 }
 
 
@@ -95,6 +101,8 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="few repetitions and small counts (CI); asserts nothing about time")
+    parser.add_argument("--smoke", action="store_true",
+                        help="smallest settings, for the test suite; the figures mean nothing")
     parser.add_argument("--only", default="",
                         help=f"comma-separated subset of: {', '.join(MEASUREMENTS)}")
     parser.add_argument("--output", type=Path, default=BENCHMARKS / "RESULTS.md",
@@ -116,12 +124,12 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     arguments = parse_arguments(argv)
-    settings = QUICK if arguments.quick else FULL
+    settings = SMOKE if arguments.smoke else QUICK if arguments.quick else FULL
     count_instructions = harness.valgrind_available() and not arguments.no_instructions
     when = datetime.datetime.now(datetime.timezone.utc)
     with tempfile.TemporaryDirectory(prefix="lazypatch-bench-") as workdir:
         rows = run(arguments.names, settings, count_instructions, Path(workdir) / "env")
-    mode = ("quick" if arguments.quick else "full") + \
+    mode = ("smoke" if arguments.smoke else "quick" if arguments.quick else "full") + \
         ("" if count_instructions else ", no instruction counts")
     host = table.machine()
     markdown = table.render(rows, mode=mode, when=when, host=host)
