@@ -179,6 +179,10 @@ FAKE_ASCEND = {
 }
 
 
+@pytest.mark.xfail(strict=True, reason="engine bug: undo of a rebind=True change writes the "
+                   "original into the replacement's own module (mx_driving.voxelization); "
+                   "see /tmp/engine_requests/undo-rebind-overwrites-replacement-home.md. "
+                   "Remove this mark once fixed.")
 def test_fake_mx_driving_kernels_are_wired_into_mmcv_ops_and_undone(interpreter):
     interpreter.write(FAKE_ASCEND)
     result = interpreter.run_json("""
@@ -199,14 +203,19 @@ def test_fake_mx_driving_kernels_are_wired_into_mmcv_ops_and_undone(interpreter)
             "same_class": msda_module.MultiScaleDeformableAttnFunction is Function,
         }
         statuses = {r.name: r.status for r in lazypatch.report() if "mx_driving" in r.name}
+        kernels = {name: getattr(mx_driving, name) for name in (
+            "DeformConv2dFunction", "deform_conv2d", "modulated_deform_conv2d", "voxelization")}
         lazypatch.unpatch_all()
         restored = {
             "deform": mmcv.ops.deform_conv.DeformConv2dFunction.__module__,
-            "deform_reexport": mmcv.ops.deform_conv2d is not mx_driving.deform_conv2d,
-            "voxel": mmcv.ops.voxelize.voxelization is not mx_driving.voxelization,
+            "deform_reexport": mmcv.ops.deform_conv2d is not kernels["deform_conv2d"],
+            "voxel": mmcv.ops.voxelize.voxelization is not kernels["voxelization"],
             "msda_forward": "forward" in Function.__dict__ and
                 Function.__dict__["forward"].__func__.__qualname__.startswith(
                     "MultiScaleDeformableAttnFunction."),
+            # undo gives mmcv its kernels back and leaves mx_driving's own alone
+            "mx_driving_untouched": all(getattr(mx_driving, name) is kernel
+                                        for name, kernel in kernels.items()),
         }
         print(json.dumps({"calls": mx_driving.CALLS, "grad": float(value.grad.sum()),
                           "wired": wired, "statuses": statuses, "restored": restored}))
@@ -216,7 +225,8 @@ def test_fake_mx_driving_kernels_are_wired_into_mmcv_ops_and_undone(interpreter)
     assert all(result["wired"].values()), result["wired"]
     assert set(result["statuses"].values()) == {"applied"}, result["statuses"]
     assert result["restored"] == {"deform": "mmcv.ops.deform_conv", "deform_reexport": True,
-                                  "voxel": True, "msda_forward": True}
+                                  "voxel": True, "msda_forward": True,
+                                  "mx_driving_untouched": True}
 
 
 def test_fake_mx_driving_without_torch_npu_is_not_used(interpreter):
