@@ -7,34 +7,22 @@ Markdown table of medians and their ratio.
 
 Run from the repository root::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_mmcv_ops.py [--device cuda]
+    .venv/bin/python benchmarks/bench_mmcv_ops.py [--quick] [--json] [--device cuda]
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
-from typing import Callable, List, Tuple
-
-import torch
+from typing import Any, Callable, Dict, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-try:
-    from lazypatch.registry.openmmlab.ext import build_ext_module
-except ImportError:
-    from registry.openmmlab.ext import build_ext_module
-
-sys.modules.setdefault("mmcv._ext", build_ext_module())
-import mmcv.ops as ops  # noqa: E402
-from mmcv.ops.multi_scale_deform_attn import (  # noqa: E402
-    MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch)
-from mmcv.ops.scatter_points import dynamic_scatter  # noqa: E402
 
 
 def _load_references():
@@ -45,7 +33,25 @@ def _load_references():
     return module
 
 
-ref = _load_references()
+def _load_stack() -> None:
+    """Import torch and mmcv.ops the way a user does: lazypatch provides mmcv._ext.
+
+    Done in ``bench()``, not at import, so the benchmark runner can import
+    this module (for ``run``) without loading torch or mmcv into its process.
+    """
+    global torch, ops, MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch
+    global dynamic_scatter, ref
+    import mmcv.ops as ops
+    import torch
+    from mmcv.ops.multi_scale_deform_attn import (
+        MultiScaleDeformableAttnFunction,
+        multi_scale_deformable_attn_pytorch,
+    )
+    from mmcv.ops.scatter_points import dynamic_scatter
+
+    import lazypatch.auto  # noqa: F401  (the openmmlab pack provides mmcv._ext)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    ref = _load_references()
 
 
 def median_ms(fn: Callable[[], object], reps: int, device: str) -> float:
@@ -70,6 +76,7 @@ Row = Tuple[str, str, float, str, float]
 
 
 def bench(device: str, quick: bool) -> List[Row]:
+    _load_stack()
     dev = torch.device(device)
     reps, naive_reps = (5, 1) if quick else (20, 3)
     rows: List[Row] = []
@@ -160,11 +167,11 @@ def bench(device: str, quick: bool) -> List[Row]:
                       xy + wh], dim=1)
     for mode in ("avg", "max"):
         add(f"roi_align_forward ({mode})", "x2x16x32x32, 32 rois, 7x7, sr2",
-            median_ms(lambda: ops.roi_align(x.to(dev), rois.to(dev), (7, 7),
-                                            0.5, 2, mode, True), reps,
+            median_ms(lambda mode=mode: ops.roi_align(x.to(dev), rois.to(dev), (7, 7),
+                                                      0.5, 2, mode, True), reps,
                       device), "naive loop",
-            median_ms(lambda: ref.naive_roi_align(x, rois, (7, 7), 0.5, 2,
-                                                  mode, True), naive_reps,
+            median_ms(lambda mode=mode: ref.naive_roi_align(x, rois, (7, 7), 0.5, 2,
+                                                            mode, True), naive_reps,
                       "cpu"))
     xg = x.to(dev).requires_grad_()
     add("roi_align fwd+bwd (avg)", "same",
@@ -265,12 +272,32 @@ def bench(device: str, quick: bool) -> List[Row]:
     return rows
 
 
+def run(quick: bool) -> List[Dict[str, Any]]:
+    """Rows for ``benchmarks/run.py``, measured in a fresh interpreter (so that
+    torch, mmcv and the provided ``mmcv._ext`` never load into the runner)."""
+    command = [sys.executable, os.path.abspath(__file__), "--json"] + (["--quick"] if quick else [])
+    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    rows = []
+    for op, size, ours, reference, theirs in json.loads(output.splitlines()[-1]):
+        measured = theirs is not None and not math.isnan(theirs)
+        rows.append({"name": f"{op} [{size}]", "value": ours, "unit": "ms",
+                     "baseline": theirs if measured else None,
+                     "ratio": ours / theirs if measured else None,
+                     "note": f"baseline: {reference}" if measured else "no baseline"})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
     args = parser.parse_args()
     rows = bench(args.device, args.quick)
+    if args.json:
+        print(json.dumps([[op, size, ours, name, None if math.isnan(theirs) else theirs]
+                          for op, size, ours, name, theirs in rows]))
+        return
     print(f"device: {args.device}, torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}\n")
     print("| op | size | lazypatch (ms) | reference | reference (ms) "

@@ -103,7 +103,7 @@ def report() -> "List[PatchRecord]":
 
 def render_report(records: "Optional[List[Any]]" = None, format: str = "table") -> str:
     """Render report records (default: the current ``report()``) as ``"table"`` or ``"json"``."""
-    from .report import render
+    from .reporting import render
     return render(report() if records is None else records, format)
 
 

@@ -43,7 +43,7 @@ class Patch:
         "reason", "error", "context", "module", "duration_ms",
         "applications", "conflicts", "late_references", "takes_context",
         "untracked_changes", "history", "description", "applied_order",
-        "notes",
+        "notes", "note_providers",
     )
 
     def __init__(self, *, name: str, target: str, function: Callable[..., Any],
@@ -74,6 +74,7 @@ class Patch:
         self.history: List[str] = []
         self.applied_order = 0
         self.notes: List[str] = []
+        self.note_providers: List[Callable[[], Any]] = []
         doc = getattr(function, "__doc__", None) or ""
         self.description = doc.strip().split("\n", 1)[0]
 
@@ -278,6 +279,20 @@ class PatchRecord(dict):
             raise AttributeError(key) from None
 
 
+def _provided_notes(patch: Patch) -> List[str]:
+    lines: List[str] = []
+    for provider in patch.note_providers:
+        try:
+            provided = provider()
+        except Exception as error:  # a report must never fail because of one pack
+            lines.append(f"note provider failed: {type(error).__name__}: {error}")
+            continue
+        if provided is None:
+            continue
+        lines.extend([provided] if isinstance(provided, str) else [str(item) for item in provided])
+    return lines
+
+
 def record_of(patch: Patch) -> PatchRecord:
     """The report record of a patch at this moment."""
     context = patch.context
@@ -292,5 +307,5 @@ def record_of(patch: Patch) -> PatchRecord:
         conflicts=list(patch.conflicts), late_references=list(patch.late_references),
         untracked_changes=list(patch.untracked_changes),
         undoable=not patch.untracked_changes, history=list(patch.history),
-        notes=list(patch.notes),
+        notes=list(patch.notes) + _provided_notes(patch),
     )

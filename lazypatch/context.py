@@ -30,6 +30,7 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>",
 
 ATTRIBUTE = "attribute"
 ITEM = "item"
+CALLBACK = "callback"   # an undo action the patch supplied (patch.on_undo)
 
 
 def own_dict(owner: Any) -> Optional[Any]:
@@ -93,7 +94,8 @@ def describe(owner: Any) -> str:
 class Change:
     """One recorded mutation of one slot."""
 
-    __slots__ = ("action", "kind", "owner", "key", "before", "after", "patch_name", "live")
+    __slots__ = ("action", "kind", "owner", "key", "before", "after", "patch_name", "live",
+                 "rebinding", "earlier_holders")
 
     def __init__(self, action: str, kind: str, owner: Any, key: Any, before: Any,
                  after: Any, patch_name: str) -> None:
@@ -105,6 +107,10 @@ class Change:
         self.after = after
         self.patch_name = patch_name
         self.live = True
+        self.rebinding = False        # made with rebind=True: undo also reaches later copies
+        # (id(module), name) that held ``after`` before this change (its home
+        # module, say): undo must leave those alone.
+        self.earlier_holders: frozenset = frozenset()
 
     @property
     def slot(self) -> Tuple[str, int, Any]:
@@ -135,21 +141,26 @@ class SlotHistory:
         stack.append(change)
         return others
 
-    def undo(self, change: Change) -> None:
-        """Undo one change exactly, splicing it out if later changes sit on top."""
+    def undo(self, change: Change) -> bool:
+        """Undo one change exactly, splicing it out if later changes sit on top.
+
+        Returns whether the slot was written (False when a later change keeps it).
+        """
         if not change.live:
-            return
+            return False
         stack = self._stacks.get(change.slot, [])
         position = next((index for index, item in enumerate(stack) if item is change), None)
-        if position is not None and position + 1 < len(stack):
-            stack[position + 1].before = change.before
-        else:
+        written = position is None or position + 1 == len(stack)
+        if written:
             write_slot(change.kind, change.owner, change.key, change.before)
+        else:
+            stack[position + 1].before = change.before
         if position is not None:
             del stack[position]
             if not stack:
                 del self._stacks[change.slot]
         change.live = False
+        return written
 
     def first_original(self, kind: str, owner: Any, key: Any) -> Any:
         """The value the slot held before any live patch touched it."""
@@ -181,6 +192,7 @@ class PatchContext:
         self.conflicts: List[Tuple[Change, List[Change]]] = []
         self.revert_after_import_requested = False
         self.notes: List[str] = []
+        self.note_providers: List[Callable[[], Any]] = []
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"
@@ -204,7 +216,8 @@ class PatchContext:
             raise TypeError(f"attribute name must be a string, got {name!r}")
         change = self._apply("setattr", ATTRIBUTE, owner, name, value)
         if rebind and change.before is not MISSING:
-            self.rebind(change.before, value, exclude=(owner,))
+            change.rebinding = True
+            self._rebind(change, exclude=(owner,))
 
     def delattr(self, owner: Any, name: str) -> None:
         """Delete ``owner.name``; it must be the owner's own attribute."""
@@ -271,10 +284,20 @@ class PatchContext:
         """
         from .references import find_module_references
         rebound = []
-        for module, global_name in find_module_references(old, exclude=exclude):
+        for module, global_name in list(find_module_references(old, exclude=exclude)):
             self._apply("rebind", ATTRIBUTE, module, global_name, new)
             rebound.append(f"{module.__name__}.{global_name}")
         return rebound
+
+    def _rebind(self, change: Change, exclude: Tuple[Any, ...]) -> None:
+        """Rebind copies of ``change.before`` and remember who already held
+        ``change.after``, in one walk over the loaded modules."""
+        from .references import find_holders
+        holders = find_holders([change.before, change.after], exclude=exclude)
+        change.earlier_holders = frozenset((id(module), name)
+                                           for module, name in holders[id(change.after)])
+        for module, global_name in holders[id(change.before)]:
+            self._apply("rebind", ATTRIBUTE, module, global_name, change.after)
 
     def revert_after_import(self) -> None:
         """For ``before_import`` patches: undo these changes as soon as the target's
@@ -292,6 +315,23 @@ class PatchContext:
         outlive undo, since they describe what happened."""
         self.notes.append(str(text))
 
+    def note_provider(self, provider: Callable[[], Any]) -> None:
+        """Call ``provider()`` each time the report is built and add what it returns
+        (a string or strings) to the notes: for figures that change after the patch
+        applied, such as call counters."""
+        if not callable(provider):
+            raise TypeError(f"note_provider needs a callable, got {provider!r}")
+        self.note_providers.append(provider)
+
+    def on_undo(self, callback: Callable[[], Any]) -> None:
+        """Run ``callback()`` when this patch is undone, in reverse order with its
+        other changes: for state only the patch knows how to restore (a hook
+        handle to remove, an attribute behind ``__setattr__``)."""
+        if not callable(callback):
+            raise TypeError(f"on_undo needs a callable, got {callback!r}")
+        self.changes.append(Change("on_undo", CALLBACK, callback, id(callback), MISSING,
+                                   MISSING, self.name))
+
     # -- undo ---------------------------------------------------------------
 
     def undo(self) -> None:
@@ -299,12 +339,29 @@ class PatchContext:
         errors = []
         for change in reversed(self.changes):
             try:
-                HISTORY.undo(change)
+                self._undo_one(change)
             except Exception as error:  # keep undoing the rest; report at the end
                 errors.append(f"{change.describe()}: {error!r}")
         if errors:
             raise RuntimeError(f"undo of patch {self.name!r} could not restore: "
                                + "; ".join(errors))
+
+    @staticmethod
+    def _undo_one(change: Change) -> None:
+        if change.kind == CALLBACK:
+            if change.live:
+                change.live = False
+                change.owner()
+            return
+        written = HISTORY.undo(change)
+        if written and change.rebinding:
+            # Modules imported while the patch was live copied the replacement
+            # (`from x import y`); give them the original back too.
+            from .references import find_module_references
+            for module, global_name in list(find_module_references(change.after,
+                                                                   exclude=(change.owner,))):
+                if (id(module), global_name) not in change.earlier_holders:
+                    setattr(module, global_name, change.before)
 
     def replaced_objects(self) -> List[Tuple[Change, Any]]:
         """(change, original object) for each live change that replaced an object."""

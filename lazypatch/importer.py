@@ -41,22 +41,26 @@ class LoaderProxy:
     as wrapt's proxy does.
     """
 
+    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body")
+
     def __init__(self, loader: Any, run_body: Callable[[Any, Any], None]) -> None:
-        self.__dict__["_lazypatch_loader"] = loader
-        self.__dict__["_lazypatch_run_body"] = run_body
+        self._lazypatch_loader = loader
+        self._lazypatch_run_body = run_body
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_lazypatch_loader"], name)
+        if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self._lazypatch_loader, name)
 
     def __repr__(self) -> str:
-        return f"<lazypatch LoaderProxy for {self.__dict__['_lazypatch_loader']!r}>"
+        return f"<lazypatch LoaderProxy for {self._lazypatch_loader!r}>"
 
     def create_module(self, spec: Any) -> Any:
-        create = getattr(self.__dict__["_lazypatch_loader"], "create_module", None)
+        create = getattr(self._lazypatch_loader, "create_module", None)
         return create(spec) if create is not None else None
 
     def exec_module(self, module: Any) -> None:
-        loader = self.__dict__["_lazypatch_loader"]
+        loader = self._lazypatch_loader
         # Put the real loader back before the body runs: pkgutil, importlib.resources
         # and pickle-style tools look at __loader__ / __spec__.loader, and a reload
         # must find the real loader again (it re-runs find_spec and gets a new proxy).
@@ -65,7 +69,7 @@ class LoaderProxy:
             spec.loader = loader
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = loader
-        self.__dict__["_lazypatch_run_body"](module, loader)
+        self._lazypatch_run_body(module, loader)
 
 
 def execute_with_loader(module: Any, loader: Any) -> None:

@@ -21,7 +21,7 @@ from .context import own_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
-    from typing import Any, Iterator, List, Tuple
+    from typing import Any, Dict, Iterator, List, Tuple
 
 
 def _is_unloaded_lazy_module(module: Any) -> bool:
@@ -34,7 +34,10 @@ def _module_globals(exclude: Tuple[Any, ...]) -> Iterator[Tuple[str, Any, str, A
     """(module name, module, global name, value) for every loaded module's globals."""
     excluded = {id(item) for item in exclude}
     for module_name, module in list(sys.modules.items()):
-        if module is None or id(module) in excluded or _is_unloaded_lazy_module(module):
+        if module is None or id(module) in excluded or _is_unloaded_lazy_module(module) \
+                or module_name == "lazypatch" or module_name.startswith("lazypatch."):
+            # lazypatch's own modules (packs included) hold originals on purpose,
+            # to call them: rebinding those would make a wrapper call itself.
             continue
         namespace = own_dict(module)
         if not isinstance(namespace, dict):
@@ -48,6 +51,16 @@ def find_module_references(target: Any, exclude: Tuple[Any, ...] = ()) -> Iterat
     for _, module, name, value in _module_globals(exclude):
         if value is target:
             yield module, name
+
+
+def find_holders(targets: List[Any], exclude: Tuple[Any, ...] = ()) -> Dict[int, List[Tuple[Any, str]]]:
+    """For each target (by id), the (module, global name) pairs holding it: one walk for all."""
+    found: Dict[int, List[Tuple[Any, str]]] = {id(target): [] for target in targets}
+    for _, module, name, value in _module_globals(exclude):
+        holders = found.get(id(value))
+        if holders is not None:
+            holders.append((module, name))
+    return found
 
 
 def describe_references(targets: List[Any], exclude: Tuple[Any, ...] = (), limit: int = 20) -> List[str]:

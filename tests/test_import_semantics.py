@@ -602,3 +602,55 @@ print(json.dumps({"A": conditional.A, "maybe": [records["maybe"]["status"], reco
 """)
     assert result == {"A": 1, "maybe": ["skipped", "nothing to fix here: A is already fine"],
                       "notes": ["presented A=3"]}
+
+
+def test_undo_of_a_rebinding_patch_also_reaches_copies_made_while_it_was_live(interpreter):
+    interpreter.write({
+        "lib/__init__.py": "def helper():\n    return 'original'\n",
+        "early_user.py": "from lib import helper\n",
+        "late_user.py": "from lib import helper\n",
+        "replacement_home.py": "def helper():\n    return 'patched'\n",
+    })
+    result = interpreter.run_json("""
+import json, lazypatch
+import lib, early_user, replacement_home
+original, replacement = lib.helper, replacement_home.helper
+
+@lazypatch.when_imported("lib", name="rebinding")
+def replace(module, patch):
+    patch.setattr(module, "helper", replacement_home.helper, rebind=True)
+import late_user                      # copies the replacement
+during = [early_user.helper(), late_user.helper()]
+lazypatch.unpatch_all()
+print(json.dumps({"during": during,
+                  "restored": [m.helper is original for m in (lib, early_user, late_user)],
+                  "home_untouched": replacement_home.helper is replacement}))
+""")
+    assert result == {"during": ["patched", "patched"], "restored": [True, True, True],
+                      "home_untouched": True}
+
+
+def test_note_providers_and_on_undo_callbacks(interpreter):
+    interpreter.write({"counted/__init__.py": "def work():\n    return 1\n"})
+    result = interpreter.run_json("""
+import json, lazypatch
+undone = []
+
+@lazypatch.when_imported("counted", name="counting")
+def counting(module, patch):
+    calls = {"n": 0}
+
+    def wrapper(wrapped, instance, args, kwargs):
+        calls["n"] += 1
+        return wrapped(*args, **kwargs)
+    patch.wrap(module, "work", wrapper)
+    patch.note_provider(lambda: f"work() called {calls['n']} time(s)")
+    patch.on_undo(lambda: undone.append("hook removed"))
+import counted
+counted.work(); counted.work()
+notes = lazypatch.report()[0]["notes"]
+lazypatch.unpatch("counting")
+table = lazypatch.render_report()
+print(json.dumps({"notes": notes, "undone": undone, "table": "called 2 time(s)" in table}))
+""")
+    assert result == {"notes": ["work() called 2 time(s)"], "undone": ["hook removed"], "table": True}

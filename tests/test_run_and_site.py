@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
-
-import pytest
 
 from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
 
@@ -138,8 +135,6 @@ def test_run_reports_usage_errors_and_missing_commands(interpreter):
     assert bad_level.returncode == 2 and "invalid choice" in bad_level.stderr
 
 
-@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
-                    reason="torchrun is not installed beside this interpreter")
 def test_torchrun_two_cpu_ranks_apply_the_patch_and_write_one_report_each(interpreter):
     interpreter.write(DEMO)
     interpreter.write({"train.py": """

@@ -19,10 +19,9 @@ import subprocess
 import sys
 from typing import Dict, List, Sequence, Tuple
 
+import mmcv  # noqa: F401  (the real mmcv-lite must be installed: requirements/stack.txt)
 import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("mmcv")
+import torch
 
 try:
     from lazypatch.registry.openmmlab.ext import build_ext_module
@@ -177,9 +176,8 @@ def naive_clip_area(subject, clip) -> float:
     for i in range(len(clip)):
         a, b = clip[i], clip[(i + 1) % len(clip)]
 
-        def side(p):
-            return (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] -
-                                                                  a[0])
+        def side(p, a=a, b=b):
+            return (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0])
 
         out = []
         for j in range(len(poly)):
@@ -285,7 +283,9 @@ def naive_msda(value, shapes, starts, loc, attn):
 
 def test_msda_forward_matches_naive_and_mmcv_pytorch(ops):
     from mmcv.ops.multi_scale_deform_attn import (
-        MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch)
+        MultiScaleDeformableAttnFunction,
+        multi_scale_deformable_attn_pytorch,
+    )
     value, shapes, starts, loc, attn = msda_inputs(torch.float64)
     got = MultiScaleDeformableAttnFunction.apply(value, shapes, starts, loc,
                                                  attn, 64)
@@ -296,16 +296,15 @@ def test_msda_forward_matches_naive_and_mmcv_pytorch(ops):
 
 
 def test_msda_gradcheck(ops):
-    from mmcv.ops.multi_scale_deform_attn import \
-        MultiScaleDeformableAttnFunction
+    from mmcv.ops.multi_scale_deform_attn import MultiScaleDeformableAttnFunction
     value, shapes, starts, loc, attn = msda_inputs(torch.float64, seed=1,
                                                    bs=1, nq=2)
     value.requires_grad_()
     loc.requires_grad_()
     attn.requires_grad_()
     assert torch.autograd.gradcheck(
-        lambda v, l, a: MultiScaleDeformableAttnFunction.apply(
-            v, shapes, starts, l, a, 64), (value, loc, attn))
+        lambda v, locations, a: MultiScaleDeformableAttnFunction.apply(
+            v, shapes, starts, locations, a, 64), (value, loc, attn))
 
 
 # ---------------------------------------------------------------------------

@@ -8,11 +8,7 @@ modern functions.
 from __future__ import annotations
 
 import numpy
-import pytest
 from lazypatch.registry.numpy_compat import aliases
-
-pytestmark = pytest.mark.skipif(not numpy.__version__.startswith("2."),
-                                reason="these expectations are written for NumPy 2.x")
 
 
 def test_restored_names_resolve_to_their_replacements_and_warn_once_each(interpreter):

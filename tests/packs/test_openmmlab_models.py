@@ -7,14 +7,6 @@ without lazypatch is the import itself, checked in test_openmmlab_pack.py.
 
 from __future__ import annotations
 
-import pytest
-
-from lazypatch import installed_version
-
-pytestmark = pytest.mark.skipif(
-    not (installed_version("mmdet") and installed_version("mmdet3d")),
-    reason="needs mmdet and mmdet3d installed")
-
 DEFORMABLE_DETR = """
     import lazypatch.auto
     import json, tempfile

@@ -13,13 +13,9 @@ import textwrap
 
 import pytest
 
-from lazypatch import installed_version, version_matches
+from lazypatch import installed_version
 
 MMCV = installed_version("mmcv-lite") or installed_version("mmcv")
-pytestmark = pytest.mark.skipif(
-    not (MMCV and version_matches(MMCV, ">=2.2.0,<2.3") and installed_version("mmdet3d")
-         and installed_version("mmdet") == "3.3.0"),
-    reason="needs the OpenMMLab test stack: mmcv(-lite) 2.2.x, mmdet 3.3.0, mmdet3d 1.4.x")
 
 
 def test_activation_imports_no_target(interpreter):
@@ -179,10 +175,6 @@ FAKE_ASCEND = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: undo of a rebind=True change writes the "
-                   "original into the replacement's own module (mx_driving.voxelization); "
-                   "see /tmp/engine_requests/undo-rebind-overwrites-replacement-home.md. "
-                   "Remove this mark once fixed.")
 def test_fake_mx_driving_kernels_are_wired_into_mmcv_ops_and_undone(interpreter):
     interpreter.write(FAKE_ASCEND)
     result = interpreter.run_json("""
