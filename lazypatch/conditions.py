@@ -113,11 +113,26 @@ class Requirement:
         return None
 
 
+_parsed: Dict[str, Requirement] = {}
+
+
 def parse_requirements(requirements: Iterable[str]) -> Tuple[Requirement, ...]:
-    """Parse requirement strings, raising ValueError/TypeError naming a bad one."""
+    """Parse requirement strings, raising ValueError/TypeError naming a bad one.
+
+    Parsed requirements are immutable and packs repeat the same strings
+    ("torch_npu", "mmcv>=2.0"), so each distinct string is parsed once per
+    process: registration runs at activation, inside its 10 ms budget.
+    """
     if isinstance(requirements, str):
         requirements = [requirements]
-    return tuple(Requirement(text) for text in requirements)
+    parsed = []
+    for text in requirements:
+        requirement = _parsed.get(text) if isinstance(text, str) else None
+        if requirement is None:
+            requirement = Requirement(text)
+            _parsed[text] = requirement
+        parsed.append(requirement)
+    return tuple(parsed)
 
 
 def version_matches(version: str, specifiers: str) -> bool:
