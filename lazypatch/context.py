@@ -150,11 +150,12 @@ class SlotHistory:
             return False
         stack = self._stacks.get(change.slot, [])
         position = next((index for index, item in enumerate(stack) if item is change), None)
-        written = position is None or position + 1 == len(stack)
-        if written:
-            write_slot(change.kind, change.owner, change.key, change.before)
-        else:
+        if position is not None and position + 1 < len(stack):
             stack[position + 1].before = change.before
+            written = False
+        else:
+            write_slot(change.kind, change.owner, change.key, change.before)
+            written = True
         if position is not None:
             del stack[position]
             if not stack:

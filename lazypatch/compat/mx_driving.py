@@ -240,7 +240,7 @@ class Patcher:
             lazypatch.enable(name)
         for entry in self._quiet_filters:
             if entry in warnings.filters:
-                warnings.filters.remove(entry)
+                warnings.filters.remove(entry)  # type: ignore[attr-defined]
         self._enabled_builtins, self._disabled_builtins, self._quiet_filters = [], [], []
 
     def __enter__(self) -> "Patcher":
