@@ -37,14 +37,19 @@ def device_keyword_function(api: str, original: "Callable[..., Any]") -> "Callab
     """
     def redirected(*args: "Any", **kwargs: "Any") -> "Any":
         if kwargs:
-            device = kwargs.get("device")
-            if device is not None:
-                translated = translate(device)
-                if translated is not device:
-                    kwargs["device"] = translated
-                    record(api)
+            translate_device_keyword(api, kwargs)
         return original(*args, **kwargs)
     return named_like(redirected, original)
+
+
+def translate_device_keyword(api: str, kwargs: "Dict[str, Any]") -> None:
+    """Translate ``kwargs["device"]`` in place when it names a redirected device."""
+    device = kwargs.get("device")
+    if device is not None:
+        translated = translate(device)
+        if translated is not device:
+            kwargs["device"] = translated
+            record(api)
 
 
 def named_like(function: "Callable[..., Any]", original: "Any") -> "Callable[..., Any]":

@@ -8,7 +8,7 @@ really redirected something.
 
 from __future__ import annotations
 
-from .factories import device_keyword_function, named_like
+from .factories import device_keyword_function, named_like, translate_device_keyword
 from .observe import record
 from .target import resolve, translate
 
@@ -31,12 +31,7 @@ def to_function(api: str, original: "Callable[..., Any]") -> "Callable[..., Any]
                 args = (translated,) + args[1:]
                 record(api)
         if kwargs:
-            device = kwargs.get("device")
-            if device is not None:
-                translated = translate(device)
-                if translated is not device:
-                    kwargs["device"] = translated
-                    record(api)
+            translate_device_keyword(api, kwargs)
         return original(self, *args, **kwargs)
     return named_like(to, original)
 
