@@ -123,7 +123,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     arguments = parser.parse_args(argv)
     handler = {"run": _run, "list": _list, "report": _report, "site": _site,
                "doctor": _doctor}[arguments.command]
-    return handler(arguments, parser)
+    try:
+        return handler(arguments, parser)
+    except BrokenPipeError:
+        # Output piped into a reader that stopped early (`lazypatch list | head`):
+        # not a failure. Point stdout at /dev/null so the exit flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 # --- run ------------------------------------------------------------------
