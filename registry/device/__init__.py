@@ -42,9 +42,35 @@ lazypatch.declare_variable(
 
 
 def _declare(target: str, name: str, priority: float = 0):
-    """Register a device patch: disabled by default, tagged ``device``."""
-    return lazypatch.when_imported(target, name=f"device.{name}", tags=TAGS,
-                                   enabled=False, priority=priority)
+    """Register a device patch: disabled by default, tagged ``device``.
+
+    The first device patch applied in a process also carries the redirect
+    counters in its report notes (read when the report is built, so they
+    are current in ``lazypatch.report()`` and in ``LAZYPATCH_REPORT``).
+    """
+    def decorate(function: "Any") -> "Any":
+        def apply(module: "Any", patch: "Any") -> None:
+            function(module, patch)
+            if not _REDIRECT_NOTES_ATTACHED:
+                _REDIRECT_NOTES_ATTACHED.append(patch.name)
+                patch.note_provider(_redirect_notes)
+        apply.__doc__, apply.__qualname__ = function.__doc__, function.__qualname__
+        lazypatch.when_imported(target, name=f"device.{name}", tags=TAGS,
+                                enabled=False, priority=priority)(apply)
+        return function
+    return decorate
+
+
+_REDIRECT_NOTES_ATTACHED: "List[str]" = []
+
+
+def _redirect_notes() -> "List[str]":
+    """Report lines: the target device, then each redirected API's calls and first site."""
+    from .observe import TARGET_TYPE, rows
+    lines = [f"device pack redirects CUDA calls to {TARGET_TYPE[0]!r}"] if TARGET_TYPE[0] else []
+    lines += [f"{row['api']}: {row['calls']} redirected call(s), first at {row['first_call_site']}"
+              for row in rows()]
+    return lines
 
 
 @_declare("torch", "factories")

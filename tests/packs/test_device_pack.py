@@ -261,3 +261,20 @@ def test_fake_npu_present_but_cpu_requested(interpreter):
                           "count": torch.cuda.device_count()}))
     ''', env={**ENABLED, "LAZYPATCH_DEVICE": "cpu", "LAZYPATCH_ALLOW_INTERNAL_FORMAT": "1"})
     assert result == {"device": "cpu", "format": True, "count": 1}
+
+
+def test_report_notes_carry_the_redirect_counts_and_first_call_sites(interpreter):
+    result = interpreter.run_json("""
+import lazypatch.auto, lazypatch, json, torch
+x = torch.zeros(3, device="cuda")
+for _ in range(2):
+    y = x.to("cuda:0")
+notes = [line for record in lazypatch.report() if record["name"].startswith("device.")
+         for line in record["notes"]]
+print(json.dumps(notes))
+""", env={"LAZYPATCH_ENABLE": "device"})
+    assert "device pack redirects CUDA calls to 'cpu'" in result
+    assert any(line.startswith("torch.zeros: 1 redirected call(s), first at ")
+               and line.endswith("_scenario.py:2") for line in result)
+    assert any(line.startswith("Tensor.to: 2 redirected call(s)") and line.endswith("_scenario.py:4")
+               for line in result)
