@@ -275,6 +275,6 @@ print(json.dumps(notes))
 """, env={"LAZYPATCH_ENABLE": "device"})
     assert "device pack redirects CUDA calls to 'cpu'" in result
     assert any(line.startswith("torch.zeros: 1 redirected call(s), first at ")
-               and line.endswith("_scenario.py:2") for line in result)
-    assert any(line.startswith("Tensor.to: 2 redirected call(s)") and line.endswith("_scenario.py:4")
+               and line.endswith("_scenario.py:3") for line in result)
+    assert any(line.startswith("Tensor.to: 2 redirected call(s)") and line.endswith("_scenario.py:5")
                for line in result)
