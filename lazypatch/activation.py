@@ -119,11 +119,13 @@ def _registering(source: str, register: "Callable[[], None]") -> None:
 
 def _apply_rules(patch: Patch) -> None:
     catalog = _dispatch.CATALOG
-    if any(matches(rule, patch) for rule in catalog.enable_rules):
-        set_enabled(patch, True, "")
-        _dispatch.apply_to_imported(patch)
+    # LAZYPATCH_DISABLE wins over LAZYPATCH_ENABLE, as in Catalog.add; decide
+    # before applying anything, so a disabled patch never applies even briefly.
     if any(matches(rule, patch) for rule in catalog.disable_rules):
         set_enabled(patch, False, "disabled by configuration")
+    elif any(matches(rule, patch) for rule in catalog.enable_rules):
+        set_enabled(patch, True, "")
+        _dispatch.apply_to_imported(patch)
 
 
 def _import_modules(names: "List[str]", what: str) -> None:
