@@ -34,7 +34,7 @@ from .importer import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
-    from typing import Any, Dict, List, Optional, Sequence
+    from typing import Any, Dict, List, Sequence
 
 CATALOG = Catalog()
 _lock = RLock()
@@ -53,24 +53,38 @@ SETTINGS = Settings()
 
 
 def run_body(module: Any, loader: Any) -> None:
-    """Execute ``module`` with ``loader``, running its patches before and after."""
+    """Execute ``module`` with ``loader``, running its patches before and after.
+
+    Runs on every watched import, so the loops are written out here rather
+    than split into helpers: each Python call costs about as much as the
+    work it would do (DESIGN.md's budget is 5 µs before the patches run).
+    """
     name = module.__name__
     patches = CATALOG.by_target.get(name, ())
-    # A reload re-executes the same module object: first take back what our
-    # patches did to it, so that undo never restores objects from the old body.
-    _revert_applied_to(patches, module, "target re-executed (reload); re-applied after it")
-    _run_phase(patches, module, BEFORE)
+    for patch in patches:
+        if patch.module is module and patch.status == APPLIED:
+            # A reload re-executes the same module object: first take back what
+            # our patches did to it, so undo never restores objects of the old body.
+            revert(patch, PENDING, "target re-executed (reload); re-applied after it")
+    for patch in patches:
+        if patch.phase == BEFORE and patch.enabled:
+            apply(patch, module)
     try:
         execute_with_loader(module, loader)
     except BaseException:
         _revert_scoped(patches, name, "target import failed")
         raise
-    _revert_scoped(patches, name, "")
+    for patch in patches:
+        if patch.phase == BEFORE and patch.status == APPLIED:
+            _revert_scoped(patches, name, "")
+            break
     # What sys.modules holds now is what the importer hands out: a module that
     # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
     # Re-read the catalog: the body may have registered patches on itself.
     received = sys.modules.get(name, module)
-    _run_phase(CATALOG.by_target.get(name, ()), received, AFTER)
+    for patch in CATALOG.by_target.get(name, ()):
+        if patch.phase == AFTER and patch.enabled:
+            apply(patch, received)
 
 
 def run_patches(target: str, module: Any, phase: str) -> None:
@@ -86,6 +100,8 @@ def _run_phase(patches: "Sequence[Patch]", module: Any, phase: str) -> None:
 
 def apply(patch: Patch, module: Any, *, late: bool = False) -> None:
     """Apply one patch to one module object, at most once; never raises unless strict."""
+    if not patch.enabled:
+        return      # the common case of default-off packs: no lock needed to say no
     key = id(patch)
     with _lock:
         if not patch.enabled or key in _claimed or \
@@ -110,9 +126,11 @@ def _apply_claimed(patch: Patch, module: Any, late: bool) -> None:
             return
     context = PatchContext(patch.name, module)
     namespace = own_dict(module)
+    if not isinstance(namespace, dict):
+        namespace = None
     # A shallow copy (in C) both detects plain assignments afterwards and keeps
     # the old values alive, so their id()s cannot be reused while we compare.
-    before = dict(namespace) if isinstance(namespace, dict) else None
+    before = dict(namespace) if namespace is not None else None
     started = perf_counter()
     try:
         if patch.takes_context:
@@ -140,7 +158,11 @@ def _apply_claimed(patch: Patch, module: Any, late: bool) -> None:
     global _applications
     _applications += 1
     patch.applied_order = _applications
-    patch.untracked_changes = _untracked_changes(before, namespace, context)
+    # Plain assignments are found when the report is built, from two C-level
+    # copies taken here: the diff itself stays off the import path.
+    patch.untracked_changes = []
+    patch.namespace_snapshots = None if namespace is None or before is None else \
+        (before, dict(namespace), context.module, context.changes)
     patch.history.append(f"applied to {getattr(module, '__name__', module)!r}")
     for change, others in context.conflicts:
         _record_conflict(change, others)
@@ -172,20 +194,6 @@ def _fail(patch: Patch, context: PatchContext, error: Exception) -> None:
                                          "Strict mode (LAZYPATCH_STRICT=1) stops the import; "),
                          patch_name=patch.name, target=patch.target) from error
     warn(message, PatchFailedWarning, stacklevel=2)
-
-
-def _untracked_changes(before: "Optional[Dict[str, Any]]", namespace: Any,
-                       context: PatchContext) -> "List[str]":
-    """Names of the target module that changed without going through ``patch``."""
-    if before is None or not isinstance(namespace, dict):
-        return []
-    # (name, id) pairs compared as sets: C-speed even for torch's ~1,500 globals.
-    difference = set(zip(before, map(id, before.values()))) ^ \
-        set(zip(namespace, map(id, namespace.values())))
-    if not difference:
-        return []
-    tracked = {change.key for change in context.changes if change.owner is context.module}
-    return sorted({name for name, _ in difference} - tracked)
 
 
 def _record_conflict(change: Change, others: List[Change]) -> None:
@@ -228,12 +236,6 @@ def revert(patch: Patch, status: str = REVERTED, reason: str = "reverted") -> No
         if patch.status == APPLIED:
             patch.status, patch.reason = status, reason
             patch.history.append(f"{status}: {reason}")
-
-
-def _revert_applied_to(patches: "Sequence[Patch]", module: Any, reason: str) -> None:
-    for patch in patches:
-        if patch.module is module and patch.status == APPLIED:
-            revert(patch, PENDING, reason)
 
 
 def _revert_scoped(patches: "Sequence[Patch]", target: str, reason: str) -> None:

@@ -111,8 +111,8 @@ class LazyPatchFinder:
         self._searching[key] = True
         try:
             spec = None
-            for finder in list(sys.meta_path):
-                if finder is self or isinstance(finder, LazyPatchFinder):
+            for finder in tuple(sys.meta_path):
+                if finder is self:
                     continue
                 find_spec = getattr(finder, "find_spec", None)
                 if find_spec is None:

@@ -23,6 +23,7 @@ EXPECTED_ROWS = (
     "`import lazypatch.auto` vs `python -c pass` (wall, clean venv)",
     "modules imported by activation beyond a bare start",
     "finder on an unwatched import (wall)",
+    "watched import before its patches run (wall)",
     "watched import, no-op patch: lazypatch vs wrapt hooks (wall)",
     "`patch.wrap` overhead vs wrapt FunctionWrapper overhead",
     "register 10,000 patches",

@@ -3,7 +3,7 @@
 Run by the benchmarks in the clean venv with one JSON argument::
 
     {"modules": dir, "count": N, "lazypatch": "none" | "auto" | "core",
-     "finder": true, "watch": "none" | "lazypatch" | "wrapt",
+     "finder": true, "watch": "none" | "lazypatch" | "lazypatch-disabled" | "wrapt",
      "extra_patches": K, "import": true, "wrapt": false,
      "trivial_finder": false}
 
@@ -42,9 +42,13 @@ def main(options):
         import lazypatch
     if options.get("wrapt"):
         import wrapt  # noqa: F401  imported on both sides of a wrapt comparison
-    if options["watch"] == "lazypatch":
+    if options["watch"] in ("lazypatch", "lazypatch-disabled"):
+        # "lazypatch-disabled": the target is watched but its patch is off, so the
+        # import pays for the finder, the loader proxy and the dispatch only,
+        # everything that happens before a patch itself runs.
         for name in names:
-            lazypatch.register(no_op_patch, name, name="bench." + name)
+            lazypatch.register(no_op_patch, name, name="bench." + name,
+                               enabled=options["watch"] == "lazypatch")
     elif options["watch"] == "wrapt":
         import wrapt
         for name in names:
