@@ -149,10 +149,13 @@ def test_default_builder_selects_builtin_packs_lazily(interpreter):
             import numpy
             inside = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
             has_alias = hasattr(numpy, "float")
+            optional = {r.name: r.enabled for r in lazypatch.report() if "optional" in r.tags}
         after = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
-        print(json.dumps([eager, inside, has_alias, after, hasattr(numpy, "float")]))
+        print(json.dumps([eager, inside, has_alias, after, hasattr(numpy, "float"), optional]))
     """)
-    eager, inside, has_alias, after, alias_after = result
+    eager, inside, has_alias, after, alias_after, optional = result
+    # optional patches (off by default) are not part of DrivingSDK's default set
+    assert optional == {"ascend.resnet_fp16": False}
     assert eager == []
     assert inside["numpy_compat.type_aliases"] == "applied"
     assert inside["numpy_compat.function_aliases"] != "applied"   # disabled by name

@@ -196,7 +196,9 @@ class Patcher:
                         lazypatch.disable(record.name)
                     if not loaded_here:
                         self._disabled_builtins.append(record.name)
-            elif not record.enabled or loaded_here:
+            elif record.enabled_by_default and (not record.enabled or loaded_here):
+                # Optional patches (off by default, e.g. ascend.resnet_fp16) are not
+                # part of DrivingSDK's default set: enable those by name if wanted.
                 if not record.enabled:
                     lazypatch.enable(record.name)
                 self._enabled_builtins.append(record.name)
