@@ -41,6 +41,9 @@ def _load_stack() -> None:
     """
     global torch, ops, MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch
     global dynamic_scatter, ref
+    # Activate first (not an `import` line, which isort would move below mmcv):
+    # the openmmlab pack then provides mmcv._ext when mmcv.ops is imported.
+    importlib.import_module("lazypatch.auto")
     import mmcv.ops as ops
     import torch
     from mmcv.ops.multi_scale_deform_attn import (
@@ -49,7 +52,6 @@ def _load_stack() -> None:
     )
     from mmcv.ops.scatter_points import dynamic_scatter
 
-    import lazypatch.auto  # noqa: F401  (the openmmlab pack provides mmcv._ext)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     ref = _load_references()
 

@@ -6,7 +6,8 @@
 Prints the Markdown table, writes it to ``--output`` and the raw figures
 (every sample) as JSON to ``benchmarks/results/<date>.json``. ``--quick``
 uses few repetitions (what CI runs so that the benchmarks never rot); it
-asserts nothing about time and exits 0 even when a budget is missed.
+asserts nothing about time and exits 0 even when a budget is missed; it exits 1
+only when a measurement itself crashed (an "error" row), so that CI notices rot.
 """
 
 from __future__ import annotations
@@ -142,6 +143,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                     "settings": settings.__dict__, "rows": rows},
                                    indent=1, default=str))
     print(f"wrote {arguments.output} and {raw_path}", file=sys.stderr)
+    crashed = [row["name"] for row in rows if row.get("verdict") == harness.ERROR]
+    if crashed:
+        # A measurement that crashes has rotted; a missed budget is only reported.
+        print(f"benchmark measurement(s) crashed: {', '.join(crashed)}", file=sys.stderr)
+        return 1
     return 0
 
 
