@@ -165,22 +165,27 @@ def _distributions_in(directory: str) -> Dict[str, str]:
     except OSError:
         entries = []
     for entry in entries:
-        if entry.endswith(".dist-info"):
-            stem = entry[:-len(".dist-info")]
-        elif entry.endswith(".egg-info"):
-            stem = entry[:-len(".egg-info")]
-        else:
+        parsed = split_metadata_directory(entry)
+        if parsed is None:
             continue
-        name, _, version = stem.partition("-")
+        name, version = parsed
         if not version:
             version = _version_from_metadata_file(os.path.join(directory, entry)) or ""
-        else:
-            # "name-1.0-py3.11" (egg-info) carries the Python tag after the version.
-            version = version.split("-", 1)[0]
         if version:
             found.setdefault(canonical_name(name), version)
     _directory_cache[directory] = (mtime, found)
     return found
+
+
+def split_metadata_directory(entry: str) -> Optional[Tuple[str, str]]:
+    """(distribution name, version or "") of a ``*.dist-info``/``*.egg-info`` entry
+    name such as ``acme_patches-1.0.dist-info``; None for any other name."""
+    for suffix in (".dist-info", ".egg-info"):
+        if entry.endswith(suffix):
+            name, _, version = entry[:-len(suffix)].partition("-")
+            # "name-1.0-py3.11.egg-info" carries the Python tag after the version.
+            return name, version.split("-", 1)[0]
+    return None
 
 
 def _version_from_metadata_file(path: str) -> Optional[str]:

@@ -35,6 +35,7 @@ import os
 import sys
 from _warnings import warn
 
+from .conditions import canonical_name, split_metadata_directory
 from .errors import ConfigurationWarning
 
 TYPE_CHECKING = False
@@ -73,14 +74,9 @@ REGISTERED: "Dict[str, PluginEntry]" = {}
 # --- discovery ------------------------------------------------------------
 
 def normalise_distribution(name: str) -> str:
-    """``Acme-Patches`` and ``acme.patches`` -> ``acme_patches`` (PEP 503 spirit, no ``re``)."""
-    return name.strip().lower().replace("-", "_").replace(".", "_")
-
-
-def _distribution_of(directory_name: str) -> str:
-    """The distribution name of ``acme_patches-1.0.dist-info`` (text before the version)."""
-    stem = directory_name.rsplit(".", 1)[0]
-    return normalise_distribution(stem.split("-", 1)[0])
+    """``Acme-Patches`` and ``acme.patches`` -> ``acme_patches``: PEP 503 normalisation
+    with ``_`` as separator, so that it can start a dotted patch name."""
+    return canonical_name(name.strip()).replace("-", "_")
 
 
 def parse_entry_points(text: str, group: str = GROUP) -> "List[Tuple[str, str]]":
@@ -127,7 +123,8 @@ def scan_directory(directory: str) -> "List[PluginEntry]":
         return []   # missing directory, zip file, no permission
     entries: "List[PluginEntry]" = []
     for name in names:
-        if not name.endswith((".dist-info", ".egg-info")):
+        parsed = split_metadata_directory(name)
+        if parsed is None:
             continue
         location = os.path.join(directory, name)
         try:
@@ -138,7 +135,8 @@ def scan_directory(directory: str) -> "List[PluginEntry]":
         if "[" + GROUP not in text:
             continue
         for target, value in parse_entry_points(text):
-            entries.append(PluginEntry(_distribution_of(name), target, value, location))
+            entries.append(PluginEntry(normalise_distribution(parsed[0]), target, value,
+                                       location))
     return entries
 
 
