@@ -76,7 +76,7 @@ def run_body(module: Any, loader: Any) -> None:
         raise
     for patch in patches:
         if patch.phase == BEFORE and patch.status == APPLIED:
-            _revert_scoped(patches, name, "")
+            _revert_scoped(patches, name, "")   # some before-import patch is live: rare
             break
     # What sys.modules holds now is what the importer hands out: a module that
     # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
@@ -89,11 +89,7 @@ def run_body(module: Any, loader: Any) -> None:
 
 def run_patches(target: str, module: Any, phase: str) -> None:
     """Apply every enabled patch of ``phase`` on ``target``, by priority."""
-    _run_phase(CATALOG.by_target.get(target, ()), module, phase)
-
-
-def _run_phase(patches: "Sequence[Patch]", module: Any, phase: str) -> None:
-    for patch in patches:
+    for patch in CATALOG.by_target.get(target, ()):
         if patch.phase == phase:
             apply(patch, module)
 
@@ -121,8 +117,9 @@ def _apply_claimed(patch: Patch, module: Any, late: bool) -> None:
         if reason is not None:
             patch.status, patch.reason = SKIPPED, reason
             patch.history.append(f"skipped: {reason}")
-            if _debug_logger() is not None:
-                _debug_logger().debug("patch %s skipped: %s", patch.name, reason)
+            logger = _debug_logger()
+            if logger is not None:
+                logger.debug("patch %s skipped: %s", patch.name, reason)
             return
     context = PatchContext(patch.name, module)
     namespace = own_dict(module)
@@ -161,7 +158,7 @@ def _apply_claimed(patch: Patch, module: Any, late: bool) -> None:
     # Plain assignments are found when the report is built, from two C-level
     # copies taken here: the diff itself stays off the import path.
     patch.untracked_changes = []
-    patch.namespace_snapshots = None if namespace is None or before is None else \
+    patch.namespace_snapshots = None if namespace is None else \
         (before, dict(namespace), context.module, context.changes)
     patch.history.append(f"applied to {getattr(module, '__name__', module)!r}")
     for change, others in context.conflicts:
@@ -186,13 +183,13 @@ def _fail(patch: Patch, context: PatchContext, error: Exception) -> None:
     patch.error = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     patch.context, patch.module = None, None
     patch.history.append(f"failed: {patch.reason}")
+    consequence = ("Strict mode (LAZYPATCH_STRICT=1) stops the import" if SETTINGS.strict
+                   else "The import continues unpatched by it")
     message = (f"lazypatch: patch {patch.name!r} on {patch.target!r} failed and was rolled "
-               f"back ({len(context.changes)} change(s) undone): {patch.reason}. The import "
-               f"continues unpatched by it; disable it with LAZYPATCH_DISABLE={patch.name}")
+               f"back ({len(context.changes)} change(s) undone): {patch.reason}. "
+               f"{consequence}; disable it with LAZYPATCH_DISABLE={patch.name}")
     if SETTINGS.strict:
-        raise PatchError(message.replace("The import continues unpatched by it; ",
-                                         "Strict mode (LAZYPATCH_STRICT=1) stops the import; "),
-                         patch_name=patch.name, target=patch.target) from error
+        raise PatchError(message, patch_name=patch.name, target=patch.target) from error
     warn(message, PatchFailedWarning, stacklevel=2)
 
 
