@@ -241,12 +241,15 @@ class PatchContext:
             raise KeyError(f"cannot delete {key!r}: not in {describe(mapping)}")
         self._apply("delitem", ITEM, mapping, key, MISSING)
 
-    def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> Any:
+    def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any],
+             rebind: bool = False) -> Any:
         """Replace ``owner.name`` with a ``wrapt.FunctionWrapper`` calling
         ``wrapper(wrapped, instance, args, kwargs)``; return the wrapper object.
 
         The wrapped object is the raw descriptor (classmethod, staticmethod or
         function) so that wrapt binds it exactly as the original would be.
+        ``rebind`` is as for ``setattr``: module globals holding the original
+        (``from x import f``) get the wrapper too.
         """
         if not callable(wrapper):
             raise TypeError(f"wrapper for {describe(owner)}.{name} must be callable "
@@ -265,7 +268,10 @@ class PatchContext:
                             f"set a new property with patch.setattr instead")
         from wrapt import FunctionWrapper  # deferred: importing wrapt costs ~130 ms
         wrapped = FunctionWrapper(original, wrapper)
-        self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
+        change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
+        if rebind and change.before is not MISSING:
+            change.rebinding = True
+            self._rebind(change, exclude=(owner,))
         return wrapped
 
     def provide_module(self, name: str, module: Any) -> None:

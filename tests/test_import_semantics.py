@@ -604,6 +604,27 @@ print(json.dumps({"A": conditional.A, "maybe": [records["maybe"]["status"], reco
                       "notes": ["presented A=3"]}
 
 
+def test_wrap_with_rebind_reaches_from_import_copies_and_undo_restores_them(interpreter):
+    interpreter.write({
+        "lib/__init__.py": "def helper():\n    return 'original'\n",
+        "consumer.py": "from lib import helper\n",
+    })
+    result = interpreter.run_json("""
+import json, lazypatch
+import lib, consumer
+original = lib.helper
+
+@lazypatch.when_imported("lib", name="wrapping")
+def wrap_helper(module, patch):
+    patch.wrap(module, "helper", lambda wrapped, instance, args, kwargs: "wrapped " + wrapped(),
+               rebind=True)
+during = [lib.helper(), consumer.helper()]
+lazypatch.unpatch("wrapping")
+print(json.dumps({"during": during, "restored": [lib.helper is original, consumer.helper is original]}))
+""")
+    assert result == {"during": ["wrapped original", "wrapped original"], "restored": [True, True]}
+
+
 def test_undo_of_a_rebinding_patch_also_reaches_copies_made_while_it_was_live(interpreter):
     interpreter.write({
         "lib/__init__.py": "def helper():\n    return 'original'\n",
