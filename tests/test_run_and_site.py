@@ -15,6 +15,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
 
 DEMO = {
@@ -135,6 +137,10 @@ def test_run_reports_usage_errors_and_missing_commands(interpreter):
     assert bad_level.returncode == 2 and "invalid choice" in bad_level.stderr
 
 
+# torchrun's agent picks the workers' master port by binding and releasing a free
+# port; two launches at once (one per xdist worker) can race for it. The
+# "torchrun" group runs on one worker (pytest -n 2 --dist loadgroup).
+@pytest.mark.xdist_group("torchrun")
 def test_torchrun_two_cpu_ranks_apply_the_patch_and_write_one_report_each(interpreter):
     interpreter.write(DEMO)
     interpreter.write({"train.py": """

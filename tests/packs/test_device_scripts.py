@@ -233,6 +233,10 @@ dist.destroy_process_group()
 '''
 
 
+# torchrun's agent picks the workers' master port by binding and releasing a free
+# port; two launches at once (one per xdist worker) can race for it. The
+# "torchrun" group runs on one worker (pytest -n 2 --dist loadgroup).
+@pytest.mark.xdist_group("torchrun")
 def test_ddp_nccl_script_under_torchrun_runs_on_gloo(interpreter, tmp_path):
     """A DDP script asking for NCCL and CUDA device_ids trains under torchrun with 2
     processes on the CPU: gloo underneath, gradients synchronised across ranks."""
