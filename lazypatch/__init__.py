@@ -218,6 +218,14 @@ def patches(target: str, **options: "Any") -> "Callable[[type], type]":
     return declare_class_patch(target, **options)
 
 
+def source_drift(owner: "Any", name: str, pinned: "Iterable[str]",
+                 copied_from: str) -> "Optional[str]":
+    """Why an edited copy of ``owner.name`` must not replace it (the installed source's
+    SHA-256 is not among ``pinned``, or another patch wrapped it), or None when it may."""
+    from .pinning import source_drift as check
+    return check(owner, name, pinned, copied_from)
+
+
 def set_strict(strict: bool = True) -> None:
     """In strict mode a failing patch fails its target's import (``PatchError``)."""
     _dispatch.SETTINGS.strict = bool(strict)
@@ -229,5 +237,5 @@ __all__ = [
     "set_strict", "original", "is_patched", "installed_version", "version_matches",
     "PatchContext", "PatchRecord", "PatchError", "LatePatchWarning",
     "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning",
-    "STATUSES", "matches", "patches", "declare_variable", "setting",
+    "STATUSES", "matches", "patches", "declare_variable", "setting", "source_drift",
 ]

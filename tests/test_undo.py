@@ -167,3 +167,26 @@ def test_any_changes_undone_in_any_order_leave_every_dict_identical(operations, 
     for index in undo_order:
         contexts[index].undo()
     assert _same(before, _snapshot(owners, mapping))
+
+
+def test_source_drift_accepts_the_pinned_source_and_names_drift_and_wrappers(tmp_path):
+    import importlib.util
+
+    import lazypatch
+    from lazypatch.pinning import source_sha256
+    path = tmp_path / "upstream.py"
+    path.write_text("class Model:\n    def forward(self):\n        return 1\n")
+    spec = importlib.util.spec_from_file_location("upstream_for_drift", path)
+    upstream = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(upstream)
+    pinned = {source_sha256(upstream.Model.forward)}
+    assert lazypatch.source_drift(upstream.Model, "forward", pinned, "upstream 1.0") is None
+    changed = lazypatch.source_drift(upstream.Model, "forward", {"0" * 64}, "upstream 1.0")
+    assert "differs from the version this patch copied (upstream 1.0)" in changed
+    context = PatchContext("wrapper", None)
+    context.wrap(upstream.Model, "forward", lambda wrapped, instance, args, kwargs: 2)
+    wrapped = lazypatch.source_drift(upstream.Model, "forward", pinned, "upstream 1.0")
+    assert "already wrapped" in wrapped
+    context.undo()
+    assert lazypatch.source_drift(upstream.Model, "missing", pinned, "x") == \
+        "upstream_for_drift.Model.missing is not defined there"

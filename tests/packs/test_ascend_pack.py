@@ -60,12 +60,13 @@ def test_ascend_fake_resnet_same_numbers_conflict_and_exact_undo(interpreter):
 import torch
 import mmdet.models.backbones.resnet as resnet
 import mx_driving
-from lazypatch.registry.ascend.sources import PINNED_SOURCES, source_hash
+from lazypatch.pinning import source_sha256
+from lazypatch.registry.ascend.sources import PINNED_SOURCES
 
 classes = {"BasicBlock": resnet.BasicBlock, "Bottleneck": resnet.Bottleneck,
            "ResNet": resnet.ResNet}
 originals = {name: lazypatch.original(cls, "forward") for name, cls in classes.items()}
-pinned = {name: source_hash(originals[name]) in PINNED_SOURCES[name + ".forward"]
+pinned = {name: source_sha256(originals[name]) in PINNED_SOURCES[name + ".forward"]
           for name in classes}
 patched_forwards = {name: cls.__dict__["forward"].__module__ for name, cls in classes.items()}
 
