@@ -1,6 +1,6 @@
 """OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 and NumPy 2, on any torch device.
 
-Three concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
+Four concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
 * ``openmmlab.mmcv_version_gate.mmdet`` / ``.mmdet3d``: mmdet 3.3 and mmdet3d
@@ -11,6 +11,10 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 * ``openmmlab.mmcv_ext``: mmcv-lite has no compiled ``mmcv._ext``, so
   ``import mmcv.ops`` fails. Just before ``mmcv.ops`` executes, provide a
   pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists.
+* ``openmmlab.mmengine_checkpoint_load``: torch >= 2.6 loads with
+  ``weights_only=True`` by default, which refuses the message hub mmengine
+  0.10 saves in every checkpoint, so ``Runner(resume=True)`` fails; mmengine's
+  local loader asks for full unpickling again, as it did before.
 * ``openmmlab.mx_driving.msda`` / ``.deform_conv`` / ``.voxelization``: on an
   Ascend host (``torch_npu`` and ``mx_driving`` importable), route mmcv's
   multi-scale deformable attention, deformable convolutions and voxelization
@@ -48,6 +52,15 @@ def mmcv_ext(mmcv_ops, patch):
     """Provide a pure-PyTorch mmcv._ext when mmcv has no compiled one (mmcv-lite)."""
     from .ext_provision import provide_pure_pytorch_ext
     provide_pure_pytorch_ext(patch)
+
+
+@lazypatch.when_imported("mmengine.runner.checkpoint", name=f"{PACK}.mmengine_checkpoint_load",
+                         requires=["mmengine>=0.10,<0.11", "torch>=2.6"],
+                         tags=(PACK, "compat", "mmengine"))
+def mmengine_checkpoint_load(checkpoint, patch):
+    """Let mmengine 0.10 resume its own checkpoints under torch >= 2.6 (weights_only default)."""
+    from .checkpoint import load_local_checkpoints_fully
+    load_local_checkpoints_fully(checkpoint, patch)
 
 
 _NPU_TAGS = (PACK, "ops", "mmcv", "npu")

@@ -9,6 +9,7 @@ stack, a compiled mmcv) and say so in the test name.
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 import pytest
@@ -284,3 +285,31 @@ def test_legacy_numpy_calls_in_mmdet3d_and_mmdet_fail_without_lazypatch(interpre
                                  env={"LAZYPATCH_DISABLE": "numpy_compat"})
         assert result.returncode != 0
         assert f"module 'numpy' has no attribute '{name}'" in result.stderr
+
+
+def test_mmengine_resumes_its_checkpoints_under_torch_2_6_only_with_the_pack(interpreter):
+    from test_training_programs import MMENGINE_RUN
+    interpreter.write({"tinyrun.py": MMENGINE_RUN})
+    work = interpreter.root / "work"
+    command = [sys.executable, "tinyrun.py", str(work), "iter"]
+    interpreter.run_command(command + ["6"])
+    without = interpreter.run_command(command + ["9", "resume"], env={"LAZYPATCH": "0"},
+                                      check=False)
+    assert without.returncode != 0 and "Weights only load failed" in without.stderr
+    resumed = interpreter.run_command(command + ["9", "resume"])
+    assert "TRAINING FINISHED at iteration 9" in resumed.stdout
+
+
+def test_mmengine_checkpoint_patch_is_pinned_to_the_source_it_copied(interpreter):
+    # Importing the pack registers its patches, which apply to the imported target
+    # at once; the pin is about mmengine's own function, so read the original.
+    result = interpreter.run_json("""
+        import json, lazypatch
+        import mmengine.runner.checkpoint as checkpoint
+        from lazypatch.pinning import source_sha256
+        from lazypatch.registry.openmmlab.checkpoint import PINNED_LOAD_FROM_LOCAL
+        original = lazypatch.original(checkpoint, "load_from_local")
+        print(json.dumps([source_sha256(original) in PINNED_LOAD_FROM_LOCAL,
+                          original.__module__, checkpoint.load_from_local.__module__]))
+    """)
+    assert result == [True, "mmengine.runner.checkpoint", "lazypatch.registry.openmmlab.checkpoint"]
