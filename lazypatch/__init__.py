@@ -13,8 +13,19 @@ every process it activates.
 from __future__ import annotations
 
 from . import dispatch as _dispatch
-from .catalog import AFTER, BEFORE, DISABLED, REVERTED, STATUSES, PatchRecord, matches, record_of, set_enabled
-from .conditions import installed_version, version_matches
+from .catalog import (
+    AFTER,
+    BEFORE,
+    DISABLED,
+    REVERTED,
+    STATUSES,
+    PatchRecord,
+    matches,
+    record_of,
+    set_enabled,
+    validate_target,
+)
+from .conditions import installed_version, parse_requirements, version_matches
 from .config import declare_variable, setting
 from .context import PatchContext, is_patched, original
 from .errors import (
@@ -27,7 +38,9 @@ from .errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, List, Optional, TypeVar
+    from typing import Any, Callable, Iterable, List, Optional, TypeVar, Union
+
+    from .conditions import Requirement
 
     PatchFunction = TypeVar("PatchFunction", bound=Callable[..., Any])
 
@@ -36,7 +49,7 @@ __version__ = "0.1.0"
 
 def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
              name: "Optional[str]" = None, priority: float = 0,
-             requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
+             requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
              enabled: bool = True) -> str:
     """Register ``function`` as a patch on module ``target``; return its name.
 
@@ -57,15 +70,12 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
 def _decorator(target: str, phase: str, name: "Optional[str]", priority: float,
                requires: "Iterable[str]", tags: "Iterable[str]",
                enabled: bool) -> "Callable[[PatchFunction], PatchFunction]":
-    from .catalog import validate_target
     validate_target(target)              # fail at the decorator line, not later
-    requires = tuple([requires] if isinstance(requires, str) else requires)
-    from .conditions import parse_requirements
-    parse_requirements(requires)
+    requirements = parse_requirements(requires)   # parsed once; register() takes them as they are
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
         register(function, target, phase=phase, name=name, priority=priority,
-                 requires=requires, tags=tags, enabled=enabled)
+                 requires=requirements, tags=tags, enabled=enabled)
         return function
     return decorate
 

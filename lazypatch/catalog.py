@@ -10,13 +10,11 @@ place that walks every patch, and it runs at configuration time.
 
 from __future__ import annotations
 
-from bisect import insort
-
 from .conditions import Requirement, parse_requirements
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
-    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 PENDING = "pending"
 APPLIED = "applied"
@@ -182,7 +180,7 @@ class Catalog:
         self.disable_rules: List[str] = []
 
     def add(self, function: Callable[..., Any], target: object, *, phase: str,
-            name: Optional[str], priority: float, requires: Iterable[str],
+            name: Optional[str], priority: float, requires: Iterable[Union[str, Requirement]],
             tags: Iterable[str], enabled: bool) -> Patch:
         """Validate and register one patch; raise ValueError/TypeError on bad input."""
         target = validate_target(target)
@@ -221,8 +219,13 @@ class Catalog:
             # reading this dict from another thread without a lock.
             self.by_target[target] = [patch]
         else:
+            # Walk back from the end: a new patch usually sorts last (same priority,
+            # highest sequence). No bisect import: this runs at activation.
             updated = list(patches)
-            insort(updated, patch, key=_order)
+            position = len(updated)
+            while position and _order(updated[position - 1]) > patch.order:
+                position -= 1
+            updated.insert(position, patch)
             self.by_target[target] = updated
         return patch
 

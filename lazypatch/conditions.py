@@ -21,7 +21,7 @@ from .versions import InvalidVersion, Specifier, Version, parse_specifiers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
-    from typing import Callable, Dict, Iterable, List, Optional, Tuple
+    from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
     Marker = Callable[[Dict[str, str]], bool]
 
@@ -116,8 +116,9 @@ class Requirement:
 _parsed: Dict[str, Requirement] = {}
 
 
-def parse_requirements(requirements: Iterable[str]) -> Tuple[Requirement, ...]:
-    """Parse requirement strings, raising ValueError/TypeError naming a bad one.
+def parse_requirements(requirements: "Iterable[Union[str, Requirement]]") -> Tuple[Requirement, ...]:
+    """Parse requirement strings (parsed ones pass through), raising ValueError/TypeError
+    naming a bad one.
 
     Parsed requirements are immutable and packs repeat the same strings
     ("torch_npu", "mmcv>=2.0"), so each distinct string is parsed once per
@@ -127,6 +128,9 @@ def parse_requirements(requirements: Iterable[str]) -> Tuple[Requirement, ...]:
         requirements = [requirements]
     parsed = []
     for text in requirements:
+        if isinstance(text, Requirement):
+            parsed.append(text)
+            continue
         requirement = _parsed.get(text) if isinstance(text, str) else None
         if requirement is None:
             requirement = Requirement(text)
