@@ -331,6 +331,11 @@ restored = {
     "defining": all(home(name).__dict__[name] is originals[name] for name in names),
     "registry": all(MODELS.get(name) is originals[name] for name in registered),
     "originals_are_mmcv": all(cls.__module__.startswith("mmcv.ops.") for cls in originals.values()),
+    # copied while patched (after mmcv.ops imported): undo of a rebinding change reaches it
+    "user_copy": (user_layers.SubMConv3d is originals["SubMConv3d"]
+                  and user_layers.SparseConvTensor is originals["SparseConvTensor"]),
+    # the replacement's own home keeps its classes
+    "mx_untouched": all(getattr(mx, name).__module__.startswith("mx_driving") for name in names),
 }
 print(json.dumps({"patched": patched, "restored": restored}))
 ''')
