@@ -1,6 +1,6 @@
 """OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 and NumPy 2, on any torch device.
 
-Four concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
+Five concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
 * ``openmmlab.mmcv_version_gate.mmdet`` / ``.mmdet3d``: mmdet 3.3 and mmdet3d
@@ -15,6 +15,9 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   ``weights_only=True`` by default, which refuses the message hub mmengine
   0.10 saves in every checkpoint, so ``Runner(resume=True)`` fails; mmengine's
   local loader asks for full unpickling again, as it did before.
+* ``openmmlab.points_in_boxes_cpu``: mmcv's ``points_in_boxes_part`` /
+  ``_all`` call ``torch.cuda.current_device()`` before their kernel, which
+  fails on CPU; CPU tensors are answered by mmcv's CPU kernel instead.
 * ``openmmlab.mx_driving.msda`` / ``.deform_conv`` / ``.voxelization``: on an
   Ascend host (``torch_npu`` and ``mx_driving`` importable), route mmcv's
   multi-scale deformable attention, deformable convolutions and voxelization
@@ -61,6 +64,14 @@ def mmengine_checkpoint_load(checkpoint, patch):
     """Let mmengine 0.10 resume its own checkpoints under torch >= 2.6 (weights_only default)."""
     from .checkpoint import load_local_checkpoints_fully
     load_local_checkpoints_fully(checkpoint, patch)
+
+
+@lazypatch.when_imported("mmcv.ops.points_in_boxes", name=f"{PACK}.points_in_boxes_cpu",
+                         tags=(PACK, "ops", "mmcv"))
+def points_in_boxes_cpu(points_in_boxes, patch):
+    """points_in_boxes_part/_all on CPU tensors use mmcv's CPU kernel (they call CUDA first)."""
+    from .points_in_boxes import serve_cpu_tensors
+    serve_cpu_tensors(points_in_boxes, patch)
 
 
 _NPU_TAGS = (PACK, "ops", "mmcv", "npu")

@@ -313,3 +313,46 @@ def test_mmengine_checkpoint_patch_is_pinned_to_the_source_it_copied(interpreter
                           original.__module__, checkpoint.load_from_local.__module__]))
     """)
     assert result == [True, "mmengine.runner.checkpoint", "lazypatch.registry.openmmlab.checkpoint"]
+
+
+POINTS_IN_BOXES = """
+    import json, math, sys
+    import lazypatch.auto
+    import torch
+    import mmcv.ops as ops
+
+    def inside(point, box):          # plain-loop reference: bottom-centred box, yaw rz
+        x, y, z, dx, dy, dz, rz = box
+        px, py, pz = point
+        if not z <= pz <= z + dz:
+            return False
+        cos, sin = math.cos(-rz), math.sin(-rz)
+        local_x = (px - x) * cos - (py - y) * sin
+        local_y = (px - x) * sin + (py - y) * cos
+        return abs(local_x) < dx / 2 and abs(local_y) < dy / 2
+
+    torch.manual_seed(0)
+    points = torch.rand(2, 200, 3) * 10
+    boxes = torch.cat([torch.rand(2, 5, 3) * 10, torch.rand(2, 5, 3) * 4 + 1,
+                       torch.rand(2, 5, 1) * 3], dim=-1)
+    try:
+        every = ops.points_in_boxes_all(points, boxes).tolist()
+        first = ops.points_in_boxes_part(points, boxes).tolist()
+    except Exception as error:
+        print(json.dumps({"error": f"{type(error).__name__}: {error}"}))
+        sys.exit(0)
+    expected_every = [[[int(inside(p, b)) for b in boxes[i].tolist()] for p in points[i].tolist()]
+                      for i in range(2)]
+    expected_first = [[next((k for k, flag in enumerate(row) if flag), -1) for row in batch]
+                      for batch in expected_every]
+    print(json.dumps({"all": every == expected_every, "part": first == expected_first,
+                      "some_inside": sum(map(sum, expected_every[0])) > 0}))
+"""
+
+
+def test_points_in_boxes_on_cpu_tensors_match_a_loop_reference_and_need_the_patch(interpreter):
+    patched = interpreter.run_json(POINTS_IN_BOXES)
+    assert patched == {"all": True, "part": True, "some_inside": True}
+    unpatched = interpreter.run_json(POINTS_IN_BOXES,
+                                     env={"LAZYPATCH_DISABLE": "openmmlab.points_in_boxes_cpu"})
+    assert "error" in unpatched and "CUDA" in unpatched["error"]
