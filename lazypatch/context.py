@@ -46,6 +46,18 @@ def own_dict(owner: Any) -> Optional[Any]:
         return None
 
 
+def is_unloaded_lazy_module(module: Any) -> bool:
+    """Whether ``module`` is an ``importlib.util.LazyLoader`` module whose body has
+    not run yet (touching any of its attributes would run it).
+
+    No import system has made one unless ``importlib.util`` is loaded, so
+    this never imports it.
+    """
+    util = sys.modules.get("importlib.util")
+    lazy_class = getattr(util, "_LazyModule", None) if util is not None else None
+    return lazy_class is not None and type(module) is lazy_class
+
+
 def read_slot(kind: str, owner: Any, key: Any) -> Any:
     """The raw value stored in a slot, or MISSING when the owner has none of its own."""
     if kind == ITEM:

@@ -250,10 +250,7 @@ FINDER = LazyPatchFinder(CATALOG.by_target, run_body)
 
 def ensure_finder() -> None:
     """Install the finder first on sys.meta_path unless it is there."""
-    if not sys.meta_path or sys.meta_path[0] is not FINDER:
-        if FINDER in sys.meta_path:
-            sys.meta_path.remove(FINDER)
-        install_finder(FINDER)
+    install_finder(FINDER)
 
 
 def apply_to_imported(patch: Patch) -> None:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import sys
 from _thread import get_ident
 
+from .context import is_unloaded_lazy_module
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Callable, Dict, Optional, Sequence
@@ -146,9 +148,11 @@ def wrap_spec_loader(spec: Any, run_body: Callable[[Any, Any], None]) -> Any:
 
 
 def install_finder(finder: LazyPatchFinder) -> None:
-    """Put ``finder`` first on ``sys.meta_path`` (once)."""
-    if finder not in sys.meta_path:
-        sys.meta_path.insert(0, finder)
+    """Put ``finder`` first on ``sys.meta_path``, moving it there if it is elsewhere."""
+    if sys.meta_path and sys.meta_path[0] is finder:
+        return
+    uninstall_finder(finder)
+    sys.meta_path.insert(0, finder)
 
 
 def uninstall_finder(finder: LazyPatchFinder) -> None:
@@ -204,9 +208,7 @@ def defer_until_executed(module: Any, callback: Callable[[], None]) -> bool:
 def watch_lazy_module(module: Any, run_body: Callable[[Any, Any], None]) -> bool:
     """If ``module`` is an unloaded ``importlib.util.LazyLoader`` module, hook its
     eventual load without triggering it; return whether it was one."""
-    util = sys.modules.get("importlib.util")
-    lazy_class = getattr(util, "_LazyModule", None) if util is not None else None
-    if lazy_class is None or type(module) is not lazy_class:
+    if not is_unloaded_lazy_module(module):
         return False
     # _LazyModule.__getattribute__ loads the module on any attribute access,
     # so read its namespace through object.__getattribute__.

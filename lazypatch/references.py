@@ -17,24 +17,18 @@ from __future__ import annotations
 
 import sys
 
-from .context import own_dict
+from .context import is_unloaded_lazy_module, own_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
     from typing import Any, Dict, Iterator, List, Tuple
 
 
-def _is_unloaded_lazy_module(module: Any) -> bool:
-    util = sys.modules.get("importlib.util")
-    lazy_class = getattr(util, "_LazyModule", None) if util is not None else None
-    return lazy_class is not None and type(module) is lazy_class
-
-
 def _module_globals(exclude: Tuple[Any, ...]) -> Iterator[Tuple[str, Any, str, Any]]:
     """(module name, module, global name, value) for every loaded module's globals."""
     excluded = {id(item) for item in exclude}
     for module_name, module in list(sys.modules.items()):
-        if module is None or id(module) in excluded or _is_unloaded_lazy_module(module) \
+        if module is None or id(module) in excluded or is_unloaded_lazy_module(module) \
                 or module_name == "lazypatch" or module_name.startswith("lazypatch."):
             # lazypatch's own modules (packs included) hold originals on purpose,
             # to call them: rebinding those would make a wrapper call itself.

@@ -51,10 +51,6 @@ class Version:
     def public(self) -> "Version":
         return self if not self.local else Version(self.text.split("+", 1)[0])
 
-    @property
-    def base(self) -> Tuple[int, ...]:
-        return self.release
-
     def __repr__(self) -> str:
         return f"Version({self.text!r})"
 
