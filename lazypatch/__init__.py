@@ -12,66 +12,70 @@ every process it activates.
 
 from __future__ import annotations
 
-from . import dispatch as _dispatch
-from .catalog import (
-    AFTER,
-    BEFORE,
-    DISABLED,
-    REVERTED,
-    STATUSES,
-    PatchRecord,
-    matches,
-    record_of,
-    set_enabled,
-    validate_target,
-)
-from .conditions import installed_version, parse_requirements, version_matches
-from .config import declare_variable, setting
-from .context import PatchContext, is_patched, original
+from . import application as _application
+from . import registration as _registration
+from .activation import activation_info
+from .configuration import declare_variable, setting
 from .errors import (
     ConfigurationWarning,
     LatePatchWarning,
     PatchConflictWarning,
     PatchError,
     PatchFailedWarning,
+    UndoError,
 )
+from .ledger import PatchContext
+from .reporting import PatchRecord
+from .requirements import installed_version, parse_requirements, version_matches
+from .scopes import patched
+from .selection import matches, set_strict
+from .slots import ATTRIBUTE
+from .state import AFTER, BEFORE, STATE, STATUSES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, List, Optional, TypeVar, Union
 
-    from .conditions import Requirement
+    from .requirements import Requirement
 
     PatchFunction = TypeVar("PatchFunction", bound=Callable[..., Any])
 
 __version__ = "0.1.0"
 
 
+def _adopt_environment() -> None:
+    # LAZYPATCH_DISABLE, _ENABLE and _STRICT hold for every patch, however
+    # lazypatch was imported: a script that only does `import lazypatch` and
+    # registers its own patches obeys them too. Activation adopts the same
+    # (memoised) configuration again, so nothing warns twice.
+    from .configuration import read
+    from .selection import configure
+    configure(read())
+
+
+_adopt_environment()
+
+
 def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
-             name: "Optional[str]" = None, priority: float = 0,
+             name: "Optional[str]" = None, priority: int = 0,
              requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
              enabled: bool = True) -> str:
     """Register ``function`` as a patch on module ``target``; return its name.
 
     The non-decorator form of ``when_imported``/``before_import`` (``phase``
     is ``"after"`` or ``"before"``). Applies at once if the target is already
-    imported; never imports it.
+    imported; never imports it. Bad arguments raise TypeError/ValueError
+    naming the fix, and register nothing.
     """
-    if phase not in (AFTER, BEFORE):
-        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
-    patch = _dispatch.CATALOG.add(function, target, phase=phase, name=name,
-                                  priority=priority, requires=requires, tags=tags,
-                                  enabled=enabled)
-    _dispatch.ensure_finder()
-    _dispatch.apply_to_imported(patch)
-    return patch.name
+    return _registration.register(function, target, phase=phase, name=name, priority=priority,
+                                  requires=requires, tags=tags, enabled=enabled)
 
 
-def _decorator(target: str, phase: str, name: "Optional[str]", priority: float,
+def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
                requires: "Iterable[str]", tags: "Iterable[str]",
                enabled: bool) -> "Callable[[PatchFunction], PatchFunction]":
-    validate_target(target)              # fail at the decorator line, not later
-    requirements = parse_requirements(requires)   # parsed once; register() takes them as they are
+    _registration.validate_target(target)          # fail at the decorator line, not later
+    requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
         register(function, target, phase=phase, name=name, priority=priority,
@@ -108,7 +112,8 @@ def report() -> "List[PatchRecord]":
     ``reason``, ``error`` (traceback text of a failure), ``duration_ms``,
     ``changes``, ``conflicts`` and more; it is a dict usable as attributes.
     """
-    return [record_of(patch) for patch in _dispatch.CATALOG.patches()]
+    from .reporting import report as build_report
+    return build_report()
 
 
 def render_report(records: "Optional[List[Any]]" = None, format: str = "table") -> str:
@@ -117,107 +122,89 @@ def render_report(records: "Optional[List[Any]]" = None, format: str = "table") 
     return render(report() if records is None else records, format)
 
 
-def _lookup(name: str) -> "Any":
-    patch = _dispatch.CATALOG.by_name.get(name)
-    if patch is None:
-        known = ", ".join(sorted(_dispatch.CATALOG.by_name)[:10]) or "none registered"
-        raise KeyError(f"no patch named {name!r}; registered patches include: {known} "
-                       f"(see lazypatch.report() or `lazypatch list`)")
-    return patch
+def write_report(path: str) -> str:
+    """Write the current report as JSON to ``path`` now (``{rank}`` and ``{pid}`` are
+    filled in), atomically; return the path written. Raises OSError when it cannot."""
+    from .reporting import write_report as write
+    return write(path)
 
 
 def unpatch(name: str) -> None:
-    """Undo patch ``name`` exactly and keep it from re-applying. Imports nothing."""
-    patch = _lookup(name)
-    set_enabled(patch, False, "unpatched")
-    _dispatch.revert(patch, reason="undone by unpatch()")
+    """Undo patch ``name`` exactly, on every module object it touched, and keep it from
+    re-applying. Imports nothing. Raises ``UndoError`` if part of it could not be restored."""
+    _application.unpatch(STATE.catalog.find(name), "undone by unpatch()")
 
 
 def unpatch_all() -> None:
-    """Undo every applied patch, newest first, and keep them from re-applying."""
-    applied = sorted((patch for patch in _dispatch.CATALOG.patches() if patch.context is not None),
-                     key=lambda patch: patch.applied_order, reverse=True)
-    for patch in applied:
-        _dispatch.revert(patch, reason="undone by unpatch_all()")
-    for patch in _dispatch.CATALOG.patches():
-        set_enabled(patch, False, "unpatched")
+    """Undo every applied patch, newest first, and keep them from re-applying.
+
+    Every undo is attempted; one ``UndoError`` naming each failure is raised at the end.
+    """
+    _application.unpatch_all("undone by unpatch_all()")
 
 
 def enable(*selectors: str) -> "List[str]":
     """Enable the patches chosen by names, globs or tags; apply those whose target
     is imported. Returns the names enabled; raises KeyError for a selector that
     matches nothing."""
-    chosen, unmatched = _dispatch.CATALOG.select(selectors)
-    if unmatched:
-        raise KeyError(f"no patch matches {', '.join(map(repr, unmatched))}; "
-                       f"see lazypatch.report() for names and tags")
-    for patch in chosen:
-        set_enabled(patch, True, "")
-        _dispatch.apply_to_imported(patch)
-    return [patch.name for patch in chosen]
+    return _application.enable(selectors)
 
 
 def disable(*selectors: str) -> "List[str]":
     """Keep the chosen patches from applying from now on (``unpatch`` undoes one)."""
-    chosen, unmatched = _dispatch.CATALOG.select(selectors)
-    if unmatched:
-        raise KeyError(f"no patch matches {', '.join(map(repr, unmatched))}; "
-                       f"see lazypatch.report() for names and tags")
-    for patch in chosen:
-        set_enabled(patch, False, "disabled by disable()")
-    return [patch.name for patch in chosen]
+    return _application.disable(selectors)
 
 
-class patched:
-    """Context manager: enable and apply the chosen patches for a scope, undo on exit.
+def original(owner: "Any", name: str) -> "Any":
+    """The value ``owner.name`` had before any live patch changed it.
 
-    ``with lazypatch.patched("a.b", tags=["compat"]): ...`` selects by names
-    (or globs) and tags, including patches registered with ``enabled=False``.
-    Patches that were already applied before the block are left as they were.
+    Raises AttributeError if the owner had no such attribute of its own.
     """
+    from .slots import MISSING, describe
+    value = STATE.ledger.first_original(ATTRIBUTE, owner, name)
+    if value is MISSING:
+        for base in getattr(owner, "__mro__", ())[1:]:
+            value = base.__dict__.get(name, MISSING)
+            if value is not MISSING:
+                return value
+        raise AttributeError(f"{describe(owner)} has no attribute {name!r}")
+    return value
 
-    def __init__(self, *names: str, tags: "Iterable[str]" = ()) -> None:
-        tags = [tags] if isinstance(tags, str) else list(tags)
-        self._selectors = list(names) + [f"tag:{tag}" for tag in tags]
-        self._saved: "List[Any]" = []
-        self.names: "List[str]" = []
 
-    def __enter__(self) -> "patched":
-        chosen, unmatched = _dispatch.CATALOG.select(self._selectors)
-        if unmatched or not self._selectors:
-            raise KeyError(f"patched(): no patch matches "
-                           f"{', '.join(map(repr, unmatched)) or 'an empty selection'}; "
-                           f"pass patch names, globs or tags=[...]")
-        _dispatch.ensure_finder()
-        for patch in chosen:
-            already_applied = patch.context is not None
-            self._saved.append((patch, patch.enabled, already_applied))
-            if not already_applied:
-                set_enabled(patch, True, "")
-                _dispatch.apply_to_imported(patch)
-        self.names = [patch.name for patch in chosen]
-        return self
+def is_patched(owner: "Any", name: str) -> bool:
+    """Whether a live patch currently changes ``owner.name``."""
+    return STATE.ledger.is_patched(ATTRIBUTE, owner, name)
 
-    def __exit__(self, *exc_info: "Any") -> None:
-        for patch, was_enabled, already_applied in reversed(self._saved):
-            if already_applied:
-                continue
-            # Back to the state before the scope: a default-off patch reads "disabled" again.
-            _dispatch.revert(patch, REVERTED if was_enabled else DISABLED,
-                             "scope of lazypatch.patched() ended")
-            set_enabled(patch, was_enabled, "scope of lazypatch.patched() ended")
-        self._saved = []
+
+def reset() -> None:
+    """Undo every live patch and forget every registration, selection rule, class-patch
+    declaration and strict setting: the state of a fresh ``import lazypatch`` (the
+    environment's settings are adopted again). The finder stays installed.
+
+    The one supported way for tests to start clean. Raises ``UndoError`` (after
+    forgetting everything) if some change could not be undone.
+    """
+    failure: "Optional[BaseException]" = None
+    try:
+        _application.unpatch_all("undone by reset()")
+    except BaseException as error:   # forget everything first, then report
+        failure = error
+    STATE.forget_everything()
+    _adopt_environment()
+    if failure is not None:
+        raise failure
 
 
 def install() -> None:
     """Put lazypatch's finder first on ``sys.meta_path`` (registration does this too)."""
-    _dispatch.ensure_finder()
+    _application.ensure_finder()
 
 
 def uninstall() -> None:
     """Take the finder off ``sys.meta_path``; applied patches stay (see ``unpatch_all``)."""
     from .importer import uninstall_finder
-    uninstall_finder(_dispatch.FINDER)
+    if STATE.finder is not None:
+        uninstall_finder(STATE.finder)
 
 
 def patches(target: str, **options: "Any") -> "Callable[[type], type]":
@@ -236,16 +223,12 @@ def source_drift(owner: "Any", name: str, pinned: "Iterable[str]",
     return check(owner, name, pinned, copied_from)
 
 
-def set_strict(strict: bool = True) -> None:
-    """In strict mode a failing patch fails its target's import (``PatchError``)."""
-    _dispatch.SETTINGS.strict = bool(strict)
-
-
 __all__ = [
-    "when_imported", "before_import", "register", "report", "render_report",
+    "when_imported", "before_import", "register", "report", "render_report", "write_report",
     "unpatch", "unpatch_all", "enable", "disable", "patched", "install", "uninstall",
     "set_strict", "original", "is_patched", "installed_version", "version_matches",
-    "PatchContext", "PatchRecord", "PatchError", "LatePatchWarning",
+    "PatchContext", "PatchRecord", "PatchError", "UndoError", "LatePatchWarning",
     "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning",
     "STATUSES", "matches", "patches", "declare_variable", "setting", "source_drift",
+    "reset", "activation_info",
 ]

@@ -20,29 +20,19 @@ from __future__ import annotations
 
 import os
 import sys
-from _warnings import warn
 from time import perf_counter
 
-from . import config as _config
-from . import dispatch as _dispatch
-from .catalog import Patch, matches, set_enabled
+from . import configuration as _configuration
+from .application import apply_to_imported, ensure_finder
 from .errors import ConfigurationWarning
+from .notices import notify
+from .selection import configure, select
+from .state import STATE
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Callable, Dict, List
 
-    from .config import Configuration
-
-CONFIGURATION: "Optional[Configuration]" = None
-ACTIVATED_BY = ""
-# Watched targets that were already in sys.modules when activation finished:
-# their patches applied late, and earlier `from x import y` copies may be stale.
-IMPORTED_BEFORE: "List[str]" = []
-ACTIVATION_MS = 0.0
-# patch name -> where activation registered it from ("built-in", "plugin",
-# "LAZYPATCH_MODULES"); `lazypatch list` shows it.
-SOURCES: "Dict[str, str]" = {}
 # Set in the environment while activating: a Python child started during
 # activation (a pack running a subprocess) sees it and does not activate, so
 # the bootstrap can never recurse. Removed again when activation ends.
@@ -55,77 +45,71 @@ def activate(source: str = "auto") -> bool:
     """Activate lazypatch once per process; return whether it is active.
 
     Returns False when ``LAZYPATCH=0`` or when this process was started by
-    another process in the middle of its own activation.
+    another process in the middle of its own activation. Never raises: a
+    broken pack or bad configuration becomes a warning that no warnings
+    filter can turn into an exception (see ``notices``).
     """
-    global CONFIGURATION, ACTIVATED_BY, ACTIVATION_MS
-    if ACTIVATED_BY:
+    info = STATE.activation
+    if info.activated_by:
         return True
     if os.environ.get(ACTIVATING_VARIABLE):
         return False
     started = perf_counter()
-    configuration = _config.read()
-    CONFIGURATION = configuration
+    configuration = _configuration.read()
     if not configuration.active:
+        STATE.configuration = configuration
         return False
-    ACTIVATED_BY = source
+    with STATE.lock:
+        if info.activated_by:
+            return True
+        info.activated_by = source
     os.environ[ACTIVATING_VARIABLE] = str(os.getpid())
     try:
         _activate(configuration)
+    except Exception as error:   # a bug of ours must not stop the user's program
+        notify(f"lazypatch: activation stopped early ({type(error).__name__}: {error}); the "
+               f"patches registered so far stay active", ConfigurationWarning)
     finally:
         os.environ.pop(ACTIVATING_VARIABLE, None)
-    ACTIVATION_MS = (perf_counter() - started) * 1000.0
+    info.milliseconds = (perf_counter() - started) * 1000.0
     if configuration.log_level:
-        from .log import info
-        info(f"active (by {source}): {len(_dispatch.CATALOG.by_name)} patches registered "
-             f"in {ACTIVATION_MS:.2f} ms")
+        from .log import info as log_info
+        log_info(f"active (by {source}): {len(STATE.catalog.by_name)} patches registered "
+                 f"in {info.milliseconds:.2f} ms")
     return True
 
 
-def _activate(configuration: "Configuration") -> None:
-    _dispatch.SETTINGS.strict = configuration.strict
+def _activate(configuration: "_configuration.Configuration") -> None:
     if configuration.log_level:
         from .log import configure_logging
         configure_logging(configuration.log_level, configuration.log_all_ranks)
-    catalog = _dispatch.CATALOG
-    catalog.enable_rules = list(configuration.enable)
-    catalog.disable_rules = list(configuration.disable)
-    for patch in catalog.patches():   # registered before activation (e.g. by a plugin)
-        _apply_rules(patch)
-    _dispatch.ensure_finder()
+    for patch in configure(configuration):   # registered before activation (e.g. by a plugin)
+        apply_to_imported(patch)
+    ensure_finder()
     _registering("built-in", lambda: _import_modules([BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:
         _registering("plugin", _load_plugins)
     _registering("LAZYPATCH_MODULES",
                  lambda: _import_modules(configuration.modules, "LAZYPATCH_MODULES"))
     _warn_unmatched_selectors(configuration)
-    _config.warn_unknown_variables()
+    _configuration.warn_unknown_variables()
     if configuration.report_path:
         from .reporting import write_report_at_exit
         write_report_at_exit(configuration.report_path)
     modules = sys.modules
-    IMPORTED_BEFORE[:] = sorted(target for target in _dispatch.CATALOG.by_target
-                                if target in modules)
+    STATE.activation.imported_before[:] = sorted(
+        target for target in STATE.catalog.by_target if target in modules)
 
 
 def _registering(source: str, register: "Callable[[], None]") -> None:
     """Run ``register`` and remember ``source`` for every patch name it added."""
-    by_name = _dispatch.CATALOG.by_name
+    by_name = STATE.catalog.by_name
     before = set(by_name)
     register()
-    for name in by_name:
+    sources = STATE.activation.sources
+    for name in list(by_name):
         if name not in before:
-            SOURCES[name] = source
-
-
-def _apply_rules(patch: Patch) -> None:
-    catalog = _dispatch.CATALOG
-    # LAZYPATCH_DISABLE wins over LAZYPATCH_ENABLE, as in Catalog.add; decide
-    # before applying anything, so a disabled patch never applies even briefly.
-    if any(matches(rule, patch) for rule in catalog.disable_rules):
-        set_enabled(patch, False, "disabled by configuration")
-    elif any(matches(rule, patch) for rule in catalog.enable_rules):
-        set_enabled(patch, True, "")
-        _dispatch.apply_to_imported(patch)
+            sources[name] = source
 
 
 def _import_modules(names: "List[str]", what: str) -> None:
@@ -137,32 +121,41 @@ def _import_modules(names: "List[str]", what: str) -> None:
             if callable(load):
                 load()
         except Exception as error:
-            warn(f"lazypatch: could not import {name!r} from {what}: "
-                 f"{type(error).__name__}: {error}; its patches are not registered",
-                 ConfigurationWarning, stacklevel=4)
+            notify(f"lazypatch: could not import {name!r} from {what}: "
+                   f"{type(error).__name__}: {error}; its patches are not registered",
+                   ConfigurationWarning, stacklevel=4)
 
 
 def _load_plugins() -> None:
     try:
         from .plugins import register_plugin_packs
-    except ImportError:
-        return
-    try:
         register_plugin_packs()
     except Exception as error:
-        warn(f"lazypatch: plugin packs could not be loaded: {type(error).__name__}: "
-             f"{error}", ConfigurationWarning, stacklevel=3)
+        notify(f"lazypatch: plugin packs could not be loaded: {type(error).__name__}: "
+               f"{error}", ConfigurationWarning, stacklevel=3)
 
 
-def _warn_unmatched_selectors(configuration: "Configuration") -> None:
+def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> None:
     for variable, selectors in (("LAZYPATCH_DISABLE", configuration.disable),
                                 ("LAZYPATCH_ENABLE", configuration.enable)):
         if not selectors:
             continue
-        _, unmatched = _dispatch.CATALOG.select(selectors)
+        _, unmatched = select(selectors)
         if unmatched:
-            known = sorted(_dispatch.CATALOG.by_name)
-            warn(f"lazypatch: {variable} names {', '.join(map(repr, unmatched))}, which "
-                 f"match no registered patch; known patches: {', '.join(known) or 'none'} "
-                 f"(names, globs such as 'numpy.*', or tags)", ConfigurationWarning,
-                 stacklevel=4)
+            known = sorted(STATE.catalog.by_name)
+            notify(f"lazypatch: {variable} names {', '.join(map(repr, unmatched))}, which "
+                   f"match no registered patch; known patches: {', '.join(known) or 'none'} "
+                   f"(names, globs such as 'openmmlab.*', or tags)", ConfigurationWarning,
+                   stacklevel=4)
+
+
+def activation_info() -> "Dict[str, object]":
+    """Whether and how this process activated lazypatch: ``activated_by`` ("" when not),
+    ``milliseconds``, ``imported_before`` (watched targets imported earlier), ``strict``,
+    ``report_path`` and ``sources`` (patch name -> where activation registered it from)."""
+    info = STATE.activation
+    configuration = STATE.configuration
+    return {"active": bool(info.activated_by), "activated_by": info.activated_by,
+            "milliseconds": info.milliseconds, "imported_before": list(info.imported_before),
+            "strict": STATE.strict, "sources": dict(info.sources),
+            "report_path": configuration.report_path if configuration is not None else ""}

@@ -31,6 +31,10 @@ a patch method refers to the decorating class; write ``super(Target, self)``.
 
 from __future__ import annotations
 
+from .registration import register, validate_target
+from .requirements import parse_requirements
+from .state import STATE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
@@ -44,12 +48,12 @@ _CLASS_METADATA = frozenset({
     "__parameters__", "__slots__", "__type_params__", "_PATCHES_", "_PATCHED_CLASS_",
 })
 
-# id(member) -> (member, requirements). Keyed by id because properties and
-# staticmethods cannot carry attributes; the member is kept alive by the
-# entry itself, so the id cannot be reused while it is registered.
+# id(member) -> (member, requirements): what @requires attached to a member.
+# Keyed by id because properties and staticmethods cannot carry attributes;
+# the member is kept alive by the entry itself, so the id cannot be reused.
+# It is metadata of the user's class body, like an attribute the decorator
+# would have set, not engine state: declarations themselves live in STATE.
 _MEMBER_REQUIREMENTS: "Dict[int, Tuple[Any, tuple]]" = {}
-
-_DECLARATIONS: "List[ClassPatch]" = []
 
 
 def requires(*conditions: str) -> "Callable[[Member], Member]":
@@ -60,7 +64,6 @@ def requires(*conditions: str) -> "Callable[[Member], Member]":
     skipped and listed with the reason by ``class_patches()``. Works above or
     below ``@classmethod``, ``@staticmethod`` and ``@property``.
     """
-    from .conditions import parse_requirements
     if len(conditions) == 1 and not isinstance(conditions[0], str):
         conditions = tuple(conditions[0])   # requires(["a>=1", "b<2"])
     parsed = parse_requirements(conditions)   # a typo fails here, at the decorator line
@@ -115,7 +118,6 @@ def split_target(target: str) -> "Tuple[str, List[str]]":
         first_class = next((index for index, part in enumerate(parts)
                             if index > 0 and part[:1].isupper()), len(parts) - 1)
         module, attributes = ".".join(parts[:first_class]), parts[first_class:]
-    from .catalog import validate_target
     validate_target(module)
     if not module or not all(part.isidentifier() for part in attributes):
         raise ValueError(f"class patch target {target!r} must name a class inside a module, "
@@ -170,8 +172,7 @@ class ClassPatch:
 
     def describe(self) -> "Dict[str, Any]":
         """A plain-dict summary for ``class_patches()``."""
-        from .dispatch import CATALOG
-        registered = CATALOG.by_name.get(self.name)
+        registered = STATE.catalog.by_name.get(self.name)
         return {
             "name": self.name, "target": self.target, "module": self.module,
             "patch_class": f"{self.carrier.__module__}.{self.carrier.__qualname__}",
@@ -182,8 +183,8 @@ class ClassPatch:
 
 
 def _patch_function(declaration: ClassPatch) -> "Callable[[Any, Any], None]":
-    # A plain function, not the bound method: the engine's signature check
-    # counts a bound method's ``self`` (see /tmp/engine_requests).
+    # A plain function with its own name and docstring, so that the report
+    # describes the class patch rather than a generic bound method.
     def apply_class_patch(module: "Any", patch: "Any") -> None:
         declaration.apply(module, patch)
     apply_class_patch.__doc__ = f"Replace members of {declaration.target}"
@@ -205,7 +206,7 @@ def _collect_members(carrier: type) -> "Dict[str, Any]":
     return {key: value for key, value in namespace.items() if key not in _CLASS_METADATA}
 
 
-def patches(target: str, *, name: "Optional[str]" = None, priority: float = 0,
+def patches(target: str, *, name: "Optional[str]" = None, priority: int = 0,
             requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
             enabled: bool = True) -> "Callable[[type], type]":
     """Class decorator: the decorated class's own members replace ``target``'s.
@@ -234,13 +235,14 @@ def patches(target: str, *, name: "Optional[str]" = None, priority: float = 0,
         type.__setattr__(carrier, "_PATCHED_CLASS_", target)
         type.__setattr__(carrier, "_PATCHES_", [
             member_name for member_name, member in members.items() if not unmet_reasons(member)])
-        _DECLARATIONS.append(declaration)
-        import lazypatch
+        with STATE.lock:
+            STATE.class_declarations.append(declaration)
         try:   # applies at once (and refines _PATCHES_) when the target is already imported
-            lazypatch.register(_patch_function(declaration), module, name=patch_name, priority=priority,
-                               requires=requirement_texts, tags=tags, enabled=enabled)
+            register(_patch_function(declaration), module, name=patch_name, priority=priority,
+                     requires=requirement_texts, tags=tags, enabled=enabled)
         except BaseException:
-            _DECLARATIONS.remove(declaration)
+            with STATE.lock:
+                STATE.class_declarations.remove(declaration)
             raise
         return carrier
     return declare
@@ -249,7 +251,9 @@ def patches(target: str, *, name: "Optional[str]" = None, priority: float = 0,
 def class_patches() -> "List[Dict[str, Any]]":
     """Every declared class patch: name, target, members, replaced, skipped (with
     reasons) and the patch's status, in declaration order."""
-    return [declaration.describe() for declaration in _DECLARATIONS]
+    with STATE.lock:
+        declarations = list(STATE.class_declarations)
+    return [declaration.describe() for declaration in declarations]
 
 
 __all__ = ["patches", "requires", "class_patches", "split_target", "ClassPatch"]

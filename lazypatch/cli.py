@@ -20,6 +20,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
+from .configuration import LOG_LEVELS
+
 USAGE_ERROR = 2
 PROBLEMS_FOUND = 1
 
@@ -64,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--strict", action="store_true",
                      help="a failing patch fails its target's import (LAZYPATCH_STRICT=1)")
     run.add_argument("--log", metavar="LEVEL", type=str.upper,
-                     choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+                     choices=tuple(LOG_LEVELS),
                      help="level of the 'lazypatch' logger (LAZYPATCH_LOG)")
     run.add_argument("--log-all-ranks", action="store_true",
                      help="informational messages on every rank (LAZYPATCH_LOG_ALL_RANKS=1)")
@@ -198,7 +200,8 @@ def _usage_error(command: str, message: str) -> None:
 
 def _activate_here(purpose: str) -> None:
     """Activate in this process (even under LAZYPATCH=0) to see what would be registered."""
-    if os.environ.get("LAZYPATCH", "1").strip().lower() in ("0", "false", "no", "off"):
+    from .configuration import is_off
+    if is_off(os.environ.get("LAZYPATCH")):
         print(f"note: LAZYPATCH={os.environ['LAZYPATCH']} turns activation off; "
               f"{purpose} shows what it would register", file=sys.stderr)
         os.environ.pop("LAZYPATCH")
@@ -207,28 +210,12 @@ def _activate_here(purpose: str) -> None:
 
 
 def registered_patches() -> List[Dict[str, Any]]:
-    """What ``lazypatch list`` shows, one dict per registered patch."""
-    from . import dispatch
-    from .activation import SOURCES
-    from .plugins import REGISTERED
-    rows = []
-    for patch in dispatch.CATALOG.patches():
-        source = SOURCES.get(patch.name) or getattr(patch.function, "__module__", "") or "?"
-        plugin = REGISTERED.get(patch.name)
-        if plugin is not None:
-            source = f"plugin {plugin.distribution} ({plugin.value})"
-        rows.append({"name": patch.name, "target": patch.target, "phase": patch.phase,
-                     "enabled": patch.enabled, "status": patch.status,
-                     "source": source, "tags": sorted(patch.tags),
-                     "requires": [str(requirement) for requirement in patch.requires],
-                     "priority": patch.priority, "description": patch.description})
-    return rows
-
-
-def _table(rows: List[List[str]]) -> str:
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-                     for row in rows)
+    """What ``lazypatch list`` shows, one dict per registered patch (from the report records)."""
+    from .reporting import report
+    keys = ("name", "target", "phase", "enabled", "status", "source", "tags", "requires",
+            "priority", "description")
+    return [{key: record[key] if key != "source" else (record[key] or "?") for key in keys}
+            for record in report()]
 
 
 def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -246,7 +233,8 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         table.append([row["name"], row["target"], row["phase"],
                       "yes" if row["enabled"] else "no", row["source"],
                       ",".join(row["tags"]), "; ".join(row["requires"])])
-    print(_table(table))
+    from .reporting import format_table
+    print(format_table([row + [""] for row in table]))
     enabled = sum(1 for row in rows if row["enabled"])
     print(f"{len(rows)} patches, {enabled} enabled; none of their targets was imported")
     return 0

@@ -23,14 +23,14 @@ import json, sys, warnings
 imports = json.loads(sys.argv[1])
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    import lazypatch.activation as activation
-    before = activation.ACTIVATED_BY
-    active = activation.activate("lazypatch doctor")
     import lazypatch
-    from lazypatch import dispatch
-    from lazypatch.plugins import REGISTERED
-    position_after_activation = sys.meta_path.index(dispatch.FINDER) \
-        if dispatch.FINDER in sys.meta_path else -1
+    from lazypatch.activation import activate
+    before = lazypatch.activation_info()["activated_by"]
+    active = activate("lazypatch doctor")
+    from lazypatch.selection import unmet_requirements
+    from lazypatch.state import STATE
+    position_after_activation = sys.meta_path.index(STATE.finder) \
+        if STATE.finder in sys.meta_path else -1
     import_errors = {}
     for name in imports:
         try:
@@ -38,28 +38,26 @@ with warnings.catch_warnings(record=True) as caught:
         except Exception as error:
             import_errors[name] = f"{type(error).__name__}: {error}"
 unmet = []
-for patch in dispatch.CATALOG.patches():
-    for requirement in patch.requires:
-        reason = requirement.unmet_reason()
-        if reason is not None:
-            unmet.append({"name": patch.name, "requirement": str(requirement),
-                          "reason": reason})
+for patch in STATE.catalog.patches():
+    for requirement, reason in unmet_requirements(patch):
+        unmet.append({"name": patch.name, "requirement": requirement, "reason": reason})
+info = lazypatch.activation_info()
 standard = ("BuiltinImporter", "FrozenImporter", "PathFinder")
 def describe(hook):
     return getattr(hook, "__qualname__", None) or type(hook).__qualname__
 print(json.dumps({
     "python": sys.executable, "prefix": sys.prefix,
-    "activated_by": before or activation.ACTIVATED_BY, "active": active,
-    "activation_ms": activation.ACTIVATION_MS,
+    "activated_by": before or info["activated_by"], "active": active,
+    "activation_ms": info["milliseconds"],
     "meta_path": [f"{getattr(hook, '__module__', '?')}.{describe(hook)}" for hook in sys.meta_path],
-    "finder_position": sys.meta_path.index(dispatch.FINDER) if dispatch.FINDER in sys.meta_path else -1,
+    "finder_position": sys.meta_path.index(STATE.finder) if STATE.finder in sys.meta_path else -1,
     "finder_position_after_activation": position_after_activation,
     "other_hooks": [f"{getattr(hook, '__module__', '?')}.{describe(hook)}" for hook in sys.meta_path
-                    if hook is not dispatch.FINDER and describe(hook) not in standard],
+                    if hook is not STATE.finder and describe(hook) not in standard],
     "path_hooks": [f"{getattr(hook, '__module__', '?')}.{describe(hook)}" for hook in sys.path_hooks],
-    "imported_before": list(activation.IMPORTED_BEFORE),
-    "patches": len(dispatch.CATALOG.by_name),
-    "plugins": {name: entry.value for name, entry in REGISTERED.items()},
+    "imported_before": info["imported_before"],
+    "patches": len(STATE.catalog.by_name),
+    "plugins": {name: entry.value for name, entry in STATE.plugin_entries.items()},
     "report": lazypatch.report(),
     "unmet": unmet,
     "import_errors": import_errors,

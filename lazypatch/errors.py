@@ -53,3 +53,15 @@ class SkipPatch(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class UndoError(RuntimeError):
+    """Undo could not restore everything; ``failures`` names each change that failed.
+
+    Raised once, after every other change was undone: one failing undo never
+    leaves the rest of a patch (or of ``unpatch_all``) applied.
+    """
+
+    def __init__(self, message: str, *, failures: "list" = ()) -> None:  # type: ignore[assignment]
+        super().__init__(message)
+        self.failures = list(failures)

@@ -28,10 +28,10 @@ from __future__ import annotations
 import sys
 from _thread import get_ident
 
-from .context import is_unloaded_lazy_module
+from .slots import is_unloaded_lazy_module
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, Optional, Sequence
 
 

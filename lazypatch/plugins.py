@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import os
 import sys
-from _warnings import warn
 
-from .conditions import canonical_name, split_metadata_directory
+from .distributions import canonical_name, metadata_entries
 from .errors import ConfigurationWarning
+from .notices import notify
+from .state import AFTER, BEFORE, STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,9 +67,6 @@ class PluginEntry:
     def __repr__(self) -> str:
         return f"<PluginEntry {self.target} = {self.value} ({self.distribution})>"
 
-
-# patch name -> the entry it was registered from; read by `lazypatch list` and doctor.
-REGISTERED: "Dict[str, PluginEntry]" = {}
 
 
 # --- discovery ------------------------------------------------------------
@@ -117,15 +115,8 @@ def _search_path(path: "Optional[Sequence[str]]") -> "List[str]":
 
 def scan_directory(directory: str) -> "List[PluginEntry]":
     """The ``[lazypatch]`` entry points of the distributions installed in one directory."""
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []   # missing directory, zip file, no permission
     entries: "List[PluginEntry]" = []
-    for name in names:
-        parsed = split_metadata_directory(name)
-        if parsed is None:
-            continue
+    for name, distribution, _ in metadata_entries(directory):
         location = os.path.join(directory, name)
         try:
             with open(os.path.join(location, "entry_points.txt"), encoding="utf-8") as handle:
@@ -135,7 +126,7 @@ def scan_directory(directory: str) -> "List[PluginEntry]":
         if "[" + GROUP not in text:
             continue
         for target, value in parse_entry_points(text):
-            entries.append(PluginEntry(normalise_distribution(parsed[0]), target, value,
+            entries.append(PluginEntry(normalise_distribution(distribution), target, value,
                                        location))
     return entries
 
@@ -230,17 +221,13 @@ def _write_cache(filename: str, sections: "Dict[str, Tuple[int, List[PluginEntry
             stamp = _mtime(os.path.join(entry.location, "entry_points.txt"))
             lines.append("ep " + "\t".join((entry.distribution, entry.target, entry.value,
                                              entry.location, str(stamp))))
-    temporary = f"{filename}.{os.getpid()}.tmp"
+    from .files import atomic_write
     try:
         os.makedirs(os.path.dirname(filename), exist_ok=True)
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-        os.replace(temporary, filename)   # atomic: ranks starting together never see half a file
+        # atomic: ranks starting together never see half a file
+        atomic_write(filename, "\n".join(lines) + "\n")
     except OSError:
-        try:
-            os.remove(temporary)
-        except OSError:
-            pass
+        pass   # a cache that cannot be written only costs the next process a scan
 
 
 def _section_is_current(mtime: int, entries: "List[PluginEntry]", directory: str) -> bool:
@@ -303,7 +290,7 @@ def _resolve(module_name: str, attribute: str) -> "Any":
 
 def _function_loader(entry: PluginEntry, module_name: str, attribute: str) -> "Any":
     def load_plugin_function(module: "Any", patch: "Any") -> None:
-        from .catalog import takes_context
+        from .registration import takes_context
         function = _resolve(module_name, attribute)
         if takes_context(function, entry.patch_name):
             function(module, patch)
@@ -316,13 +303,12 @@ def _function_loader(entry: PluginEntry, module_name: str, attribute: str) -> "A
 
 def _module_loader(entry: PluginEntry, module_name: str) -> "Any":
     def load_plugin_module(module: "Any", patch: "Any") -> None:
-        from . import dispatch
-        from .catalog import BEFORE
+        from .application import run_patches
         __import__(module_name)
         # The pack just declared its patches; its before_import patches on this
         # very target missed this pass (it was snapshotted), so run them now.
         # This patch itself is claimed, so it is not run twice.
-        dispatch.run_patches(entry.target, module, BEFORE)
+        run_patches(entry.target, module, BEFORE)
     load_plugin_module.__doc__ = (f"plugin pack module {entry.value} from distribution "
                                   f"{entry.distribution}, imported with {entry.target}")
     return load_plugin_module
@@ -330,12 +316,10 @@ def _module_loader(entry: PluginEntry, module_name: str) -> "Any":
 
 def register_entry(entry: PluginEntry) -> str:
     """Register the patch that loads ``entry``'s pack when its target is imported."""
-    import lazypatch
-
-    from .catalog import AFTER, BEFORE
+    from .registration import FIRST, register
     module_name, attribute = _split_value(entry)
     if attribute:
-        function, phase, priority = _function_loader(entry, module_name, attribute), AFTER, 0.0
+        function, phase, priority = _function_loader(entry, module_name, attribute), AFTER, 0
     else:
         # A module pack is imported just before its target's body runs, first of
         # all, so that the before_import and when_imported patches it declares
@@ -343,12 +327,13 @@ def register_entry(entry: PluginEntry) -> str:
         # a before-import hook would wait for a reload: load it at once instead.
         function = _module_loader(entry, module_name)
         if entry.target in sys.modules:
-            phase, priority = AFTER, float("-inf")
+            phase, priority = AFTER, FIRST
         else:
-            phase, priority = BEFORE, float("-inf")
-    name = lazypatch.register(function, entry.target, phase=phase, name=entry.patch_name,
-                              priority=priority, tags=(TAG, entry.distribution))
-    REGISTERED[name] = entry
+            phase, priority = BEFORE, FIRST
+    name = register(function, entry.target, phase=phase, name=entry.patch_name,
+                    priority=priority, tags=(TAG, entry.distribution))
+    with STATE.lock:
+        STATE.plugin_entries[name] = entry
     return name
 
 
@@ -358,13 +343,12 @@ def register_plugin_packs(path: "Optional[Sequence[str]]" = None) -> "List[str]"
     A malformed entry point warns (``ConfigurationWarning``) and is skipped;
     it never stops activation.
     """
-    from . import dispatch
     names = []
     for entry in discover(path):
-        if entry.patch_name in REGISTERED or entry.patch_name in dispatch.CATALOG.by_name:
+        if entry.patch_name in STATE.plugin_entries or entry.patch_name in STATE.catalog.by_name:
             continue   # activation ran twice, or two copies of one distribution
         try:
             names.append(register_entry(entry))
         except (ValueError, TypeError) as error:
-            warn(f"lazypatch: plugin pack skipped: {error}", ConfigurationWarning, stacklevel=2)
+            notify(f"lazypatch: plugin pack skipped: {error}", ConfigurationWarning, stacklevel=2)
     return names

@@ -1,24 +1,110 @@
-"""Rendering and writing patch reports: a readable table and JSON (``lazypatch.reporting``).
+"""Reporting: the record of each patch, tables, and report files of one or many processes.
 
-Imported only when a report is rendered or written (``json`` alone costs
-about 14 ms to import).
+Records are built here and only here (``record_of``): ``report()``, the
+report file, ``lazypatch list`` and ``doctor`` all show the same fields.
+Tables are drawn by one function, ``format_table``.
+
+Imported only when a report is built, rendered or written (``json`` is
+imported by the functions that need it; see benchmarks/COSTS.md).
 """
 
 from __future__ import annotations
 
-import json
 import os
 
+from .state import STATE
+
 TYPE_CHECKING = False
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Dict, List, Sequence
 
+    from .state import RegisteredPatch
+
 FORMATS = ("table", "json")
+
+
+class PatchRecord(dict):
+    """A snapshot of one patch's state, as ``report()`` returns it.
+
+    A plain dict (JSON-ready) whose keys can also be read as attributes:
+    ``record["status"] == record.status``.
+    """
+
+    def __getattr__(self, key: str) -> "Any":
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+def _provided_notes(patch: "RegisteredPatch") -> "List[str]":
+    lines: "List[str]" = []
+    for provider in patch.note_providers:
+        try:
+            provided = provider()
+        except Exception as error:  # a report must never fail because of one pack
+            from .slots import describe_exception
+            lines.append(f"note provider failed: {describe_exception(error)}")
+            continue
+        if provided is None:
+            continue
+        lines.extend([provided] if isinstance(provided, str) else [str(item) for item in provided])
+    return lines
+
+
+def record_of(patch: "RegisteredPatch") -> PatchRecord:
+    """The report record of a patch at this moment."""
+    with STATE.lock:
+        changes = [change.as_dict() for context in patch.live for change in context.changes]
+        untracked = list(patch.untracked())
+        record = PatchRecord(
+            name=patch.name, target=patch.target, phase=patch.phase, status=patch.status,
+            reason=patch.reason, error=patch.error, enabled=patch.enabled,
+            enabled_by_default=patch.enabled_by_default, priority=patch.priority,
+            tags=sorted(patch.tags), requires=[str(item) for item in patch.requires],
+            description=patch.description, duration_ms=round(patch.duration_ms, 4),
+            applications=patch.application_count, changes=changes,
+            conflicts=list(patch.conflicts), late_references=list(patch.late_references),
+            untracked_changes=untracked, undoable=not untracked, history=list(patch.history),
+            notes=list(patch.notes),
+            source=STATE.activation.sources.get(patch.name, "")
+            or getattr(patch.function, "__module__", "") or "",
+        )
+        plugin = STATE.plugin_entries.get(patch.name)
+        if plugin is not None:
+            record["source"] = f"plugin {plugin.distribution} ({plugin.value})"
+        providers = list(patch.note_providers)
+    if providers:   # user code: called without the lock
+        record["notes"] = record["notes"] + _provided_notes(patch)
+    return record
+
+
+def report() -> "List[PatchRecord]":
+    """A record of every registered patch, in registration order."""
+    with STATE.lock:
+        patches = STATE.catalog.patches()
+    return [record_of(patch) for patch in patches]
+
+
+def format_table(rows: "Sequence[Sequence[str]]") -> str:
+    """Aligned columns; the last column is not padded (it holds free text)."""
+    if not rows:
+        return ""
+    columns = max(len(row) for row in rows)
+    widths = [max((len(row[column]) for row in rows if column < len(row)), default=0)
+              for column in range(columns - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[column]) if column < len(widths) else cell
+                 for column, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
 
 
 def render(records: "Sequence[Dict[str, Any]]", format: str = "table") -> str:
     """Records as a JSON document or an aligned text table."""
     if format == "json":
+        import json
         return json.dumps(list(records), indent=2, default=str)
     if format != "table":
         raise ValueError(f"unknown report format {format!r}; use one of {', '.join(FORMATS)}")
@@ -41,11 +127,7 @@ def render_table(records: "Sequence[Dict[str, Any]]") -> str:
         rows.append((record.get("status", ""), record.get("name", ""), record.get("target", ""),
                      str(len(record.get("changes") or ())),
                      f"{record.get('duration_ms', 0):.2f}", detail))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header) - 1)]
-    lines = []
-    for row in rows:
-        cells = [row[column].ljust(widths[column]) for column in range(len(widths))]
-        lines.append("  ".join(cells + [row[-1]]).rstrip())
+    lines = [format_table(rows)]
     counts: "Dict[str, int]" = {}
     for record in records:
         counts[record.get("status", "")] = counts.get(record.get("status", ""), 0) + 1
@@ -56,7 +138,7 @@ def render_table(records: "Sequence[Dict[str, Any]]") -> str:
 
 def expand_path(template: str) -> str:
     """Fill ``{rank}`` and ``{pid}`` in a report path."""
-    from .config import current_rank
+    from .configuration import current_rank
     return template.replace("{rank}", str(current_rank())).replace("{pid}", str(os.getpid()))
 
 
@@ -68,11 +150,11 @@ def write_report(path: str, started: float = 0.0) -> str:
     since ``started`` (a time.time() value): it writes beside it, with
     ``.pid<PID>`` before the extension.
     """
+    import json
     import sys
 
-    import lazypatch
-
-    from .config import current_rank, rank_variable
+    from .configuration import current_rank, rank_variable
+    from .files import atomic_write
     target = expand_path(path)
     variable = rank_variable()
     if variable is None and "{rank}" in path and _written_by_ranked_process(target, started):
@@ -83,15 +165,13 @@ def write_report(path: str, started: float = 0.0) -> str:
         os.makedirs(directory, exist_ok=True)
     document = {"pid": os.getpid(), "rank": current_rank(), "rank_variable": variable,
                 "argv": list(sys.argv), "python": sys.executable,
-                "patches": lazypatch.report()}
-    temporary = f"{target}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, default=str)
-    os.replace(temporary, target)
+                "patches": report()}
+    atomic_write(target, json.dumps(document, indent=2, default=str))
     return target
 
 
 def _written_by_ranked_process(target: str, since: float) -> bool:
+    import json
     try:
         if os.stat(target).st_mtime < since:
             return False
@@ -110,12 +190,11 @@ def write_report_at_exit(path: str) -> None:
     def write() -> None:
         try:
             write_report(path, started)
-        except OSError as error:
-            from _warnings import warn
-
+        except Exception as error:   # at exit: say why, never raise from a handler
             from .errors import ConfigurationWarning
-            warn(f"lazypatch: cannot write LAZYPATCH_REPORT={path!r}: {error}",
-                 ConfigurationWarning)
+            from .notices import notify
+            notify(f"lazypatch: cannot write LAZYPATCH_REPORT={path!r}: {error}",
+                   ConfigurationWarning)
     atexit.register(write)
 
 
@@ -127,6 +206,7 @@ class ReportFileError(ValueError):
 
 def load_report(path: str) -> "Dict[str, Any]":
     """One report file as written by ``write_report`` (``patches`` plus process facts)."""
+    import json
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
@@ -201,9 +281,7 @@ def render_many(documents: "Sequence[Dict[str, Any]]") -> str:
     rows = [header] + [[name, targets[name]] +
                        [statuses[name].get(column, "absent") for column in range(len(labels))]
                        for name in names]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-             for row in rows]
+    lines = [format_table([row + [""] for row in rows])]
     lines.append(f"{len(documents)} reports: " + ", ".join(
         f"{label} ({document.get('path', '')})" for label, document in zip(labels, documents)))
     different = differences(documents)

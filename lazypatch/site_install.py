@@ -29,19 +29,20 @@ from __future__ import annotations
 import os
 import sys
 
+from .configuration import FALSE_WORDS, is_off
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional
 
 FILE_STEM = "lazypatch-activate"
-OFF_WORDS = ("0", "false", "no", "off")
 
 # One line, executed by site.py with exec(). Everything inside the try: a
 # start-up hook that raises prints a traceback in every Python process.
 PTH_LINE = (
     "import os, sys; exec(\"try:\\n"
     " if os.environ.get('LAZYPATCH', '1').strip().lower() not in "
-    + repr(OFF_WORDS).replace('"', "'") +
+    + repr(FALSE_WORDS).replace('"', "'") +
     ": import lazypatch.activation as _lazypatch; _lazypatch.activate('site .pth')\\n"
     "except ImportError:\\n pass\\n"
     "except Exception as error:\\n"
@@ -71,15 +72,13 @@ def install(directory: "Optional[str]" = None) -> "List[str]":
     Raises OSError (for example PermissionError) when the directory is not
     writable; the CLI turns that into a message naming the fix.
     """
+    from .files import atomic_write
     paths = files(directory)
     written = []
     for kind, content in (("pth", HEADER + PTH_LINE), ("start", HEADER + START_LINE)):
-        temporary = paths[kind] + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(content)
         # site.py may read the directory at any moment in another process:
         # never let it see a half-written line.
-        os.replace(temporary, paths[kind])
+        atomic_write(paths[kind], content)
         written.append(paths[kind])
     return written
 
@@ -109,14 +108,13 @@ def status(directory: "Optional[str]" = None) -> "Dict[str, object]":
             continue
         state[kind] = "installed" if content == expected else "outdated"
     state["installed"] = state["pth"] == "installed"
-    state["disabled_by_environment"] = \
-        os.environ.get("LAZYPATCH", "1").strip().lower() in OFF_WORDS
+    state["disabled_by_environment"] = is_off(os.environ.get("LAZYPATCH"))
     return state
 
 
 def activate_from_start() -> None:
     """The PEP 829 ``.start`` entry point (Python 3.15+): activate unless LAZYPATCH=0."""
-    if os.environ.get("LAZYPATCH", "1").strip().lower() in OFF_WORDS:
+    if is_off(os.environ.get("LAZYPATCH")):
         return
     try:
         from .activation import activate

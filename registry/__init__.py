@@ -29,7 +29,7 @@ def load_packs() -> None:
     """Import every built-in pack, registering its patches; a broken pack warns."""
     from _warnings import warn
 
-    from lazypatch.errors import ConfigurationWarning
+    from lazypatch import ConfigurationWarning
     for name in pack_names():
         try:
             __import__(f"{__name__}.{name}")

@@ -13,9 +13,9 @@ def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
     result = interpreter.run("""
         import sys
         before = set(sys.modules)
-        import lazypatch.auto, lazypatch.activation
+        import lazypatch.auto
         added = sorted(set(sys.modules) - before)
-        print(lazypatch.activation.ACTIVATED_BY)
+        print(lazypatch.activation_info()["activated_by"])
         print(" ".join(added))
     """)
     activated_by, added = result.stdout.splitlines()[-2:]
@@ -32,8 +32,9 @@ def test_bad_configuration_warns_with_accepted_values_and_never_breaks(interpret
            "LAZYPATCH_DISABLE": "no-such-patch", "LAZYPATCH_MODULES": "no_such_module",
            "LAZYPATCH_CONFIG": str(interpreter.root / "bad.toml"), "LAZYPATCH_PLUGINS": "2"}
     result = interpreter.run("""
-        import lazypatch.auto, lazypatch.activation as a
-        print("program ran", a.ACTIVATED_BY, a.CONFIGURATION.strict)
+        import lazypatch.auto, lazypatch
+        info = lazypatch.activation_info()
+        print("program ran", info["activated_by"], info["strict"])
     """, env=env)
     assert "program ran import lazypatch.auto False" in result.stdout
     stderr = result.stderr
@@ -60,8 +61,8 @@ def test_config_file_settings_apply_and_environment_overrides_them(interpreter):
         """,
     })
     code = """
-        import json, lazypatch.auto, lazypatch.activation as a, demo_target
-        print(json.dumps([demo_target.VALUE, a.CONFIGURATION.strict]))
+        import json, lazypatch.auto, lazypatch, demo_target
+        print(json.dumps([demo_target.VALUE, lazypatch.activation_info()["strict"]]))
     """
     config = {"LAZYPATCH_CONFIG": str(interpreter.root / "settings.toml")}
     assert interpreter.run_json(code, env=config) == [2, True]
@@ -70,8 +71,9 @@ def test_config_file_settings_apply_and_environment_overrides_them(interpreter):
 
 def test_lazypatch_0_turns_activation_off(interpreter):
     result = interpreter.run_json("""
-        import json, sys, lazypatch.auto, lazypatch.activation as a
-        print(json.dumps([a.ACTIVATED_BY, "lazypatch.registry" in sys.modules]))
+        import json, sys, lazypatch.auto, lazypatch
+        print(json.dumps([lazypatch.activation_info()["activated_by"],
+                          "lazypatch.registry" in sys.modules]))
     """, env={"LAZYPATCH": "0"})
     assert result == ["", False]
 
@@ -85,7 +87,8 @@ def test_activation_records_targets_imported_before_it(interpreter):
     """})
     result = interpreter.run_json("""
         import json, early
-        import lazypatch.auto, lazypatch.activation as a
-        print(json.dumps([a.IMPORTED_BEFORE, early.X, a.SOURCES["early.mark"]]))
+        import lazypatch.auto, lazypatch
+        info = lazypatch.activation_info()
+        print(json.dumps([info["imported_before"], early.X, info["sources"]["early.mark"]]))
     """, env={"LAZYPATCH_MODULES": "early_patches"})
     assert result == [["early"], 2, "LAZYPATCH_MODULES"]

@@ -95,7 +95,8 @@ def test_cache_is_used_and_invalidated_when_a_distribution_is_installed(interpre
                 return scan_directory(directory)
             plugins.scan_directory = scan_unless_site
         import lazypatch.auto
-        print(json.dumps(sorted(plugins.REGISTERED)))
+        from lazypatch.state import STATE
+        print(json.dumps(sorted(STATE.plugin_entries)))
     """
     first = interpreter.run_json(code.format(forbid_scan=False), env=env)
     assert first == ["acme_patches.acme_target"]

@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 
 import lazypatch
-from lazypatch import dispatch
+from lazypatch.state import STATE
 
 
 @pytest.fixture(autouse=True)
 def forget_registrations():
-    """These tests register into the test process's catalog; remove what they add."""
-    known = set(dispatch.CATALOG.by_name)
+    """These tests register into the test process's state; start and end clean."""
+    lazypatch.reset()
     yield
-    for name in set(dispatch.CATALOG.by_name) - known:
-        dispatch.CATALOG.remove(dispatch.CATALOG.by_name[name])
+    lazypatch.reset()
 
 
 @pytest.mark.parametrize("target, error, fragment", [
@@ -82,6 +81,6 @@ def test_bound_methods_are_accepted_as_patch_functions():
             return None
     lazypatch.register(Pack().apply, "some.module", name="bound.with_context")
     lazypatch.register(Pack().apply_module_only, "some.module", name="bound.module_only")
-    patches = dispatch.CATALOG.by_name
+    patches = STATE.catalog.by_name
     assert patches["bound.with_context"].takes_context is True
     assert patches["bound.module_only"].takes_context is False

@@ -34,9 +34,10 @@ DEMO = {
 # patch applied, and what the user's own sitecustomize recorded.
 PROBE = """
 import json, os, sys
-activation = sys.modules.get("lazypatch.activation")
+lazypatch_module = sys.modules.get("lazypatch")
 import demo_target
-print(json.dumps({"activated_by": activation.ACTIVATED_BY if activation else "",
+print(json.dumps({"activated_by": lazypatch_module.activation_info()["activated_by"]
+                  if lazypatch_module else "",
                   "value": demo_target.VALUE,
                   "user_sitecustomize": os.environ.get("USER_SITECUSTOMIZE_SAW", "did not run"),
                   "sys_path": sys.path}))
@@ -53,9 +54,10 @@ def test_run_chains_user_sitecustomize_and_reaches_subprocess_and_spawn_workers(
         # The user's own sitecustomize, found further on the path.
         "usersite/sitecustomize.py": """
             import os, sys
-            activation = sys.modules.get("lazypatch.activation")
+            lazypatch_module = sys.modules.get("lazypatch")
             os.environ["USER_SITECUSTOMIZE_SAW"] = (
-                "lazypatch active" if activation and activation.ACTIVATED_BY else "lazypatch inactive")
+                "lazypatch active" if lazypatch_module and lazypatch_module.activation_info()["active"]
+                else "lazypatch inactive")
         """,
         "probe.py": PROBE,
         "main.py": """
@@ -63,8 +65,8 @@ def test_run_chains_user_sitecustomize_and_reaches_subprocess_and_spawn_workers(
             import demo_target
 
             def worker_value(_):
-                import demo_target, lazypatch.activation as activation
-                return [activation.ACTIVATED_BY, demo_target.VALUE]
+                import demo_target, lazypatch
+                return [lazypatch.activation_info()["activated_by"], demo_target.VALUE]
 
             if __name__ == "__main__":
                 child = subprocess.run([sys.executable, "probe.py"], capture_output=True,
@@ -105,8 +107,8 @@ def test_run_stays_inert_under_another_interpreter_and_never_recurses(interprete
             depth = int(os.environ.get("SPAWN_DEPTH", "0"))
             if depth < 3:
                 out = subprocess.run([sys.executable, "-c",
-                    "import sys; a = sys.modules.get('lazypatch.activation');"
-                    "print((a and a.ACTIVATED_BY) or 'not activated')"],
+                    "import sys; a = sys.modules.get('lazypatch');"
+                    "print((a and a.activation_info()['activated_by']) or 'not activated')"],
                     env=dict(os.environ, SPAWN_DEPTH=str(depth + 1)),
                     capture_output=True, text=True).stdout.strip()
                 os.environ["CHILD_DURING_ACTIVATION"] = out
@@ -191,8 +193,8 @@ def test_site_install_activates_a_fresh_interpreter_and_uninstall_removes_it(int
     python = _make_venv(interpreter.root)
     ours = Path(sysconfig.get_paths()["purelib"], "lazypatch-activate.pth")
     existed_before = ours.exists()
-    check = ("import sys; a = sys.modules.get('lazypatch.activation');"
-             "print(a.ACTIVATED_BY if a else 'not imported')")
+    check = ("import sys; a = sys.modules.get('lazypatch');"
+             "print(a.activation_info()['activated_by'] if a else 'not imported')")
 
     def activated_by(**env):
         return interpreter.run_command([str(python), "-c", check], env=env).stdout.strip()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ..context import MISSING, own_dict
+from ..slots import MISSING, own_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ changes is what the original got wrong (see ANCHORS.md):
   module is first imported (at once if it already is);
 * leaving the ``with`` block undoes every patch exactly, including plain
   assignments a patch function makes (they are captured and recorded);
-* a failing patch is rolled back and reported (``lazypatch.report()``), it
+* a failing patch is rolled back and reported (``report()``), it
   never stops the program; ``patch_failure_warning=False`` silences its warning;
 * profiling and the brake hook the training loop instead of replacing it,
   and a resumed run past the brake step stops;
@@ -28,9 +28,11 @@ import re
 import sys
 import warnings
 
-import lazypatch
-
-from ..catalog import validate_target
+from .. import application
+from ..errors import PatchFailedWarning
+from ..registration import register, validate_target
+from ..reporting import report
+from ..state import STATE
 from .capture import record_plain_assignments, snapshot
 
 TYPE_CHECKING = False
@@ -47,7 +49,7 @@ class Patch:
 
     Lower ``priority`` runs first among the patches of one module (as in the
     DrivingSDK). ``patch_failure_warning=False`` keeps a failure quiet (it is
-    still rolled back and listed by ``lazypatch.report()``).
+    still rolled back and listed by ``report()``).
     """
 
     def __init__(self, func: "Callable[[ModuleType, Dict[str, Any]], Any]",
@@ -59,9 +61,8 @@ class Patch:
         if options is not None and not isinstance(options, dict):
             raise TypeError(f"Patch({getattr(func, '__name__', func)}): options must be a dict "
                             f"or None, got {type(options).__name__}")
-        if not isinstance(priority, (int, float)) or isinstance(priority, bool):
-            raise TypeError(f"Patch({getattr(func, '__name__', func)}): priority must be a "
-                            f"number, got {priority!r}")
+        from ..registration import validate_priority
+        priority = validate_priority(priority, f"Patch({getattr(func, '__name__', func)})")
         self.func = func
         self.options: "Dict[str, Any]" = options if options is not None else {}
         self.priority = priority
@@ -82,7 +83,7 @@ def _as_patch_list(module_name: str, patches: "Any") -> "List[Patch]":
 
 
 def _unique_name(base: str) -> str:
-    taken = {record.name for record in lazypatch.report()}
+    taken = {record.name for record in report()}
     if base not in taken:
         return base
     number = 2
@@ -166,11 +167,11 @@ class Patcher:
         name = _unique_name(f"{NAME_PREFIX}.{module_name}.{patch_object.name}")
         if not patch_object.patch_failure_warning:
             warnings.filterwarnings("ignore", message=re.escape(f"lazypatch: patch {name!r}"),
-                                    category=lazypatch.PatchFailedWarning)
+                                    category=PatchFailedWarning)
             self._quiet_filters.append(warnings.filters[0])
         self.names.append(name)
-        lazypatch.register(_legacy_patch_function(patch_object, module_name), module_name,
-                           name=name, priority=patch_object.priority, tags=(NAME_PREFIX,))
+        register(_legacy_patch_function(patch_object, module_name), module_name,
+                 name=name, priority=patch_object.priority, tags=(NAME_PREFIX,))
 
     def _blacklisted(self, name: str) -> bool:
         return name in self.blacklist or name.rsplit(".", 1)[-1] in self.blacklist
@@ -179,10 +180,10 @@ class Patcher:
         """Enable the built-in packs' patches with the chosen tags (they may have been
         loaded after this patcher was built: the selection happens now)."""
         from ..registry import load_packs
-        known_before = {record.name for record in lazypatch.report()}
+        known_before = {record.name for record in report()}
         load_packs()
         wanted = set(self.builtin_tags)
-        for record in lazypatch.report():
+        for record in report():
             if not wanted.intersection(record.tags) or record.name in self.names:
                 continue
             # Packs loaded only now (no activation) are this patcher's doing: all of
@@ -191,16 +192,16 @@ class Patcher:
             if self._blacklisted(record.name):
                 if record.enabled:
                     if record.status == "applied":
-                        lazypatch.unpatch(record.name)
+                        _unpatch(record.name)
                     else:
-                        lazypatch.disable(record.name)
+                        application.disable((record.name,))
                     if not loaded_here:
                         self._disabled_builtins.append(record.name)
             elif record.enabled_by_default and (not record.enabled or loaded_here):
                 # Optional patches (off by default, e.g. ascend.resnet_fp16) are not
                 # part of DrivingSDK's default set: enable those by name if wanted.
                 if not record.enabled:
-                    lazypatch.enable(record.name)
+                    application.enable((record.name,))
                 self._enabled_builtins.append(record.name)
 
     def _register_internal_format(self) -> None:
@@ -217,7 +218,7 @@ class Patcher:
 
         name = _unique_name(f"{NAME_PREFIX}.torch_npu.allow_internal_format")
         self.names.append(name)
-        lazypatch.register(internal_format, "torch_npu", name=name, tags=(NAME_PREFIX,))
+        register(internal_format, "torch_npu", name=name, tags=(NAME_PREFIX,))
 
     # -- undoing ------------------------------------------------------------
 
@@ -237,9 +238,9 @@ class Patcher:
             config.allow_internal_format = value
         self._internal_format_saved.clear()
         for name in reversed(self.names + self._enabled_builtins):
-            lazypatch.unpatch(name)
+            _unpatch(name)
         for name in self._disabled_builtins:
-            lazypatch.enable(name)
+            application.enable((name,))
         for entry in self._quiet_filters:
             if entry in warnings.filters:
                 warnings.filters.remove(entry)  # type: ignore[attr-defined]
@@ -302,3 +303,7 @@ class PatcherBuilder:
 default_patcher_builder = PatcherBuilder(builtin_tags=DEFAULT_TAGS)
 
 __all__ = ["Patch", "Patcher", "PatcherBuilder", "default_patcher_builder"]
+
+
+def _unpatch(name: str) -> None:
+    application.unpatch(STATE.catalog.find(name), "undone by the DrivingSDK patcher's restore()")

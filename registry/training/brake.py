@@ -59,12 +59,10 @@ def _write_report_if_not_scheduled() -> None:
     (the API used directly) write it here, since nobody else will."""
     import lazypatch
     path = lazypatch.setting("LAZYPATCH_REPORT").strip()
-    activation = sys.modules.get("lazypatch.activation")
-    if not path or (activation is not None and getattr(activation, "ACTIVATED_BY", "")):
+    if not path or lazypatch.activation_info()["active"]:
         return
-    from lazypatch.reporting import write_report
     try:
-        write_report(path)
+        lazypatch.write_report(path)
     except Exception as error:   # the stop itself must still happen
         sys.stderr.write(f"lazypatch: brake: cannot write LAZYPATCH_REPORT={path!r}: "
                          f"{error} (pid {os.getpid()})\n")

@@ -1,26 +1,33 @@
-"""Configuration from environment variables (and an optional TOML file).
+"""Configuration: environment variables and an optional TOML file, read into one object.
 
 Parsed by hand (no ``re``): this runs at interpreter start-up under
 sitecustomize activation. Bad values never raise: they emit a
 ``ConfigurationWarning`` that names the variable and the accepted values,
 and the default is used, because configuration mistakes must not break the
-user's program.
+user's program. Configuration flows one way: ``read()`` builds a
+``Configuration``; the engine stores it in ``state.STATE`` and hands its
+values down; nothing here reads engine modules other than ``state``.
 """
 
 from __future__ import annotations
 
 import os
-from _warnings import warn
 
 from .errors import ConfigurationWarning
+from .notices import notify
+from .state import STATE
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Dict, List, Mapping, Optional
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Dict, List, Mapping, Optional, Tuple
 
+# The one list of words for a yes/no setting. An empty value means "not set"
+# (the default applies): `LAZYPATCH=` must not switch activation off while
+# `lazypatch site status` says it is on.
 TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off", "")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FALSE_WORDS = ("0", "false", "no", "off")
+# The one table of log levels, by name, as the logging module numbers them.
+LOG_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
 # Every variable lazypatch itself reads, with what it means. Packs add theirs
 # through declare_variable() so that a typo such as LAZYPATCH_DISABEL can be
@@ -71,7 +78,22 @@ def rank_variable(environ: "Optional[Mapping[str, str]]" = None) -> "Optional[st
 
 def declare_variable(name: str, meaning: str) -> None:
     """Declare an environment variable a pack reads, so it is not reported as unknown."""
-    VARIABLES[name] = meaning
+    if not isinstance(name, str) or not name.startswith("LAZYPATCH_"):
+        raise ValueError(f"declare_variable: {name!r} must be a LAZYPATCH_* variable name")
+    with STATE.lock:
+        STATE.declared_variables[name] = str(meaning)
+
+
+def known_variables() -> "Dict[str, str]":
+    """Every variable lazypatch or a pack reads, with what it means."""
+    known = dict(VARIABLES)
+    known.update(STATE.declared_variables)
+    return known
+
+
+def is_off(value: "Optional[str]") -> bool:
+    """Whether a yes/no setting's value says no (unset and empty mean the default)."""
+    return value is not None and value.strip().lower() in FALSE_WORDS
 
 
 def split_list(value: str) -> "List[str]":
@@ -88,9 +110,11 @@ def parse_flag(name: str, value: "Optional[str]", default: bool = False) -> bool
         return True
     if lowered in FALSE_WORDS:
         return False
-    warn(f"lazypatch: {name}={value!r} is not understood; use one of "
-         f"{', '.join(TRUE_WORDS + FALSE_WORDS[:-1])}. Using {int(default)}.",
-         ConfigurationWarning, stacklevel=3)
+    if not lowered:
+        return default
+    notify(f"lazypatch: {name}={value!r} is not understood; use one of "
+           f"{', '.join(TRUE_WORDS + FALSE_WORDS)}. Using {int(default)}.",
+           ConfigurationWarning, stacklevel=3)
     return default
 
 
@@ -101,9 +125,9 @@ def parse_log_level(value: "Optional[str]") -> "Optional[str]":
     level = value.strip().upper()
     if level in LOG_LEVELS or level.isdigit():
         return level
-    warn(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
-         f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.",
-         ConfigurationWarning, stacklevel=3)
+    notify(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
+           f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.",
+           ConfigurationWarning, stacklevel=3)
     return None
 
 
@@ -128,37 +152,71 @@ def _from_file(path: str) -> "Dict[str, str]":
     try:
         import tomllib
     except ImportError:  # Python < 3.11
-        warn("lazypatch: LAZYPATCH_CONFIG needs Python 3.11+ (tomllib); ignoring it",
-             ConfigurationWarning, stacklevel=3)
+        notify("lazypatch: LAZYPATCH_CONFIG needs Python 3.11+ (tomllib); ignoring it",
+               ConfigurationWarning, stacklevel=3)
         return {}
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except (OSError, ValueError) as error:
-        warn(f"lazypatch: cannot read LAZYPATCH_CONFIG={path!r}: {error}; ignoring it",
-             ConfigurationWarning, stacklevel=3)
+        notify(f"lazypatch: cannot read LAZYPATCH_CONFIG={path!r}: {error}; ignoring it",
+               ConfigurationWarning, stacklevel=3)
         return {}
     section = data.get("lazypatch", data)
+    if not isinstance(section, dict):
+        notify(f"lazypatch: LAZYPATCH_CONFIG={path!r}: 'lazypatch' must be a table of "
+               f"settings ([lazypatch] with lines such as disable = [\"name\"]), got a "
+               f"{type(section).__name__}; ignoring the file", ConfigurationWarning, stacklevel=3)
+        return {}
+    known = known_variables()
     settings: "Dict[str, str]" = {}
     for key, value in section.items():
         variable = "LAZYPATCH_" + str(key).upper()
-        if variable not in VARIABLES or variable == "LAZYPATCH_CONFIG":
-            accepted = sorted(name[10:].lower() for name in VARIABLES
-                              if name.startswith("LAZYPATCH_") and name != "LAZYPATCH_CONFIG")
-            warn(f"lazypatch: unknown key {key!r} in {path}; accepted keys: "
-                 f"{', '.join(accepted)}", ConfigurationWarning, stacklevel=3)
+        if variable not in known or variable in NOT_IN_FILES:
+            accepted = sorted(name[10:].lower() for name in known
+                              if name.startswith("LAZYPATCH_") and name not in NOT_IN_FILES)
+            notify(f"lazypatch: unknown key {key!r} in {path}; accepted keys: "
+                   f"{', '.join(accepted)}", ConfigurationWarning, stacklevel=3)
             continue
         if isinstance(value, bool):
             value = "1" if value else "0"
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(item) for item in value)
+        elif isinstance(value, dict):
+            notify(f"lazypatch: key {key!r} in {path} is a table; give a string, a number, "
+                   f"a boolean or a list; ignoring it", ConfigurationWarning, stacklevel=3)
+            continue
         settings[variable] = str(value)
     return settings
 
 
+# Variables that only lazypatch itself sets, or that name the file itself.
+NOT_IN_FILES = ("LAZYPATCH_CONFIG", "LAZYPATCH_RUN_PYTHON", "LAZYPATCH_ACTIVATING")
+
+# The last configuration read, keyed by the LAZYPATCH* variables it came from:
+# reading the same environment again returns it without warning a second time.
+_last_read: "Optional[Tuple[tuple, Configuration]]" = None
+
+
 def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
-    """Read the configuration; the environment overrides the TOML file."""
-    environment: "Dict[str, str]" = dict(os.environ if environ is None else environ)
+    """Read the configuration; the environment overrides the TOML file.
+
+    Never raises: a bad value warns (through ``notices``, so that no warnings
+    filter can turn it into an exception) and its default is used.
+    """
+    global _last_read
+    source = os.environ if environ is None else environ
+    key = tuple(sorted((name, value) for name, value in source.items()
+                       if name == "LAZYPATCH" or name.startswith("LAZYPATCH_")))
+    if _last_read is not None and _last_read[0] == key:
+        return _last_read[1]
+    configuration = _read(source)
+    _last_read = (key, configuration)
+    return configuration
+
+
+def _read(source: "Mapping[str, str]") -> Configuration:
+    environment: "Dict[str, str]" = dict(source)
     config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
     merged = _from_file(config_path) if config_path else {}
     merged.update({key: value for key, value in environment.items()
@@ -183,11 +241,12 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
 def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> None:
     """Warn about LAZYPATCH_* variables nobody declared (likely typos)."""
     environment = os.environ if environ is None else environ
+    known = known_variables()
     unknown = sorted(key for key in environment
-                     if key.startswith("LAZYPATCH_") and key not in VARIABLES)
+                     if key.startswith("LAZYPATCH_") and key not in known)
     if unknown:
-        warn(f"lazypatch: unknown environment variable(s) {', '.join(unknown)}; "
-             f"accepted: {', '.join(sorted(VARIABLES))}", ConfigurationWarning, stacklevel=3)
+        notify(f"lazypatch: unknown environment variable(s) {', '.join(unknown)}; "
+               f"accepted: {', '.join(sorted(known))}", ConfigurationWarning, stacklevel=3)
 
 
 def setting(name: str, default: str = "") -> str:
@@ -195,8 +254,7 @@ def setting(name: str, default: str = "") -> str:
     value = os.environ.get(name)
     if value is not None:
         return value
-    from . import activation
-    configuration = activation.CONFIGURATION
+    configuration = STATE.configuration
     if configuration is not None:
         return configuration.extra.get(name, default)
     return default

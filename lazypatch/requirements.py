@@ -1,4 +1,4 @@
-"""Conditions on installed distributions, checked without importing them.
+"""Requirements (PEP 508) on installed distributions, checked without importing them.
 
 A patch's ``requires`` is a list of PEP 508 requirement strings. They are
 parsed at registration (so that a typo fails early, naming the bad string)
@@ -17,10 +17,11 @@ from __future__ import annotations
 import os
 import sys
 
+from .distributions import canonical_name, installed_version
 from .versions import InvalidVersion, Specifier, Version, parse_specifiers
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
     Marker = Callable[[Dict[str, str]], bool]
@@ -32,21 +33,6 @@ _MARKER_VARIABLES = {
     "platform_python_implementation", "implementation_name",
     "implementation_version", "extra",
 }
-
-
-def canonical_name(name: str) -> str:
-    """Normalise a distribution name as PEP 503 does (``Foo_Bar`` -> ``foo-bar``)."""
-    out = []
-    previous_separator = False
-    for character in name.lower():
-        if character in "-_.":
-            if not previous_separator:
-                out.append("-")
-            previous_separator = True
-        else:
-            out.append(character)
-            previous_separator = False
-    return "".join(out)
 
 
 class Requirement:
@@ -143,89 +129,6 @@ def version_matches(version: str, specifiers: str) -> bool:
     """Whether a version string satisfies a specifier set such as ``>=2.0,<2.2``."""
     candidate = Version(version)
     return all(specifier.contains(candidate) for specifier in parse_specifiers(specifiers))
-
-
-# --- installed distributions ------------------------------------------------
-
-_directory_cache: Dict[str, Tuple[float, Dict[str, str]]] = {}
-
-
-def _distributions_in(directory: str) -> Dict[str, str]:
-    """Map canonical distribution name -> version for one sys.path directory.
-
-    Cached by the directory's mtime: installing or removing a distribution
-    adds or removes a ``*.dist-info`` entry, which changes the mtime.
-    """
-    try:
-        mtime = os.stat(directory).st_mtime
-    except OSError:
-        return {}
-    cached = _directory_cache.get(directory)
-    if cached is not None and cached[0] == mtime:
-        return cached[1]
-    found: Dict[str, str] = {}
-    try:
-        entries = os.listdir(directory)
-    except OSError:
-        entries = []
-    for entry in entries:
-        parsed = split_metadata_directory(entry)
-        if parsed is None:
-            continue
-        name, version = parsed
-        if not version:
-            version = _version_from_metadata_file(os.path.join(directory, entry)) or ""
-        if version:
-            found.setdefault(canonical_name(name), version)
-    _directory_cache[directory] = (mtime, found)
-    return found
-
-
-def split_metadata_directory(entry: str) -> Optional[Tuple[str, str]]:
-    """(distribution name, version or "") of a ``*.dist-info``/``*.egg-info`` entry
-    name such as ``acme_patches-1.0.dist-info``; None for any other name."""
-    for suffix in (".dist-info", ".egg-info"):
-        if entry.endswith(suffix):
-            name, _, version = entry[:-len(suffix)].partition("-")
-            # "name-1.0-py3.11.egg-info" carries the Python tag after the version.
-            return name, version.split("-", 1)[0]
-    return None
-
-
-def _version_from_metadata_file(path: str) -> Optional[str]:
-    for file_name in ("METADATA", "PKG-INFO"):
-        candidate = path if os.path.isfile(path) else os.path.join(path, file_name)
-        try:
-            with open(candidate, encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    if line.startswith("Version:"):
-                        return line[len("Version:"):].strip()
-                    if not line.strip():
-                        break
-        except OSError:
-            continue
-    return None
-
-
-def installed_version(name: str) -> Optional[str]:
-    """The installed version of distribution ``name``, or None, importing nothing."""
-    key = canonical_name(name)
-    needs_metadata_fallback = False
-    for entry in sys.path:
-        directory = entry or os.getcwd()
-        if os.path.isdir(directory):
-            version = _distributions_in(directory).get(key)
-            if version is not None:
-                return version
-        elif os.path.exists(directory):
-            needs_metadata_fallback = True
-    if needs_metadata_fallback:
-        from importlib import metadata
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-    return None
 
 
 # --- environment markers ----------------------------------------------------

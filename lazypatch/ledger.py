@@ -1,106 +1,31 @@
-"""The patch context: every mutation a patch makes, recorded so it can be undone.
+"""The ledger: every change a patch makes, recorded so that it can be undone exactly.
 
-Undo must be as exact as pytest's ``monkeypatch``:
+Undo must be as exact as pytest's ``monkeypatch``: originals are read raw
+from the owner's own ``__dict__`` (see ``slots``), and restoring "absent"
+deletes again. Several patches may change the same slot; each slot keeps a
+stack of live changes, and undoing a change in the middle splices it out
+(the change above it inherits its "before" value) instead of writing over a
+later patch's value. So patches can be undone in any order and the end
+state is the same as undoing them in reverse.
 
-* originals are read from the owner's own ``__dict__``, never through
-  ``getattr``. ``getattr(cls, "m")`` on a classmethod returns a *bound
-  method*, and on an inherited attribute returns the base class's object;
-  writing either back would change the class (a bound method instead of the
-  classmethod, or a copy shadowing the base on the subclass). Reading the
-  own dict gives the raw descriptor, or "absent", which undo turns back into
-  "absent" by deleting.
-* several patches may change the same slot (attribute or item). Each slot
-  keeps a stack of live changes; undoing a change in the middle splices it
-  out (the change above it inherits its "before" value) instead of writing
-  over a later patch's value. So patches can be undone in any order and the
-  end state is the same as undoing them in reverse.
+Threads: reading a slot, writing it and pushing the change happen under the
+engine's one lock (``state.EngineState.lock``), so two patches changing one
+attribute from two threads always leave a stack that undo can unwind to the
+original. The lock is held only around those few operations on the user's
+objects, never while a patch function or a module body runs.
 """
 
 from __future__ import annotations
 
 import sys
 
+from .slots import ATTRIBUTE, ITEM, MISSING, describe, own_dict, read_slot, write_slot
+
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
-
-MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<missing>",
-                                    "__bool__": lambda self: False})()
-
-ATTRIBUTE = "attribute"
-ITEM = "item"
 CALLBACK = "callback"   # an undo action the patch supplied (patch.on_undo)
-
-
-def own_dict(owner: Any) -> Optional[Any]:
-    """The owner's own ``__dict__`` (a dict or mappingproxy), or None.
-
-    ``object.__getattribute__`` bypasses a lazy module's ``__getattribute__``
-    (``importlib.util._LazyModule``), which would otherwise load the module
-    just because we looked at it.
-    """
-    try:
-        return object.__getattribute__(owner, "__dict__")
-    except (AttributeError, TypeError):
-        return None
-
-
-def is_unloaded_lazy_module(module: Any) -> bool:
-    """Whether ``module`` is an ``importlib.util.LazyLoader`` module whose body has
-    not run yet (touching any of its attributes would run it).
-
-    No import system has made one unless ``importlib.util`` is loaded, so
-    this never imports it.
-    """
-    util = sys.modules.get("importlib.util")
-    lazy_class = getattr(util, "_LazyModule", None) if util is not None else None
-    return lazy_class is not None and type(module) is lazy_class
-
-
-def read_slot(kind: str, owner: Any, key: Any) -> Any:
-    """The raw value stored in a slot, or MISSING when the owner has none of its own."""
-    if kind == ITEM:
-        try:
-            return owner[key]
-        except KeyError:
-            return MISSING
-    namespace = own_dict(owner)
-    if namespace is not None:
-        return namespace.get(key, MISSING)
-    # Objects without a __dict__ (slots, C types): the value lives in a slot
-    # descriptor on the type, so getattr is the only way to read it.
-    return getattr(owner, key, MISSING)
-
-
-def write_slot(kind: str, owner: Any, key: Any, value: Any) -> None:
-    """Store ``value`` in a slot, or remove the slot's own value for MISSING."""
-    if kind == ITEM:
-        if value is not MISSING:
-            owner[key] = value
-        elif key in owner:
-            del owner[key]
-        return
-    if value is MISSING:
-        namespace = own_dict(owner)
-        if namespace is None or key in namespace:
-            delattr(owner, key)
-    else:
-        setattr(owner, key, value)
-
-
-def describe(owner: Any) -> str:
-    """A short human name for an owner object, for reports."""
-    if owner is sys.modules:
-        return "sys.modules"
-    name = getattr(owner, "__name__", None) if isinstance(owner, type) or \
-        type(owner).__name__ in ("module", "_LazyModule") else None
-    if isinstance(name, str):
-        module = getattr(owner, "__module__", None)
-        if isinstance(owner, type) and module and module != "builtins":
-            return f"{module}.{getattr(owner, '__qualname__', name)}"
-        return name
-    return f"<{type(owner).__name__} at {id(owner):#x}>"
 
 
 class Change:
@@ -109,11 +34,11 @@ class Change:
     __slots__ = ("action", "kind", "owner", "key", "before", "after", "patch_name", "live",
                  "rebinding", "earlier_holders")
 
-    def __init__(self, action: str, kind: str, owner: Any, key: Any, before: Any,
-                 after: Any, patch_name: str) -> None:
+    def __init__(self, action: str, kind: str, owner: "Any", key: "Any", before: "Any",
+                 after: "Any", patch_name: str) -> None:
         self.action = action          # setattr, delattr, wrap, rebind, setitem, delitem, provide_module
-        self.kind = kind              # ATTRIBUTE or ITEM
-        self.owner = owner            # strong reference: keeps id(owner) stable while live
+        self.kind = kind              # ATTRIBUTE, ITEM or CALLBACK
+        self.owner = owner            # strong reference while live: keeps id(owner) stable
         self.key = key
         self.before = before
         self.after = after
@@ -125,68 +50,87 @@ class Change:
         self.earlier_holders: frozenset = frozenset()
 
     @property
-    def slot(self) -> Tuple[str, int, Any]:
+    def slot(self) -> "Tuple[str, int, Any]":
         return (self.kind, id(self.owner), self.key)
 
     def describe(self) -> str:
+        if self.kind == CALLBACK:
+            return f"on_undo {getattr(self.owner, '__qualname__', self.owner)!r}"
         where = describe(self.owner)
         if self.kind == ITEM:
             return f"{self.action} {where}[{self.key!r}]"
         return f"{self.action} {where}.{self.key}"
 
-    def as_dict(self) -> Dict[str, Any]:
-        return {"action": self.action, "target": describe(self.owner),
-                "key": str(self.key), "live": self.live,
+    def as_dict(self) -> "Dict[str, Any]":
+        return {"action": self.action, "target": describe(self.owner) if self.kind != CALLBACK
+                else "on_undo", "key": str(self.key), "live": self.live,
                 "replaced": self.before is not MISSING}
 
 
-class SlotHistory:
-    """Live changes per slot, oldest first, shared by all patches."""
+class Ledger:
+    """Live changes per slot, oldest first, shared by all patches of the process."""
 
-    def __init__(self) -> None:
-        self._stacks: Dict[Tuple[str, int, Any], List[Change]] = {}
+    def __init__(self, lock: "Any") -> None:
+        self.lock = lock
+        self._stacks: "Dict[Tuple[str, int, Any], List[Change]]" = {}
 
-    def record(self, change: Change) -> List[Change]:
-        """Push a change; return the live changes of *other* patches on its slot."""
-        stack = self._stacks.setdefault(change.slot, [])
-        others = [earlier for earlier in stack if earlier.patch_name != change.patch_name]
-        stack.append(change)
-        return others
+    def change(self, action: str, kind: str, owner: "Any", key: "Any", value: "Any",
+               patch_name: str) -> "Tuple[Change, List[Change]]":
+        """Write ``value`` into a slot and record it; return the change and the live
+        changes of *other* patches on that slot (a conflict when not empty)."""
+        with self.lock:
+            before = read_slot(kind, owner, key)
+            write_slot(kind, owner, key, value)
+            change = Change(action, kind, owner, key, before, value, patch_name)
+            stack = self._stacks.setdefault(change.slot, [])
+            others = [earlier for earlier in stack if earlier.patch_name != patch_name]
+            stack.append(change)
+            return change, others
 
-    def undo(self, change: Change) -> bool:
+    def undo(self, change: "Change") -> bool:
         """Undo one change exactly, splicing it out if later changes sit on top.
 
         Returns whether the slot was written (False when a later change keeps it).
         """
-        if not change.live:
-            return False
-        stack = self._stacks.get(change.slot, [])
-        position = next((index for index, item in enumerate(stack) if item is change), None)
-        if position is not None and position + 1 < len(stack):
-            stack[position + 1].before = change.before
-            written = False
-        else:
-            write_slot(change.kind, change.owner, change.key, change.before)
-            written = True
-        if position is not None:
-            del stack[position]
-            if not stack:
-                del self._stacks[change.slot]
-        change.live = False
-        return written
+        with self.lock:
+            if not change.live:
+                return False
+            stack = self._stacks.get(change.slot, [])
+            position = next((index for index, item in enumerate(stack) if item is change), None)
+            if position is not None and position + 1 < len(stack):
+                stack[position + 1].before = change.before
+                written = False
+            else:
+                # Marked undone only once the write succeeded: a failed write
+                # leaves the change live, so a later undo can try again.
+                write_slot(change.kind, change.owner, change.key, change.before)
+                written = True
+            if position is not None:
+                del stack[position]
+                if not stack:
+                    del self._stacks[change.slot]
+            change.live = False
+            return written
 
-    def first_original(self, kind: str, owner: Any, key: Any) -> Any:
+    def first_original(self, kind: str, owner: "Any", key: "Any") -> "Any":
         """The value the slot held before any live patch touched it."""
-        stack = self._stacks.get((kind, id(owner), key))
-        if stack:
-            return stack[0].before
+        with self.lock:
+            stack = self._stacks.get((kind, id(owner), key))
+            if stack:
+                return stack[0].before
         return read_slot(kind, owner, key)
 
-    def is_patched(self, kind: str, owner: Any, key: Any) -> bool:
+    def is_patched(self, kind: str, owner: "Any", key: "Any") -> bool:
         return bool(self._stacks.get((kind, id(owner), key)))
 
+    def live_count(self) -> int:
+        """How many changes are live in the whole process (0 after a full undo)."""
+        with self.lock:
+            return sum(len(stack) for stack in self._stacks.values())
 
-HISTORY = SlotHistory()
+    def clear(self) -> None:
+        with self.lock:
+            self._stacks.clear()
 
 
 class PatchContext:
@@ -196,43 +140,48 @@ class PatchContext:
     ``undo()`` reverses all of them, newest first.
     """
 
-    def __init__(self, name: str, module: Any) -> None:
+    __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
+                 "notes", "note_providers", "_ledger", "__weakref__")
+
+    # The process's ledger (``state.STATE.ledger``), set by ``state`` when it is
+    # created, so that a context made by hand (in a test) records where every
+    # patch records; the engine passes it explicitly.
+    default_ledger: "Optional[Ledger]" = None
+
+    def __init__(self, name: str, module: "Any", ledger: "Optional[Ledger]" = None) -> None:
         self.name = name
         self.module = module
-        self.changes: List[Change] = []
+        self.changes: "List[Change]" = []
         # (change, other patches' live changes on the same slot); reported by the
-        # dispatcher only if this patch succeeds, since a failure rolls back.
-        self.conflicts: List[Tuple[Change, List[Change]]] = []
+        # application only if this patch succeeds, since a failure rolls back.
+        self.conflicts: "List[Tuple[Change, List[Change]]]" = []
         self.revert_after_import_requested = False
-        self.notes: List[str] = []
-        self.note_providers: List[Callable[[], Any]] = []
+        self.notes: "List[str]" = []
+        self.note_providers: "List[Callable[[], Any]]" = []
+        self._ledger = ledger if ledger is not None else PatchContext.default_ledger
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"
 
     # -- recording ----------------------------------------------------------
 
-    def _apply(self, action: str, kind: str, owner: Any, key: Any, value: Any) -> Change:
-        before = read_slot(kind, owner, key)
-        write_slot(kind, owner, key, value)
-        change = Change(action, kind, owner, key, before, value, self.name)
+    def _apply(self, action: str, kind: str, owner: "Any", key: "Any", value: "Any") -> Change:
+        change, others = self._ledger.change(action, kind, owner, key, value, self.name)
         self.changes.append(change)
-        others = HISTORY.record(change)
         if others:
             self.conflicts.append((change, others))
         return change
 
-    def setattr(self, owner: Any, name: str, value: Any, rebind: bool = False) -> None:
+    def setattr(self, owner: "Any", name: str, value: "Any", rebind: bool = False) -> None:
         """Set ``owner.name = value``; with ``rebind``, also replace the old object
         wherever other imported modules hold it as a global (``from x import y``)."""
         if not isinstance(name, str):
             raise TypeError(f"attribute name must be a string, got {name!r}")
         change = self._apply("setattr", ATTRIBUTE, owner, name, value)
         if rebind and change.before is not MISSING:
-            change.rebinding = True
             self._rebind(change, exclude=(owner,))
 
-    def delattr(self, owner: Any, name: str) -> None:
+    def delattr(self, owner: "Any", name: str) -> None:
         """Delete ``owner.name``; it must be the owner's own attribute."""
         namespace = own_dict(owner)
         if namespace is not None and name not in namespace:
@@ -243,18 +192,18 @@ class PatchContext:
                    "defines it" if inherited else "no such attribute"))
         self._apply("delattr", ATTRIBUTE, owner, name, MISSING)
 
-    def setitem(self, mapping: Any, key: Any, value: Any) -> None:
+    def setitem(self, mapping: "Any", key: "Any", value: "Any") -> None:
         """Set ``mapping[key] = value``."""
         self._apply("setitem", ITEM, mapping, key, value)
 
-    def delitem(self, mapping: Any, key: Any) -> None:
+    def delitem(self, mapping: "Any", key: "Any") -> None:
         """Delete ``mapping[key]``; it must exist."""
         if key not in mapping:
             raise KeyError(f"cannot delete {key!r}: not in {describe(mapping)}")
         self._apply("delitem", ITEM, mapping, key, MISSING)
 
-    def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any],
-             rebind: bool = False) -> Any:
+    def wrap(self, owner: "Any", name: str, wrapper: "Callable[..., Any]",
+             rebind: bool = False) -> "Any":
         """Replace ``owner.name`` with a ``wrapt.FunctionWrapper`` calling
         ``wrapper(wrapped, instance, args, kwargs)``; return the wrapper object.
 
@@ -278,15 +227,14 @@ class PatchContext:
         if isinstance(original, property):
             raise TypeError(f"cannot wrap property {describe(owner)}.{name}; "
                             f"set a new property with patch.setattr instead")
-        from wrapt import FunctionWrapper  # deferred: importing wrapt costs ~130 ms
+        from wrapt import FunctionWrapper  # deferred: see benchmarks/COSTS.md for wrapt's cost
         wrapped = FunctionWrapper(original, wrapper)
         change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
         if rebind and change.before is not MISSING:
-            change.rebinding = True
             self._rebind(change, exclude=(owner,))
         return wrapped
 
-    def provide_module(self, name: str, module: Any) -> None:
+    def provide_module(self, name: str, module: "Any") -> None:
         """Make ``import name`` return ``module`` (an entry in ``sys.modules``, and the
         attribute on its parent package when that is imported)."""
         self._apply("provide_module", ITEM, sys.modules, name, module)
@@ -295,23 +243,34 @@ class PatchContext:
         if parent is not None:
             self._apply("provide_module", ATTRIBUTE, parent, child, module)
 
-    def rebind(self, old: Any, new: Any, exclude: Tuple[Any, ...] = ()) -> List[str]:
+    def rebind(self, old: "Any", new: "Any", exclude: "Tuple[Any, ...]" = ()) -> "List[str]":
         """Replace module globals that are ``old`` (by identity) with ``new``.
 
         Returns "module.name" for every rebound reference; each is recorded
-        and restored by undo.
+        and restored by undo. A value whose identity proves nothing (an int,
+        a string, None...) is never rebound; the report says so.
         """
-        from .references import find_module_references
+        from .references import find_module_references, identity_proves_copy
+        reason = identity_proves_copy(old)
+        if reason is not None:
+            self.notes.append(f"rebind: left module globals equal to {old!r} alone: it is {reason}")
+            return []
         rebound = []
-        for module, global_name in list(find_module_references(old, exclude=exclude)):
+        for module, global_name in find_module_references(old, exclude=exclude):
             self._apply("rebind", ATTRIBUTE, module, global_name, new)
             rebound.append(f"{module.__name__}.{global_name}")
         return rebound
 
-    def _rebind(self, change: Change, exclude: Tuple[Any, ...]) -> None:
+    def _rebind(self, change: Change, exclude: "Tuple[Any, ...]") -> None:
         """Rebind copies of ``change.before`` and remember who already held
         ``change.after``, in one walk over the loaded modules."""
-        from .references import find_holders
+        from .references import find_holders, identity_proves_copy
+        reason = identity_proves_copy(change.before)
+        if reason is not None:
+            self.notes.append(f"rebind: {change.describe()[len(change.action) + 1:]} was not "
+                              f"rebound elsewhere: its old value {change.before!r} is {reason}")
+            return
+        change.rebinding = True
         holders = find_holders([change.before, change.after], exclude=exclude)
         change.earlier_holders = frozenset((id(module), name)
                                            for module, name in holders[id(change.after)])
@@ -334,7 +293,7 @@ class PatchContext:
         outlive undo, since they describe what happened."""
         self.notes.append(str(text))
 
-    def note_provider(self, provider: Callable[[], Any]) -> None:
+    def note_provider(self, provider: "Callable[[], Any]") -> None:
         """Call ``provider()`` each time the report is built and add what it returns
         (a string or strings) to the notes: for figures that change after the patch
         applied, such as call counters."""
@@ -342,7 +301,7 @@ class PatchContext:
             raise TypeError(f"note_provider needs a callable, got {provider!r}")
         self.note_providers.append(provider)
 
-    def on_undo(self, callback: Callable[[], Any]) -> None:
+    def on_undo(self, callback: "Callable[[], Any]") -> None:
         """Run ``callback()`` when this patch is undone, in reverse order with its
         other changes: for state only the patch knows how to restore (a hook
         handle to remove, an attribute behind ``__setattr__``)."""
@@ -354,56 +313,53 @@ class PatchContext:
     # -- undo ---------------------------------------------------------------
 
     def undo(self) -> None:
-        """Reverse every live change, newest first. Imports nothing."""
-        errors = []
+        """Reverse every live change, newest first. Imports nothing.
+
+        Every change is attempted even if some fail. Failures of ordinary
+        exceptions are raised together at the end as one ``UndoError``; a
+        ``KeyboardInterrupt`` or ``SystemExit`` met on the way is re-raised
+        once everything else was undone, so an interrupt never leaves half a
+        patch behind.
+        """
+        failures: "List[str]" = []
+        interrupt: "Optional[BaseException]" = None
         for change in reversed(self.changes):
             try:
                 self._undo_one(change)
-            except Exception as error:  # keep undoing the rest; report at the end
-                errors.append(f"{change.describe()}: {error!r}")
-        if errors:
-            raise RuntimeError(f"undo of patch {self.name!r} could not restore: "
-                               + "; ".join(errors))
+            except Exception as error:
+                failures.append(f"{change.describe()}: {type(error).__name__}: {error}")
+            except BaseException as error:  # KeyboardInterrupt, SystemExit: finish first
+                if interrupt is None:
+                    interrupt = error
+        if interrupt is not None:
+            raise interrupt
+        if failures:
+            from .errors import UndoError
+            raise UndoError(f"undo of patch {self.name!r} could not restore: "
+                            + "; ".join(failures), failures=[f"{self.name}: {item}"
+                                                             for item in failures])
 
-    @staticmethod
-    def _undo_one(change: Change) -> None:
+    def _undo_one(self, change: Change) -> None:
         if change.kind == CALLBACK:
             if change.live:
                 change.live = False
                 change.owner()
             return
-        written = HISTORY.undo(change)
+        written = self._ledger.undo(change)
         if written and change.rebinding:
             # Modules imported while the patch was live copied the replacement
             # (`from x import y`); give them the original back too.
             from .references import find_module_references
-            for module, global_name in list(find_module_references(change.after,
-                                                                   exclude=(change.owner,))):
+            for module, global_name in find_module_references(change.after,
+                                                              exclude=(change.owner,)):
                 if (id(module), global_name) not in change.earlier_holders:
                     setattr(module, global_name, change.before)
 
-    def replaced_objects(self) -> List[Tuple[Change, Any]]:
+    def live_changes(self) -> "List[Change]":
+        return [change for change in self.changes if change.live]
+
+    def replaced_objects(self) -> "List[Tuple[Change, Any]]":
         """(change, original object) for each live change that replaced an object."""
         return [(change, change.before) for change in self.changes
                 if change.live and change.before is not MISSING
                 and change.action in ("setattr", "wrap", "delattr", "setitem")]
-
-
-def original(owner: Any, name: str) -> Any:
-    """The value ``owner.name`` had before any live patch changed it.
-
-    Raises AttributeError if the owner had no such attribute of its own.
-    """
-    value = HISTORY.first_original(ATTRIBUTE, owner, name)
-    if value is MISSING:
-        for base in getattr(owner, "__mro__", ())[1:]:
-            value = base.__dict__.get(name, MISSING)
-            if value is not MISSING:
-                return value
-        raise AttributeError(f"{describe(owner)} has no attribute {name!r}")
-    return value
-
-
-def is_patched(owner: Any, name: str) -> bool:
-    """Whether a live patch currently changes ``owner.name``."""
-    return HISTORY.is_patched(ATTRIBUTE, owner, name)

@@ -1,0 +1,484 @@
+"""Applying patches to modules, each application a transaction, and undoing them.
+
+This is the one place that calls patch functions. The importer calls
+``run_body`` around a watched module's execution; registration and
+``enable()`` call ``apply_to_imported`` for targets that are already there.
+
+Every application is all-or-nothing:
+
+* A patch that raises an ``Exception`` is rolled back and reported
+  ``failed``; the import goes on (strict mode: the import fails with
+  ``PatchError``, and every patch this import applied is undone too).
+* ``KeyboardInterrupt``, ``SystemExit`` or any other ``BaseException`` raised
+  in a patch, in the target's body or while its patches run rolls back what
+  this import applied, then propagates exactly as it would without
+  lazypatch.
+* A patch that was unpatched or disabled by another thread while its
+  function ran finds its application stale when it commits, and rolls it
+  back: no patch is live after its ``unpatch()`` took effect.
+
+Threads: a module body runs once under the import system's per-module
+lock, so the patches of one import never race each other. A patch is
+*claimed* under ``STATE.lock`` before it runs, so no two threads run it at
+once; the function itself runs without the lock (see ``state`` for why).
+"""
+
+from __future__ import annotations
+
+import sys
+from _thread import get_ident
+from time import perf_counter
+
+from .errors import LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning, SkipPatch
+from .importer import (
+    LazyPatchFinder,
+    defer_until_executed,
+    execute_with_loader,
+    install_finder,
+    watch_lazy_module,
+)
+from .ledger import PatchContext
+from .notices import notify
+from .selection import select, set_enabled, unmet_requirement
+from .slots import describe_exception, own_dict
+from .state import AFTER, APPLIED, BEFORE, DISABLED, FAILED, PENDING, REVERTED, SKIPPED, STATE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Any, List, Optional, Tuple
+
+    from .ledger import Change
+    from .state import RegisteredPatch
+
+    Applied = List[Tuple[RegisteredPatch, PatchContext]]
+
+_by_target = STATE.catalog.by_target   # read on every watched import; never rebound
+
+
+def run_body(module: "Any", loader: "Any") -> None:
+    """Execute ``module`` with ``loader``, running its patches before and after.
+
+    Runs on every watched import, so the loops are written out here rather
+    than split into helpers: each Python call costs about as much as the
+    work it would do (see benchmarks/COSTS.md for the budget).
+    """
+    name = module.__name__
+    patches = _by_target.get(name, ())
+    for patch in patches:
+        if patch.live and patch.is_applied_to(module):
+            # A reload re-executes the same module object: first take back what
+            # our patches did to it, so undo never restores objects of the old body.
+            revert(patch, PENDING, "target re-executed (reload); re-applied after it", module)
+    applied: "Applied" = []
+    try:
+        for patch in patches:
+            if patch.phase == BEFORE and patch.enabled:
+                apply(patch, module, applied)
+        execute_with_loader(module, loader)
+        if applied:
+            _end_scoped_before_patches(applied, name)
+        # What sys.modules holds now is what the importer hands out: a module that
+        # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
+        # Re-read the catalog: the body may have registered patches on itself.
+        received = sys.modules.get(name, module)
+        for patch in _by_target.get(name, ()):
+            if patch.phase == AFTER and patch.enabled:
+                apply(patch, received, applied)
+    except BaseException:
+        # The import fails (a strict failure, an error in the body, an interrupt):
+        # nothing it applied may stay behind on a module nobody will receive.
+        _roll_back_import(applied, f"the import of {name!r} failed")
+        raise
+
+
+def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
+    for patch, context in applied:
+        if patch.phase == BEFORE and context.revert_after_import_requested:
+            _revert_context(patch, context, REVERTED,
+                            f"scoped to the execution of {target!r}; undone when it finished")
+
+
+def _roll_back_import(applied: "Applied", reason: str) -> None:
+    interrupt: "Optional[BaseException]" = None
+    for patch, context in reversed(applied):
+        try:
+            _revert_context(patch, context, REVERTED, reason)
+        except BaseException as error:  # finish rolling back before anything propagates
+            if interrupt is None and not isinstance(error, Exception):
+                interrupt = error
+    if interrupt is not None:
+        raise interrupt
+
+
+def run_patches(target: str, module: "Any", phase: str) -> None:
+    """Apply every enabled patch of ``phase`` on ``target``, by priority."""
+    for patch in _by_target.get(target, ()):
+        if patch.phase == phase:
+            apply(patch, module)
+
+
+def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" = None, *,
+          late: bool = False) -> None:
+    """Apply one patch to one module object, at most once, as a transaction.
+
+    Never raises for an ordinary failure unless strict mode is on; a
+    ``BaseException`` from the patch propagates after its rollback.
+    """
+    if not patch.enabled:
+        return      # the common case of default-off packs: no lock needed to say no
+    with STATE.lock:
+        if not patch.enabled or patch.claimed_by is not None or patch.is_applied_to(module):
+            return
+        patch.claimed_by = get_ident()
+        generation = patch.generation
+    try:
+        _apply_claimed(patch, module, generation, applied, late)
+    finally:
+        patch.claimed_by = None
+
+
+def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
+                   applied: "Optional[Applied]", late: bool) -> None:
+    if patch.requires:
+        reason = unmet_requirement(patch)
+        if reason is not None:
+            with STATE.lock:
+                patch.status, patch.reason = SKIPPED, reason
+                patch.remember(f"skipped: {reason}")
+            _debug("patch %s skipped: %s", patch.name, reason)
+            return
+    context = PatchContext(patch.name, module, STATE.ledger)
+    namespace = own_dict(module)
+    # A shallow copy (in C) both detects plain assignments afterwards and keeps
+    # the old values alive, so their id()s cannot be reused while we compare.
+    before = dict(namespace) if type(namespace) is dict else None
+    started = perf_counter()
+    try:
+        if patch.takes_context:
+            patch.function(module, context)
+        else:
+            patch.function(module)
+    except SkipPatch as skip:
+        _undo_quietly(context)
+        with STATE.lock:
+            patch.duration_ms = (perf_counter() - started) * 1000.0
+            patch.notes = list(context.notes)
+            patch.status, patch.reason = SKIPPED, skip.reason
+            patch.remember(f"skipped: {skip.reason}")
+        return
+    except Exception as error:
+        _fail(patch, context, error, started)
+        return
+    except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
+        _undo_quietly(context)
+        with STATE.lock:
+            patch.duration_ms = (perf_counter() - started) * 1000.0
+            patch.status = FAILED
+            patch.reason = (f"interrupted by {type(error).__name__}; its "
+                            f"{len(context.changes)} change(s) were rolled back")
+            patch.remember(f"failed: {patch.reason}")
+        raise
+    with STATE.lock:
+        stale = patch.generation != generation or not patch.enabled
+        if not stale:
+            _commit(patch, context, module, started, before, namespace)
+    if stale:
+        # Unpatched or disabled by another thread while the function ran.
+        _undo_quietly(context)
+        with STATE.lock:
+            patch.remember("an application in flight was rolled back: the patch was "
+                           "unpatched or disabled meanwhile")
+        return
+    if applied is not None:
+        applied.append((patch, context))
+    for change, others in context.conflicts:
+        _record_conflict(change, others)
+    if STATE.debug_logging:
+        _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
+               patch.target, len(context.changes), patch.duration_ms)
+    if late:
+        _warn_late(patch, context)
+
+
+def _commit(patch: "RegisteredPatch", context: PatchContext, module: "Any", started: float,
+            before: "Any", namespace: "Any") -> None:
+    """Record a successful application (the caller holds the lock)."""
+    patch.duration_ms = (perf_counter() - started) * 1000.0
+    patch.notes = context.notes
+    patch.note_providers = context.note_providers
+    patch.status, patch.reason, patch.error = APPLIED, "", ""
+    patch.live.append(context)
+    patch.application_count += 1
+    STATE.application_count += 1
+    patch.applied_order = STATE.application_count
+    # Plain assignments are found when the report is built, from two C-level
+    # copies taken here: the diff itself stays off the import path.
+    patch.untracked_changes = []
+    patch.namespace_snapshots = None if before is None else \
+        (before, dict(namespace), module, context.changes)
+    patch.remember("applied")
+
+
+def _undo_quietly(context: PatchContext) -> "Optional[str]":
+    """Roll back a context; return why it was incomplete, or None. Interrupts propagate
+    only after every change was attempted (``PatchContext.undo``)."""
+    try:
+        context.undo()
+    except Exception as error:
+        return describe_exception(error)
+    return None
+
+
+def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
+          started: float) -> None:
+    incomplete = _undo_quietly(context)
+    rollback_note = f"; rollback incomplete: {incomplete}" if incomplete else ""
+    try:
+        import traceback
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:   # a traceback that cannot be formatted must not fail the import
+        trace = describe_exception(error)
+    with STATE.lock:
+        patch.duration_ms = (perf_counter() - started) * 1000.0
+        patch.notes = list(context.notes)
+        patch.status = FAILED
+        patch.reason = describe_exception(error) + rollback_note
+        patch.error = trace
+        patch.remember(f"failed: {patch.reason}")
+        strict = STATE.strict
+    consequence = ("Strict mode (LAZYPATCH_STRICT=1) stops the import" if strict
+                   else "The import continues unpatched by it")
+    message = (f"lazypatch: patch {patch.name!r} on {patch.target!r} failed and was rolled "
+               f"back ({len(context.changes)} change(s) undone): {patch.reason}. "
+               f"{consequence}; disable it with LAZYPATCH_DISABLE={patch.name}")
+    if strict:
+        raise PatchError(message, patch_name=patch.name, target=patch.target) from error
+    notify(message, PatchFailedWarning, stacklevel=3)
+
+
+def _record_conflict(change: "Change", others: "List[Change]") -> None:
+    losers = sorted({other.patch_name for other in others})
+    text = (f"{change.describe()[len(change.action) + 1:]} is changed by "
+            f"{', '.join(repr(name) for name in losers + [change.patch_name])}; "
+            f"{change.patch_name!r} wins (applied last)")
+    with STATE.lock:
+        for name in losers + [change.patch_name]:
+            patch = STATE.catalog.by_name.get(name)
+            if patch is not None and text not in patch.conflicts:
+                patch.conflicts.append(text)
+    notify(f"lazypatch: conflict: {text}", PatchConflictWarning, stacklevel=4)
+
+
+def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
+    from .references import describe_references
+    replaced = [original for _, original in context.replaced_objects()]
+    if not replaced:
+        return
+    rebound = tuple(change.owner for change in context.changes if change.action == "rebind")
+    holders = describe_references(replaced, exclude=(context.module,) + rebound)
+    patch.late_references = holders
+    if holders:
+        notify(
+            f"lazypatch: patch {patch.name!r} was applied to {patch.target!r}, which was "
+            f"imported before lazypatch was active; these module globals still hold the "
+            f"original objects: {', '.join(holders)}. Activate lazypatch earlier (first "
+            f"line: import lazypatch.auto, or `lazypatch run`), or use "
+            f"patch.setattr(..., rebind=True).", LatePatchWarning, stacklevel=5)
+
+
+# --- undo -----------------------------------------------------------------
+
+def detach(patch: "RegisteredPatch", status: str, reason: str,
+           module: "Any" = None) -> "List[PatchContext]":
+    """Take a patch's live applications (those on ``module`` only, if given) off it and
+    mark it; the caller holds the lock and undoes the returned contexts after releasing it."""
+    if module is None:
+        contexts, patch.live = patch.live, []
+    else:
+        contexts = [context for context in patch.live if context.module is module]
+        patch.live = [context for context in patch.live if context.module is not module]
+    patch.generation += 1
+    if contexts:
+        patch.untracked()             # settle the report before the snapshots are dropped
+        patch.namespace_snapshots = None
+    if patch.status == APPLIED and not patch.live:
+        patch.status, patch.reason = status, reason
+        patch.remember(f"{status}: {reason}")
+    return contexts
+
+
+def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> None:
+    """Undo detached applications newest first; every one is attempted. Raises one
+    ``UndoError`` naming what failed (or the first interrupt) at the end."""
+    from .errors import UndoError
+    failures: "List[str]" = []
+    interrupt: "Optional[BaseException]" = None
+    for context in reversed(contexts):
+        try:
+            context.undo()
+        except UndoError as error:
+            failures.extend(error.failures)
+        except Exception as error:
+            failures.append(f"{patch.name}: {describe_exception(error)}")
+        except BaseException as error:
+            if interrupt is None:
+                interrupt = error
+    incomplete = [context for context in contexts if context.live_changes()]
+    if incomplete:
+        with STATE.lock:   # keep what could not be undone reachable for another try
+            patch.live = incomplete + patch.live
+            patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
+    if interrupt is not None:
+        raise interrupt
+    if failures:
+        raise UndoError(f"undo of patch {patch.name!r} could not restore: " + "; ".join(failures),
+                        failures=failures)
+
+
+def revert(patch: "RegisteredPatch", status: str = REVERTED, reason: str = "reverted",
+           module: "Any" = None) -> None:
+    """Undo a patch's live changes exactly (on ``module`` only, if given); imports nothing."""
+    with STATE.lock:
+        contexts = detach(patch, status, reason, module)
+    if contexts:
+        undo_contexts(patch, contexts)
+
+
+def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str,
+                    reason: str) -> None:
+    with STATE.lock:
+        if context not in patch.live:
+            return
+        patch.live.remove(context)
+        patch.generation += 1
+        patch.untracked()
+        patch.namespace_snapshots = None
+        if not patch.live and patch.status == APPLIED:
+            patch.status, patch.reason = status, reason
+            patch.remember(f"{status}: {reason}")
+    undo_contexts(patch, [context])
+
+
+def unpatch(patch: "RegisteredPatch", reason: str) -> None:
+    """Undo ``patch`` on every module it touched and keep it from applying again."""
+    with STATE.lock:
+        set_enabled(patch, False, "unpatched")
+        contexts = detach(patch, REVERTED, reason)
+    if contexts:
+        undo_contexts(patch, contexts)
+
+
+def unpatch_all(reason: str) -> None:
+    """Undo every applied patch, newest first, and keep all from applying again.
+
+    Every undo is attempted; one ``UndoError`` naming all failures is raised at
+    the end (or the first interrupt, once everything else was undone).
+    """
+    from .errors import UndoError
+    with STATE.lock:
+        everything = STATE.catalog.patches()
+        work = []
+        for patch in sorted(everything, key=lambda item: item.applied_order, reverse=True):
+            set_enabled(patch, False, "unpatched")
+            contexts = detach(patch, REVERTED, reason)
+            if contexts:
+                work.append((patch, contexts))
+        for patch in everything:
+            set_enabled(patch, False, "unpatched")
+    failures: "List[str]" = []
+    interrupt: "Optional[BaseException]" = None
+    for patch, contexts in work:
+        try:
+            undo_contexts(patch, contexts)
+        except UndoError as error:
+            failures.extend(error.failures)
+        except Exception as error:
+            failures.append(f"{patch.name}: {describe_exception(error)}")
+        except BaseException as error:
+            if interrupt is None:
+                interrupt = error
+    if interrupt is not None:
+        raise interrupt
+    if failures:
+        raise UndoError(f"unpatch_all() undid everything else but could not restore "
+                        f"{len(failures)} change(s): " + "; ".join(failures), failures=failures)
+
+
+# --- switching patches on and off ------------------------------------------
+
+def _select_or_raise(selectors: "Tuple[str, ...]") -> "List[RegisteredPatch]":
+    chosen, unmatched = select(selectors)
+    if unmatched:
+        raise KeyError(f"no patch matches {', '.join(map(repr, unmatched))}; "
+                       f"see lazypatch.report() for names and tags")
+    return chosen
+
+
+def enable(selectors: "Tuple[str, ...]") -> "List[str]":
+    """Enable the chosen patches and apply those whose target is imported; their names."""
+    chosen = _select_or_raise(selectors)
+    with STATE.lock:
+        for patch in chosen:
+            set_enabled(patch, True, "")
+    for patch in chosen:
+        apply_to_imported(patch)
+    return [patch.name for patch in chosen]
+
+
+def disable(selectors: "Tuple[str, ...]") -> "List[str]":
+    """Keep the chosen patches from applying from now on; their names."""
+    chosen = _select_or_raise(selectors)
+    with STATE.lock:
+        for patch in chosen:
+            set_enabled(patch, False, "disabled by disable()")
+    return [patch.name for patch in chosen]
+
+
+# --- registration-time application ---------------------------------------
+
+def ensure_finder() -> None:
+    """Install the finder first on sys.meta_path unless it is there."""
+    finder = STATE.finder
+    if finder is None:
+        with STATE.lock:
+            if STATE.finder is None:
+                STATE.finder = LazyPatchFinder(_by_target, run_body)
+            finder = STATE.finder
+    install_finder(finder)
+
+
+def apply_to_imported(patch: "RegisteredPatch") -> None:
+    """Apply ``patch`` now if its target is already imported, as the import would have."""
+    module = sys.modules.get(patch.target)
+    if module is None or not patch.enabled:
+        return
+    if watch_lazy_module(module, run_body):
+        return  # applied by the proxy when the lazy module really loads
+    if defer_until_executed(module, lambda: _after_deferred(patch)):
+        return  # still executing: never patch a half-built module
+    if patch.phase == BEFORE:
+        with STATE.lock:
+            if patch.status == PENDING:
+                patch.reason = (f"{patch.target!r} was already imported; runs before its body "
+                                f"executes next (reload)")
+        return
+    apply(patch, module, late=True)
+
+
+def _after_deferred(patch: "RegisteredPatch") -> None:
+    received = sys.modules.get(patch.target)
+    if received is not None and patch.phase == AFTER:
+        apply(patch, received)
+
+
+def _debug(message: str, *arguments: "Any") -> None:
+    """Log at DEBUG on the ``lazypatch`` logger if logging is loaded; never imports it."""
+    logging_module = sys.modules.get("logging")
+    if logging_module is not None:
+        logger = logging_module.getLogger("lazypatch")
+        if logger.isEnabledFor(logging_module.DEBUG):
+            logger.debug(message, *arguments)
+
+
+__all__ = ["run_body", "run_patches", "apply", "revert", "unpatch", "unpatch_all", "enable",
+           "disable", "apply_to_imported", "ensure_finder", "detach", "undo_contexts", "DISABLED"]

@@ -1,0 +1,139 @@
+"""Installed distributions, read from ``*.dist-info`` / ``*.egg-info`` names on ``sys.path``.
+
+The one scanner of distribution metadata: requirement checks ask it for a
+version, plugin discovery for the metadata directories of one ``sys.path``
+entry. It never imports the packages it describes, and it does not import
+``importlib.metadata`` (see benchmarks/COSTS.md) unless a ``sys.path`` entry
+is not a plain directory (a zip or egg), where a listing cannot see the
+metadata.
+
+Listings are cached per directory by its mtime: installing or removing a
+distribution adds or removes an entry there, which changes the mtime. The
+cache is a memo of the file system, not engine state: it cannot change
+what any patch does, only how fast the answer comes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Dict, List, Optional, Tuple
+
+# directory -> (mtime, [(metadata entry name, distribution name, version)])
+_listings: "Dict[str, Tuple[float, List[Tuple[str, str, str]]]]" = {}
+# directory -> (mtime, {canonical name: version})
+_versions: "Dict[str, Tuple[float, Dict[str, str]]]" = {}
+
+
+def canonical_name(name: str) -> str:
+    """Normalise a distribution name as PEP 503 does (``Foo_Bar`` -> ``foo-bar``)."""
+    out = []
+    previous_separator = False
+    for character in name.lower():
+        if character in "-_.":
+            if not previous_separator:
+                out.append("-")
+            previous_separator = True
+        else:
+            out.append(character)
+            previous_separator = False
+    return "".join(out)
+
+
+def split_metadata_directory(entry: str) -> "Optional[Tuple[str, str]]":
+    """(distribution name, version or "") of a ``*.dist-info``/``*.egg-info`` entry
+    name such as ``acme_patches-1.0.dist-info``; None for any other name."""
+    for suffix in (".dist-info", ".egg-info"):
+        if entry.endswith(suffix):
+            name, _, version = entry[:-len(suffix)].partition("-")
+            # "name-1.0-py3.11.egg-info" carries the Python tag after the version.
+            return name, version.split("-", 1)[0]
+    return None
+
+
+def _version_from_metadata_file(path: str) -> "Optional[str]":
+    for file_name in ("METADATA", "PKG-INFO"):
+        candidate = path if os.path.isfile(path) else os.path.join(path, file_name)
+        try:
+            with open(candidate, encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if line.startswith("Version:"):
+                        return line[len("Version:"):].strip()
+                    if not line.strip():
+                        break
+        except OSError:
+            continue
+    return None
+
+
+def _mtime(directory: str) -> "Optional[float]":
+    try:
+        return os.stat(directory).st_mtime
+    except OSError:
+        return None
+
+
+def metadata_entries(directory: str) -> "List[Tuple[str, str, str]]":
+    """(entry name, distribution name, version or "") for every metadata directory
+    in ``directory``, sorted by entry name; empty when it cannot be listed."""
+    mtime = _mtime(directory)
+    if mtime is None:
+        return []
+    cached = _listings.get(directory)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        names = []   # not a directory (zip file), no permission
+    found = []
+    for entry in names:
+        parsed = split_metadata_directory(entry)
+        if parsed is not None:
+            found.append((entry, parsed[0], parsed[1]))
+    _listings[directory] = (mtime, found)
+    return found
+
+
+def distributions_in(directory: str) -> "Dict[str, str]":
+    """Map canonical distribution name -> version for one ``sys.path`` directory."""
+    mtime = _mtime(directory)
+    if mtime is None:
+        return {}
+    cached = _versions.get(directory)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    found: "Dict[str, str]" = {}
+    for entry, name, version in metadata_entries(directory):
+        if not version:
+            version = _version_from_metadata_file(os.path.join(directory, entry)) or ""
+        if version:
+            found.setdefault(canonical_name(name), version)
+    _versions[directory] = (mtime, found)
+    return found
+
+
+def installed_version(name: str) -> "Optional[str]":
+    """The installed version of distribution ``name``, or None, importing nothing."""
+    key = canonical_name(name)
+    needs_metadata_fallback = False
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            continue
+        directory = entry or os.getcwd()
+        if os.path.isdir(directory):
+            version = distributions_in(directory).get(key)
+            if version is not None:
+                return version
+        elif os.path.exists(directory):
+            needs_metadata_fallback = True
+    if needs_metadata_fallback:
+        from importlib import metadata
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    return None

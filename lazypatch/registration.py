@@ -1,0 +1,197 @@
+"""Registering a patch: every argument checked before anything is recorded.
+
+Bad input is refused here, at the decorator line, with an error that names
+the problem and the fix, and nothing is registered: a patch that can never
+run correctly must not reach the report as ``pending`` or, worse, as
+``applied`` (a coroutine function "runs" without executing its body).
+"""
+
+from __future__ import annotations
+
+from .application import apply_to_imported, ensure_finder
+from .requirements import parse_requirements
+from .selection import decide_at_registration
+from .state import AFTER, BEFORE, STATE, RegisteredPatch
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Any, Callable, Iterable, Optional, Tuple, Union
+
+    from .requirements import Requirement
+
+# Code flags (Include/cpython/code.h) of functions whose call does not run their body.
+_DEFERRED_BODY_FLAGS = {0x20: "a generator function", 0x80: "a coroutine function (async def)",
+                        0x100: "an iterable coroutine", 0x200: "an async generator function"}
+
+# Runs before every other patch of its import (plugin pack loaders use it).
+FIRST = -(2 ** 62)
+
+
+def validate_target(target: object) -> str:
+    """Return ``target`` if it is an absolute dotted module name, else raise."""
+    if not isinstance(target, str):
+        raise TypeError(f"patch target must be a module name string such as "
+                        f"'mmcv.ops', got {target!r} ({type(target).__name__})")
+    if not target:
+        raise ValueError("patch target is empty: name the module to patch, "
+                         "such as 'mmcv.ops'")
+    if target.startswith("."):
+        raise ValueError(f"patch target {target!r} is relative: use the absolute "
+                         f"module name, such as 'mmcv.ops'")
+    for part in target.split("."):
+        if not part.isidentifier():   # C-speed; also rejects "" from ".." and "1mod"
+            raise ValueError(f"patch target {target!r} is not a valid dotted module "
+                             f"name: {part!r} is not an identifier")
+    return target
+
+
+def validate_priority(priority: object, name: str) -> int:
+    """An integer priority; integral floats (``2.0``) are accepted as that integer."""
+    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
+        raise TypeError(f"patch {name!r}: priority must be an integer (lower runs first), "
+                        f"got {priority!r}")
+    if isinstance(priority, float):
+        # NaN compares false with everything and would corrupt the order of
+        # every other patch on the target; inf is not a position either.
+        if priority != priority or priority in (float("inf"), float("-inf")) \
+                or not priority.is_integer():
+            raise ValueError(f"patch {name!r}: priority must be a finite integer such as 0, "
+                             f"-10 or 10 (lower runs first), got {priority!r}")
+        return int(priority)
+    return priority
+
+
+def _code_of(function: "Any") -> "Any":
+    """The code object a call of ``function`` runs, through partials and callable objects."""
+    seen = 0
+    while seen < 10:
+        seen += 1
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            return code
+        inner = getattr(function, "func", None)          # functools.partial
+        if inner is None and not isinstance(function, type):
+            call = getattr(type(function), "__call__", None)  # noqa: B004 - the method itself
+            inner = getattr(call, "__func__", call) if call is not None else None
+            if inner is not None and getattr(inner, "__code__", None) is None:
+                return None
+        if inner is None or inner is function:
+            return None
+        function = inner
+    return None
+
+
+def _count_positional_parameters(function: "Callable[..., Any]") -> "Tuple[int, int, bool]":
+    """(required, maximum, has *args) for a callable, cheaply.
+
+    ``inspect.signature`` pulls in a large import graph; for plain functions
+    the code object answers the same question.
+    """
+    # A bound method forwards __code__ to its function, whose first parameter
+    # (self) is already supplied: count it out.
+    bound_self = 1 if getattr(function, "__self__", None) is not None and \
+        hasattr(function, "__func__") else 0
+    code = getattr(function, "__code__", None)
+    if code is None:
+        import inspect
+        try:
+            parameters = list(inspect.signature(function).parameters.values())
+        except (TypeError, ValueError):
+            return (0, 2, True)
+        positional = [p for p in parameters
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = sum(1 for p in positional if p.default is p.empty)
+        varargs = any(p.kind == p.VAR_POSITIONAL for p in parameters)
+        return (required, len(positional), varargs)
+    count = code.co_argcount - bound_self
+    defaults = getattr(function, "__defaults__", None) or ()
+    varargs = bool(code.co_flags & 0x04)
+    return (count - len(defaults), count, varargs)
+
+
+def takes_context(function: "Callable[..., Any]", name: str) -> bool:
+    """True if ``function`` is called as ``fn(module, patch)``, False for ``fn(module)``.
+
+    Raises TypeError naming the patch when it can be called neither way, or
+    when calling it would not run its body (coroutine and generator functions).
+    """
+    if not callable(function):
+        raise TypeError(f"patch {name!r}: {function!r} is not callable; decorate a "
+                        f"function taking (module) or (module, patch)")
+    code = _code_of(function)
+    if code is not None:
+        for flag, kind in _DEFERRED_BODY_FLAGS.items():
+            if code.co_flags & flag:
+                raise TypeError(f"patch {name!r}: {getattr(function, '__qualname__', function)!r} "
+                                f"is {kind}; calling it does not run its body, so the patch "
+                                f"would never take effect. Write a plain def taking "
+                                f"(module) or (module, patch)")
+    required, maximum, varargs = _count_positional_parameters(function)
+    if required <= 2 and (maximum >= 2 or varargs):
+        return True
+    if required <= 1 and maximum >= 1:
+        return False
+    raise TypeError(f"patch {name!r}: function {getattr(function, '__qualname__', function)!r} "
+                    f"must accept (module) or (module, patch); it takes "
+                    f"{required} required positional argument(s)")
+
+
+def _default_name(function: "Any") -> str:
+    module_name = getattr(function, "__module__", None) or "__main__"
+    qualified = getattr(function, "__qualname__", None) or type(function).__qualname__
+    return f"{module_name}.{qualified}"
+
+
+def build(function: "Callable[..., Any]", target: object, *, phase: str,
+          name: "Optional[str]", priority: object,
+          requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
+          enabled: object) -> RegisteredPatch:
+    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix."""
+    if phase not in (AFTER, BEFORE):
+        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
+    target = validate_target(target)
+    if name is None:
+        name = _default_name(function)
+    elif not isinstance(name, str) or not name.strip():
+        raise ValueError(f"patch name must be a non-empty string, got {name!r}")
+    order = validate_priority(priority, name)
+    if not isinstance(enabled, bool):
+        raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
+    if isinstance(tags, str):
+        tags = (tags,)
+    try:
+        tag_set = frozenset(tags)
+    except TypeError:
+        raise TypeError(f"patch {name!r}: tags must be a list of strings, got {tags!r}") from None
+    for tag in tag_set:
+        if not isinstance(tag, str) or not tag:
+            raise ValueError(f"patch {name!r}: tags must be non-empty strings, got {tag!r}")
+    parsed = parse_requirements(requires)
+    return RegisteredPatch(name=name, target=target, function=function, phase=phase,
+                           priority=order, requires=parsed, tags=tag_set, enabled=enabled,
+                           takes_context=takes_context(function, name))
+
+
+def add(patch: RegisteredPatch) -> None:
+    """Index a built patch, applying the configuration's rules to it; raises ValueError
+    when the name is taken. Safe from any thread: nothing is lost to a race."""
+    with STATE.lock:
+        existing = STATE.catalog.by_name.get(patch.name)
+        if existing is not None:
+            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
+                             f"{existing.target!r}); pass a unique name=...")
+        decide_at_registration(patch)
+        STATE.catalog.add(patch)
+
+
+def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
+             name: "Optional[str]" = None, priority: object = 0,
+             requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
+             enabled: object = True) -> str:
+    """Validate, index and, if the target is already imported, apply a patch; its name."""
+    patch = build(function, target, phase=phase, name=name, priority=priority,
+                  requires=requires, tags=tags, enabled=enabled)
+    add(patch)
+    ensure_finder()
+    apply_to_imported(patch)
+    return patch.name

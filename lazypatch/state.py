@@ -1,0 +1,265 @@
+"""The one home of lazypatch's process state, behind one lock.
+
+Everything the engine knows about this process lives in ``STATE``, one
+``EngineState``: the registered patches and their index by target, the
+selection rules and strict mode, the ledger of live changes, the finder,
+class-patch declarations, plugin entries, the configuration and how the
+process was activated. Other modules hold functions, constants and memo
+caches of pure computations (parsed requirement strings, directory
+listings keyed by mtime) that cannot change what a patch does.
+
+The lock
+--------
+``STATE.lock`` is one re-entrant lock. There is no second engine lock, so
+there is no lock order to get wrong. The rules:
+
+* Hold it only for short bookkeeping: indexing a registration, claiming a
+  patch for application, committing or discarding the result, one ledger
+  write (read the slot, write it, push the change).
+* Never hold it while user code runs: not a patch function, not an
+  ``on_undo`` callback, not a module body. Those can import modules, and an
+  import waits for the per-module import lock that another thread may hold
+  while it waits for ours: holding a global lock across an import is how
+  import deadlocks start. (Ledger writes call ``setattr`` on user objects
+  under the lock; a ``__setattr__`` that imports would be the exception,
+  and none of the patched libraries has one.)
+* The finder reads ``patches_by_target`` without the lock (it runs on every
+  import); writers replace a target's list with a new, complete list, so a
+  reader sees the old list or the new one, never half of an update.
+
+``reset()`` puts the state back to what a fresh ``import lazypatch`` has:
+the one supported way for tests to start clean.
+"""
+
+from __future__ import annotations
+
+from _thread import RLock
+
+from .ledger import Ledger, PatchContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+    from .configuration import Configuration
+    from .requirements import Requirement
+
+PENDING = "pending"
+APPLIED = "applied"
+SKIPPED = "skipped"
+FAILED = "failed"
+DISABLED = "disabled"
+REVERTED = "reverted"
+STATUSES = (PENDING, APPLIED, SKIPPED, FAILED, DISABLED, REVERTED)
+
+BEFORE = "before"   # runs on the new module object before its body executes
+AFTER = "after"     # runs right after the body executed
+
+HISTORY_LENGTH = 20   # the last events of a patch kept for its report: a scope in a loop must not grow it
+
+
+class RegisteredPatch:
+    """One registered patch and everything known about it.
+
+    Owned by ``STATE``; users see it through ``report()`` as a plain record.
+    Fields change only under ``STATE.lock`` once the patch is registered.
+    """
+
+    __slots__ = (
+        "name", "target", "function", "phase", "priority", "sequence",
+        "requires", "tags", "enabled_by_default", "enabled", "status",
+        "reason", "error", "live", "duration_ms", "application_count",
+        "conflicts", "late_references", "takes_context", "untracked_changes",
+        "history", "description", "applied_order", "notes", "note_providers",
+        "namespace_snapshots", "claimed_by", "generation", "scope_holds", "scope_saved",
+    )
+
+    def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
+                 phase: str, priority: int, requires: "Tuple[Requirement, ...]",
+                 tags: frozenset, enabled: bool, takes_context: bool) -> None:
+        self.name = name
+        self.target = target
+        self.function = function
+        self.phase = phase
+        self.priority = priority
+        self.sequence = 0                 # set when indexed
+        self.requires = requires
+        self.tags = tags
+        self.enabled_by_default = enabled
+        self.enabled = enabled
+        self.status = PENDING if enabled else DISABLED
+        self.reason = "" if enabled else "disabled by default; enable it by name or tag"
+        self.error = ""
+        # One context per module object this patch is applied to now: a module
+        # re-imported after `del sys.modules[...]` is a second object, and undo
+        # must reach both.
+        self.live: "List[PatchContext]" = []
+        self.duration_ms = 0.0
+        self.application_count = 0
+        self.conflicts: "List[str]" = []
+        self.late_references: "List[str]" = []
+        self.untracked_changes: "List[str]" = []
+        # (target namespace before, after, module, changes) of the last application,
+        # until the report turns them into untracked_changes (see untracked()).
+        self.namespace_snapshots: "Any" = None
+        self.takes_context = takes_context
+        self.history: "List[str]" = []
+        self.applied_order = 0
+        self.notes: "List[str]" = []
+        self.note_providers: "List[Callable[[], Any]]" = []
+        self.claimed_by: "Optional[int]" = None   # thread applying it right now
+        self.generation = 0        # bumped by undo/disable: an application in flight is stale
+        self.scope_holds = 0       # patched() scopes holding it applied
+        self.scope_saved: "Optional[Tuple[bool, bool]]" = None   # (enabled, applied) before them
+        doc = getattr(function, "__doc__", None) or ""
+        self.description = doc.strip().split("\n", 1)[0] if isinstance(doc, str) else ""
+
+    @property
+    def order(self) -> "Tuple[int, int]":
+        return (self.priority, self.sequence)
+
+    def is_applied_to(self, module: "Any") -> bool:
+        for context in self.live:
+            if context.module is module:
+                return True
+        return False
+
+    def remember(self, event: str) -> None:
+        """Add an event to the bounded history shown in the report."""
+        history = self.history
+        history.append(event)
+        if len(history) > HISTORY_LENGTH:
+            del history[0]
+
+    def untracked(self) -> "List[str]":
+        """Names of the target module the last application changed without going
+        through ``patch`` (plain assignments): they cannot be undone."""
+        snapshots = self.namespace_snapshots
+        if snapshots is not None:
+            before, after, module, changes = snapshots
+            self.namespace_snapshots = None
+            # (name, id) pairs compared as sets: C-speed even for torch's ~1,500 globals;
+            # the snapshots keep the old objects alive, so no id can have been reused.
+            difference = set(zip(before, map(id, before.values()))) ^ \
+                set(zip(after, map(id, after.values())))
+            tracked = {change.key for change in changes if change.owner is module}
+            self.untracked_changes = sorted({name for name, _ in difference} - tracked)
+        return self.untracked_changes
+
+    def __repr__(self) -> str:
+        return f"<RegisteredPatch {self.name!r} on {self.target!r}: {self.status}>"
+
+
+class Catalog:
+    """Every registered patch, indexed by name and by target module.
+
+    The finder asks on every import in the process "is anything watching
+    this name?": a single dict membership test on ``by_target``. Selection by
+    name, glob or tag is the only walk over every patch, and it runs at
+    configuration time.
+    """
+
+    def __init__(self) -> None:
+        self.by_name: "Dict[str, RegisteredPatch]" = {}
+        # target module name -> patches on it, sorted by (priority, sequence).
+        # The finder holds a reference to this very dict: never rebind it.
+        self.by_target: "Dict[str, List[RegisteredPatch]]" = {}
+        self.sequence = 0
+
+    def add(self, patch: RegisteredPatch) -> None:
+        """Index ``patch`` (the caller holds the lock and checked the name is free)."""
+        self.sequence += 1
+        patch.sequence = self.sequence
+        self.by_name[patch.name] = patch
+        patches = self.by_target.get(patch.target)
+        if patches is None:
+            self.by_target[patch.target] = [patch]
+            return
+        # A new complete list, assigned at once: the finder may be reading this
+        # dict from another thread without the lock. Walk back from the end: a
+        # new patch usually sorts last. (No bisect import: this runs at activation.)
+        updated = list(patches)
+        position = len(updated)
+        order = patch.order
+        while position and updated[position - 1].order > order:
+            position -= 1
+        updated.insert(position, patch)
+        self.by_target[patch.target] = updated
+
+    def find(self, name: str) -> RegisteredPatch:
+        """The patch called ``name``; KeyError naming some registered ones otherwise."""
+        if not isinstance(name, str):
+            raise TypeError(f"a patch name must be a string, got {name!r}")
+        patch = self.by_name.get(name)
+        if patch is None:
+            known = ", ".join(sorted(self.by_name)[:10]) or "none registered"
+            raise KeyError(f"no patch named {name!r}; registered patches include: {known} "
+                           f"(see lazypatch.report() or `lazypatch list`)")
+        return patch
+
+    def remove(self, patch: RegisteredPatch) -> None:
+        """Forget a patch (it must already be undone)."""
+        self.by_name.pop(patch.name, None)
+        remaining = [other for other in self.by_target.get(patch.target, ()) if other is not patch]
+        if remaining:
+            self.by_target[patch.target] = remaining
+        else:
+            self.by_target.pop(patch.target, None)
+
+    def patches(self) -> "List[RegisteredPatch]":
+        """Every patch in registration order."""
+        return sorted(self.by_name.values(), key=lambda patch: patch.sequence)
+
+    def clear(self) -> None:
+        self.by_name.clear()
+        self.by_target.clear()   # cleared in place: the finder holds this dict
+
+
+class Activation:
+    """How this process was activated (``lazypatch.activation_info()`` shows it)."""
+
+    def __init__(self) -> None:
+        self.activated_by = ""        # "import lazypatch.auto", "lazypatch run", "site .pth"...
+        self.milliseconds = 0.0
+        # Watched targets already in sys.modules when activation finished: their
+        # patches applied late, and earlier `from x import y` copies may be stale.
+        self.imported_before: "List[str]" = []
+        # patch name -> where activation registered it from ("built-in", "plugin",
+        # "LAZYPATCH_MODULES"); `lazypatch list` shows it.
+        self.sources: "Dict[str, str]" = {}
+
+
+class EngineState:
+    """All of lazypatch's process state. There is one: ``STATE``."""
+
+    def __init__(self) -> None:
+        self.lock = RLock()
+        self.catalog = Catalog()
+        self.ledger = Ledger(self.lock)
+        self.finder: "Any" = None                 # the LazyPatchFinder, made on first need
+        self.enable_rules: "List[str]" = []       # selectors from configuration, applied to
+        self.disable_rules: "List[str]" = []      # patches registered later too
+        self.strict = False
+        self.configuration: "Optional[Configuration]" = None
+        self.declared_variables: "Dict[str, str]" = {}   # pack variables (declare_variable)
+        self.activation = Activation()
+        self.class_declarations: "List[Any]" = []    # classes.ClassPatch, in declaration order
+        self.plugin_entries: "Dict[str, Any]" = {}   # patch name -> plugins.PluginEntry
+        self.application_count = 0   # global counter, so undo-all can go newest first
+        self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
+
+    def forget_everything(self) -> None:
+        """Drop registrations, rules, declarations and the ledger (the caller undid them)."""
+        with self.lock:
+            self.catalog.clear()
+            self.ledger.clear()
+            self.enable_rules = []
+            self.disable_rules = []
+            self.strict = False
+            self.class_declarations = []
+            self.plugin_entries = {}
+            self.application_count = 0
+
+
+STATE = EngineState()
+PatchContext.default_ledger = STATE.ledger
