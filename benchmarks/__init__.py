@@ -1,4 +1,4 @@
-"""lazypatch's benchmarks: the performance budget of DESIGN.md, measured side by side.
+"""lazypatch's benchmarks: the performance budget of COSTS.md, measured side by side.
 
 Run ``python benchmarks/run.py [--quick]``. Every figure is measured against
 a baseline in the same run (whole interpreter processes, interleaved, median

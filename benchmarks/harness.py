@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-# DESIGN.md's conversion on this class of machine, used only when a run has no
+# COSTS.md's conversion on this class of machine, used only when a run has no
 # same-run calibration: a bare start is ~38.7M instructions for ~19 ms.
 INSTRUCTIONS_PER_MS_FALLBACK = 2.2e6
 INSTRUCTIONS_PER_US_IMPORT_FALLBACK = 3000.0

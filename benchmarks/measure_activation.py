@@ -1,7 +1,7 @@
 """Budget 1: ``import lazypatch.auto`` (every built-in pack) against a bare start.
 
 Budget: at most 10 ms over a bare interpreter start (about 22M instructions
-at DESIGN.md's 2.2M instructions per ms), and no target package (nor wrapt)
+at COSTS.md's 2.2M instructions per ms), and no target package (nor wrapt)
 imported.
 """
 
@@ -19,7 +19,7 @@ BUDGET_INSTRUCTIONS = BUDGET_MS * harness.INSTRUCTIONS_PER_MS_FALLBACK
 # Packages lazypatch patches (or wraps with): activation must import none of them.
 FORBIDDEN_ROOTS = ("torch", "numpy", "mmcv", "mmdet", "mmdet3d", "mmengine", "wrapt",
                    "torch_npu", "mx_driving", "nvtx")
-# Standard-library modules DESIGN.md names as too costly for the activation path.
+# Standard-library modules COSTS.md names as too costly for the activation path.
 COSTLY_STDLIB = ("typing", "re", "logging", "json", "dataclasses", "importlib.metadata",
                  "importlib.util", "fnmatch", "enum", "threading", "tomllib", "packaging")
 

@@ -97,7 +97,7 @@ def unwatched(environment: Environment, repetitions: int, count: int,
             GROUP_UNWATCHED, "plain import of a tiny module (calibration)", off_us, "µs/import",
             spread=samples["off"].spread(1e6 / count, 3),
             note=f"{plain:,.0f} instr/import, so {measured_rate:,.0f} instr/µs in this run "
-                 f"(DESIGN.md's conversion, used for verdicts: 3,000)",
+                 f"(COSTS.md's conversion, used for verdicts: 3,000)",
             raw={"instructions_per_import": plain}))
         rows.append(harness.row(
             GROUP_UNWATCHED, "finder on an unwatched import vs a do-nothing Python finder "
@@ -188,7 +188,7 @@ def watched(environment: Environment, repetitions: int, count: int,
         machinery_count = counts["machinery"] - plain_count
         lazypatch_count = counts["lazypatch"] - plain_count
         wrapt_count = counts["wrapt"] - plain_count
-        per_us = harness.INSTRUCTIONS_PER_US_IMPORT_FALLBACK   # DESIGN.md's conversion
+        per_us = harness.INSTRUCTIONS_PER_US_IMPORT_FALLBACK   # COSTS.md's conversion
         counted = machinery_count / per_us
         rows.append(harness.row(
             GROUP_WATCHED, "watched import before its patches run: finder, loader proxy, dispatch "

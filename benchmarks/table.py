@@ -59,7 +59,7 @@ def render(rows: List[Mapping[str, object]], *, mode: str, when: datetime.dateti
         "has its baseline measured in the same run; wall-clock figures are medians over "
         "interleaved whole-interpreter processes (spread: IQR, or range under 4 samples); "
         "instruction counts (deterministic) decide the verdict where both exist, converted "
-        "with DESIGN.md's 2.2M instructions per ms and 3,000 per µs of import time.",
+        "with COSTS.md's 2.2M instructions per ms and 3,000 per µs of import time.",
         "",
     ]
     groups: Dict[str, List[Mapping[str, object]]] = {}

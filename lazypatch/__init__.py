@@ -84,7 +84,7 @@ def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
     return decorate
 
 
-def when_imported(target: str, *, name: "Optional[str]" = None, priority: float = 0,
+def when_imported(target: str, *, name: "Optional[str]" = None, priority: int = 0,
                   requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
                   enabled: bool = True) -> "Callable[[PatchFunction], PatchFunction]":
     """Decorator: call the function as ``fn(module)`` or ``fn(module, patch)`` right
@@ -97,7 +97,7 @@ def when_imported(target: str, *, name: "Optional[str]" = None, priority: float 
     return _decorator(target, AFTER, name, priority, requires, tags, enabled)
 
 
-def before_import(target: str, *, name: "Optional[str]" = None, priority: float = 0,
+def before_import(target: str, *, name: "Optional[str]" = None, priority: int = 0,
                   requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
                   enabled: bool = True) -> "Callable[[PatchFunction], PatchFunction]":
     """Decorator: call the function with the new, still empty module object of

@@ -1,6 +1,6 @@
 """The one activation routine behind ``import lazypatch.auto``, sitecustomize and ``.pth``.
 
-Activation must cost under 10 ms on top of interpreter start and import no
+Activation must stay within its budget (benchmarks/COSTS.md) and import no
 target package (and not wrapt): it reads the configuration, installs the
 finder, and imports the built-in packs, which only *declare* patches.
 Everything rich (reports, logging set-up, plugin discovery caches) is

@@ -26,7 +26,6 @@ once; the function itself runs without the lock (see ``state`` for why).
 from __future__ import annotations
 
 import sys
-from _thread import get_ident
 from time import perf_counter
 
 from .errors import LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning, SkipPatch
@@ -40,8 +39,19 @@ from .importer import (
 from .ledger import PatchContext
 from .notices import notify
 from .selection import select, set_enabled, unmet_requirement
-from .slots import describe_exception, own_dict
-from .state import AFTER, APPLIED, BEFORE, DISABLED, FAILED, PENDING, REVERTED, SKIPPED, STATE
+from .slots import describe_exception
+from .state import (
+    AFTER,
+    APPLIED,
+    BEFORE,
+    DISABLED,
+    FAILED,
+    HISTORY_LENGTH,
+    PENDING,
+    REVERTED,
+    SKIPPED,
+    STATE,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
@@ -52,7 +62,11 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 
     Applied = List[Tuple[RegisteredPatch, PatchContext]]
 
-_by_target = STATE.catalog.by_target   # read on every watched import; never rebound
+# Read on every watched import: bound once here (the state never rebinds them).
+_by_target = STATE.catalog.by_target
+_claims = STATE.claims
+_ledger = STATE.ledger
+_lock = STATE.lock
 
 
 def run_body(module: "Any", loader: "Any") -> None:
@@ -125,16 +139,20 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
     ``BaseException`` from the patch propagates after its rollback.
     """
     if not patch.enabled:
-        return      # the common case of default-off packs: no lock needed to say no
-    with STATE.lock:
-        if not patch.enabled or patch.claimed_by is not None or patch.is_applied_to(module):
-            return
-        patch.claimed_by = get_ident()
-        generation = patch.generation
+        return      # the common case of default-off packs: nothing to claim
+    # Claim it: dict.setdefault is one atomic operation (no Python code runs for
+    # these keys), so exactly one caller, in any thread, gets its own token back.
+    # A claimed patch is being applied right now, perhaps by this very thread
+    # (a plugin loader running the patches of its target): never twice at once.
+    token = [None]
+    if _claims.setdefault(patch, token) is not token:
+        return
     try:
-        _apply_claimed(patch, module, generation, applied, late)
+        if patch.live and patch.is_applied_to(module):
+            return
+        _apply_claimed(patch, module, patch.generation, applied, late)
     finally:
-        patch.claimed_by = None
+        del _claims[patch]
 
 
 def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
@@ -147,11 +165,14 @@ def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
                 patch.remember(f"skipped: {reason}")
             _debug("patch %s skipped: %s", patch.name, reason)
             return
-    context = PatchContext(patch.name, module, STATE.ledger)
-    namespace = own_dict(module)
+    context = PatchContext(patch.name, module, _ledger)
+    try:
+        namespace = object.__getattribute__(module, "__dict__")
+    except (AttributeError, TypeError):
+        namespace = None
     # A shallow copy (in C) both detects plain assignments afterwards and keeps
     # the old values alive, so their id()s cannot be reused while we compare.
-    before = dict(namespace) if type(namespace) is dict else None
+    before = namespace.copy() if type(namespace) is dict else None
     started = perf_counter()
     try:
         if patch.takes_context:
@@ -178,10 +199,35 @@ def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
                             f"{len(context.changes)} change(s) were rolled back")
             patch.remember(f"failed: {patch.reason}")
         raise
-    with STATE.lock:
-        stale = patch.generation != generation or not patch.enabled
-        if not stale:
-            _commit(patch, context, module, started, before, namespace)
+    duration_ms = (perf_counter() - started) * 1000.0
+    # Plain assignments are found when the report is built, from two C-level
+    # copies taken here: the diff itself stays off the import path.
+    snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
+    with _lock:
+        if patch.generation == generation and patch.enabled:
+            # Commit: the fields a report reads, written together under the lock.
+            patch.duration_ms = duration_ms
+            patch.status = APPLIED
+            if patch.reason or patch.error:
+                patch.reason = patch.error = ""
+            if context.notes or patch.notes:
+                patch.notes = context.notes
+            if context.note_providers or patch.note_providers:
+                patch.note_providers = context.note_providers
+            patch.live.append(context)
+            patch.application_count += 1
+            STATE.application_count += 1
+            patch.applied_order = STATE.application_count
+            if patch.untracked_changes:
+                patch.untracked_changes = []
+            patch.namespace_snapshots = snapshots
+            history = patch.history
+            history.append("applied")
+            if len(history) > HISTORY_LENGTH:
+                del history[0]
+            stale = False
+        else:
+            stale = True
     if stale:
         # Unpatched or disabled by another thread while the function ran.
         _undo_quietly(context)
@@ -191,32 +237,14 @@ def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
         return
     if applied is not None:
         applied.append((patch, context))
-    for change, others in context.conflicts:
-        _record_conflict(change, others)
+    if context.conflicts:
+        for change, others in context.conflicts:
+            _record_conflict(change, others)
     if STATE.debug_logging:
         _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
                patch.target, len(context.changes), patch.duration_ms)
     if late:
         _warn_late(patch, context)
-
-
-def _commit(patch: "RegisteredPatch", context: PatchContext, module: "Any", started: float,
-            before: "Any", namespace: "Any") -> None:
-    """Record a successful application (the caller holds the lock)."""
-    patch.duration_ms = (perf_counter() - started) * 1000.0
-    patch.notes = context.notes
-    patch.note_providers = context.note_providers
-    patch.status, patch.reason, patch.error = APPLIED, "", ""
-    patch.live.append(context)
-    patch.application_count += 1
-    STATE.application_count += 1
-    patch.applied_order = STATE.application_count
-    # Plain assignments are found when the report is built, from two C-level
-    # copies taken here: the diff itself stays off the import path.
-    patch.untracked_changes = []
-    patch.namespace_snapshots = None if before is None else \
-        (before, dict(namespace), module, context.changes)
-    patch.remember("applied")
 
 
 def _undo_quietly(context: PatchContext) -> "Optional[str]":

@@ -158,7 +158,10 @@ class PatchContext:
         self.revert_after_import_requested = False
         self.notes: "List[str]" = []
         self.note_providers: "List[Callable[[], Any]]" = []
-        self._ledger = ledger if ledger is not None else PatchContext.default_ledger
+        chosen = ledger if ledger is not None else PatchContext.default_ledger
+        if chosen is None:
+            raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
+        self._ledger: Ledger = chosen
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"

@@ -1,7 +1,7 @@
 """The ``lazypatch`` logger, rank-aware, imported only when something is logged.
 
-``logging`` costs about 20 ms to import, more than activation's whole
-budget, so nothing on the activation path imports this module unless
+``logging`` costs more to import than activation's whole budget
+(benchmarks/COSTS.md), so nothing on the activation path imports this module unless
 LAZYPATCH_LOG is set. In a job with many ranks, informational messages are
 logged on rank 0 only (unless LAZYPATCH_LOG_ALL_RANKS=1); warnings and
 failures are logged on every rank, because each rank may differ.

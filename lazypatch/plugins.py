@@ -13,9 +13,9 @@ each entry becomes one small lazypatch patch on its target named
 the pack module itself is imported only when that target is imported, never
 at activation.
 
-Why not ``importlib.metadata.entry_points()``: it costs about 100 ms in the
-full stack environment (160M instructions just to import it), ten times the
-whole activation budget. Instead this module lists the ``*.dist-info`` and
+Why not ``importlib.metadata.entry_points()``: in the full stack environment
+it costs about ten times the whole activation budget (benchmarks/COSTS.md).
+Instead this module lists the ``*.dist-info`` and
 ``*.egg-info`` directories on ``sys.path`` and reads only their
 ``entry_points.txt`` with plain string parsing. The result is cached per
 interpreter in a small text file (``$LAZYPATCH_CACHE_DIR``, else

@@ -7,7 +7,7 @@ distribution metadata*: importing a package to read its ``__version__`` is
 exactly the eager behaviour lazypatch exists to avoid.
 
 Installed versions are read from ``*.dist-info`` / ``*.egg-info`` directory
-names on ``sys.path``; ``importlib.metadata`` (about 35 ms to import) is only
+names on ``sys.path``; ``importlib.metadata`` (see benchmarks/COSTS.md) is only
 consulted when a ``sys.path`` entry is not a plain directory (a zip or egg),
 where a directory listing cannot see the metadata.
 """

@@ -41,7 +41,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
-    from .configuration import Configuration
     from .requirements import Requirement
 
 PENDING = "pending"
@@ -71,7 +70,7 @@ class RegisteredPatch:
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
         "history", "description", "applied_order", "notes", "note_providers",
-        "namespace_snapshots", "claimed_by", "generation", "scope_holds", "scope_saved",
+        "namespace_snapshots", "generation", "scope_holds", "scope_saved",
     )
 
     def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
@@ -107,7 +106,6 @@ class RegisteredPatch:
         self.applied_order = 0
         self.notes: "List[str]" = []
         self.note_providers: "List[Callable[[], Any]]" = []
-        self.claimed_by: "Optional[int]" = None   # thread applying it right now
         self.generation = 0        # bumped by undo/disable: an application in flight is stale
         self.scope_holds = 0       # patched() scopes holding it applied
         self.scope_saved: "Optional[Tuple[bool, bool]]" = None   # (enabled, applied) before them
@@ -240,12 +238,16 @@ class EngineState:
         self.enable_rules: "List[str]" = []       # selectors from configuration, applied to
         self.disable_rules: "List[str]" = []      # patches registered later too
         self.strict = False
-        self.configuration: "Optional[Configuration]" = None
+        # The configuration.Configuration in force (typed loosely: configuration
+        # imports this module, and the arrow must point one way only).
+        self.configuration: "Any" = None
         self.declared_variables: "Dict[str, str]" = {}   # pack variables (declare_variable)
         self.activation = Activation()
         self.class_declarations: "List[Any]" = []    # classes.ClassPatch, in declaration order
         self.plugin_entries: "Dict[str, Any]" = {}   # patch name -> plugins.PluginEntry
         self.application_count = 0   # global counter, so undo-all can go newest first
+        # patch -> token of the one call applying it right now (see application.apply)
+        self.claims: "Dict[RegisteredPatch, Any]" = {}
         self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
 
     def forget_everything(self) -> None:

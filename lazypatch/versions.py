@@ -1,15 +1,15 @@
 """PEP 440 versions and specifiers, parsed without ``re`` or ``packaging``.
 
 Registration validates every requirement string, and registration happens at
-activation, whose whole budget is 10 ms. ``packaging.requirements`` costs
-60-85 ms to import and ``re`` about 25M instructions, so this module parses
-by hand and imports nothing.
+activation, whose budget ``packaging.requirements`` alone would exceed several
+times over (and ``re`` would take a quarter of it; see benchmarks/COSTS.md),
+so this module parses by hand and imports nothing.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs ~40M instructions to import; keep it off the activation path
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Optional, Tuple
 
 

@@ -26,7 +26,9 @@ def pack_names() -> list:
 
 
 def load_packs() -> None:
-    """Import every built-in pack, registering its patches; a broken pack warns."""
+    """Import every built-in pack, registering its patches; a broken pack warns, and
+    the other packs still load whatever the warnings filters say."""
+    import sys
     from _warnings import warn
 
     from lazypatch import ConfigurationWarning
@@ -34,5 +36,9 @@ def load_packs() -> None:
         try:
             __import__(f"{__name__}.{name}")
         except Exception as error:
-            warn(f"lazypatch: built-in pack {name!r} failed to load: "
-                 f"{type(error).__name__}: {error}", ConfigurationWarning, stacklevel=2)
+            message = (f"lazypatch: built-in pack {name!r} failed to load: "
+                       f"{type(error).__name__}: {error}")
+            try:
+                warn(message, ConfigurationWarning, stacklevel=2)
+            except Exception:   # -W error made the warning an exception: say it, go on
+                sys.stderr.write(f"ConfigurationWarning: {message}\n")

@@ -1,4 +1,4 @@
-"""The import semantics of DESIGN.md, each in a fresh interpreter over real modules.
+"""The import semantics the engine promises, each in a fresh interpreter over real modules.
 
 Every test writes a small package to a temporary directory and runs a new
 Python on it, so the finder, the module locks and the loaders are the real ones.

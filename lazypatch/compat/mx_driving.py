@@ -8,7 +8,7 @@ Porting a DrivingSDK ``patch.py`` means changing one line::
 
 Patch functions keep their signature ``func(module, options)`` and receive
 the module named in ``add_module_patch`` (usually the root package). What
-changes is what the original got wrong (see ANCHORS.md):
+changes is what the original got wrong:
 
 * nothing is imported by ``build()`` or ``with``: each patch runs when its
   module is first imported (at once if it already is);
