@@ -62,7 +62,7 @@ def tracing(module, patch):
 
 @lazypatch.when_imported("torch", name="training.tracker", tags=("training", "tracker"),
                          enabled=False)
-def tracker(module, patch):
+def module_tracking(module, patch):
     """Track the modules executing now, forward and backward (module_tracker())."""
     from .tracker import install
     install(module, patch)

@@ -195,7 +195,7 @@ def test_reentrant_checkpoint_inner_backward_names_the_segment_modtracker_does_n
     rows = compare(interpreter, "models.CheckpointedShared(reentrant=True)")
     found = differences(rows)
     assert found
-    for name, our_bw, our_parents, anchor_bw, anchor_parents in found:
+    for _operator, our_bw, our_parents, anchor_bw, anchor_parents in found:
         assert our_bw and anchor_bw
         assert set(anchor_parents) < set(our_parents)
         assert all(extra.startswith("CheckpointedShared.segment")
