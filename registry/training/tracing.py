@@ -9,6 +9,8 @@ every call to name it. Here:
   gets a pre-hook and a hook opening and closing a range
   "Net.encoder.0 (backward): AddmmBackward0", so the trace shows backward
   time per module (``module_table.py`` sums it).
+* collectives (``torch.distributed``) get a range with the module path,
+  process group and tensor sizes (``collectives.py``).
 * operators are intercepted by a ``TorchFunctionMode`` (so aliased imports,
   ``torch.nn.functional`` and Tensor methods are all seen, nothing is
   rebound), entered on the thread that applied the pack (the main thread).
@@ -240,4 +242,6 @@ def install(torch: "Any", patch: "Any") -> None:
     tracker.observers.append(observer)
     patch.on_undo(lambda: tracker.observers.remove(observer))
     patch.setitem(MODES, "operators", make_mode(torch, tracker, ranges, recording))
+    from .collectives import install as mark_collectives
+    mark_collectives(torch, tracker, ranges, recording, patch)
     TRACERS[:] = [tracker]

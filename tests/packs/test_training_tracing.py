@@ -170,3 +170,35 @@ def test_profiled_run_at_level_1_prints_the_module_table(interpreter):
     assert rows["Sequential"][1:3] == ["Sequential", "1"]     # one active step recorded
     assert float(rows["Sequential"][4]) > 0                   # backward time
     assert rows["2"][1] == "Linear"                           # Sequential.2, indented
+
+
+def test_collectives_are_marked_with_group_and_sizes(interpreter):
+    """A real gloo group on 127.0.0.1 (one rank, bounded by a timeout)."""
+    result = interpreter.run_json(MODEL + """
+import datetime
+import socket
+import torch.distributed as dist
+
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                        timeout=datetime.timedelta(seconds=30))
+
+class Synced(torch.nn.Module):
+    def forward(self, x):
+        dist.all_reduce(x)
+        return x
+
+unrecorded = Synced()(torch.ones(16))
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+    Synced()(torch.ones(16))
+    dist.broadcast(torch.ones(2, 3, dtype=torch.float64), src=0)
+profiler.export_chrome_trace("trace.json")
+dist.destroy_process_group()
+names = sorted({event["name"] for event in json.load(open("trace.json"))["traceEvents"]
+                if "name" in event})
+print(json.dumps([name for name in names if "group" in name]))
+""", env={"LAZYPATCH_ENABLE": "training.tracing"})
+    assert "Synced: all_reduce([16] float32 64 B; group 0 (gloo, rank 0 of 1))" in result
+    assert "broadcast([2, 3] float64 48 B; group 0 (gloo, rank 0 of 1))" in result
