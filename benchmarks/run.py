@@ -78,6 +78,7 @@ MEASUREMENTS: Dict[str, Measurement] = {
     "scale": lambda env, s, count: measure_scale.measure(
         env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
     "packs": lambda env, s, count: packs.measure(quick=s is not FULL),
+    "tracker": lambda env, s, count: packs.measure(quick=s is not FULL, modules=("bench_tracker",)),
 }
 
 

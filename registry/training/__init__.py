@@ -8,7 +8,12 @@ profiler and the LAZYPATCH_REPORT file. ``LAZYPATCH_PROFILE=DIR`` (with
 ``torch.profiler``. The API calls ``brake_at(step)`` and ``profile_to(dir)``
 do the same from code. ``training.tracing`` (tag ``tracing``, enable it by
 name) marks every torch operator and module forward with a range naming the
-module path, operator and shapes while a profiler records.
+module path, operator and shapes while a profiler records, and every
+backward operator with the module whose forward produced it.
+``training.tracker`` (tag ``tracker``) keeps ``module_tracker()`` tracking for
+the whole run: the modules executing now (``parents``), ``is_bw`` and user
+hooks, ModTracker's interface; ``with module_tracker() as tracker:`` tracks
+in a block without enabling the patch.
 
 Importing this pack only declares patches: no torch, no mmengine.
 """
@@ -21,7 +26,7 @@ from . import settings as _settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional
+    from typing import Any, List, Optional
 
 for _variable, _meaning in _settings.VARIABLES.items():
     lazypatch.declare_variable(_variable, _meaning)
@@ -53,6 +58,26 @@ def tracing(module, patch):
     """Mark torch operators and module forwards with ranges (module path, op, shapes)."""
     from .tracing import install
     install(module, patch)
+
+
+@lazypatch.when_imported("torch", name="training.tracker", tags=("training", "tracker"),
+                         enabled=False)
+def module_tracking(module, patch):
+    """Track the modules executing now, forward and backward (module_tracker())."""
+    from .tracker import install
+    install(module, patch)
+
+
+def module_tracker() -> "Any":
+    """The process's module tracker (``tracker.ModuleTracker``); needs torch imported.
+
+    It tracks while the ``training.tracker`` or ``training.tracing`` patch is
+    applied, or inside ``with module_tracker():``.
+    """
+    import torch
+
+    from .tracker import tracker_for
+    return tracker_for(torch)
 
 
 def _switch_step_counting() -> "List[str]":
@@ -102,4 +127,4 @@ def profile_to(path: "Optional[str]", level: int = 0, *, skip_first: int = 20, w
     _switch_step_counting()
 
 
-__all__ = ["brake_at", "profile_to", "STEP_PATCHES"]
+__all__ = ["brake_at", "profile_to", "module_tracker", "STEP_PATCHES"]

@@ -6,7 +6,9 @@ loops: nothing tells us earlier where a step begins), and advances with
 every finished step; the schedule (skip first, wait, warmup, active,
 repeat) is torch's. Each finished cycle is written by TensorBoard's trace
 handler as a Chrome trace (``*.pt.trace.json``) under the directory, and a
-short table of the most expensive operators goes to stderr at the end.
+short table of the most expensive operators goes to stderr at the end; at
+levels 1 and 2, with the tracing marks (``training.tracing``), also the
+forward and backward time of each module.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class StepProfiler:
         self.closed = False
         self.note = ""
         self.tables: "List[str]" = []
+        self.module_tables: "List[str]" = []
         self.traces_before: "set" = set()
 
     def _start(self) -> None:
@@ -101,6 +104,8 @@ class StepProfiler:
         def trace_ready(profiler: "Any") -> None:
             handler(profiler)
             self.tables.append(_operator_table(profiler))
+            if self.settings.level >= 1:
+                self.module_tables.append(_module_table(profiler))
 
         self.profiler = backend.profile(on_trace_ready=trace_ready, **arguments)
         self.profiler.start()
@@ -141,6 +146,10 @@ class StepProfiler:
         if self.tables:
             lines.append("lazypatch: most expensive operators of the last recorded steps:")
             lines.append(self.tables[-1])
+        if self.module_tables and self.module_tables[-1]:
+            lines.append("lazypatch: time per module of the last recorded steps (CPU, ranges "
+                         "include their submodules; backward: nodes the module's forward made):")
+            lines.append(self.module_tables[-1])
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
 
@@ -154,3 +163,12 @@ def _operator_table(profiler: "Any") -> str:
         return averages.table(sort_by=sort_by, row_limit=TABLE_ROWS)
     except Exception as error:   # a backend without key_averages must not lose the trace
         return f"(no operator table: {type(error).__name__}: {error})"
+
+
+def _module_table(profiler: "Any") -> str:
+    """Per-module forward/backward times, "" without the tracing marks or on failure."""
+    try:
+        from .module_table import module_table
+        return module_table(profiler)
+    except Exception as error:   # the operator table and the trace matter more
+        return f"(no module table: {type(error).__name__}: {error})"

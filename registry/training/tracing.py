@@ -3,9 +3,14 @@
 PyProf wrapped every public torch function and walked the Python stack on
 every call to name it. Here:
 
-* module attribution is ModTracker's: global module forward pre/post hooks
-  keep a stack of module paths ("Net.encoder.0"), named from the parent's
-  ``_modules`` the first time a module runs; no stack walk.
+* module attribution is the module tracker's (``tracker.py``): module paths
+  ("Net.encoder.0") from global forward hooks, per thread; no stack walk.
+* backward: every autograd node an operator makes while a profiler records
+  gets a pre-hook and a hook opening and closing a range
+  "Net.encoder.0 (backward): AddmmBackward0", so the trace shows backward
+  time per module (``module_table.py`` sums it).
+* collectives (``torch.distributed``) get a range with the module path,
+  process group and tensor sizes (``collectives.py``).
 * operators are intercepted by a ``TorchFunctionMode`` (so aliased imports,
   ``torch.nn.functional`` and Tensor methods are all seen, nothing is
   rebound), entered on the thread that applied the pack (the main thread).
@@ -19,9 +24,6 @@ them exactly.
 """
 
 from __future__ import annotations
-
-import threading
-import weakref
 
 from .settings import trace_always
 
@@ -91,50 +93,75 @@ class Ranges:
             scope.__exit__(None, None, None)
 
 
-class ModulePaths:
-    """ModTracker-style module attribution through global forward hooks."""
+class ModuleRanges:
+    """A tracker observer: a range around each module forward while a profiler records."""
 
     def __init__(self, recording: "Callable[[], bool]", ranges: Ranges) -> None:
-        self.names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
-        self._local = threading.local()
         self._recording = recording
         self._ranges = ranges
+        self._open: "Dict[Any, Any]" = {}   # module call -> its range (calls are per thread)
 
-    def stack(self) -> "List[Tuple[str, bool, Any]]":
-        stack = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = []
-        return stack
-
-    def current(self) -> str:
-        stack = getattr(self._local, "stack", None)
-        return stack[-1][0] if stack else ""
-
-    def name_of(self, module: "Any") -> str:
-        """The module's path; a module seen first names its whole subtree, as
-        ``named_modules`` does (so ``Net.encoder.0``), once."""
-        path = self.names.get(module)
-        if path is None:
-            root = type(module).__name__
-            for sub_path, submodule in module.named_modules(prefix=root):
-                if submodule not in self.names:
-                    self.names[submodule] = sub_path
-            path = self.names[module]
-        return path
-
-    def entered(self, module: "Any", inputs: "Any") -> None:
-        path = self.name_of(module)
-        opened, scope = False, None
+    def entered(self, call: "Any", module: "Any", args: "Any") -> None:
         if self._recording():
-            scope, opened = self._ranges.open(f"{path} ({type(module).__name__})"), True
-        self.stack().append((path, opened, scope))
+            self._open[call] = self._ranges.open(f"{call.name} ({type(module).__name__})")
 
-    def left(self, module: "Any", inputs: "Any", output: "Any") -> None:
-        stack = self.stack()
-        if stack:
-            _, opened, scope = stack.pop()
-            if opened:
-                self._ranges.close(scope)
+    def left(self, call: "Any", module: "Any", output: "Any") -> None:
+        if call in self._open:
+            self._ranges.close(self._open.pop(call))
+
+
+BACKWARD_MODULE = "lazypatch.module"   # autograd node metadata: the module that made it
+
+
+class BackwardRange:
+    """Node pre-hook and hook: a range around one autograd node's backward.
+
+    It holds the label only (never the node), so the node's hooks make no
+    reference cycle through C++ that the garbage collector could not see.
+    """
+
+    __slots__ = ("label", "ranges", "scope")
+
+    def __init__(self, label: str, ranges: Ranges) -> None:
+        self.label = label
+        self.ranges = ranges
+        self.scope: "Any" = None
+
+    def opened(self, grad_outputs: "Any") -> None:
+        self.scope = self.ranges.open(self.label)
+
+    def closed(self, grad_inputs: "Any", grad_outputs: "Any") -> None:
+        self.ranges.close(self.scope)
+        self.scope = None
+
+
+def backward_label(path: str, node_name: str) -> str:
+    """The range label of a backward node: "Net.head (backward): AddmmBackward0"."""
+    return f"{path or 'Global'} (backward): {node_name}"
+
+
+def mark_backward(result: "Any", first_sequence: int, path: str, ranges: Ranges,
+                  tensor_type: type) -> None:
+    """Give every autograd node this operator made a backward range naming ``path``.
+
+    The nodes made by the call are those reached from its outputs whose
+    sequence number is at least the thread's counter before the call (a
+    composite operator makes several); AccumulateGrad nodes (numbered last)
+    go to the first operator that used the parameter.
+    """
+    from .tracker import tensors_of
+    pending = [tensor.grad_fn for tensor in tensors_of(result, tensor_type)
+               if tensor.grad_fn is not None]
+    while pending:
+        node = pending.pop()
+        metadata = node.metadata
+        if node._sequence_nr() < first_sequence or BACKWARD_MODULE in metadata:
+            continue
+        metadata[BACKWARD_MODULE] = path
+        marker = BackwardRange(backward_label(path, node.name()), ranges)
+        node.register_prehook(marker.opened)
+        node.register_hook(marker.closed)
+        pending.extend(following for following, _ in node.next_functions if following is not None)
 
 
 class ModeSlot:
@@ -173,10 +200,13 @@ MODES = ModeSlot()
 TRACERS: "List[Any]" = []   # what is installed, for tests and diagnostics
 
 
-def make_mode(torch: "Any", paths: ModulePaths, ranges: Ranges,
+def make_mode(torch: "Any", tracker: "Any", ranges: Ranges,
               recording: "Callable[[], bool]") -> "Any":
-    """The TorchFunctionMode that marks operator calls while a profiler records."""
+    """The TorchFunctionMode that marks operator calls while a profiler records, and
+    the autograd nodes they make, so that their backward is marked too."""
     tensor_type = torch.Tensor
+    sequence_number = torch._C._autograd._get_sequence_nr
+    grad_enabled = torch.is_grad_enabled
     module_globals = globals()   # format_operator looked up per call: tests can count it
 
     class OperatorMarks(torch.overrides.TorchFunctionMode):
@@ -185,33 +215,33 @@ def make_mode(torch: "Any", paths: ModulePaths, ranges: Ranges,
                 kwargs = {}
             if not recording() or passes_through(getattr(func, "__name__", "")):
                 return func(*args, **kwargs)
-            label = module_globals["format_operator"](paths.current(), func, args, kwargs,
-                                                      tensor_type)
+            path = tracker.current
+            label = module_globals["format_operator"](path, func, args, kwargs, tensor_type)
+            first_sequence = sequence_number()
             scope = ranges.open(label)
             try:
-                return func(*args, **kwargs)
+                result = func(*args, **kwargs)
             finally:
                 ranges.close(scope)
+            if grad_enabled():
+                mark_backward(result, first_sequence, path, ranges, tensor_type)
+            return result
 
     return OperatorMarks()
 
 
 def install(torch: "Any", patch: "Any") -> None:
-    """The ``training.tracing`` patch: module hooks and the operator mode, in the ledger."""
-    from torch.nn.modules import module as nn_module
-
-    from .steps import record_hook
+    """The ``training.tracing`` patch: the module tracker, its range observer and the
+    operator mode, each undone by the patch ledger."""
+    from . import tracker as tracker_module
     profiler_enabled = torch._C._autograd._profiler_enabled
     recording = (lambda: True) if trace_always() else profiler_enabled
     ranges = Ranges(torch)
-    paths = ModulePaths(recording, ranges)
-    pre = nn_module.register_module_forward_pre_hook(paths.entered)
-    record_hook(pre, paths.entered, patch)
-    post = nn_module.register_module_forward_hook(paths.left, always_call=True)
-    record_hook(post, paths.left, patch)
-    for extra in getattr(post, "extra_dict_ref", ()) or ():
-        extra_dict = extra()
-        if extra_dict is not None and post.id in extra_dict:
-            patch.setitem(extra_dict, post.id, extra_dict.pop(post.id))
-    patch.setitem(MODES, "operators", make_mode(torch, paths, ranges, recording))
-    TRACERS[:] = [paths]
+    tracker = tracker_module.install(torch, patch)
+    observer = ModuleRanges(recording, ranges)
+    tracker.observers.append(observer)
+    patch.on_undo(lambda: tracker.observers.remove(observer))
+    patch.setitem(MODES, "operators", make_mode(torch, tracker, ranges, recording))
+    from .collectives import install as mark_collectives
+    mark_collectives(torch, tracker, ranges, recording, patch)
+    TRACERS[:] = [tracker]

@@ -1,0 +1,226 @@
+"""Per-step cost of the module tracker against ModTracker and PyProf-style stack walking.
+
+One training step (forward, backward, SGD step) of a small ResNet-style
+network on CPU, timed per step with every variant interleaved in each
+repeat, as a ratio to the same step untracked:
+
+* idle: ``training.tracker`` applied (hooks installed, ``parents`` kept),
+  nobody reading it; the budget is 1.05;
+* tracking: the same with user hooks on all four events;
+* ModTracker: PyTorch's ``torch.distributed._tools.mod_tracker.ModTracker``;
+* PyProf-style: every module class's forward and the functional operators
+  it calls wrapped by ``benchmarks/baselines/pyprof_style.py`` (a stack walk
+  per call);
+* profiling: ``training.tracing`` (forward and backward marks) while
+  ``torch.profiler`` records, against the profiler recording alone.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_tracker.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Callable, Dict, Iterator, List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+import lazypatch.registry.training  # noqa: E402,F401  (declares training.tracker)
+import torch  # noqa: E402
+from lazypatch.registry.training import module_tracker  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.distributed._tools.mod_tracker import ModTracker  # noqa: E402
+
+import lazypatch  # noqa: E402
+from benchmarks.baselines import pyprof_style  # noqa: E402
+
+IDLE_BUDGET = 1.05
+
+
+class Block(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(channels, channels, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))) + x)
+
+
+class SmallResNet(nn.Module):
+    def __init__(self, channels: int = 16, blocks: int = 4, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, channels, 3, 1, 1, bias=False),
+                                  nn.BatchNorm2d(channels), nn.ReLU())
+        self.blocks = nn.Sequential(*[Block(channels) for _ in range(blocks)])
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(channels, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.pool(self.blocks(self.stem(x))), 1))
+
+
+def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
+                  labels: torch.Tensor) -> None:
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(images), labels).backward()
+    optimizer.step()
+
+
+@contextlib.contextmanager
+def nothing() -> Iterator[None]:
+    yield
+
+
+@contextlib.contextmanager
+def patch_applied(name: str) -> Iterator[None]:
+    lazypatch.enable(name)          # torch is imported: applies at once
+    try:
+        yield
+    finally:
+        lazypatch.unpatch(name)
+
+
+@contextlib.contextmanager
+def tracking_with_hooks() -> Iterator[None]:
+    calls = [0]
+
+    def count(*args: object) -> None:
+        calls[0] += 1
+    with patch_applied("training.tracker"):
+        tracker = module_tracker()
+        tracker.register_user_hooks(count, count, count, count)
+        try:
+            yield
+        finally:
+            tracker.clear_user_hooks()
+
+
+@contextlib.contextmanager
+def modtracker() -> Iterator[None]:
+    with ModTracker():
+        yield
+
+
+PYPROF_FUNCTIONS = ("conv2d", "batch_norm", "relu", "linear", "adaptive_avg_pool2d",
+                    "cross_entropy")
+
+
+@contextlib.contextmanager
+def pyprof(model: nn.Module) -> Iterator[None]:
+    undo = [pyprof_style.add_wrapper(nn.functional, name) for name in PYPROF_FUNCTIONS]
+    undo += [pyprof_style.add_wrapper(cls, "forward")
+             for cls in {type(module) for module in model.modules()}]
+    try:
+        yield
+    finally:
+        for function in reversed(undo):
+            function()
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[None]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                record_shapes=True):
+        yield
+
+
+@contextlib.contextmanager
+def tracing_recording() -> Iterator[None]:
+    with patch_applied("training.tracing"), recording():
+        yield
+
+
+def per_step_ms(step: Callable[[], None], steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps * 1e3
+
+
+def measure(variants: Dict[str, Callable[[], contextlib.AbstractContextManager]],
+            step: Callable[[], None], steps: int, repeats: int) -> Dict[str, float]:
+    """Median ms per step of each variant; variants interleaved in every repeat."""
+    samples: Dict[str, List[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, setup in variants.items():
+            with setup():
+                step()                                  # warm up (naming, caches)
+                samples[name].append(per_step_ms(step, steps))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def row(name: str, value: float, baseline: float, note: str) -> Dict[str, object]:
+    return {"name": name, "value": round(value, 3), "baseline": round(baseline, 3),
+            "ratio": round(value / baseline, 4), "unit": "ms/step", "note": note}
+
+
+def run(quick: bool) -> List[Dict[str, object]]:
+    """Rows for the benchmark runner: tracker costs per training step, as ratios."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)   # two shared cores: one thread keeps the ratios steady
+    steps, repeats = (4, 3) if quick else (20, 9)
+    model = SmallResNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+
+    def step() -> None:
+        training_step(model, optimizer, images, labels)
+
+    plain = measure({"bare": nothing, "idle": lambda: patch_applied("training.tracker"),
+                     "tracking": tracking_with_hooks, "modtracker": modtracker,
+                     "pyprof": lambda: pyprof(model)}, step, steps, repeats)
+    profiled = measure({"profiler": recording, "tracing": tracing_recording},
+                       step, max(steps // 2, 2), repeats)
+    calls = sum(1 for _ in model.modules())
+    bare = plain["bare"]
+    rows = [
+        row("tracker idle vs untracked step", plain["idle"], bare,
+            f"training.tracker applied, nobody reading it; budget {IDLE_BUDGET}; "
+            f"{calls} module calls per forward"),
+        row("tracker with user hooks vs untracked step", plain["tracking"], bare,
+            "pre_fw, post_fw, pre_bw, post_bw hooks on every module call"),
+        row("ModTracker vs untracked step", plain["modtracker"], bare,
+            "torch.distributed._tools.mod_tracker.ModTracker (tensor multi-grad hooks)"),
+        row("PyProf-style stack walk vs untracked step", plain["pyprof"], bare,
+            "module forwards and functional ops wrapped, stack walked per call"),
+        row("tracing marks while profiling vs profiler alone", profiled["tracing"],
+            profiled["profiler"], "training.tracing forward and backward ranges, "
+            "torch.profiler CPU with shapes"),
+    ]
+    from benchmarks import harness
+    rows[0]["budget"] = f"ratio <= {IDLE_BUDGET}"
+    rows[0]["verdict"] = harness.verdict(plain["idle"] / bare <= IDLE_BUDGET)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    arguments = parser.parse_args()
+    rows = run(arguments.quick)
+    if arguments.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print("| benchmark | variant | baseline | ratio | unit | note |")
+    print("|---|---|---|---|---|---|")
+    for entry in rows:
+        print(f"| {entry['name']} | {entry['value']} | {entry['baseline']} | {entry['ratio']} "
+              f"| {entry['unit']} | {entry['note']} |")
+
+
+if __name__ == "__main__":
+    main()

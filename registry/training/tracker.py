@@ -1,0 +1,358 @@
+"""The module tracker: which modules run now, forward and backward (ModTracker's successor).
+
+PyTorch's ``torch.distributed._tools.mod_tracker.ModTracker`` keeps one
+process-wide set of module names. That set is shared by every thread, its
+backward markers are lists kept across steps (they grow under
+``torch.no_grad``), and it registers no backward markers while a backward
+runs, so a re-entrant checkpoint's inner backward is attributed to the
+enclosing modules only. Here:
+
+* forward: a per-thread stack of module calls (global forward pre/post
+  hooks), so a module running in another thread (a DataLoader worker thread,
+  a second model) never appears in this thread's ``parents``;
+* backward: each module call registers a pre-hook on the autograd nodes
+  that produced its outputs ("its backward starts") and on the nodes that
+  produced its inputs ("its backward is over"), ModTracker's timing, but one
+  C call per node instead of tensor hooks; the state is kept per autograd
+  graph task (``torch._C._current_graph_task_id()``), which is what the
+  engine's worker threads share, and dropped by an engine callback when the
+  task ends;
+* hooks are registered whenever gradients are enabled, also during a
+  backward (a re-entrant checkpoint recomputes its forward there, and its
+  inner backward is a nested graph task that sees the enclosing task's
+  modules too);
+* names are fully qualified (``Net.encoder.0``): a module first seen as a
+  root names its whole subtree once; a module created after that is found
+  under the module whose forward called it.
+
+``parents``, ``is_bw``, ``get_known_fqn``, ``register_user_hooks`` and
+``clear_user_hooks`` mean what they mean on ModTracker.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Set
+
+GLOBAL = "Global"   # ModTracker's name for "outside every module"
+
+
+class ModuleCall:
+    """One execution of one module's forward; its backward is tracked per graph task."""
+
+    __slots__ = ("name", "module", "tracker", "input_nodes", "outer_task")
+
+    def __init__(self, name: str, module: "Any", tracker: "ModuleTracker",
+                 outer_task: int) -> None:
+        self.name = name
+        self.module = weakref.ref(module)   # ModTracker's choice: the module may die first
+        self.tracker = tracker
+        self.input_nodes = 0                 # distinct autograd nodes of the inputs
+        self.outer_task = outer_task         # graph task running when the call ran (-1: none)
+
+    def output_gradient_ready(self, grad_outputs: "Any") -> None:
+        """Node pre-hook on an output's producer: this call's backward starts."""
+        self.tracker._backward_started(self, grad_outputs)
+
+    def input_gradient_ready(self, grad_outputs: "Any") -> None:
+        """Node pre-hook on an input's producer: this call's backward has reached it."""
+        self.tracker._input_reached(self, grad_outputs)
+
+
+class BackwardTask:
+    """What one autograd graph task has entered: active calls in entry order."""
+
+    __slots__ = ("active", "started", "reached", "outer")
+
+    def __init__(self, outer: "Optional[BackwardTask]") -> None:
+        self.active: "Dict[ModuleCall, None]" = {}
+        self.started: "Set[ModuleCall]" = set()
+        self.reached: "Dict[ModuleCall, int]" = {}
+        self.outer = outer
+
+
+def tensors_of(value: "Any", tensor_type: type) -> "List[Any]":
+    """The tensors in a forward's inputs or output; plain cases without pytree."""
+    if isinstance(value, tensor_type):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        if all(isinstance(item, tensor_type) for item in value):
+            return list(value)
+    elif value is None:
+        return []
+    from torch.utils._pytree import tree_flatten
+    return [item for item in tree_flatten(value)[0] if isinstance(item, tensor_type)]
+
+
+def producer_nodes(tensors: "List[Any]") -> "List[Any]":
+    """The distinct autograd nodes that produced these tensors (leaves have none)."""
+    nodes: "List[Any]" = []
+    for tensor in tensors:
+        node = tensor.grad_fn
+        if node is not None and all(node is not seen for seen in nodes):
+            nodes.append(node)
+    return nodes
+
+
+class ModuleTracker:
+    """Modules executing now (``parents``), backward flag and user hooks; see the module doc."""
+
+    def __init__(self, torch: "Any") -> None:
+        self._tensor = torch.Tensor
+        self._grad_enabled = torch.is_grad_enabled
+        self._graph_task = torch._C._current_graph_task_id
+        self._engine = torch.autograd.Variable._execution_engine
+        self._names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+        self._local = threading.local()
+        self._tasks: "Dict[int, BackwardTask]" = {}
+        self._handles: "List[Any]" = []
+        self._users = 0
+        self._lock = threading.Lock()
+        self.observers: "List[Any]" = []   # internal listeners (the tracing pack)
+        self._pre_fw: "Optional[Callable[..., Any]]" = None
+        self._post_fw: "Optional[Callable[..., Any]]" = None
+        self._pre_bw: "Optional[Callable[..., Any]]" = None
+        self._post_bw: "Optional[Callable[..., Any]]" = None
+
+    # -- public, ModTracker's names ------------------------------------------
+
+    @property
+    def parents(self) -> "Set[str]":
+        """Qualified names of the modules executing now on this thread, with "Global"."""
+        names = {GLOBAL}
+        names.update(call.name for call in self.stack())
+        task = self._tasks.get(self._graph_task())
+        while task is not None:
+            names.update(call.name for call in task.active)
+            task = task.outer
+        return names
+
+    @property
+    def is_bw(self) -> bool:
+        """Whether this thread is running an autograd backward now."""
+        return self._graph_task() != -1
+
+    def get_known_fqn(self, module: "Any") -> "Optional[str]":
+        """The module's qualified name if it has run while tracking, else None."""
+        return self._names.get(module)
+
+    def register_user_hooks(self, pre_fw_hook: "Optional[Callable[..., Any]]" = None,
+                            post_fw_hook: "Optional[Callable[..., Any]]" = None,
+                            pre_bw_hook: "Optional[Callable[..., Any]]" = None,
+                            post_bw_hook: "Optional[Callable[..., Any]]" = None) -> None:
+        """Call ``pre_fw(module, args)``, ``post_fw(module, args, output)``,
+        ``pre_bw(module, grad_outputs)`` and ``post_bw(module, grad_inputs)``
+        around each module call; the module's name is in ``parents`` meanwhile.
+        One hook of each kind at a time (``clear_user_hooks`` first), as on ModTracker."""
+        for label, new, old in (("pre_fw_hook", pre_fw_hook, self._pre_fw),
+                                ("post_fw_hook", post_fw_hook, self._post_fw),
+                                ("pre_bw_hook", pre_bw_hook, self._pre_bw),
+                                ("post_bw_hook", post_bw_hook, self._post_bw)):
+            if new is not None and old is not None:
+                raise AssertionError(f"only one {label} can be registered at a time; "
+                                     f"call clear_user_hooks() first")
+        self._pre_fw = pre_fw_hook or self._pre_fw
+        self._post_fw = post_fw_hook or self._post_fw
+        self._pre_bw = pre_bw_hook or self._pre_bw
+        self._post_bw = post_bw_hook or self._post_bw
+
+    def clear_user_hooks(self) -> None:
+        """Forget the hooks given to ``register_user_hooks``."""
+        self._pre_fw = self._post_fw = self._pre_bw = self._post_bw = None
+
+    # -- more than ModTracker ------------------------------------------------
+
+    def stack(self) -> "List[ModuleCall]":
+        """This thread's forward calls, outermost first."""
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    @property
+    def current(self) -> str:
+        """The innermost module running now: forward on this thread, else the
+        last module whose backward started in this graph task; "" outside both."""
+        stack = getattr(self._local, "stack", None)
+        if stack:
+            return stack[-1].name
+        task = self._tasks.get(self._graph_task())
+        while task is not None:
+            if task.active:
+                return next(reversed(task.active)).name
+            task = task.outer
+        return ""
+
+    @property
+    def tracking(self) -> bool:
+        """Whether the module hooks are installed."""
+        return bool(self._handles)
+
+    # -- installing ------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Install the global module hooks for one more user (a patch); idempotent per user."""
+        with self._lock:
+            self._users += 1
+            if self._users == 1:
+                from torch.nn.modules import module as nn_module
+                self._handles = [
+                    nn_module.register_module_forward_pre_hook(self._forward_started),
+                    nn_module.register_module_forward_hook(self._forward_finished,
+                                                           always_call=True)]
+
+    def release(self) -> None:
+        """One user less; the last one removes the hooks exactly."""
+        with self._lock:
+            if self._users == 0:
+                return
+            self._users -= 1
+            if self._users == 0:
+                for handle in self._handles:
+                    handle.remove()
+                self._handles = []
+
+    def __enter__(self) -> "ModuleTracker":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: "Any") -> None:
+        self.release()
+
+    # -- naming ----------------------------------------------------------------
+
+    def name_of(self, module: "Any") -> str:
+        """The module's qualified name, found once (see the module doc)."""
+        name = self._names.get(module)
+        if name is None:
+            name = self._name_new(module)
+        return name
+
+    def _name_new(self, module: "Any") -> str:
+        for call in reversed(self.stack()):
+            enclosing = call.module()
+            if enclosing is None:
+                continue
+            for relative, submodule in enclosing.named_modules():
+                if submodule is module:
+                    return self._name_subtree(module, f"{call.name}.{relative}", False)
+        # A root: it names its subtree, as ModTracker does (a wrapper seen later renames).
+        return self._name_subtree(module, type(module).__name__, True)
+
+    def _name_subtree(self, module: "Any", name: str, overwrite: bool) -> str:
+        for relative, submodule in module.named_modules():
+            if overwrite or submodule not in self._names:
+                self._names[submodule] = f"{name}.{relative}" if relative else name
+        self._names[module] = name
+        return name
+
+    # -- forward hooks ---------------------------------------------------------
+
+    def _forward_started(self, module: "Any", args: "Any") -> None:
+        name = self._names.get(module)
+        if name is None:
+            name = self._name_new(module)
+        call = ModuleCall(name, module, self, self._graph_task())
+        self.stack().append(call)
+        for observer in self.observers:
+            observer.entered(call, module, args)
+        if self._pre_fw is not None:
+            self._pre_fw(module, args)
+        if self._grad_enabled():
+            nodes = producer_nodes([tensor for tensor in tensors_of(args, self._tensor)
+                                    if tensor.requires_grad])
+            call.input_nodes = len(nodes)
+            for node in nodes:
+                node.register_prehook(call.input_gradient_ready)
+
+    def _forward_finished(self, module: "Any", args: "Any", output: "Any") -> None:
+        stack = self.stack()
+        if not stack:
+            return   # the tracker started inside this forward
+        call = stack[-1]
+        if call.module() is not module:
+            return   # unbalanced: the tracker started inside this module's forward
+        if self._post_fw is not None:
+            self._post_fw(module, args, output)
+        for observer in self.observers:
+            observer.left(call, module, output)
+        stack.pop()
+        if self._grad_enabled():
+            for node in producer_nodes([tensor for tensor in tensors_of(output, self._tensor)
+                                        if tensor.requires_grad]):
+                node.register_prehook(call.output_gradient_ready)
+
+    # -- backward hooks --------------------------------------------------------
+
+    def _task(self) -> "BackwardTask":
+        """This graph task's state, made at its first hook with an end-of-task callback."""
+        task_id = self._graph_task()
+        task = self._tasks.get(task_id)
+        if task is None:
+            task = self._tasks[task_id] = BackwardTask(None)
+            self._engine.queue_callback(lambda: self._task_finished(task_id))
+        return task
+
+    def _backward_started(self, call: ModuleCall, grad_outputs: "Any") -> None:
+        task = self._task()
+        if call in task.started:
+            return   # another output of the same call: "any" fires once
+        task.started.add(call)
+        if task.outer is None and call.outer_task != -1:
+            # Registered while an enclosing backward ran (a re-entrant checkpoint's
+            # recomputation): this nested task sees that task's modules too.
+            task.outer = self._tasks.get(call.outer_task)
+        task.active[call] = None
+        if self._pre_bw is not None:
+            self._pre_bw(call.module(), grad_outputs)
+
+    def _input_reached(self, call: ModuleCall, grad_outputs: "Any") -> None:
+        task = self._tasks.get(self._graph_task())
+        if task is None or call not in task.active:
+            return   # its backward never started here (a recomputation's own call)
+        remaining = task.reached.get(call, call.input_nodes) - 1
+        if remaining > 0:
+            task.reached[call] = remaining
+            return
+        task.reached.pop(call, None)
+        self._backward_finished(task, call, grad_outputs)
+
+    def _backward_finished(self, task: BackwardTask, call: ModuleCall, grads: "Any") -> None:
+        if self._post_bw is not None:
+            self._post_bw(call.module(), grads)
+        task.active.pop(call, None)
+
+    def _task_finished(self, task_id: int) -> None:
+        """Engine callback: calls whose inputs needed no gradient end with the task."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return
+        for call in reversed(list(task.active)):
+            self._backward_finished(task, call, ())
+        del self._tasks[task_id]
+
+    def active_tasks(self) -> "Iterator[int]":
+        """Graph tasks with backward state now (for tests: empty between steps)."""
+        return iter(list(self._tasks))
+
+
+_TRACKERS: "List[ModuleTracker]" = []
+
+
+def tracker_for(torch: "Any") -> ModuleTracker:
+    """The process's one tracker (made on first use, after torch is imported)."""
+    if not _TRACKERS:
+        _TRACKERS.append(ModuleTracker(torch))
+    return _TRACKERS[0]
+
+
+def install(torch: "Any", patch: "Any") -> ModuleTracker:
+    """A patch using the tracker: install its hooks; the patch's undo releases them."""
+    tracker = tracker_for(torch)
+    tracker.acquire()
+    patch.on_undo(tracker.release)
+    return tracker
