@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
     from .configuration import Configuration
     from .state import RegisteredPatch
 
+# A patch with this tag is chosen only by its exact name: never by "*", a glob,
+# a family prefix or another of its tags. For patches that weaken a safety
+# default (full unpickling, say), which nobody should enable by accident.
+EXPLICIT_TAG = "explicit"
+
 DISABLED_BY_CONFIGURATION = "disabled by configuration"
 ENABLED_BY_CONFIGURATION = "enabled by configuration"
 
@@ -35,10 +40,15 @@ def matches(selector: str, patch: "RegisteredPatch") -> bool:
     """Whether a name, glob, or tag selector chooses ``patch``.
 
     ``*`` alone means every patch; ``tag:x`` a tag; a dotted prefix a whole
-    family (``openmmlab`` chooses ``openmmlab.mmcv_ext``). fnmatch (which
+    family (``openmmlab`` chooses ``openmmlab.mmcv_ext``). A patch tagged
+    ``explicit`` is chosen by its exact name only. fnmatch (which
     imports ``re``) is only loaded when a selector really is a glob.
     """
-    if selector == "*" or selector == patch.name or selector in patch.tags:
+    if selector == patch.name:
+        return True
+    if EXPLICIT_TAG in patch.tags:
+        return False
+    if selector == "*" or selector in patch.tags:
         return True
     if selector.startswith("tag:"):
         return selector[4:] in patch.tags

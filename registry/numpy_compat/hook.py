@@ -6,6 +6,7 @@ its entries with ``patch.setitem`` so its undo removes exactly its own.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any, Callable, List, Optional, Set, Tuple
 
@@ -31,11 +32,17 @@ def _make_hook(numpy_getattr: Optional[Callable[[str], Any]]) -> Callable[[str],
             value, modern = entry
             if name not in _warned:
                 _warned.add(name)
-                # stacklevel 2: the frame that wrote np.<name> (attribute lookup
-                # calls a module __getattr__ directly from that frame).
-                warnings.warn(f"np.{name} was removed from NumPy; lazypatch restored it "
-                              f"(patch numpy_compat). Use {modern} instead.",
-                              DeprecationWarning, stacklevel=2)
+                message = (f"np.{name} was removed from NumPy; lazypatch restored it "
+                           f"(patch numpy_compat). Use {modern} instead.")
+                try:
+                    # stacklevel 2: the frame that wrote np.<name> (attribute lookup
+                    # calls a module __getattr__ directly from that frame).
+                    warnings.warn(message, DeprecationWarning, stacklevel=2)
+                except Exception:
+                    # -W error turned the notice into an exception: the alias was
+                    # restored so that legacy code runs, so say it on stderr instead
+                    # of breaking the very line the pack exists to keep working.
+                    sys.stderr.write(f"DeprecationWarning: {message}\n")
             return value
         if numpy_getattr is None:
             raise AttributeError(f"module 'numpy' has no attribute {name!r}")
