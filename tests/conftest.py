@@ -83,3 +83,117 @@ class Interpreter:
 def interpreter(tmp_path: Path) -> Interpreter:
     """A fresh-interpreter runner rooted at a temporary directory."""
     return Interpreter(tmp_path)
+
+
+# --- fixtures of the trust suite (tests/test_trust_*.py) ---------------------
+
+TRUST_HELPERS = '''
+"""Helpers the trust scenarios import (written beside each scenario)."""
+
+import json
+import sys
+import threading
+
+import lazypatch
+
+
+def record(name):
+    """The report record of patch ``name``."""
+    for item in lazypatch.report():
+        if item["name"] == name:
+            return item
+    raise KeyError(f"no report record for {name!r}")
+
+
+def status(name):
+    return record(name)["status"]
+
+
+def live_changes():
+    """(patch name, change) for every change the report still shows as live."""
+    return [(item["name"], change) for item in lazypatch.report()
+            for change in item["changes"] if change.get("live")]
+
+
+def plain(module):
+    """A module's own names without the dunder ones, as a dict."""
+    return {key: value for key, value in vars(module).items()
+            if not (key.startswith("__") and key.endswith("__"))}
+
+
+def globals_by_identity(exclude_names=()):
+    """{(module name, global name): id(value)} of every loaded module, and the values
+    (returned so that they stay alive and no id is reused while comparing)."""
+    identities, keep = {}, []
+    for module_name, module in list(sys.modules.items()):
+        if module is None or module_name in exclude_names:
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for key, value in list(namespace.items()):
+            identities[(module_name, key)] = id(value)
+            keep.append(value)
+    return identities, keep
+
+
+def changed_globals(before, after):
+    """'module.name' for every global whose object differs between two snapshots."""
+    return sorted(f"{module}.{key}" for (module, key), identity in before.items()
+                  if (module, key) in after and after[(module, key)] != identity)
+
+
+def run_threads(functions, timeout=60.0):
+    """Run each function in its own thread; return their exceptions (as repr strings).
+
+    Fails with "deadlock" when a thread is still running after ``timeout`` seconds.
+    """
+    errors = []
+
+    def guarded(function):
+        try:
+            function()
+        except BaseException as error:   # reported to the test, KeyboardInterrupt included
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=guarded, args=(function,), daemon=True)
+               for function in functions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    stuck = [thread.name for thread in threads if thread.is_alive()]
+    if stuck:
+        print(json.dumps({"deadlock": stuck}), flush=True)
+        raise SystemExit(f"deadlock: threads {stuck} still running after {timeout} s")
+    return errors
+
+
+def emit(document):
+    """Print the scenario's result as the last stdout line (JSON)."""
+    print(json.dumps(document, default=repr), flush=True)
+'''
+
+
+@pytest.fixture
+def trust_interpreter(interpreter: Interpreter) -> Interpreter:
+    """A fresh-interpreter runner whose directory also holds ``trust_helpers.py``."""
+    return interpreter.write({"trust_helpers.py": TRUST_HELPERS})
+
+
+@pytest.fixture
+def forget_new_patches():
+    """For in-process tests: undo and forget every patch registered during the test."""
+    import lazypatch
+    known = {item["name"] for item in lazypatch.report()}
+    yield
+    added = [item["name"] for item in lazypatch.report() if item["name"] not in known]
+    for name in added:
+        lazypatch.unpatch(name)
+    from lazypatch import dispatch
+    catalog = getattr(dispatch, "CATALOG", None)
+    if catalog is not None:
+        for name in added:
+            patch = catalog.by_name.get(name)
+            if patch is not None:
+                catalog.remove(patch)

@@ -1,0 +1,509 @@
+"""Threads: registration, import, unpatch and scopes in any interleaving lose nothing, leave
+nothing live after it was undone, and never deadlock.
+
+Every scenario runs in a fresh interpreter with real modules on disk. Interleavings that
+matter are forced with events where they can be (a patch waiting inside its function while
+another thread unpatches it); the rest are stressed with a tiny thread switch interval.
+Every thread is joined with a timeout, and a thread still running is reported as a deadlock.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+STORM = """
+import importlib, random, sys, threading
+import lazypatch
+from trust_helpers import emit, run_threads
+
+sys.setswitchinterval(1e-6)
+WHEN, ROUNDS, THREADS, PER_THREAD, TARGETS = sys.argv[1], 3, 8, 60, 4
+lost, wrong, registered = [], [], 0
+
+
+def make(index):
+    def set_marker(module, patch):
+        patch.setattr(module, f"p_{index}", index)
+    return set_marker
+
+
+for round_number in range(ROUNDS):
+    targets = [f"trust_storm_{round_number}_{number}" for number in range(TARGETS)]
+    if WHEN == "before":
+        for target in targets:
+            importlib.import_module(target)
+    barrier = threading.Barrier(THREADS + (1 if WHEN == "during" else 0))
+    names = []
+
+    def register_many(thread_number):
+        generator = random.Random(thread_number)
+        barrier.wait()
+        for local in range(PER_THREAD):
+            index = thread_number * PER_THREAD + local
+            name = f"trust.storm.{round_number}.{index}"
+            lazypatch.register(make(index), targets[index % TARGETS], name=name,
+                               priority=generator.randint(-3, 3))
+            names.append((name, targets[index % TARGETS], index))
+
+    def import_all():
+        barrier.wait()
+        for target in targets:
+            importlib.import_module(target)
+
+    workers = [lambda number=number: register_many(number) for number in range(THREADS)]
+    if WHEN == "during":
+        workers.append(import_all)
+    errors = run_threads(workers)
+    if WHEN == "after":
+        for target in targets:
+            importlib.import_module(target)
+    registered += len(names)
+    statuses = {item["name"]: item["status"] for item in lazypatch.report()}   # one report, not one per name
+    for name, target, index in names:
+        if statuses[name] != "applied":
+            lost.append(f"{name}: {statuses[name]}")
+        elif getattr(sys.modules[target], f"p_{index}", None) != index:
+            wrong.append(name)
+known = {item["name"] for item in lazypatch.report()}
+emit({"errors": errors, "registered": registered, "in_report": len(known),
+      "lost": lost[:20], "lost_count": len(lost), "wrong": wrong[:20]})
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "during", "after"])
+def test_registration_from_eight_threads_at_once_loses_no_patch(trust_interpreter, when):
+    """Eight threads register 480 patches per round on four targets imported before,
+    during or after the registrations; every one is applied, none twice, none lost."""
+    trust_interpreter.write({f"trust_storm_{round_number}_{number}.py": "LOADED = True\n"
+                             for round_number in range(3) for number in range(4)})
+    result = trust_interpreter.run_json(STORM, args=[when])
+    assert result["errors"] == [], f"registration raised in a thread: {result['errors'][:5]}"
+    assert result["registered"] == 3 * 8 * 60
+    assert result["in_report"] == result["registered"], \
+        f"report() knows {result['in_report']} patches of {result['registered']} registered"
+    assert result["lost_count"] == 0, \
+        f"{result['lost_count']} patch(es) never applied although their target was imported: {result['lost']}"
+    assert result["wrong"] == [], f"applied but their change is missing: {result['wrong']}"
+
+
+UNPATCH_RACE = """
+import importlib, random, sys, threading, time
+import lazypatch
+from trust_helpers import emit, live_changes, run_threads, status
+
+sys.setswitchinterval(1e-6)
+MODE, ROUNDS = sys.argv[1], int(sys.argv[2])
+survivors, errors = [], []
+
+for round_number in range(ROUNDS):
+    target = f"trust_race_{round_number}"
+    name = f"trust.race.{round_number}"
+    inside, unpatch_called = threading.Event(), threading.Event()
+
+    def patch_function(module, patch):
+        patch.setattr(module, "VALUE", "patched")
+        patch.setattr(module, "ADDED", "added")
+        if MODE == "inside":
+            inside.set()
+            unpatch_called.wait(2)
+            time.sleep(0.002)       # let unpatch() run while this patch is still applying
+
+    lazypatch.register(patch_function, target, name=name)
+    generator = random.Random(round_number)
+
+    def importer():
+        importlib.import_module(target)
+
+    def unpatcher():
+        if MODE == "inside":
+            inside.wait(2)
+        else:
+            time.sleep(generator.random() * 0.002)
+        unpatch_called.set()
+        lazypatch.unpatch(name)
+
+    errors += run_threads([importer, unpatcher])
+    module = sys.modules[target]
+    if module.VALUE != "original" or hasattr(module, "ADDED") or lazypatch.is_patched(module, "VALUE") \
+            or status(name) == "applied":
+        survivors.append(f"{name}: VALUE={module.VALUE!r} status={status(name)}")
+emit({"errors": errors, "survivors": survivors, "live": [name for name, _ in live_changes()]})
+"""
+
+
+@pytest.mark.parametrize("mode, rounds", [("inside", 20), ("random", 60)])
+def test_unpatch_racing_with_the_import_that_applies_the_patch_leaves_the_original(
+        trust_interpreter, mode, rounds):
+    """``inside``: unpatch() is called while the patch function is running; ``random``: at a
+    random moment around the import. After both finished, nothing of the patch is live."""
+    trust_interpreter.write({f"trust_race_{number}.py": "VALUE = 'original'\n" for number in range(rounds)})
+    result = trust_interpreter.run_json(UNPATCH_RACE, args=[mode, str(rounds)])
+    assert result["errors"] == [], f"a thread raised: {result['errors'][:5]}"
+    assert result["survivors"] == [], \
+        f"the patch is still live after unpatch() returned and the import finished: {result['survivors']}"
+    assert result["live"] == [], f"the report still shows live changes of {result['live']}"
+
+
+UNPATCH_DURING_BODY = """
+import sys, threading
+import lazypatch, trust_signals
+from trust_helpers import emit, live_changes, run_threads, status
+
+
+@lazypatch.when_imported("trust_slow_body", name="trust.slow")
+def slow(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+
+def importer():
+    import trust_slow_body
+
+
+def unpatcher():
+    trust_signals.body_started.wait(5)
+    lazypatch.unpatch("trust.slow")
+    trust_signals.unpatched.set()
+
+
+errors = run_threads([importer, unpatcher])
+module = sys.modules["trust_slow_body"]
+emit({"errors": errors, "value": module.VALUE, "status": status("trust.slow"),
+      "live": [name for name, _ in live_changes()]})
+"""
+
+SIGNALS = """
+import threading
+
+body_started = threading.Event()
+unpatched = threading.Event()
+other_done = threading.Event()
+"""
+
+
+def test_unpatch_while_the_target_body_runs_keeps_the_patch_from_applying(trust_interpreter):
+    trust_interpreter.write({
+        "trust_signals.py": SIGNALS,
+        "trust_slow_body.py": "import trust_signals\nVALUE = 'original'\n"
+                              "trust_signals.body_started.set()\ntrust_signals.unpatched.wait(5)\n",
+    })
+    result = trust_interpreter.run_json(UNPATCH_DURING_BODY)
+    assert result["errors"] == []
+    assert result["value"] == "original", "the patch applied after unpatch() had returned"
+    assert result["status"] != "applied" and result["live"] == []
+
+
+SCOPES_IN_ORDER = """
+import sys, threading
+import lazypatch, trust_scoped
+from trust_helpers import emit, live_changes, run_threads, status
+
+VARIANT, ORDER = sys.argv[1], sys.argv[2].split(",")   # ORDER: e.g. A+,B+,A-,B-
+NAMES = {"A": "trust.scope_a", "B": "trust.scope_a" if VARIANT == "same" else "trust.scope_b"}
+
+
+def setter(value):
+    def set_value(module, patch):
+        patch.setattr(module, "VALUE", value)
+    return set_value
+
+
+lazypatch.register(setter("a"), "trust_scoped", name="trust.scope_a", enabled=False)
+lazypatch.register(setter("b"), "trust_scoped", name="trust.scope_b", enabled=False)
+condition = threading.Condition()
+turn = [0]
+
+
+def advance(to):
+    with condition:
+        if turn[0] < to:
+            turn[0] = to
+            condition.notify_all()
+
+
+def actor(label):
+    scope = lazypatch.patched(NAMES[label])
+    for index, step in enumerate(ORDER):
+        if step[0] != label:
+            continue
+        with condition:
+            condition.wait_for(lambda: turn[0] >= index, timeout=20)
+        # If this step blocks (the engine may serialize scopes), let the other thread go
+        # on after a moment instead of calling it a deadlock.
+        timer = threading.Timer(0.5, advance, args=(index + 1,))
+        timer.start()
+        if step[1] == "+":
+            scope.__enter__()
+        else:
+            scope.__exit__(None, None, None)
+        timer.cancel()
+        advance(index + 1)
+
+
+errors = run_threads([lambda: actor("A"), lambda: actor("B")], timeout=30)
+emit({"errors": errors, "original": trust_scoped.VALUE is trust_scoped.ORIGINAL,
+      "value": repr(trust_scoped.VALUE), "flag": lazypatch.is_patched(trust_scoped, "VALUE"),
+      "statuses": [status("trust.scope_a"), status("trust.scope_b")],
+      "live": [name for name, _ in live_changes()]})
+"""
+
+SCOPED_MODULE = "ORIGINAL = object()\nVALUE = ORIGINAL\n"
+
+
+def interleavings() -> list:
+    """Every order of A-enter, A-exit, B-enter, B-exit with each thread entering before exiting."""
+    orders = []
+    for order in itertools.permutations(["A+", "A-", "B+", "B-"]):
+        if order.index("A+") < order.index("A-") and order.index("B+") < order.index("B-"):
+            orders.append(",".join(order))
+    return orders
+
+
+@pytest.mark.parametrize("order", interleavings())
+@pytest.mark.parametrize("variant", ["same", "different"])
+def test_two_threads_with_overlapping_scopes_on_one_attribute_restore_the_original(
+        trust_interpreter, variant, order):
+    """``same``: both threads scope the same patch; ``different``: two patches that set the
+    same attribute. Whatever the order of enters and exits, the original object is back."""
+    trust_interpreter.write({"trust_scoped.py": SCOPED_MODULE})
+    result = trust_interpreter.run_json(SCOPES_IN_ORDER, args=[variant, order])
+    assert result["errors"] == [], f"a scope raised in a thread: {result['errors']}"
+    assert result["original"], f"after both scopes ended VALUE is {result['value']}, not the original object"
+    assert result["flag"] is False, "is_patched() still True after both scopes ended"
+    assert "applied" not in result["statuses"], f"statuses after both scopes: {result['statuses']}"
+    assert result["live"] == [], f"the report still shows live changes of {result['live']}"
+
+
+SCOPES_STRESS = """
+import random, sys
+import lazypatch, trust_scoped
+from trust_helpers import emit, live_changes, run_threads, status
+
+sys.setswitchinterval(1e-6)
+VARIANT = sys.argv[1]
+
+
+def setter(value):
+    def set_value(module, patch):
+        patch.setattr(module, "VALUE", value)
+    return set_value
+
+
+for label in "abcd":
+    lazypatch.register(setter(label), "trust_scoped", name=f"trust.scope_{label}", enabled=False)
+
+
+def worker(seed):
+    generator = random.Random(seed)
+    for _ in range(300):
+        label = "a" if VARIANT == "same" else "abcd"[seed]
+        with lazypatch.patched(f"trust.scope_{label}"):
+            if generator.random() < 0.3:
+                lazypatch.report()
+
+
+errors = run_threads([lambda seed=seed: worker(seed) for seed in range(4)], timeout=120)
+emit({"errors": errors[:5], "original": trust_scoped.VALUE is trust_scoped.ORIGINAL,
+      "value": repr(trust_scoped.VALUE), "flag": lazypatch.is_patched(trust_scoped, "VALUE"),
+      "statuses": [status(f"trust.scope_{label}") for label in "abcd"],
+      "live": [name for name, _ in live_changes()]})
+"""
+
+
+@pytest.mark.parametrize("variant", ["same", "different"])
+def test_four_threads_looping_over_scopes_on_one_attribute_restore_the_original(trust_interpreter, variant):
+    trust_interpreter.write({"trust_scoped.py": SCOPED_MODULE})
+    result = trust_interpreter.run_json(SCOPES_STRESS, args=[variant], timeout=240)
+    assert result["errors"] == [], f"a scope raised in a thread: {result['errors']}"
+    assert result["original"], f"after every scope ended VALUE is {result['value']}, not the original object"
+    assert result["flag"] is False, "is_patched() still True after every scope ended"
+    assert "applied" not in result["statuses"], f"statuses after every scope: {result['statuses']}"
+    assert result["live"] == [], f"the report still shows live changes of {result['live']}"
+
+
+REENTRY = """
+import lazypatch, trust_scoped
+from trust_helpers import emit, status
+
+lazypatch.register(lambda module, patch: patch.setattr(module, "VALUE", "patched"),
+                   "trust_scoped", name="trust.scope", enabled=False)
+scope = lazypatch.patched("trust.scope")
+outcome, inner_error = "nested", None
+with scope:
+    in_outer = trust_scoped.VALUE
+    try:
+        with scope:
+            in_inner = trust_scoped.VALUE
+    except RuntimeError as error:
+        outcome, inner_error, in_inner = "refused", str(error), None
+    after_inner = trust_scoped.VALUE
+    status_after_inner = status("trust.scope")
+emit({"outcome": outcome, "inner_error": inner_error, "in_outer": in_outer, "in_inner": in_inner,
+      "after_inner": after_inner, "status_after_inner": status_after_inner,
+      "after_outer_is_original": trust_scoped.VALUE is trust_scoped.ORIGINAL,
+      "flag": lazypatch.is_patched(trust_scoped, "VALUE")})
+"""
+
+
+def test_reentering_one_patched_object_nests_or_refuses_but_never_ends_the_outer_scope(trust_interpreter):
+    trust_interpreter.write({"trust_scoped.py": SCOPED_MODULE})
+    result = trust_interpreter.run_json(REENTRY)
+    assert result["in_outer"] == "patched"
+    if result["outcome"] == "nested":
+        assert result["in_inner"] == "patched"
+    assert result["after_inner"] == "patched", \
+        f"leaving the inner use of the scope object ({result['outcome']}) ended the outer scope early"
+    assert result["status_after_inner"] == "applied"
+    assert result["after_outer_is_original"] and result["flag"] is False, \
+        "the original is not back after the outer scope ended"
+
+
+SCOPE_FAILS = """
+import sys, warnings
+import lazypatch, trust_scoped
+from trust_helpers import emit, live_changes, status
+
+KIND = sys.argv[1]
+
+
+@lazypatch.when_imported("trust_scoped", name="trust.good", enabled=False, priority=0)
+def good(module, patch):
+    patch.setattr(module, "VALUE", "good")
+    patch.setattr(module, "ADDED", "added")
+
+
+@lazypatch.when_imported("trust_scoped", name="trust.bad", enabled=False, priority=1)
+def bad(module, patch):
+    patch.setattr(module, "OTHER", "bad")
+    if KIND == "keyboard_interrupt":
+        raise KeyboardInterrupt
+    raise RuntimeError("bad patch")
+
+
+if KIND == "strict":
+    lazypatch.set_strict()
+raised = None
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    try:
+        with lazypatch.patched("trust.good", "trust.bad"):
+            raised = "entered"
+    except BaseException as error:
+        raised = type(error).__name__
+names = sorted(name for name in vars(trust_scoped) if not name.startswith("__"))
+emit({"raised": raised, "original": trust_scoped.VALUE is trust_scoped.ORIGINAL, "names": names,
+      "flags": [lazypatch.is_patched(trust_scoped, name) for name in ("VALUE", "ADDED", "OTHER")],
+      "statuses": [status("trust.good"), status("trust.bad")],
+      "enabled": [item["enabled"] for item in lazypatch.report()],
+      "live": [name for name, _ in live_changes()]})
+"""
+
+
+@pytest.mark.parametrize("kind, expected", [("strict", "PatchError"),
+                                            ("keyboard_interrupt", "KeyboardInterrupt")])
+def test_a_failure_while_entering_a_scope_leaves_none_of_the_scopes_changes(trust_interpreter, kind,
+                                                                            expected):
+    trust_interpreter.write({"trust_scoped.py": SCOPED_MODULE})
+    result = trust_interpreter.run_json(SCOPE_FAILS, args=[kind])
+    assert result["raised"] == expected, f"entering the scope should raise {expected}, got {result['raised']}"
+    assert result["original"], "a patch applied by the failed scope entry is still applied"
+    assert result["names"] == ["ORIGINAL", "VALUE"], \
+        f"changes of the failed scope entry remain: {result['names']}"
+    assert result["flags"] == [False, False, False]
+    assert "applied" not in result["statuses"], f"statuses after the failed entry: {result['statuses']}"
+    assert result["enabled"] == [False, False], "the failed scope left its patches enabled"
+    assert result["live"] == []
+
+
+SCOPE_EXIT_FAILS = """
+import lazypatch, trust_scoped
+from trust_helpers import emit, live_changes, status
+
+
+@lazypatch.when_imported("trust_scoped", name="trust.undo_breaks", enabled=False)
+def undo_breaks(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+    patch.on_undo(lambda: (_ for _ in ()).throw(RuntimeError("undo hook broke")))
+    patch.setattr(module, "ADDED", "added")
+
+
+error = ""
+try:
+    with lazypatch.patched("trust.undo_breaks"):
+        pass
+except Exception as caught:
+    error = f"{type(caught).__name__}: {caught}"
+emit({"error": error, "original": trust_scoped.VALUE is trust_scoped.ORIGINAL,
+      "added": hasattr(trust_scoped, "ADDED"), "status": status("trust.undo_breaks"),
+      "live": [name for name, _ in live_changes()]})
+"""
+
+
+def test_a_failing_undo_while_leaving_a_scope_still_undoes_the_rest(trust_interpreter):
+    trust_interpreter.write({"trust_scoped.py": SCOPED_MODULE})
+    result = trust_interpreter.run_json(SCOPE_EXIT_FAILS)
+    assert result["original"] and not result["added"], "leaving the scope left changes applied"
+    assert result["status"] != "applied", "the report still says applied after the scope ended"
+    assert result["live"] == []
+
+
+NO_DEADLOCK = """
+import importlib, sys, threading
+import lazypatch, trust_signals
+from trust_helpers import emit, run_threads, status
+
+lazypatch.register(lambda module, patch: patch.setattr(module, "EARLY", True), "trust_waiting_body",
+                   name="trust.waiting_before", phase="before")
+lazypatch.register(lambda module, patch: patch.setattr(module, "LATE", True), "trust_waiting_body",
+                   name="trust.waiting_after")
+lazypatch.register(lambda module, patch: patch.setattr(module, "VALUE", "scoped"), "trust_scoped",
+                   name="trust.other_scope", enabled=False)
+import trust_scoped
+done = []
+
+
+def importer():
+    import trust_waiting_body
+
+
+def meanwhile():
+    trust_signals.body_started.wait(10)
+    lazypatch.register(lambda module: None, "trust_elsewhere", name="trust.registered_meanwhile")
+    done.append("register")
+    lazypatch.report()
+    done.append("report")
+    lazypatch.disable("trust.registered_meanwhile")
+    lazypatch.enable("trust.registered_meanwhile")
+    done.append("enable/disable")
+    with lazypatch.patched("trust.other_scope"):
+        pass
+    done.append("scope")
+    importlib.import_module("trust_elsewhere")
+    done.append("import")
+    lazypatch.unpatch("trust.registered_meanwhile")
+    done.append("unpatch")
+    trust_signals.other_done.set()
+
+
+errors = run_threads([importer, meanwhile], timeout=60)
+emit({"errors": errors, "done": done, "statuses": [status("trust.waiting_before"),
+                                                   status("trust.waiting_after")]})
+"""
+
+WAITING_BODY = """
+import trust_signals
+trust_signals.body_started.set()
+if not trust_signals.other_done.wait(20):
+    raise AssertionError("deadlock: lazypatch calls from another thread blocked while this body ran")
+"""
+
+
+def test_no_lazypatch_call_blocks_while_a_watched_target_body_runs(trust_interpreter):
+    trust_interpreter.write({"trust_signals.py": SIGNALS, "trust_waiting_body.py": WAITING_BODY,
+                             "trust_scoped.py": SCOPED_MODULE, "trust_elsewhere.py": "X = 1\n"})
+    result = trust_interpreter.run_json(NO_DEADLOCK, timeout=120)
+    assert result["errors"] == [], f"a thread raised (a deadlock ends in the body's AssertionError): " \
+                                   f"{result['errors']}"
+    assert result["done"] == ["register", "report", "enable/disable", "scope", "import", "unpatch"]
+    assert result["statuses"] == ["applied", "applied"]
