@@ -17,7 +17,8 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   local loader stays weights-only and allows, during the load only, exactly
   the types mmengine's own checkpoints hold (:mod:`.checkpoint`).
   ``openmmlab.mmengine_checkpoint_load_unsafe`` (off, tag ``unsafe``; enable
-  it by name) makes that loader unpickle fully, for trusted checkpoints only.
+  it by name) makes that loader unpickle fully, for trusted checkpoints only
+  (the selectors ``*`` and ``openmmlab`` select it too).
 * ``openmmlab.points_in_boxes_cpu``: mmcv's ``points_in_boxes_part`` /
   ``_all`` call ``torch.cuda.current_device()`` before their kernel, which
   fails on CPU; CPU tensors are answered by mmcv's CPU kernel instead.

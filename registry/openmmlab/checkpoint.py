@@ -14,11 +14,13 @@ pickled object whose ``__reduce__`` runs a command, a user class) still
 fails with torch's own "Weights only load failed" ``UnpicklingError``. A
 caller's explicit ``weights_only=`` is passed to ``torch.load`` unchanged.
 
-``openmmlab.mmengine_checkpoint_load_unsafe`` (off; enable it by name) makes
-the same loader unpickle fully (``weights_only=False``), as mmengine did
-before torch 2.6: for trusted checkpoints holding objects outside the list
-(a custom statistics method, a user class in ``meta``). A full unpickle runs
-whatever code the file names, so it is never on by default.
+``openmmlab.mmengine_checkpoint_load_unsafe`` (off, tag ``unsafe``; enable it
+by name) makes the same loader unpickle fully (``weights_only=False``), as
+mmengine did before torch 2.6: for trusted checkpoints holding objects
+outside the list (a custom statistics method, a user class in ``meta``). A
+full unpickle runs whatever code the file names, so it is never on by
+default; note that the selectors ``*`` and ``openmmlab`` (the family) select
+it too.
 
 The replacement is a copy of mmengine 0.10.7's ``load_from_local`` with the
 allow-list added, so it is pinned to that function's source (see
