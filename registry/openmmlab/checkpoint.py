@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any, Callable, List, Optional, Tuple, Union
 
 import lazypatch
@@ -47,6 +48,10 @@ FULL_UNPICKLING = False
 
 #: The statistics methods ``HistoryBuffer._set_default_statistics`` registers.
 HISTORY_BUFFER_STATISTICS = frozenset({"min", "max", "current", "mean"})
+
+# torch's allow-list is one process-wide set: of two loads at once, the first
+# to finish would remove the entries the other still needs.
+ALLOW_LIST_LOCK = threading.RLock()
 
 SafeGlobal = Union[Callable[..., Any], Tuple[Callable[..., Any], str]]
 
@@ -137,10 +142,11 @@ def load_from_local(filename: str, map_location: Any, weights_only: Optional[boo
     # torch's safe_globals removes on exit every entry it added, even one the
     # user had registered before: add only the entries not registered yet, so
     # the process-wide list is exactly as it was once the load returns.
-    registered = set(torch.serialization.get_safe_globals())
-    missing = [entry for entry in mmengine_checkpoint_globals() if entry not in registered]
-    with torch.serialization.safe_globals(missing):
-        return torch.load(filename, map_location=map_location)
+    with ALLOW_LIST_LOCK:
+        registered = set(torch.serialization.get_safe_globals())
+        missing = [entry for entry in mmengine_checkpoint_globals() if entry not in registered]
+        with torch.serialization.safe_globals(missing):
+            return torch.load(filename, map_location=map_location)
 
 
 def load_local_checkpoints_weights_only(checkpoint: Any, patch: lazypatch.PatchContext) -> None:

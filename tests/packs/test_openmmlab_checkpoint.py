@@ -404,3 +404,41 @@ def test_unpatch_restores_mmengine_loader_and_full_unpickling_flag_exactly(inter
                           schemes[""] is original]))
     """)
     assert result == [[False, False, True], False, True, True]
+
+
+def test_two_loads_at_once_keep_the_allow_list_until_both_finish(interpreter):
+    # B starts while A is inside torch.load; A then finishes first. Unserialized,
+    # A's exit would remove the entries B still needs for its HistoryBuffers.
+    interpreter.run(MESSAGE_HUB_CHECKPOINT)
+    result = interpreter.run_json("""
+        import json, threading
+        import lazypatch.auto
+        from mmengine.runner.checkpoint import _load_checkpoint
+        a_inside, b_inside, a_done = threading.Event(), threading.Event(), threading.Event()
+        outcomes = {}
+
+        def hook(mine, other, wait_seconds):
+            def map_location(storage, location):
+                mine.set()
+                other.wait(wait_seconds)   # times out when the loads are serialized
+                return storage
+            return map_location
+
+        def load(name, map_location, done=None):
+            try:
+                _load_checkpoint("hub.pth", map_location=map_location)
+                outcomes[name] = "loaded"
+            except Exception as error:
+                outcomes[name] = f"{type(error).__name__}: {str(error)[:80]}"
+            if done is not None:
+                done.set()
+
+        first = threading.Thread(target=load, args=("a", hook(a_inside, b_inside, 1), a_done))
+        first.start()
+        a_inside.wait()
+        second = threading.Thread(target=load, args=("b", hook(b_inside, a_done, 30)))
+        second.start()
+        first.join(); second.join()
+        print(json.dumps(outcomes, sort_keys=True))
+    """)
+    assert result == {"a": "loaded", "b": "loaded"}
