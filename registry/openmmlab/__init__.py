@@ -14,7 +14,11 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 * ``openmmlab.mmengine_checkpoint_load``: torch >= 2.6 loads with
   ``weights_only=True`` by default, which refuses the message hub mmengine
   0.10 saves in every checkpoint, so ``Runner(resume=True)`` fails; mmengine's
-  local loader asks for full unpickling again, as it did before.
+  local loader stays weights-only and allows, during the load only, exactly
+  the types mmengine's own checkpoints hold (:mod:`.checkpoint`).
+  ``openmmlab.mmengine_checkpoint_load_unsafe`` (off, tag ``unsafe``; enable
+  it by name) makes that loader unpickle fully, for trusted checkpoints only
+  (the selectors ``*`` and ``openmmlab`` select it too).
 * ``openmmlab.points_in_boxes_cpu``: mmcv's ``points_in_boxes_part`` /
   ``_all`` call ``torch.cuda.current_device()`` before their kernel, which
   fails on CPU; CPU tensors are answered by mmcv's CPU kernel instead.
@@ -61,9 +65,21 @@ def mmcv_ext(mmcv_ops, patch):
                          requires=["mmengine>=0.10,<0.11", "torch>=2.6"],
                          tags=(PACK, "compat", "mmengine"))
 def mmengine_checkpoint_load(checkpoint, patch):
-    """Let mmengine 0.10 resume its own checkpoints under torch >= 2.6 (weights_only default)."""
-    from .checkpoint import load_local_checkpoints_fully
-    load_local_checkpoints_fully(checkpoint, patch)
+    """Let mmengine 0.10 resume its own checkpoints under torch >= 2.6, still weights-only."""
+    from .checkpoint import load_local_checkpoints_weights_only
+    load_local_checkpoints_weights_only(checkpoint, patch)
+
+
+# Off, and tagged only "unsafe" (no "compat"/"mmengine" tag, so selecting those
+# never turns it on): a full unpickle runs any code a checkpoint names.
+@lazypatch.when_imported("mmengine.runner.checkpoint",
+                         name=f"{PACK}.mmengine_checkpoint_load_unsafe",
+                         requires=["mmengine>=0.10,<0.11", "torch>=2.6"],
+                         tags=("unsafe",), enabled=False)
+def mmengine_checkpoint_load_unsafe(checkpoint, patch):
+    """Trusted checkpoints only: mmengine's local loader unpickles fully (weights_only=False)."""
+    from .checkpoint import allow_full_unpickling
+    allow_full_unpickling(checkpoint, patch)
 
 
 @lazypatch.when_imported("mmcv.ops.points_in_boxes", name=f"{PACK}.points_in_boxes_cpu",

@@ -99,8 +99,8 @@ def test_resumed_mmengine_iter_loop_past_the_brake_stops_at_its_next_iteration(i
     work = interpreter.root / "work"
     first = run_script(interpreter, "tinyrun.py", [work, "iter", 6], {})
     assert "TRAINING FINISHED at iteration 6" in first.stdout
-    # mmengine 0.10.7 resumes with torch.load's old default; the openmmlab pack's
-    # openmmlab.mmengine_checkpoint_load spells it out for torch >= 2.6.
+    # mmengine 0.10.7 resumes with a plain torch.load; under torch >= 2.6 the openmmlab
+    # pack's openmmlab.mmengine_checkpoint_load allows its checkpoint types (weights-only).
     resumed = run_script(interpreter, "tinyrun.py", [work, "iter", 12, "resume"],
                          {"LAZYPATCH_BRAKE_STEP": "4"})
     assert resumed.returncode == 0
