@@ -187,13 +187,4 @@ def forget_new_patches():
     import lazypatch
     known = {item["name"] for item in lazypatch.report()}
     yield
-    added = [item["name"] for item in lazypatch.report() if item["name"] not in known]
-    for name in added:
-        lazypatch.unpatch(name)
-    from lazypatch import dispatch
-    catalog = getattr(dispatch, "CATALOG", None)
-    if catalog is not None:
-        for name in added:
-            patch = catalog.by_name.get(name)
-            if patch is not None:
-                catalog.remove(patch)
+    lazypatch.reset()

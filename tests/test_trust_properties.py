@@ -57,8 +57,13 @@ def module_name(index: int) -> str:
 def module_source(index: int) -> str:
     """A module that records every object its body runs in (reloads and re-imports too)."""
     name = module_name(index)
+    # .get, not [...]: another thread may delete the entry while this body runs (a
+    # reload racing `del sys.modules[m]`), and a KeyError here would leave the body
+    # half-executed, which is Python's behaviour, not lazypatch's.
     return (f"import sys as _sys\nimport trust_ledger as _ledger\n"
-            f"_ledger.OBJECTS.append(_sys.modules[__name__])\ndel _sys, _ledger\n"
+            f"_module = _sys.modules.get(__name__)\n"
+            f"if _module is not None:\n    _ledger.OBJECTS.append(_module)\n"
+            f"del _sys, _ledger, _module\n"
             f"a = {name + '.a'!r}\nb = {name + '.b'!r}\n")
 
 
@@ -97,9 +102,8 @@ def module_index(module) -> int:
 
 def clean_slate() -> None:
     """Forget every patch and every module object of the previous example."""
-    import trust_ledger
-
     import lazypatch
+    import trust_ledger
     lazypatch.reset()
     for index in range(MODULE_COUNT):
         sys.modules.pop(module_name(index), None)
@@ -447,9 +451,6 @@ def run_threads() -> dict:
 
 def main(variant: str) -> None:
     import warnings
-
-    import lazypatch
-    lazypatch.reset     # noqa: B018 - fail at once (AttributeError) on an engine without reset()
     warnings.simplefilter("ignore")     # conflict and late-patch warnings are expected here
     counts = run_single() if variant == "single" else run_threads()
     print(json.dumps({"variant": variant, "profile": os.environ.get(PROFILE_VARIABLE, "ci"), **counts}))
