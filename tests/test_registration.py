@@ -84,3 +84,21 @@ def test_bound_methods_are_accepted_as_patch_functions():
     patches = STATE.catalog.by_name
     assert patches["bound.with_context"].takes_context is True
     assert patches["bound.module_only"].takes_context is False
+
+
+def test_an_explicit_patch_is_chosen_by_its_exact_name_only():
+    def ordinary(module):
+        pass
+
+    def dangerous(module):
+        pass
+    lazypatch.register(ordinary, "some.module", name="family.ordinary", tags=["risky"],
+                       enabled=False)
+    lazypatch.register(dangerous, "some.module", name="family.dangerous",
+                       tags=["risky", "explicit"], enabled=False)
+    assert lazypatch.enable("*") == ["family.ordinary"]
+    assert lazypatch.enable("family") == ["family.ordinary"]
+    assert lazypatch.enable("family.*") == ["family.ordinary"]
+    assert lazypatch.enable("tag:risky") == ["family.ordinary"]
+    assert not STATE.catalog.by_name["family.dangerous"].enabled
+    assert lazypatch.enable("family.dangerous") == ["family.dangerous"]

@@ -16,9 +16,10 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   0.10 saves in every checkpoint, so ``Runner(resume=True)`` fails; mmengine's
   local loader stays weights-only and allows, during the load only, exactly
   the types mmengine's own checkpoints hold (:mod:`.checkpoint`).
-  ``openmmlab.mmengine_checkpoint_load_unsafe`` (off, tag ``unsafe``; enable
-  it by name) makes that loader unpickle fully, for trusted checkpoints only
-  (the selectors ``*`` and ``openmmlab`` select it too).
+  ``openmmlab.mmengine_checkpoint_load_unsafe`` (off, tags ``unsafe`` and
+  ``explicit``: only its exact name enables it, never ``*``, a glob or the
+  family ``openmmlab``) makes that loader unpickle fully, for trusted
+  checkpoints only.
 * ``openmmlab.points_in_boxes_cpu``: mmcv's ``points_in_boxes_part`` /
   ``_all`` call ``torch.cuda.current_device()`` before their kernel, which
   fails on CPU; CPU tensors are answered by mmcv's CPU kernel instead.
@@ -70,12 +71,12 @@ def mmengine_checkpoint_load(checkpoint, patch):
     load_local_checkpoints_weights_only(checkpoint, patch)
 
 
-# Off, and tagged only "unsafe" (no "compat"/"mmengine" tag, so selecting those
-# never turns it on): a full unpickle runs any code a checkpoint names.
+# Off, and tagged "explicit": only its exact name selects it (not "*", a glob, the
+# family "openmmlab" or a tag), because a full unpickle runs any code a checkpoint names.
 @lazypatch.when_imported("mmengine.runner.checkpoint",
                          name=f"{PACK}.mmengine_checkpoint_load_unsafe",
                          requires=["mmengine>=0.10,<0.11", "torch>=2.6"],
-                         tags=("unsafe",), enabled=False)
+                         tags=("unsafe", "explicit"), enabled=False)
 def mmengine_checkpoint_load_unsafe(checkpoint, patch):
     """Trusted checkpoints only: mmengine's local loader unpickles fully (weights_only=False)."""
     from .checkpoint import allow_full_unpickling
