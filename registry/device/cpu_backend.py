@@ -8,7 +8,6 @@ events are torch.cpu's.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from time import perf_counter
 
@@ -172,6 +171,18 @@ class Stream(torch.cpu.Stream):
         event.record(self)
         return event
 
+    def wait_event(self, event: "Any") -> None:
+        return None
+
+    def wait_stream(self, stream: "Any") -> None:
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream)     # one CPU "stream": everything is in order
+
+    def __hash__(self) -> int:
+        return hash(Stream)
+
 
 class Event(torch.cpu.Event):
     """``torch.cuda.Event(enable_timing=...)`` on the CPU; timing uses the wall clock,
@@ -194,8 +205,20 @@ class Event(torch.cpu.Event):
             raise RuntimeError("Both events must be recorded before calling elapsed_time()")
         return (end_event._recorded_at - self._recorded_at) * 1000.0
 
+    def query(self) -> bool:
+        return True
 
-StreamContext = torch.cpu.StreamContext
+    def synchronize(self) -> None:
+        return None
+
+    def wait(self, stream: "Any" = None) -> None:
+        return None
+
+    def ipc_handle(self) -> bytes:
+        raise RuntimeError("lazypatch device pack: CUDA IPC event handles do not exist on the "
+                           "CPU; share tensors through torch.multiprocessing instead")
+
+
 _DEFAULT_STREAM: "Any" = None
 
 
@@ -209,17 +232,13 @@ def current_stream(device: "Any" = None) -> "Any":
 default_stream = current_stream
 
 
-def stream(stream: "Any") -> "Any":
-    return torch.cpu.stream(stream)
-
-
 def set_stream(stream: "Any") -> None:
     return None
 
 
-def device(device: "Any") -> "Any":
-    """``with torch.cuda.device(i):`` selects nothing on the CPU."""
-    return contextlib.nullcontext()
+def _exchange_device(device: int) -> int:
+    """``torch.cuda.device(i)`` selects nothing on the CPU; the previous index is 0."""
+    return 0
 
 
-device_of = device
+_maybe_exchange_device = _exchange_device
