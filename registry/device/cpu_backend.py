@@ -144,6 +144,38 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+def is_current_stream_capturing() -> bool:
+    return False        # no CUDA graph can be capturing: there are none on the CPU
+
+
+def set_per_process_memory_fraction(fraction: float, device: "Any" = None) -> None:
+    return None
+
+
+def get_per_process_memory_fraction(device: "Any" = None) -> float:
+    return 1.0
+
+
+def memory_snapshot(*args: "Any", **kwargs: "Any") -> "List[Any]":
+    return []
+
+
+def get_sync_debug_mode() -> int:
+    return 0
+
+
+def set_sync_debug_mode(debug_mode: "Any") -> None:
+    return None
+
+
+def can_device_access_peer(device: "Any", peer_device: "Any") -> bool:
+    return False        # one device: no peer
+
+
+def get_allocator_backend() -> str:
+    return "native"
+
+
 def is_initialized() -> bool:
     return True
 

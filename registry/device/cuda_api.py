@@ -35,7 +35,10 @@ REDIRECTED: "Dict[str, Optional[int]]" = {
     "initial_seed": None, "get_rng_state": 0, "set_rng_state": 1,
     "get_rng_state_all": None, "set_rng_state_all": None,
     "get_device_name": 0, "get_device_properties": 0, "get_device_capability": 0,
-    "is_bf16_supported": None,
+    "is_bf16_supported": None, "is_current_stream_capturing": None,
+    "set_per_process_memory_fraction": 1, "get_per_process_memory_fraction": 0,
+    "memory_snapshot": None, "get_sync_debug_mode": None, "set_sync_debug_mode": None,
+    "can_device_access_peer": 0, "get_allocator_backend": None,
 }
 # Streams, events, current_stream/set_stream and the device exchange behind
 # ``with torch.cuda.device(i)`` are in cuda_classes: the classes stay classes.
