@@ -70,7 +70,7 @@ def _implementation(name: str, original: "Any") -> "Any":
 def target_implementation(name: str) -> "Any":
     """The target's ``torch.cuda.<name>``, or None when calls pass through (real CUDA,
     or torch still importing)."""
-    implementation = _implementation(name, _PASS_THROUGH)
+    implementation = _IMPLEMENTATIONS.get(name) or _implementation(name, _PASS_THROUGH)
     return None if implementation is _PASS_THROUGH else implementation
 
 

@@ -17,6 +17,7 @@ left untouched: they only call ``torch.cuda`` functions (``_exchange_device``,
 
 from __future__ import annotations
 
+from . import cuda_api
 from .observe import record
 from .target import resolve, translate_index
 
@@ -40,8 +41,7 @@ def native(value: "Any") -> "Any":
 
 def _implementation(name: str) -> "Any":
     """The target's ``torch.cuda.<name>`` implementation (None: pass through)."""
-    from .cuda_api import target_implementation
-    return target_implementation(name)
+    return cuda_api.target_implementation(name)
 
 
 def wrap_native(cls: type, value: "Any") -> "Any":
