@@ -4,7 +4,8 @@ Three versions of one small training loop run side by side, each in its own
 interpreter, interleaved and repeated (median of the per-process medians):
 
 * ``plain``: the loop written for the CPU, no lazypatch (the baseline);
-* ``pack``: the loop written for CUDA (``.cuda()``, ``.to("cuda")``,
+* ``pack``: the loop written for CUDA (a side-stream copy with ``.cuda()`` and
+  ``.to("cuda")``, ``wait_stream``, ``record_stream``,
   ``torch.zeros(..., device="cuda")``, ``torch.cuda.synchronize()``), run with
   ``LAZYPATCH_ENABLE=device`` (factories replaced by plain redirecting functions);
 * ``mode``: the same CUDA loop with the pack's ``device.factories`` patch
@@ -66,9 +67,19 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 inputs = torch.randn(32, 64)
 labels = torch.randint(0, 10, (32,))
 
+side_stream = torch.cuda.Stream() if device == "cuda" else None
+
 def step():
-    x = inputs.to(device)
-    y = labels.to(device)
+    if device == "cuda":
+        # The prefetcher idiom: copy on a side stream, wait, record_stream.
+        with torch.cuda.stream(side_stream):
+            x = inputs.cuda(non_blocking=True)
+            y = labels.to(device, non_blocking=True)
+        torch.cuda.current_stream().wait_stream(side_stream)
+        x.record_stream(torch.cuda.current_stream())
+    else:
+        x = inputs.to(device)
+        y = labels.to(device)
     mask = torch.ones(32, device=device)
     optimizer.zero_grad()
     loss = (nn.functional.cross_entropy(model(x), y, reduction="none") * mask).mean()

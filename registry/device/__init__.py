@@ -101,6 +101,26 @@ def tensor_methods(torch: "Any", patch: "Any") -> None:
     patch_tensor_methods(torch, patch)
 
 
+@_declare("torch", "legacy_types")
+def legacy_types(torch: "Any", patch: "Any") -> None:
+    """torch.cuda.FloatTensor & co. (classes building tensors on the target),
+    Tensor.type(torch.cuda.HalfTensor / "torch.cuda.FloatTensor"), set_default_tensor_type."""
+    from .legacy_types import patch_legacy_types, set_default_tensor_type_function, type_function
+    patch_legacy_types(torch.cuda, patch)
+    patch.setattr(torch.Tensor, "type", type_function(torch.Tensor.type))
+    if "set_default_tensor_type" in vars(torch):
+        patch.setattr(torch, "set_default_tensor_type",
+                      set_default_tensor_type_function(torch.set_default_tensor_type))
+
+
+@_declare("torch", "storages")
+def storages(torch: "Any", patch: "Any") -> None:
+    """torch.UntypedStorage(n, device="cuda"), torch.cuda.FloatStorage(n), storage.cuda()
+    and storage.to(device="cuda") build storages on the target."""
+    from .storage import patch_storages
+    patch_storages(torch, patch)
+
+
 @_declare("torch.nn.modules.module", "module_methods")
 def module_methods(module: "Any", patch: "Any") -> None:
     """nn.Module.to/cuda/to_empty: CUDA devices go to the target."""
@@ -111,7 +131,7 @@ def module_methods(module: "Any", patch: "Any") -> None:
 @_declare("torch", "load")
 def load(torch: "Any", patch: "Any") -> None:
     """torch.load: CUDA storage locations and map_location (str, device, dict,
-    callable) go to the target; file paths are never touched."""
+    callable) go to the target; file paths are never touched. torch.jit.load too."""
     from .serialization import patch_load
     patch_load(torch, patch)
 

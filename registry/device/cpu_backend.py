@@ -8,7 +8,6 @@ events are torch.cpu's.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from time import perf_counter
 
@@ -145,6 +144,38 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+def is_current_stream_capturing() -> bool:
+    return False        # no CUDA graph can be capturing: there are none on the CPU
+
+
+def set_per_process_memory_fraction(fraction: float, device: "Any" = None) -> None:
+    return None
+
+
+def get_per_process_memory_fraction(device: "Any" = None) -> float:
+    return 1.0
+
+
+def memory_snapshot(*args: "Any", **kwargs: "Any") -> "List[Any]":
+    return []
+
+
+def get_sync_debug_mode() -> int:
+    return 0
+
+
+def set_sync_debug_mode(debug_mode: "Any") -> None:
+    return None
+
+
+def can_device_access_peer(device: "Any", peer_device: "Any") -> bool:
+    return False        # one device: no peer
+
+
+def get_allocator_backend() -> str:
+    return "native"
+
+
 def is_initialized() -> bool:
     return True
 
@@ -172,6 +203,18 @@ class Stream(torch.cpu.Stream):
         event.record(self)
         return event
 
+    def wait_event(self, event: "Any") -> None:
+        return None
+
+    def wait_stream(self, stream: "Any") -> None:
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream)     # one CPU "stream": everything is in order
+
+    def __hash__(self) -> int:
+        return hash(Stream)
+
 
 class Event(torch.cpu.Event):
     """``torch.cuda.Event(enable_timing=...)`` on the CPU; timing uses the wall clock,
@@ -194,8 +237,20 @@ class Event(torch.cpu.Event):
             raise RuntimeError("Both events must be recorded before calling elapsed_time()")
         return (end_event._recorded_at - self._recorded_at) * 1000.0
 
+    def query(self) -> bool:
+        return True
 
-StreamContext = torch.cpu.StreamContext
+    def synchronize(self) -> None:
+        return None
+
+    def wait(self, stream: "Any" = None) -> None:
+        return None
+
+    def ipc_handle(self) -> bytes:
+        raise RuntimeError("lazypatch device pack: CUDA IPC event handles do not exist on the "
+                           "CPU; share tensors through torch.multiprocessing instead")
+
+
 _DEFAULT_STREAM: "Any" = None
 
 
@@ -209,17 +264,13 @@ def current_stream(device: "Any" = None) -> "Any":
 default_stream = current_stream
 
 
-def stream(stream: "Any") -> "Any":
-    return torch.cpu.stream(stream)
-
-
 def set_stream(stream: "Any") -> None:
     return None
 
 
-def device(device: "Any") -> "Any":
-    """``with torch.cuda.device(i):`` selects nothing on the CPU."""
-    return contextlib.nullcontext()
+def _exchange_device(device: int) -> int:
+    """``torch.cuda.device(i)`` selects nothing on the CPU; the previous index is 0."""
+    return 0
 
 
-device_of = device
+_maybe_exchange_device = _exchange_device

@@ -35,10 +35,13 @@ REDIRECTED: "Dict[str, Optional[int]]" = {
     "initial_seed": None, "get_rng_state": 0, "set_rng_state": 1,
     "get_rng_state_all": None, "set_rng_state_all": None,
     "get_device_name": 0, "get_device_properties": 0, "get_device_capability": 0,
-    "is_bf16_supported": None,
-    "Stream": 0, "Event": None, "current_stream": 0, "default_stream": 0, "stream": None,
-    "set_stream": None, "device": 0, "device_of": None,
+    "is_bf16_supported": None, "is_current_stream_capturing": None,
+    "set_per_process_memory_fraction": 1, "get_per_process_memory_fraction": 0,
+    "memory_snapshot": None, "get_sync_debug_mode": None, "set_sync_debug_mode": None,
+    "can_device_access_peer": 0, "get_allocator_backend": None,
 }
+# Streams, events, current_stream/set_stream and the device exchange behind
+# ``with torch.cuda.device(i)`` are in cuda_classes: the classes stay classes.
 
 _IMPLEMENTATIONS: "Dict[str, Any]" = {}
 
@@ -62,6 +65,16 @@ def _implementation(name: str, original: "Any") -> "Any":
         implementation = getattr(cpu_backend, name)
     _IMPLEMENTATIONS[name] = implementation
     return implementation
+
+
+def target_implementation(name: str) -> "Any":
+    """The target's ``torch.cuda.<name>``, or None when calls pass through (real CUDA,
+    or torch still importing)."""
+    implementation = _IMPLEMENTATIONS.get(name) or _implementation(name, _PASS_THROUGH)
+    return None if implementation is _PASS_THROUGH else implementation
+
+
+_PASS_THROUGH = object()
 
 
 def redirect(name: str, original: "Any", device_position: "Optional[int]") -> "Callable[..., Any]":
@@ -88,11 +101,14 @@ def redirect(name: str, original: "Any", device_position: "Optional[int]") -> "C
 
 
 def patch_cuda_namespace(cuda: "Any", patch: "Any") -> None:
-    """Replace each name of ``REDIRECTED`` that this torch.cuda defines."""
+    """Replace each name of ``REDIRECTED`` that this torch.cuda defines; patch the
+    stream and event classes in place."""
     namespace = vars(cuda)
     for name, device_position in REDIRECTED.items():
         if name in namespace:
             patch.setattr(cuda, name, redirect(name, namespace[name], device_position))
+    from .cuda_classes import patch_cuda_classes
+    patch_cuda_classes(cuda, patch)
 
 
 def _excluded_modules() -> "Tuple[Tuple[str, ...], Tuple[str, ...]]":

@@ -63,11 +63,17 @@ def named_like(function: "Callable[..., Any]", original: "Any") -> "Callable[...
 
 
 def patch_factories(torch: "Any", patch: "Any") -> None:
-    """Replace every factory of ``FACTORY_NAMES`` this torch has."""
+    """Replace every factory of ``FACTORY_NAMES`` this torch has; TorchScript sees
+    each replacement as the original's operator."""
+    from .torchscript import builtin_table, register_like
+    table = builtin_table()        # before the replacements: it must record the originals
     namespace = vars(torch)
     for name in FACTORY_NAMES:
         if name in namespace:
-            patch.setattr(torch, name, device_keyword_function(f"torch.{name}", namespace[name]))
+            original = namespace[name]
+            replacement = device_keyword_function(f"torch.{name}", original)
+            patch.setattr(torch, name, replacement)
+            register_like(table, replacement, original, patch)
 
 
 def patch_generator(torch: "Any", patch: "Any") -> None:

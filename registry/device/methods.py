@@ -43,7 +43,7 @@ def _cuda_device(args: "Tuple[Any, ...]", kwargs: "Dict[str, Any]") -> "Any":
 
 
 def patch_tensor_methods(torch: "Any", patch: "Any") -> None:
-    """Tensor.to, .cuda, .new_*, .pin_memory."""
+    """Tensor.to, .cuda, .new_*, .pin_memory, .record_stream."""
     tensor = torch.Tensor
     base_to = torch._C.TensorBase.to
     patch.setattr(tensor, "to", to_function("Tensor.to", tensor.to))
@@ -78,6 +78,9 @@ def patch_tensor_methods(torch: "Any", patch: "Any") -> None:
             kwargs["device"] = translate(kwargs["device"])
         return original_pin(self, *args, **kwargs)
     patch.setattr(tensor, "pin_memory", named_like(pin_memory, original_pin))
+
+    from .cuda_classes import record_stream_function
+    patch.setattr(tensor, "record_stream", record_stream_function(tensor.record_stream))
 
 
 def patch_module_methods(module: "Any", patch: "Any") -> None:

@@ -1,4 +1,5 @@
-"""torch.load: storages saved on CUDA, and CUDA ``map_location`` values, go to the target.
+"""torch.load and torch.jit.load: storages saved on CUDA, and CUDA ``map_location`` values,
+go to the target.
 
 The file argument is never looked at: only the location *tags* of storages
 (like "cuda:0") and the ``map_location`` the code gives (a string, device,
@@ -73,3 +74,35 @@ def patch_load(torch: "Any", patch: "Any") -> None:
     wrapper = patch.wrap(serialization, "load", load)
     if vars(torch).get("load") is original:
         patch.setattr(torch, "load", wrapper)
+    patch_jit_load(torch, patch)
+
+
+def patch_jit_load(torch: "Any", patch: "Any") -> None:
+    """torch.jit.load(f, map_location="cuda"): TorchScript archives take one device,
+    so a CUDA map_location becomes the target's; with no map_location on a CPU
+    target, tensors saved on CUDA load onto the CPU (CPU ones stay where they are)."""
+    module = torch.jit._serialization
+
+    def jit_load(wrapped: "Any", instance: "Any", args: "Tuple[Any, ...]",
+                 kwargs: "Dict[str, Any]") -> "Any":
+        target = resolve()
+        if target is None or target.passthrough:
+            return wrapped(*args, **kwargs)
+        in_args = len(args) > 1
+        map_location = args[1] if in_args else kwargs.get("map_location")
+        if map_location is None:
+            translated = target.default if target.is_cpu else None
+        else:
+            translated = translate(map_location)
+            if translated is not map_location:
+                record("torch.jit.load")
+        if in_args:
+            args = (args[0], translated) + args[2:]
+        else:
+            kwargs["map_location"] = translated
+        return wrapped(*args, **kwargs)
+
+    original = vars(module)["load"]
+    wrapper = patch.wrap(module, "load", jit_load)
+    if vars(torch.jit).get("load") is original:
+        patch.setattr(torch.jit, "load", wrapper)

@@ -10,6 +10,7 @@ OWNERS = '''
 import torch, torch.amp.autocast_mode, torch.amp.grad_scaler, torch.utils._device
 import torch.distributed, torch.distributed.distributed_c10d, torch.nn.parallel
 import torch.cuda.nvtx, torch.profiler, torch.serialization, torch.nn.modules.module
+import torch.jit._builtins, torch.jit._serialization, torch.storage
 OWNERS = {
     "torch": torch, "torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module,
     "torch.cuda": torch.cuda, "torch.cuda.nvtx": torch.cuda.nvtx, "torch.amp": torch.amp,
@@ -22,6 +23,10 @@ OWNERS = {
     "c10d": torch.distributed.distributed_c10d,
     "DDP": torch.nn.parallel.DistributedDataParallel,
     "DataParallel": torch.nn.parallel.DataParallel,
+    "Stream": torch.cuda.Stream, "Event": torch.cuda.Event,
+    "UntypedStorage": torch.UntypedStorage, "_StorageBase": torch.storage._StorageBase,
+    "TypedStorage": torch.storage.TypedStorage, "torch.jit": torch.jit,
+    "torch.jit._serialization": torch.jit._serialization,
 }
 '''
 
@@ -33,6 +38,8 @@ def test_unpatch_all_restores_every_torch_object(interpreter):
 import json, warnings
 import lazypatch
 before = {name: dict(vars(owner)) for name, owner in OWNERS.items()}
+table = torch.jit._builtins._get_builtin_table()
+table_before = dict(table)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")          # late-application warnings: expected here
     lazypatch.enable("device")
@@ -40,6 +47,7 @@ changed = sorted(f"{name}.{key}" for name, owner in OWNERS.items()
                  for key, value in vars(owner).items() if before[name].get(key) is not value)
 failed = [r["name"] for r in lazypatch.report() if r["status"] == "failed"]
 redirected = str(torch.zeros(1, device="cuda").device)
+table_grew = len(table) > len(table_before)
 lazypatch.unpatch_all()
 differences = []
 for name, owner in OWNERS.items():
@@ -48,6 +56,7 @@ for name, owner in OWNERS.items():
         if now.get(key, "<absent>") is not before[name].get(key, "<absent>"):
             differences.append(f"{name}.{key}")
 print(json.dumps({"changed": changed, "failed": failed, "redirected": redirected,
+                  "table_grew": table_grew, "table_restored": table == table_before,
                   "differences": sorted(differences), "zeros": torch.zeros.__class__.__name__}))
 ''', env={"LAZYPATCH_CUDA_AVAILABLE": "1"})
     assert result["failed"] == []
@@ -56,9 +65,13 @@ print(json.dumps({"changed": changed, "failed": failed, "redirected": redirected
                 "torch.Tensor.cuda", "torch.nn.Module.cuda", "torch.cuda.is_available",
                 "torch.cuda.synchronize", "torch.cuda.nvtx.range_push", "autocast.__init__",
                 "GradScaler.__init__", "DeviceContext.__init__", "torch.distributed.init_process_group",
-                "torch.distributed.is_nccl_available", "DDP.__init__", "torch.profiler.profile"}
+                "torch.distributed.is_nccl_available", "DDP.__init__", "torch.profiler.profile",
+                "Stream.__new__", "Event.record", "UntypedStorage.__new__", "_StorageBase.to",
+                "torch.jit.load", "torch.Tensor.record_stream", "torch.Tensor.type",
+                "torch.cuda.FloatTensor", "torch.cuda._exchange_device"}
     assert expected <= set(result["changed"]), expected - set(result["changed"])
     assert result["differences"] == []
+    assert result["table_grew"] and result["table_restored"]   # TorchScript's builtin table
     assert result["zeros"] == "builtin_function_or_method"
 
 
