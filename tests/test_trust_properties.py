@@ -102,8 +102,9 @@ def module_index(module) -> int:
 
 def clean_slate() -> None:
     """Forget every patch and every module object of the previous example."""
-    import lazypatch
     import trust_ledger
+
+    import lazypatch
     lazypatch.reset()
     for index in range(MODULE_COUNT):
         sys.modules.pop(module_name(index), None)
