@@ -390,10 +390,9 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     shown = rows if arguments.all else [row for row in rows if row["applicable"]]
     table = [["NAME", "TARGET", "ENABLED", "SOURCE", "TAGS", "REQUIRES", "DESCRIPTION"]]
     for row in shown:
-        enabled = "yes" if row["enabled"] else "no"
-        if not row["applicable"]:
-            enabled = "cannot"   # explained below the table
-        table.append([row["name"], row["target"], enabled, row["source"],
+        # "cannot" is explained below the table
+        state = "cannot" if not row["applicable"] else "yes" if row["enabled"] else "no"
+        table.append([row["name"], row["target"], state, row["source"],
                       ",".join(row["tags"]), "; ".join(row["requires"]) or "-",
                       _shortened(row["description"], DESCRIPTION_WIDTH)])
     from .reporting import format_table, hidden_summary
@@ -407,8 +406,8 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         for line in hidden_summary([dict(row, unmet_requirements=row["unmet"])
                                     for row in cannot]):
             print("  " + line)
-    enabled = sum(1 for row in rows if row["enabled"] and row["applicable"])
-    print(f"{len(rows)} patches, {enabled} enabled and able to apply here; none of their "
+    able = sum(1 for row in rows if row["enabled"] and row["applicable"])
+    print(f"{len(rows)} patches, {able} enabled and able to apply here; none of their "
           f"targets was imported")
     return 0
 
