@@ -51,16 +51,18 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run", help="run a command with lazypatch active in it and in every Python child",
-        description="Prepend lazypatch's bootstrap directory to PYTHONPATH and execute "
-                    "COMMAND. Every Python process started from it with the same "
-                    "interpreter (subprocesses, multiprocessing spawn workers, torchrun "
-                    "ranks) activates lazypatch at start-up; your own sitecustomize still "
-                    "runs after lazypatch's. Options set the LAZYPATCH_* variables; "
-                    "relative paths are made absolute first.",
+        description="Prepend lazypatch's bootstrap directory to PYTHONPATH and execute\n"
+                    "COMMAND. Every Python process started from it with the same interpreter\n"
+                    "(subprocesses, multiprocessing spawn workers, torchrun ranks) activates\n"
+                    "lazypatch at start-up; your own sitecustomize still runs after\n"
+                    "lazypatch's. Options set the LAZYPATCH_* variables; relative paths are\n"
+                    "made absolute first.",
         usage="lazypatch run [OPTIONS] -- COMMAND [ARGS ...]",
-        epilog="Settings are read from the environment first, then the LAZYPATCH_CONFIG "
-               "file, then [tool.lazypatch] in ./pyproject.toml; TOML keys are the "
-               "variable names without LAZYPATCH_, in lower case (brake_step = 100).",
+        epilog="Every setting is an environment variable, a TOML key (the name without\n"
+               "LAZYPATCH_, in lower case: brake_step = 100) and, for the packs, a flag above.\n"
+               "The environment wins over the LAZYPATCH_CONFIG file, which wins over\n"
+               "[tool.lazypatch] in ./pyproject.toml. Also: LAZYPATCH_CACHE_DIR (directory\n"
+               "of the plugin-pack cache); LAZYPATCH=0 turns activation off.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--enable", action="append", metavar="SELECTOR",
                      help="turn on patches by name, glob or tag (LAZYPATCH_ENABLE); repeatable")
@@ -194,8 +196,10 @@ def _add_pack_options(run: argparse.ArgumentParser) -> None:
             if option in taken:
                 continue
             taken.add(option)
+            text = meaning[len(f"{pack} pack: "):] if meaning.startswith(f"{pack} pack: ") \
+                else meaning
             group.add_argument(option, dest=f"pack:{variable}", metavar="VALUE",
-                               help=f"{meaning} ({variable})".replace("%", "%%"))
+                               help=f"{text} ({variable})".replace("%", "%%"))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
