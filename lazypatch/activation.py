@@ -91,12 +91,14 @@ def _activate(configuration: "_configuration.Configuration") -> None:
         _registering("plugin", _load_plugins)
     _registering("LAZYPATCH_MODULES",
                  lambda: _import_modules(configuration.modules, "LAZYPATCH_MODULES"))
+    said = _configuration.said_count()
     if not _configuration.already_told(_configuration.ACTIVATING):   # a parent said it
         _warn_unmatched_selectors(configuration)
         # Only now have the packs declared their variables: TOML keys such as
         # brake_step were kept when the file was read and are checked here.
         _configuration.warn_unknown_settings(configuration)
-    _configuration.mark_told(_configuration.ACTIVATING)
+    if _configuration.said_count() > said:
+        _configuration.mark_told(_configuration.ACTIVATING)
     _announce_device_redirect(configuration)
     if configuration.report_path:
         from .reporting import write_report_at_exit
@@ -156,9 +158,10 @@ def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> 
                             for selector in unmatched)
             example = next((f"'{patch.name.split('.', 1)[0]}.*'" for patch in patches
                             if "." in patch.name), "'pack.*'")
-            notify(f"lazypatch: {variable} names {', '.join(map(repr, unmatched))}, which "
-                   f"match no registered patch{hints}; give names, globs such as {example}, "
-                   f"packs or tags (`lazypatch list` shows them)", ConfigurationWarning)
+            _configuration.alert(
+                f"lazypatch: {variable} names {', '.join(map(repr, unmatched))}, which "
+                f"match no registered patch{hints}; give names, globs such as {example}, "
+                f"packs or tags (`lazypatch list` shows them)")
 
 
 DEVICE_NOTICE_VARIABLE = "LAZYPATCH_DEVICE_NOTICE_SHOWN"

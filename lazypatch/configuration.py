@@ -1,4 +1,10 @@
-"""Configuration: environment variables and an optional TOML file, read into one object.
+"""Configuration: environment variables, a TOML file and pyproject.toml, read into one object.
+
+Precedence, first wins: the environment, the ``LAZYPATCH_CONFIG`` file,
+``[tool.lazypatch]`` in the current directory's ``pyproject.toml``. TOML keys
+are the variable names without ``LAZYPATCH_``, in lower case; keys nobody
+declared yet are kept and checked at the end of activation, once the packs
+have declared theirs (``warn_unknown_settings``).
 
 Parsed by hand (no ``re``): this runs at interpreter start-up under
 sitecustomize activation. Bad values never raise: they emit a
@@ -145,8 +151,8 @@ def parse_flag(name: str, value: "Optional[str]", default: bool = False) -> bool
         return False
     if not lowered:
         return default
-    _alert(f"lazypatch: {name}={value!r} is not understood; use one of "
-           f"{', '.join(TRUE_WORDS + FALSE_WORDS)}. Using {int(default)}.", ConfigurationWarning)
+    alert(f"lazypatch: {name}={value!r} is not understood; use one of "
+          f"{', '.join(TRUE_WORDS + FALSE_WORDS)}. Using {int(default)}.", ConfigurationWarning)
     return default
 
 
@@ -157,8 +163,8 @@ def parse_log_level(value: "Optional[str]") -> "Optional[str]":
     level = value.strip().upper()
     if level in LOG_LEVELS or level.isdigit():
         return level
-    _alert(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
-           f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.", ConfigurationWarning)
+    alert(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
+          f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.", ConfigurationWarning)
     return None
 
 
@@ -189,15 +195,15 @@ def _load_toml(path: str, what: str) -> "Optional[dict]":
         try:
             import tomli as tomllib  # type: ignore[no-redef]
         except ImportError:
-            _alert(f"lazypatch: {what} needs Python 3.11+ (tomllib) or the tomli package; "
-                   f"ignoring {path}", ConfigurationWarning)
+            alert(f"lazypatch: {what} needs Python 3.11+ (tomllib) or the tomli package; "
+                  f"ignoring {path}", ConfigurationWarning)
             return None
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)
     except (OSError, ValueError) as error:
-        _alert(f"lazypatch: cannot read {what}={path!r}: {error}; ignoring it",
-               ConfigurationWarning)
+        alert(f"lazypatch: cannot read {what}={path!r}: {error}; ignoring it",
+              ConfigurationWarning)
         return None
 
 
@@ -214,8 +220,8 @@ def _settings_of(section: "Dict[str, object]", path: str,
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(item) for item in value)
         elif isinstance(value, dict):
-            _alert(f"lazypatch: key {key!r} in {path} is a table; give a string, a number, "
-                   f"a boolean or a list; ignoring it", ConfigurationWarning)
+            alert(f"lazypatch: key {key!r} in {path} is a table; give a string, a number, "
+                  f"a boolean or a list; ignoring it", ConfigurationWarning)
             continue
         if variable in NOT_IN_FILES:
             file_keys[variable] = (path, str(key))   # refused by warn_unknown_settings
@@ -232,9 +238,9 @@ def _from_file(path: str, file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str,
         return {}
     section = data.get("lazypatch", data)
     if not isinstance(section, dict):
-        _alert(f"lazypatch: LAZYPATCH_CONFIG={path!r}: 'lazypatch' must be a table of "
-               f"settings ([lazypatch] with lines such as disable = [\"name\"]), got a "
-               f"{type(section).__name__}; ignoring the file", ConfigurationWarning)
+        alert(f"lazypatch: LAZYPATCH_CONFIG={path!r}: 'lazypatch' must be a table of "
+              f"settings ([lazypatch] with lines such as disable = [\"name\"]), got a "
+              f"{type(section).__name__}; ignoring the file", ConfigurationWarning)
         return {}
     return _settings_of(section, path, file_keys)
 
@@ -265,8 +271,8 @@ def _from_pyproject(file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]"
     if section is None:
         return {}
     if not isinstance(section, dict):
-        _alert(f"lazypatch: {path}: tool.lazypatch must be a table ({PYPROJECT_TABLE} with "
-               f"lines such as disable = [\"name\"]); ignoring it", ConfigurationWarning)
+        alert(f"lazypatch: {path}: tool.lazypatch must be a table ({PYPROJECT_TABLE} with "
+              f"lines such as disable = [\"name\"]); ignoring it", ConfigurationWarning)
         return {}
     return _settings_of(section, path, file_keys)
 
@@ -299,12 +305,14 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     told = os.environ.get(TOLD_VARIABLE, "").split(":")
     _told = (fingerprint, set(told[1].split(",")) if told[0] == fingerprint and
              len(told) > 1 else set())
+    said = len(_said)
     _quiet.append(already_told(READING))
     try:
         configuration = _read(source)
     finally:
         _quiet.pop()
-    mark_told(READING)
+    if len(_said) > said:
+        mark_told(READING)
     _last_read = (key, configuration)
     return configuration
 
@@ -318,6 +326,7 @@ READING = "read"            # bad values, unreadable files (read())
 ACTIVATING = "activation"   # unknown names and keys, unmatched selectors (end of activation)
 _told: "Tuple[str, set]" = ("", set())
 _quiet: "List[bool]" = []
+_said: "List[str]" = []   # every configuration message this process showed
 
 
 def _fingerprint(text: str) -> str:
@@ -333,8 +342,14 @@ def already_told(phase: str) -> bool:
     return phase in _told[1]
 
 
+def said_count() -> int:
+    """How many configuration messages this process has shown (see ``alert``)."""
+    return len(_said)
+
+
 def mark_told(phase: str) -> None:
-    """Record that this process reported ``phase``, for its children to see."""
+    """Record that this process reported ``phase``, for its children to see (the
+    environment is left alone in the usual case, when there was nothing to say)."""
     fingerprint, phases = _told
     if not fingerprint:
         return
@@ -342,9 +357,10 @@ def mark_told(phase: str) -> None:
     os.environ[TOLD_VARIABLE] = fingerprint + ":" + ",".join(sorted(phases))
 
 
-def _alert(message: str, category: type = ConfigurationWarning) -> None:
+def alert(message: str, category: type = ConfigurationWarning) -> None:
     """A configuration warning, unless a parent process said it already."""
     if not (_quiet and _quiet[-1]):
+        _said.append(message)
         notify(message, category)
 
 
@@ -384,18 +400,18 @@ def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
     for variable in sorted(environment):
         if variable.startswith("LAZYPATCH_") and variable not in known \
                 and variable not in INTERNAL_VARIABLES:
-            _alert(f"lazypatch: unknown environment variable {variable}"
-                   f"{suggestion(variable, list(known))}; `lazypatch run --help` lists "
-                   f"the accepted ones", ConfigurationWarning)
+            alert(f"lazypatch: unknown environment variable {variable}"
+                  f"{suggestion(variable, list(known))}; `lazypatch run --help` lists "
+                  f"the accepted ones", ConfigurationWarning)
     if configuration is None:
         return
     keys = [name[len("LAZYPATCH_"):].lower() for name in known if name not in NOT_IN_FILES]
     for variable, (path, key) in sorted(configuration.file_keys.items()):
         if variable in known and variable not in NOT_IN_FILES:
             continue
-        _alert(f"lazypatch: unknown key {key!r} in {path}{suggestion(key.lower(), keys)}; "
-               f"`lazypatch run --help` lists the accepted keys (variable names without "
-               f"LAZYPATCH_, in lower case)", ConfigurationWarning)
+        alert(f"lazypatch: unknown key {key!r} in {path}{suggestion(key.lower(), keys)}; "
+              f"`lazypatch run --help` lists the accepted keys (variable names without "
+              f"LAZYPATCH_, in lower case)", ConfigurationWarning)
 
 
 def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> None:
