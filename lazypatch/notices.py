@@ -11,6 +11,13 @@ error is caught here and written to stderr instead (and to the ``lazypatch``
 logger when logging is configured): the message still reaches the user, and
 the program goes on. Strict mode is the one way to make a patch failure stop
 an import, and it raises ``PatchError`` itself.
+
+Every warning is attributed to the user's line: the innermost frame outside
+lazypatch's files (the engine, its bootstrap, the built-in packs) and the
+import machinery, so ``import lazypatch.auto`` or the ``import torch`` that
+applied a failing patch, never ``sitecustomize.py:39``. When only start-up
+hooks are on the stack (``lazypatch run``, a ``.pth`` file), it is
+attributed to ``<lazypatch activation>``.
 """
 
 from __future__ import annotations

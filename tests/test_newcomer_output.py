@@ -156,3 +156,17 @@ def test_doctor_says_once_per_pack_what_cannot_apply(interpreter):
     # the built-in Ascend pack: one note however many of its patches need torch_npu
     ascend = [note for note in notes if "ascend" in note]
     assert len(ascend) <= 1
+
+
+def test_every_kind_of_row_has_a_detail():
+    from lazypatch.reporting import cannot_apply_here, detail_of
+    waiting = {"status": "pending", "target": "torch", "reason": "", "unmet_requirements": []}
+    assert detail_of(waiting) == "torch not imported yet" and not cannot_apply_here(waiting)
+    never = dict(waiting, unmet_requirements=["requires torch_npu: torch_npu is not installed"])
+    assert detail_of(never) == "will be skipped: requires torch_npu: torch_npu is not installed"
+    assert cannot_apply_here(never)
+    quiet = {"status": "applied", "reason": "", "description": "Fix the thing."}
+    assert detail_of(quiet) == "Fix the thing."
+    chosen_off = {"status": "disabled", "reason": "disabled by configuration",
+                  "unmet_requirements": []}
+    assert not cannot_apply_here(chosen_off)   # the user's own choice stays in the table
