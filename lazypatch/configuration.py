@@ -297,7 +297,7 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     # activation and must not make the same settings be read (and warned about) again.
     key = tuple(sorted((name, value) for name, value in source.items()
                        if (name == "LAZYPATCH" or name.startswith("LAZYPATCH_"))
-                       and name not in INTERNAL_VARIABLES)) + (os.getcwd(),)
+                       and name not in INTERNAL_VARIABLES)) + (_current_directory(),)
     if _last_read is not None and _last_read[0] == key:
         return _last_read[1]
     global _told
@@ -327,6 +327,14 @@ ACTIVATING = "activation"   # unknown names and keys, unmatched selectors (end o
 _told: "Tuple[str, set]" = ("", set())
 _quiet: "List[bool]" = []
 _said: "List[str]" = []   # every configuration message this process showed
+
+
+def _current_directory() -> str:
+    """The working directory (its pyproject.toml is read), or "" when it was deleted."""
+    try:
+        return os.getcwd()
+    except OSError:   # started in a directory removed since: no pyproject.toml to read
+        return ""
 
 
 def _fingerprint(text: str) -> str:

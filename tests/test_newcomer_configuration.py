@@ -134,3 +134,16 @@ def test_a_misspelled_selector_gets_a_suggestion_and_an_example_that_matches(int
         print(len(select([{example!r}])[0]))
     """)
     assert int(checked.stdout.split()[-1]) > 0
+
+
+def test_a_deleted_working_directory_does_not_stop_activation(interpreter):
+    gone = interpreter.root / "gone"
+    gone.mkdir()
+    result = interpreter.run(f"""
+        import os
+        os.chdir({str(gone)!r})
+        os.rmdir({str(gone)!r})
+        import lazypatch.auto, lazypatch
+        print("active", lazypatch.activation_info()["active"])
+    """)
+    assert result.stdout.split()[-2:] == ["active", "True"]
