@@ -91,8 +91,15 @@ def _activate(configuration: "_configuration.Configuration") -> None:
         _registering("plugin", _load_plugins)
     _registering("LAZYPATCH_MODULES",
                  lambda: _import_modules(configuration.modules, "LAZYPATCH_MODULES"))
-    _warn_unmatched_selectors(configuration)
-    _configuration.warn_unknown_variables()
+    said = _configuration.said_count()
+    if not _configuration.already_told(_configuration.ACTIVATING):   # a parent said it
+        _warn_unmatched_selectors(configuration)
+        # Only now have the packs declared their variables: TOML keys such as
+        # brake_step were kept when the file was read and are checked here.
+        _configuration.warn_unknown_settings(configuration)
+    if _configuration.said_count() > said:
+        _configuration.mark_told(_configuration.ACTIVATING)
+    _announce_device_redirect(configuration)
     if configuration.report_path:
         from .reporting import write_report_at_exit
         write_report_at_exit(configuration.report_path)
@@ -123,7 +130,7 @@ def _import_modules(names: "List[str]", what: str) -> None:
         except Exception as error:
             notify(f"lazypatch: could not import {name!r} from {what}: "
                    f"{type(error).__name__}: {error}; its patches are not registered",
-                   ConfigurationWarning, stacklevel=4)
+                   ConfigurationWarning)
 
 
 def _load_plugins() -> None:
@@ -132,7 +139,7 @@ def _load_plugins() -> None:
         register_plugin_packs()
     except Exception as error:
         notify(f"lazypatch: plugin packs could not be loaded: {type(error).__name__}: "
-               f"{error}", ConfigurationWarning, stacklevel=3)
+               f"{error}", ConfigurationWarning)
 
 
 def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> None:
@@ -142,11 +149,53 @@ def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> 
             continue
         _, unmatched = select(selectors)
         if unmatched:
-            known = sorted(STATE.catalog.by_name)
-            notify(f"lazypatch: {variable} names {', '.join(map(repr, unmatched))}, which "
-                   f"match no registered patch; known patches: {', '.join(known) or 'none'} "
-                   f"(names, globs such as 'openmmlab.*', or tags)", ConfigurationWarning,
-                   stacklevel=4)
+            patches = list(STATE.catalog.by_name.values())
+            # What a selector can be: names, their pack prefixes, tags.
+            candidates = sorted({patch.name for patch in patches} |
+                                {patch.name.split(".", 1)[0] for patch in patches} |
+                                {tag for patch in patches for tag in patch.tags})
+            hints = "".join(_configuration.suggestion(selector, candidates)
+                            for selector in unmatched)
+            example = next((f"'{patch.name.split('.', 1)[0]}.*'" for patch in patches
+                            if "." in patch.name), "'pack.*'")
+            _configuration.alert(
+                f"lazypatch: {variable} names {', '.join(map(repr, unmatched))}, which "
+                f"match no registered patch{hints}; give names, globs such as {example}, "
+                f"packs or tags (`lazypatch list` shows them)")
+
+
+DEVICE_NOTICE_VARIABLE = "LAZYPATCH_DEVICE_NOTICE_SHOWN"
+
+
+def _announce_device_redirect(configuration: "_configuration.Configuration") -> None:
+    """With the device pack on, say once per process tree (rank 0, on stderr) where
+    CUDA calls go; a log level of WARNING or above silences it.
+
+    Decided without importing torch: LAZYPATCH_DEVICE when set, else the NPU when
+    torch_npu is installed (if it sees one), else the CPU, as the pack decides.
+    """
+    if os.environ.get(DEVICE_NOTICE_VARIABLE) or _configuration.current_rank() != 0:
+        return
+    level = configuration.log_level
+    if level and _configuration.LOG_LEVELS.get(level, int(level) if level.isdigit() else 0) \
+            >= _configuration.LOG_LEVELS["WARNING"]:
+        return
+    if not any(patch.enabled and patch.name.startswith("device.")
+               for patch in STATE.catalog.by_name.values()):
+        return
+    chosen = _configuration.setting("LAZYPATCH_DEVICE").strip().lower()
+    if chosen:
+        where = f"'{chosen}' (LAZYPATCH_DEVICE)"
+    else:
+        from .requirements import installed_version
+        where = ("the NPU if torch_npu sees one, else the CPU" if installed_version("torch_npu")
+                 else "the CPU (torch_npu is not installed)")
+        where += "; LAZYPATCH_DEVICE or `lazypatch run --device` chooses"
+    os.environ[DEVICE_NOTICE_VARIABLE] = "1"
+    try:
+        sys.stderr.write(f"lazypatch: device pack enabled: CUDA calls go to {where}\n")
+    except Exception:   # no usable stderr: nothing to tell
+        pass
 
 
 def activation_info() -> "Dict[str, object]":

@@ -36,23 +36,34 @@ RUN_OPTIONS = {
 }
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
+    """The command line; ``pack_options`` adds the packs' flags to ``run`` (which
+    imports the built-in packs, so only when ``run`` is the command)."""
+    from . import __version__
     parser = argparse.ArgumentParser(
         prog="lazypatch",
         description="Monkey patches applied the moment their target module is imported.",
-        epilog="Configuration: LAZYPATCH_* environment variables (see `lazypatch run --help`); "
+        epilog="Configuration: LAZYPATCH_* environment variables, a LAZYPATCH_CONFIG TOML file "
+               "or [tool.lazypatch] in ./pyproject.toml (see `lazypatch run --help`); "
                "LAZYPATCH=0 turns every activation off for one process.")
+    parser.add_argument("--version", action="version", version=f"lazypatch {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
 
     run = commands.add_parser(
         "run", help="run a command with lazypatch active in it and in every Python child",
-        description="Prepend lazypatch's bootstrap directory to PYTHONPATH and execute "
-                    "COMMAND. Every Python process started from it with the same "
-                    "interpreter (subprocesses, multiprocessing spawn workers, torchrun "
-                    "ranks) activates lazypatch at start-up; your own sitecustomize still "
-                    "runs after lazypatch's. Options set the LAZYPATCH_* variables.",
-        usage="lazypatch run [OPTIONS] -- COMMAND [ARGS ...]")
+        description="Prepend lazypatch's bootstrap directory to PYTHONPATH and execute\n"
+                    "COMMAND. Every Python process started from it with the same interpreter\n"
+                    "(subprocesses, multiprocessing spawn workers, torchrun ranks) activates\n"
+                    "lazypatch at start-up; your own sitecustomize still runs after\n"
+                    "lazypatch's. Options set the LAZYPATCH_* variables; relative paths are\n"
+                    "made absolute first.",
+        usage="lazypatch run [OPTIONS] -- COMMAND [ARGS ...]",
+        epilog="Every setting is an environment variable, a TOML key (the name without\n"
+               "LAZYPATCH_, in lower case: brake_step = 100) and, for the packs, a flag above.\n"
+               "The environment wins over the LAZYPATCH_CONFIG file, which wins over\n"
+               "[tool.lazypatch] in ./pyproject.toml. Also: LAZYPATCH_CACHE_DIR (directory\n"
+               "of the plugin-pack cache); LAZYPATCH=0 turns activation off.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--enable", action="append", metavar="SELECTOR",
                      help="turn on patches by name, glob or tag (LAZYPATCH_ENABLE); repeatable")
     run.add_argument("--disable", action="append", metavar="SELECTOR",
@@ -61,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="extra patch module to import at activation (LAZYPATCH_MODULES); "
                           "repeatable")
     run.add_argument("--report", metavar="PATH",
-                     help="write a JSON report at exit; {rank} and {pid} are filled in "
+                     help="write a JSON report at exit; {rank} and {pid} are filled in; a "
+                          "path with neither gets {pid}, one file per process "
                           "(LAZYPATCH_REPORT)")
     run.add_argument("--strict", action="store_true",
                      help="a failing patch fails its target's import (LAZYPATCH_STRICT=1)")
@@ -76,12 +88,24 @@ def _parser() -> argparse.ArgumentParser:
                      help="skip plugin packs of installed distributions (LAZYPATCH_PLUGINS=0)")
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND",
                      help="the command to run, after --")
+    if pack_options:
+        _add_pack_options(run)
 
     listing = commands.add_parser(
         "list", help="every registered patch, without importing any target",
         description="List the patches of the built-in packs, plugin packs and "
                     "LAZYPATCH_MODULES with target, tags, conditions and whether each is "
                     "enabled under the current configuration. Imports no target module.")
+    listing.add_argument("patterns", nargs="*", metavar="SELECTOR",
+                         help="only patches a name, glob (numpy_compat.*), pack or tag selects, "
+                              "as LAZYPATCH_ENABLE would")
+    listing.add_argument("--enabled", action="store_true",
+                         help="only patches that are enabled and can apply on this host")
+    listing.add_argument("--tag", action="append", default=[], metavar="TAG",
+                         help="only patches with this tag; repeatable")
+    listing.add_argument("--all", action="store_true",
+                         help="also the patches that cannot apply on this host (a required "
+                              "distribution is missing), summarised otherwise")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     report = commands.add_parser(
@@ -91,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("files", nargs="+", metavar="FILE", help="JSON report file(s)")
     report.add_argument("--format", choices=("table", "json"), default="table",
                         help="table (default) or json")
+    report.add_argument("--all", action="store_true",
+                        help="every patch; by default the ones that cannot apply on the "
+                             "host (off by default, a requirement unmet) are summarised "
+                             "in one line per pack")
 
     site = commands.add_parser(
         "site", help="activate lazypatch at every interpreter start of this environment",
@@ -119,10 +147,69 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def pack_variables() -> Dict[str, Dict[str, str]]:
+    """Variables the packs declare, grouped by pack: {pack: {variable: meaning}}.
+
+    Imports the built-in packs one at a time (they only declare patches; no
+    target is imported) and the LAZYPATCH_MODULES, with warnings silenced:
+    the command's own process reports nothing, its child does.
+    """
+    import warnings
+
+    from .state import STATE
+    groups: Dict[str, Dict[str, str]] = {}
+
+    def collect(pack: str, load: Any) -> None:
+        before = set(STATE.declared_variables)
+        try:
+            load()
+        except Exception:   # the child's activation names the broken pack
+            return
+        new = {name: meaning for name, meaning in STATE.declared_variables.items()
+               if name not in before}
+        if new:
+            groups.setdefault(pack, {}).update(new)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from . import registry
+        for pack in registry.pack_names():
+            collect(pack, lambda pack=pack: __import__(f"{registry.__name__}.{pack}"))
+        from .configuration import read
+        for module in read().modules:
+            collect(module, lambda module=module: __import__(module))
+    return groups
+
+
+def option_of(variable: str) -> str:
+    """The `lazypatch run` flag of a pack variable: LAZYPATCH_BRAKE_STEP -> --brake-step."""
+    return "--" + variable[len("LAZYPATCH_"):].lower().replace("_", "-")
+
+
+def _add_pack_options(run: argparse.ArgumentParser) -> None:
+    """One `lazypatch run` flag per variable a pack declares, grouped by pack in --help."""
+    taken = {option for action in run._actions for option in action.option_strings}
+    for pack, variables in pack_variables().items():
+        group = run.add_argument_group(f"{pack} pack (each flag sets its variable)")
+        for variable, meaning in variables.items():
+            option = option_of(variable)
+            if option in taken:
+                continue
+            taken.add(option)
+            text = meaning[len(f"{pack} pack: "):] if meaning.startswith(f"{pack} pack: ") \
+                else meaning
+            group.add_argument(option, dest=f"pack:{variable}", metavar="VALUE",
+                               help=f"{text} ({variable})".replace("%", "%%"))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; return the exit status."""
-    parser = _parser()
-    arguments = parser.parse_args(argv)
+    arguments_given = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(pack_options=bool(arguments_given) and arguments_given[0] == "run")
+    arguments = parser.parse_args(arguments_given)
+    if arguments.command is None:   # a bare `lazypatch`: say what it can do
+        parser.print_help()
+        return 0
     handler = {"run": _run, "list": _list, "report": _report, "site": _site,
                "doctor": _doctor}[arguments.command]
     try:
@@ -145,6 +232,16 @@ def run_environment(arguments: argparse.Namespace,
         value = getattr(arguments, option)
         if value:
             environment[variable] = ",".join(value) if isinstance(value, list) else value
+    for destination, value in vars(arguments).items():
+        if destination.startswith("pack:") and value is not None:
+            environment[destination[len("pack:"):]] = value
+    # The child may change directory before it reads them (or write its report
+    # at exit, long after an os.chdir): relative paths travel as absolute ones.
+    from .configuration import path_variables
+    for variable in path_variables():
+        value = environment.get(variable, "").strip()
+        if value:
+            environment[variable] = os.path.abspath(value)
     if arguments.strict:
         environment["LAZYPATCH_STRICT"] = "1"
     if arguments.log_all_ranks:
@@ -172,10 +269,18 @@ def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _usage_error("run", "no command given; write it after --, for example: "
                             "lazypatch run --enable device -- python train.py")
         return USAGE_ERROR
-    if arguments.config and not os.path.isfile(arguments.config):
-        _usage_error("run", f"--config {arguments.config}: no such file; give the path of a "
-                            f"TOML file with a [lazypatch] table")
-        return USAGE_ERROR
+    if arguments.config:
+        problem = config_file_problem(arguments.config)
+        if problem:
+            _usage_error("run", f"--config {arguments.config}: {problem}")
+            return USAGE_ERROR
+    report = arguments.report or ""
+    if report and "{pid}" not in report and "{rank}" not in report:
+        stem, extension = os.path.splitext(report)
+        arguments.report = f"{stem}-{{pid}}{extension}"
+        print(f"note: lazypatch run: --report {report} names no process; every Python "
+              f"process of the command writes one, so writing {arguments.report} "
+              f"({{pid}} filled in)", file=sys.stderr)
     environment = run_environment(arguments)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -190,6 +295,30 @@ def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               file=sys.stderr)
         return 126
     return 0   # not reached: exec replaces this process
+
+
+def config_file_problem(path: str) -> str:
+    """Why a --config file cannot be used ("" when it can): missing, not TOML, or a
+    ``lazypatch`` key that is not a table."""
+    if not os.path.isfile(path):
+        return "no such file; give the path of a TOML file with a [lazypatch] table"
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            return "reading TOML needs Python 3.11+ (tomllib) or the tomli package"
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, ValueError) as error:
+        return f"not a valid TOML file ({error})"
+    section = data.get("lazypatch", data)
+    if not isinstance(section, dict):
+        return (f"'lazypatch' must be a table ([lazypatch] with lines such as "
+                f"disable = [\"name\"]), not a {type(section).__name__}")
+    return ""
 
 
 def _usage_error(command: str, message: str) -> None:
@@ -210,33 +339,80 @@ def _activate_here(purpose: str) -> None:
 
 
 def registered_patches() -> List[Dict[str, Any]]:
-    """What ``lazypatch list`` shows, one dict per registered patch (from the report records)."""
+    """What ``lazypatch list`` shows, one dict per registered patch (from the report records).
+
+    ``applicable`` is False when a required distribution is missing or at another
+    version here (``unmet`` says which): such a patch can never apply on this host.
+    """
     from .reporting import report
     keys = ("name", "target", "phase", "enabled", "status", "source", "tags", "requires",
             "priority", "description")
-    return [{key: record[key] if key != "source" else (record[key] or "?") for key in keys}
-            for record in report()]
+    rows = []
+    for record in report():
+        row = {key: record[key] if key != "source" else (record[key] or "?") for key in keys}
+        row["unmet"] = list(record["unmet_requirements"])
+        row["applicable"] = not row["unmet"]
+        rows.append(row)
+    return rows
+
+
+def _selected(arguments: argparse.Namespace, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The rows the list filters keep: selectors (as LAZYPATCH_ENABLE reads them), tags,
+    enabled-and-applicable."""
+    if arguments.patterns:
+        from .selection import select
+        chosen, unmatched = select(arguments.patterns)
+        for selector in unmatched:
+            print(f"note: {selector!r} selects no patch", file=sys.stderr)
+        names = {patch.name for patch in chosen}
+        rows = [row for row in rows if row["name"] in names]
+    if arguments.tag:
+        rows = [row for row in rows if set(arguments.tag) & set(row["tags"])]
+    if arguments.enabled:
+        rows = [row for row in rows if row["enabled"] and row["applicable"]]
+    return rows
+
+
+DESCRIPTION_WIDTH = 60   # the full text is in `lazypatch list --json`
+
+
+def _shortened(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
 
 
 def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     _activate_here("list")
-    rows = registered_patches()
+    rows = _selected(arguments, registered_patches())
     if arguments.json:
         import json
         print(json.dumps(rows, indent=2, default=str))
         return 0
     if not rows:
-        print("no patches registered")
+        print("no patches registered" if not (arguments.patterns or arguments.tag or
+                                              arguments.enabled) else "no patch matches")
         return 0
-    table = [["NAME", "TARGET", "PHASE", "ENABLED", "SOURCE", "TAGS", "REQUIRES"]]
-    for row in rows:
-        table.append([row["name"], row["target"], row["phase"],
-                      "yes" if row["enabled"] else "no", row["source"],
-                      ",".join(row["tags"]), "; ".join(row["requires"])])
-    from .reporting import format_table
-    print(format_table([row + [""] for row in table]))
-    enabled = sum(1 for row in rows if row["enabled"])
-    print(f"{len(rows)} patches, {enabled} enabled; none of their targets was imported")
+    shown = rows if arguments.all else [row for row in rows if row["applicable"]]
+    table = [["NAME", "TARGET", "ENABLED", "SOURCE", "TAGS", "REQUIRES", "DESCRIPTION"]]
+    for row in shown:
+        # "cannot" is explained below the table
+        state = "cannot" if not row["applicable"] else "yes" if row["enabled"] else "no"
+        table.append([row["name"], row["target"], state, row["source"],
+                      ",".join(row["tags"]), "; ".join(row["requires"]) or "-",
+                      _shortened(row["description"], DESCRIPTION_WIDTH)])
+    from .reporting import format_table, hidden_summary
+    print(format_table(table))
+    cannot = [row for row in rows if not row["applicable"]]
+    if cannot and arguments.all:
+        print("ENABLED 'cannot': a required distribution is missing or at another version "
+              "here, so the patch can never apply on this host")
+    elif cannot:
+        print(f"{len(cannot)} not shown (`--all` shows them):")
+        for line in hidden_summary([dict(row, unmet_requirements=row["unmet"])
+                                    for row in cannot]):
+            print("  " + line)
+    able = sum(1 for row in rows if row["enabled"] and row["applicable"])
+    print(f"{len(rows)} patches, {able} enabled and able to apply here; none of their "
+          f"targets was imported")
     return 0
 
 
@@ -255,7 +431,7 @@ def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> i
                           "differences": [item["name"] for item in differences(documents)]},
                          indent=2, default=str))
     else:
-        print(render_many(documents))
+        print(render_many(documents, all=arguments.all))
     return 0
 
 

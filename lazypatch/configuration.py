@@ -1,4 +1,10 @@
-"""Configuration: environment variables and an optional TOML file, read into one object.
+"""Configuration: environment variables, a TOML file and pyproject.toml, read into one object.
+
+Precedence, first wins: the environment, the ``LAZYPATCH_CONFIG`` file,
+``[tool.lazypatch]`` in the current directory's ``pyproject.toml``. TOML keys
+are the variable names without ``LAZYPATCH_``, in lower case; keys nobody
+declared yet are kept and checked at the end of activation, once the packs
+have declared theirs (``warn_unknown_settings``).
 
 Parsed by hand (no ``re``): this runs at interpreter start-up under
 sitecustomize activation. Bad values never raise: they emit a
@@ -44,11 +50,19 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_CONFIG": "path of a TOML file with the same settings (keys in lower case)",
     "LAZYPATCH_PLUGINS": "0 skips plugin packs from installed distributions",
     "LAZYPATCH_CACHE_DIR": "directory of the plugin-pack cache (default ~/.cache/lazypatch)",
-    # Set by lazypatch itself, not by users:
-    "LAZYPATCH_RUN_PYTHON": "(internal) the interpreter `lazypatch run` was started with; "
+}
+
+# Set by lazypatch itself, never by users: accepted silently in the
+# environment, refused in files, and named in no message or help text.
+INTERNAL_VARIABLES: "Dict[str, str]" = {
+    "LAZYPATCH_RUN_PYTHON": "the interpreter `lazypatch run` was started with; "
                             "the bootstrap stays inert under any other interpreter",
-    "LAZYPATCH_ACTIVATING": "(internal) set while a process activates, so that a child "
+    "LAZYPATCH_ACTIVATING": "set while a process activates, so that a child "
                             "started during activation does not activate again",
+    "LAZYPATCH_DEVICE_NOTICE_SHOWN": "set once the device pack's start-up line was printed, "
+                                     "so that child processes do not print it again",
+    "LAZYPATCH_TOLD": "which configuration messages a parent process already printed for "
+                      "the same settings, so that its children do not repeat them",
 }
 
 # Launchers' rank variables, most specific first: torchrun sets RANK and
@@ -77,7 +91,13 @@ def rank_variable(environ: "Optional[Mapping[str, str]]" = None) -> "Optional[st
 
 
 def declare_variable(name: str, meaning: str) -> None:
-    """Declare an environment variable a pack reads, so it is not reported as unknown."""
+    """Declare an environment variable a pack reads, so it is not reported as unknown.
+
+    The declaration is all lazypatch needs: the variable is accepted in the
+    environment, as a lower-case key in TOML files, as a ``lazypatch run``
+    flag, and listed in ``lazypatch run --help``. A meaning that starts with
+    "path" or "directory" marks a path, made absolute by ``lazypatch run``.
+    """
     if not isinstance(name, str) or not name.startswith("LAZYPATCH_"):
         raise ValueError(f"declare_variable: {name!r} must be a LAZYPATCH_* variable name")
     with STATE.lock:
@@ -85,10 +105,29 @@ def declare_variable(name: str, meaning: str) -> None:
 
 
 def known_variables() -> "Dict[str, str]":
-    """Every variable lazypatch or a pack reads, with what it means."""
+    """Every variable a user can set, lazypatch's and the packs', with what it means."""
     known = dict(VARIABLES)
     known.update(STATE.declared_variables)
     return known
+
+
+def path_variables() -> "List[str]":
+    """Variables holding a file or directory path (their meaning says "path"/"directory")."""
+    return [name for name, meaning in known_variables().items()
+            if meaning.startswith(("path", "directory"))]
+
+
+def suggestion(word: str, candidates: "List[str]") -> str:
+    """`` (did you mean 'x'?)`` for the closest candidate, or "" when none is close.
+
+    Only called on an error path, so ``difflib`` (which imports ``re`` and
+    more) is never imported by a correct configuration.
+    """
+    from difflib import get_close_matches
+    close = get_close_matches(word, candidates, n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(item) for item in close) + "?)"
 
 
 def is_off(value: "Optional[str]") -> bool:
@@ -112,9 +151,8 @@ def parse_flag(name: str, value: "Optional[str]", default: bool = False) -> bool
         return False
     if not lowered:
         return default
-    notify(f"lazypatch: {name}={value!r} is not understood; use one of "
-           f"{', '.join(TRUE_WORDS + FALSE_WORDS)}. Using {int(default)}.",
-           ConfigurationWarning, stacklevel=3)
+    alert(f"lazypatch: {name}={value!r} is not understood; use one of "
+          f"{', '.join(TRUE_WORDS + FALSE_WORDS)}. Using {int(default)}.", ConfigurationWarning)
     return default
 
 
@@ -125,9 +163,8 @@ def parse_log_level(value: "Optional[str]") -> "Optional[str]":
     level = value.strip().upper()
     if level in LOG_LEVELS or level.isdigit():
         return level
-    notify(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
-           f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.",
-           ConfigurationWarning, stacklevel=3)
+    alert(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
+          f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.", ConfigurationWarning)
     return None
 
 
@@ -144,54 +181,104 @@ class Configuration:
         self.modules: "List[str]" = []
         self.report_path = ""
         self.plugins = True
-        self.extra: "Dict[str, str]" = {}   # pack variables from the TOML file
+        self.extra: "Dict[str, str]" = {}   # settings from TOML files, as LAZYPATCH_* names
+        # LAZYPATCH_* name -> (file, key) of every TOML key read, checked by
+        # warn_unknown_settings once the packs have declared their variables.
+        self.file_keys: "Dict[str, Tuple[str, str]]" = {}
 
 
-def _from_file(path: str) -> "Dict[str, str]":
-    """Settings from a TOML file, as LAZYPATCH_<KEY> strings; warns on problems."""
+def _load_toml(path: str, what: str) -> "Optional[dict]":
+    """A TOML file's data, or None (with a warning naming ``what``) when unreadable."""
     try:
         import tomllib
-    except ImportError:  # Python < 3.11
-        notify("lazypatch: LAZYPATCH_CONFIG needs Python 3.11+ (tomllib); ignoring it",
-               ConfigurationWarning, stacklevel=3)
-        return {}
+    except ImportError:  # Python 3.10: the tomli package is tomllib's original
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            alert(f"lazypatch: {what} needs Python 3.11+ (tomllib) or the tomli package; "
+                  f"ignoring {path}", ConfigurationWarning)
+            return None
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except (OSError, ValueError) as error:
-        notify(f"lazypatch: cannot read LAZYPATCH_CONFIG={path!r}: {error}; ignoring it",
-               ConfigurationWarning, stacklevel=3)
-        return {}
-    section = data.get("lazypatch", data)
-    if not isinstance(section, dict):
-        notify(f"lazypatch: LAZYPATCH_CONFIG={path!r}: 'lazypatch' must be a table of "
-               f"settings ([lazypatch] with lines such as disable = [\"name\"]), got a "
-               f"{type(section).__name__}; ignoring the file", ConfigurationWarning, stacklevel=3)
-        return {}
-    known = known_variables()
+        alert(f"lazypatch: cannot read {what}={path!r}: {error}; ignoring it",
+              ConfigurationWarning)
+        return None
+
+
+def _settings_of(section: "Dict[str, object]", path: str,
+                 file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]":
+    """A TOML table's settings as LAZYPATCH_<KEY> strings. Keys nobody declared
+    yet are kept: a pack imported later may declare them (``warn_unknown_settings``
+    checks them once activation has loaded the packs)."""
     settings: "Dict[str, str]" = {}
     for key, value in section.items():
         variable = "LAZYPATCH_" + str(key).upper()
-        if variable not in known or variable in NOT_IN_FILES:
-            accepted = sorted(name[10:].lower() for name in known
-                              if name.startswith("LAZYPATCH_") and name not in NOT_IN_FILES)
-            notify(f"lazypatch: unknown key {key!r} in {path}; accepted keys: "
-                   f"{', '.join(accepted)}", ConfigurationWarning, stacklevel=3)
-            continue
         if isinstance(value, bool):
             value = "1" if value else "0"
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(item) for item in value)
         elif isinstance(value, dict):
-            notify(f"lazypatch: key {key!r} in {path} is a table; give a string, a number, "
-                   f"a boolean or a list; ignoring it", ConfigurationWarning, stacklevel=3)
+            alert(f"lazypatch: key {key!r} in {path} is a table; give a string, a number, "
+                  f"a boolean or a list; ignoring it", ConfigurationWarning)
+            continue
+        if variable in NOT_IN_FILES:
+            file_keys[variable] = (path, str(key))   # refused by warn_unknown_settings
             continue
         settings[variable] = str(value)
+        file_keys[variable] = (path, str(key))
     return settings
 
 
-# Variables that only lazypatch itself sets, or that name the file itself.
-NOT_IN_FILES = ("LAZYPATCH_CONFIG", "LAZYPATCH_RUN_PYTHON", "LAZYPATCH_ACTIVATING")
+def _from_file(path: str, file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]":
+    """Settings of the LAZYPATCH_CONFIG file (its [lazypatch] table, or the whole file)."""
+    data = _load_toml(path, "LAZYPATCH_CONFIG")
+    if data is None:
+        return {}
+    section = data.get("lazypatch", data)
+    if not isinstance(section, dict):
+        alert(f"lazypatch: LAZYPATCH_CONFIG={path!r}: 'lazypatch' must be a table of "
+              f"settings ([lazypatch] with lines such as disable = [\"name\"]), got a "
+              f"{type(section).__name__}; ignoring the file", ConfigurationWarning)
+        return {}
+    return _settings_of(section, path, file_keys)
+
+
+PYPROJECT = "pyproject.toml"
+PYPROJECT_TABLE = "[tool.lazypatch]"
+
+
+def _from_pyproject(file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]":
+    """Settings of ``[tool.lazypatch]`` in the current directory's pyproject.toml.
+
+    Most projects have a pyproject.toml and most have no such table: the text
+    is searched first, so that tomllib is imported only when there is one.
+    """
+    try:
+        with open(PYPROJECT, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, ValueError):
+        return {}
+    if "tool.lazypatch" not in text:
+        return {}
+    path = os.path.abspath(PYPROJECT)
+    data = _load_toml(path, "pyproject.toml")
+    if data is None:
+        return {}
+    tool = data.get("tool")
+    section = tool.get("lazypatch") if isinstance(tool, dict) else None
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        alert(f"lazypatch: {path}: tool.lazypatch must be a table ({PYPROJECT_TABLE} with "
+              f"lines such as disable = [\"name\"]); ignoring it", ConfigurationWarning)
+        return {}
+    return _settings_of(section, path, file_keys)
+
+
+# Variables that name the file itself, or that only lazypatch sets.
+NOT_IN_FILES = ("LAZYPATCH_CONFIG",) + tuple(INTERNAL_VARIABLES)
 
 # The last configuration read, keyed by the LAZYPATCH* variables it came from:
 # reading the same environment again returns it without warning a second time.
@@ -206,22 +293,95 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     """
     global _last_read
     source = os.environ if environ is None else environ
+    # The internal variables are not settings: LAZYPATCH_ACTIVATING appears during
+    # activation and must not make the same settings be read (and warned about) again.
     key = tuple(sorted((name, value) for name, value in source.items()
-                       if name == "LAZYPATCH" or name.startswith("LAZYPATCH_")))
+                       if (name == "LAZYPATCH" or name.startswith("LAZYPATCH_"))
+                       and name not in INTERNAL_VARIABLES)) + (_current_directory(),)
     if _last_read is not None and _last_read[0] == key:
         return _last_read[1]
-    configuration = _read(source)
+    global _told
+    fingerprint = _fingerprint(repr(key))
+    told = os.environ.get(TOLD_VARIABLE, "").split(":")
+    _told = (fingerprint, set(told[1].split(",")) if told[0] == fingerprint and
+             len(told) > 1 else set())
+    said = len(_said)
+    _quiet.append(already_told(READING))
+    try:
+        configuration = _read(source)
+    finally:
+        _quiet.pop()
+    if len(_said) > said:
+        mark_told(READING)
     _last_read = (key, configuration)
     return configuration
 
 
+# Messages about the configuration are said once per process tree: a torchrun
+# job or a DataLoader with workers must not print the same warning from every
+# process. A process records in LAZYPATCH_TOLD which phases it reported for
+# which settings (a fingerprint); a child with the same settings stays quiet.
+TOLD_VARIABLE = "LAZYPATCH_TOLD"
+READING = "read"            # bad values, unreadable files (read())
+ACTIVATING = "activation"   # unknown names and keys, unmatched selectors (end of activation)
+_told: "Tuple[str, set]" = ("", set())
+_quiet: "List[bool]" = []
+_said: "List[str]" = []   # every configuration message this process showed
+
+
+def _current_directory() -> str:
+    """The working directory (its pyproject.toml is read), or "" when it was deleted."""
+    try:
+        return os.getcwd()
+    except OSError:   # started in a directory removed since: no pyproject.toml to read
+        return ""
+
+
+def _fingerprint(text: str) -> str:
+    """A stable hash (FNV-1a, 32 bits): ``hash()`` of a str differs between processes."""
+    value = 0x811C9DC5
+    for character in text:
+        value = ((value ^ ord(character)) * 0x01000193) & 0xFFFFFFFF
+    return "%08x" % value
+
+
+def already_told(phase: str) -> bool:
+    """Whether a parent process already reported this phase for the same settings."""
+    return phase in _told[1]
+
+
+def said_count() -> int:
+    """How many configuration messages this process has shown (see ``alert``)."""
+    return len(_said)
+
+
+def mark_told(phase: str) -> None:
+    """Record that this process reported ``phase``, for its children to see (the
+    environment is left alone in the usual case, when there was nothing to say)."""
+    fingerprint, phases = _told
+    if not fingerprint:
+        return
+    phases.add(phase)
+    os.environ[TOLD_VARIABLE] = fingerprint + ":" + ",".join(sorted(phases))
+
+
+def alert(message: str, category: type = ConfigurationWarning) -> None:
+    """A configuration warning, unless a parent process said it already."""
+    if not (_quiet and _quiet[-1]):
+        _said.append(message)
+        notify(message, category)
+
+
 def _read(source: "Mapping[str, str]") -> Configuration:
     environment: "Dict[str, str]" = dict(source)
+    configuration = Configuration()
+    # Precedence, lowest first: pyproject.toml, the LAZYPATCH_CONFIG file, the environment.
+    merged = _from_pyproject(configuration.file_keys)
     config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
-    merged = _from_file(config_path) if config_path else {}
+    if config_path:
+        merged.update(_from_file(config_path, configuration.file_keys))
     merged.update({key: value for key, value in environment.items()
                    if key == "LAZYPATCH" or key.startswith("LAZYPATCH_")})
-    configuration = Configuration()
     configuration.active = parse_flag("LAZYPATCH", merged.get("LAZYPATCH"), default=True)
     configuration.disable = split_list(merged.get("LAZYPATCH_DISABLE", ""))
     configuration.enable = split_list(merged.get("LAZYPATCH_ENABLE", ""))
@@ -238,15 +398,33 @@ def _read(source: "Mapping[str, str]") -> Configuration:
     return configuration
 
 
-def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> None:
-    """Warn about LAZYPATCH_* variables nobody declared (likely typos)."""
+def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
+                          environ: "Optional[Mapping[str, str]]" = None) -> None:
+    """Warn about LAZYPATCH_* variables and TOML keys nobody declared (likely typos),
+    with the closest accepted name. Called at the end of activation, once every
+    pack had its chance to declare its variables."""
     environment = os.environ if environ is None else environ
     known = known_variables()
-    unknown = sorted(key for key in environment
-                     if key.startswith("LAZYPATCH_") and key not in known)
-    if unknown:
-        notify(f"lazypatch: unknown environment variable(s) {', '.join(unknown)}; "
-               f"accepted: {', '.join(sorted(known))}", ConfigurationWarning, stacklevel=3)
+    for variable in sorted(environment):
+        if variable.startswith("LAZYPATCH_") and variable not in known \
+                and variable not in INTERNAL_VARIABLES:
+            alert(f"lazypatch: unknown environment variable {variable}"
+                  f"{suggestion(variable, list(known))}; `lazypatch run --help` lists "
+                  f"the accepted ones", ConfigurationWarning)
+    if configuration is None:
+        return
+    keys = [name[len("LAZYPATCH_"):].lower() for name in known if name not in NOT_IN_FILES]
+    for variable, (path, key) in sorted(configuration.file_keys.items()):
+        if variable in known and variable not in NOT_IN_FILES:
+            continue
+        alert(f"lazypatch: unknown key {key!r} in {path}{suggestion(key.lower(), keys)}; "
+              f"`lazypatch run --help` lists the accepted keys (variable names without "
+              f"LAZYPATCH_, in lower case)", ConfigurationWarning)
+
+
+def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> None:
+    """Warn about LAZYPATCH_* variables nobody declared (``warn_unknown_settings``)."""
+    warn_unknown_settings(None, environ)
 
 
 def setting(name: str, default: str = "") -> str:

@@ -40,7 +40,8 @@ with warnings.catch_warnings(record=True) as caught:
 unmet = []
 for patch in STATE.catalog.patches():
     for requirement, reason in unmet_requirements(patch):
-        unmet.append({"name": patch.name, "requirement": requirement, "reason": reason})
+        unmet.append({"name": patch.name, "requirement": requirement, "reason": reason,
+                      "enabled": patch.enabled})
 info = lazypatch.activation_info()
 standard = ("BuiltinImporter", "FrozenImporter", "PathFinder")
 def describe(hook):
@@ -135,8 +136,7 @@ def diagnose(imports: Sequence[str] = (), runs: int = 7) -> Dict[str, Any]:
         if record.get("status") == "failed":
             problems.append(f"patch {record['name']} failed: {record.get('reason')}; fix the "
                             f"pack or disable it with LAZYPATCH_DISABLE={record['name']}")
-    for item in findings["unmet"]:
-        notes.append(f"patch {item['name']} will be skipped: {item['reason']}")
+    notes += unmet_notes(findings["unmet"])
     for warning in findings["warnings"]:
         problems.append(warning)
     for name, error in findings["import_errors"].items():
@@ -151,6 +151,33 @@ def diagnose(imports: Sequence[str] = (), runs: int = 7) -> Dict[str, Any]:
     findings["problems"] = problems
     findings["notes"] = notes
     return findings
+
+
+def unmet_notes(unmet: Sequence[Dict[str, Any]]) -> List[str]:
+    """One note per pack for its patches whose requirements do not hold here (an
+    Ascend pack on a CPU host is one line, not one per patch and requirement)."""
+    by_pack: Dict[str, Dict[str, Any]] = {}
+    for item in unmet:
+        pack = item["name"].split(".", 1)[0]
+        group = by_pack.setdefault(pack, {"names": [], "disabled": set(), "reasons": []})
+        if item["name"] not in group["names"]:
+            group["names"].append(item["name"])
+        if not item.get("enabled", True):
+            group["disabled"].add(item["name"])
+        if item["reason"] not in group["reasons"]:
+            group["reasons"].append(item["reason"])
+    notes = []
+    for pack, group in by_pack.items():
+        names, reasons = group["names"], "; ".join(group["reasons"])
+        if len(names) == 1:
+            notes.append(f"patch {names[0]} will be skipped: {reasons}")
+            continue
+        off = len(group["disabled"])
+        state = ("all disabled anyway" if off == len(names) else
+                 f"{off} of them disabled anyway" if off else "they will be skipped")
+        notes.append(f"{len(names)} {pack}.* patches cannot apply on this host ({state}): "
+                     f"{reasons}")
+    return notes
 
 
 def render(findings: Dict[str, Any]) -> str:

@@ -11,19 +11,81 @@ error is caught here and written to stderr instead (and to the ``lazypatch``
 logger when logging is configured): the message still reaches the user, and
 the program goes on. Strict mode is the one way to make a patch failure stop
 an import, and it raises ``PatchError`` itself.
+
+Every warning is attributed to the user's line: the innermost frame outside
+lazypatch's files (the engine, its bootstrap, the built-in packs) and the
+import machinery, so ``import lazypatch.auto`` or the ``import torch`` that
+applied a failing patch, never ``sitecustomize.py:39``. When only start-up
+hooks are on the stack (``lazypatch run``, a ``.pth`` file), it is
+attributed to ``<lazypatch activation>``.
 """
 
 from __future__ import annotations
 
 import sys
-from _warnings import warn  # the C half of warnings: no import cost
+from _warnings import warn_explicit  # the C half of warnings: no import cost
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from types import FrameType
+    from typing import Optional, Tuple
+
+# lazypatch's own files: this package (its bootstrap and compat layer too) and
+# the built-in packs, which live in their own directory in a source checkout.
+_HERE = __file__.rpartition("notices.")[0]
+
+
+def _own_prefixes() -> "Tuple[str, ...]":
+    prefixes = [_HERE]
+    registry = sys.modules.get("lazypatch.registry")
+    for directory in getattr(registry, "__path__", None) or ():
+        prefixes.append(directory + ("\\" if "\\" in directory else "/"))
+    return tuple(prefixes)
+
+
+def _is_machinery(filename: str) -> bool:
+    """Frames no user wrote: the import system and site's start-up hooks."""
+    return ("importlib" in filename and "_bootstrap" in filename) or \
+        filename in ("<frozen site>", "<frozen runpy>") or \
+        filename.endswith(("/site.py", "\\site.py", "/runpy.py", "\\runpy.py"))
+
+
+def user_frame() -> "Optional[FrameType]":
+    """The innermost frame outside lazypatch's files and the import machinery: the
+    user's line that led here, or None when only lazypatch and start-up hooks are on
+    the stack (activation by ``lazypatch run`` or a ``.pth`` file)."""
+    own = _own_prefixes()
+    frame: "Optional[FrameType]" = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(own) and not _is_machinery(filename):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def notify(message: str, category: type, stacklevel: int = 2) -> None:
-    """Emit ``message`` as a ``category`` warning; if the warnings filters make that
-    an error, write it to stderr instead of raising."""
+    """Emit ``message`` as a ``category`` warning attributed to the user's line (or,
+    when activation started from a start-up hook, to the activation itself); if the
+    warnings filters make that an error, write it to stderr instead of raising.
+
+    ``stacklevel`` is accepted for callers written before the frames were walked
+    here, and ignored: counting frames by hand pointed into lazypatch's own files.
+    """
+    frame = user_frame()
     try:
-        warn(message, category, stacklevel + 1)
+        if frame is not None:
+            module_globals = frame.f_globals
+            registry = module_globals.setdefault("__warningregistry__", {})
+            # No module_globals, as warnings.warn itself does: given them, the C code
+            # asks the module's loader for its source, which raises for `python -c`.
+            warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                          module_globals.get("__name__"), registry)
+        else:
+            # Activated by `lazypatch run` or a .pth file: no user line yet. One
+            # registry for these, so that a message is shown once per process.
+            warn_explicit(message, category, "<lazypatch activation>", 0,
+                          "lazypatch", _START_UP_REGISTRY)
     except Exception:
         try:
             sys.stderr.write(f"{category.__name__}: {message}\n")
@@ -35,3 +97,6 @@ def notify(message: str, category: type, stacklevel: int = 2) -> None:
                 logging_module.getLogger("lazypatch").warning(message)
             except Exception:
                 pass
+
+
+_START_UP_REGISTRY: dict = {}

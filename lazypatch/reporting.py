@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from .selection import unmet_requirements
 from .state import STATE
 
 TYPE_CHECKING = False
@@ -70,6 +71,7 @@ def record_of(patch: "RegisteredPatch") -> PatchRecord:
             source=STATE.activation.sources.get(patch.name, "")
             or getattr(patch.function, "__module__", "") or "",
         )
+        record["unmet_requirements"] = [reason for _, reason in unmet_requirements(patch)]
         plugin = STATE.plugin_entries.get(patch.name)
         if plugin is not None:
             record["source"] = f"plugin {plugin.distribution} ({plugin.value})"
@@ -101,33 +103,107 @@ def format_table(rows: "Sequence[Sequence[str]]") -> str:
     return "\n".join(lines)
 
 
-def render(records: "Sequence[Dict[str, Any]]", format: str = "table") -> str:
-    """Records as a JSON document or an aligned text table."""
+def render(records: "Sequence[Dict[str, Any]]", format: str = "table", all: bool = False) -> str:
+    """Records as a JSON document or a text table (see ``render_table`` for ``all``)."""
     if format == "json":
         import json
         return json.dumps(list(records), indent=2, default=str)
     if format != "table":
         raise ValueError(f"unknown report format {format!r}; use one of {', '.join(FORMATS)}")
-    return render_table(records)
+    return render_table(records, all=all)
 
 
-def render_table(records: "Sequence[Dict[str, Any]]") -> str:
-    """One line per patch: status, name, target, changes, time, reason."""
-    header = ("STATUS", "PATCH", "TARGET", "CHANGES", "MS", "DETAIL")
-    rows = [header]
+# Rows in the order a reader needs them: what went wrong, what changed the
+# program, what was skipped for a reason, what still waits for its import.
+STATUS_ORDER = ("failed", "applied", "reverted", "skipped", "pending", "disabled")
+DISABLED_BY_DEFAULT = "disabled by default"
+
+
+def cannot_apply_here(record: "Dict[str, Any]") -> bool:
+    """Whether a record is noise on this host: off by default and never turned on, or
+    not applied because a required distribution is missing or at another version."""
+    status = record.get("status")
+    if status == "disabled" and str(record.get("reason") or "").startswith(DISABLED_BY_DEFAULT):
+        return True
+    return status in ("pending", "skipped", "disabled") and bool(record.get("unmet_requirements"))
+
+
+def detail_of(record: "Dict[str, Any]") -> str:
+    """The DETAIL cell: reason, conflicts, notes, undo problems; never empty."""
+    parts = []
+    reason = record.get("reason") or ""
+    if reason:
+        parts.append(reason)
+    elif record.get("status") == "pending":
+        unmet = record.get("unmet_requirements") or ()
+        parts.append(f"will be skipped: {unmet[0]}" if unmet else
+                     f"{record.get('target', '')} not imported yet")
+    if record.get("conflicts"):
+        parts.append("conflict: " + "; ".join(record["conflicts"]))
+    if record.get("notes"):
+        parts.append("; ".join(record["notes"]))
+    if record.get("untracked_changes"):
+        parts.append("not undoable: " + ", ".join(record["untracked_changes"]))
+    if not parts and record.get("description"):
+        parts.append(record["description"])
+    return "; ".join(parts)
+
+
+def ordered(records: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]":
+    """Records by ``STATUS_ORDER`` (failed first), registration order within a status."""
+    rank = {status: position for position, status in enumerate(STATUS_ORDER)}
+    return sorted(records, key=lambda record: rank.get(record.get("status", ""), len(rank)))
+
+
+def hidden_summary(records: "Sequence[Dict[str, Any]]") -> "List[str]":
+    """One line per pack and kind for the records ``cannot_apply_here`` keeps out of
+    the table: how many, which, and what would change it."""
+    groups: "Dict[tuple, List[Dict[str, Any]]]" = {}
     for record in records:
-        detail = record.get("reason") or ""
-        if record.get("conflicts"):
-            detail = (detail + "; " if detail else "") + "conflict: " + "; ".join(record["conflicts"])
-        if record.get("notes"):
-            detail = (detail + "; " if detail else "") + "; ".join(record["notes"])
-        if record.get("untracked_changes"):
-            detail = (detail + "; " if detail else "") + "not undoable: " + \
-                ", ".join(record["untracked_changes"])
+        name = str(record.get("name", ""))
+        pack = name.split(".", 1)[0]
+        kind = "disabled" if not record.get("unmet_requirements") else "cannot apply"
+        groups.setdefault((pack, kind), []).append(record)
+    lines = []
+    for (pack, kind), members in groups.items():
+        names = [str(record.get("name", "")) for record in members]
+        shown = ", ".join(names) if len(names) <= 2 else f"{pack}.*"
+        if kind == "disabled" and len(names) == 1:
+            lines.append(f"1 disabled by default ({names[0]}): enable it by its name")
+        elif kind == "disabled":
+            lines.append(f"{len(names)} disabled by default ({shown}): enable with "
+                         f"LAZYPATCH_ENABLE={pack} or `lazypatch run --enable {pack}` "
+                         f"(or one by name)")
+        else:
+            reasons: "List[str]" = []
+            for record in members:
+                for reason in record.get("unmet_requirements") or ():
+                    # "requires torch_npu: torch_npu is not installed" -> the second half
+                    short = reason.split(": ", 1)[-1] if reason.endswith("not installed") \
+                        else reason
+                    if short not in reasons:
+                        reasons.append(short)
+            lines.append(f"{len(names)} cannot apply on this host ({shown}): "
+                         f"{'; '.join(reasons[:3])}{'; ...' if len(reasons) > 3 else ''}")
+    return lines
+
+
+def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
+    """One line per patch (status, name, target, changes, time, detail), failures
+    first. Unless ``all``, patches that cannot apply here (off by default, or a
+    required distribution missing) are summarised in one line per pack instead."""
+    header = ("STATUS", "PATCH", "TARGET", "CHANGES", "MS", "DETAIL")
+    shown = [record for record in records if all or not cannot_apply_here(record)]
+    hidden = [record for record in records if not all and cannot_apply_here(record)]
+    rows = [header]
+    for record in ordered(shown):
         rows.append((record.get("status", ""), record.get("name", ""), record.get("target", ""),
                      str(len(record.get("changes") or ())),
-                     f"{record.get('duration_ms', 0):.2f}", detail))
-    lines = [format_table(rows)]
+                     f"{record.get('duration_ms', 0):.2f}", detail_of(record)))
+    lines = [format_table(rows)] if shown else []
+    if hidden:
+        lines.append(f"{len(hidden)} not shown (`--all` or all=True shows them):")
+        lines += ["  " + line for line in hidden_summary(hidden)]
     counts: "Dict[str, int]" = {}
     for record in records:
         counts[record.get("status", "")] = counts.get(record.get("status", ""), 0) + 1
@@ -252,14 +328,14 @@ def differences(documents: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]"
     return found
 
 
-def render_many(documents: "Sequence[Dict[str, Any]]") -> str:
+def render_many(documents: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
     """Several processes' reports: one status column per process, then the
     patches whose status differs between them with each process's reason."""
     if len(documents) == 1:
         document = documents[0]
         heading = (f"{document.get('path', '')}: rank {document.get('rank', '?')}, "
                    f"pid {document.get('pid', '?')}")
-        return heading + "\n" + render_table(document["patches"])
+        return heading + "\n" + render_table(document["patches"], all=all)
     ranks = [document.get("rank") for document in documents]
     duplicate = len(set(ranks)) != len(ranks)
     labels = [process_label(document, duplicate) for document in documents]
@@ -269,19 +345,29 @@ def render_many(documents: "Sequence[Dict[str, Any]]") -> str:
     targets: "Dict[str, str]" = {}
     names: "List[str]" = []
     statuses: "Dict[str, Dict[int, str]]" = {}
+    noise: "Dict[str, Dict[str, Any]]" = {}   # name -> a record, while every process hides it
     for column, document in enumerate(documents):
         for record in document["patches"]:
             name = record.get("name", "")
             if name not in statuses:
                 names.append(name)
                 statuses[name] = {}
+                noise[name] = record
             targets[name] = record.get("target", "")
             statuses[name][column] = record.get("status", "")
+            if not cannot_apply_here(record):
+                noise.pop(name, None)
+    hidden = [] if all else [record for name, record in noise.items()]
+    if hidden:
+        names = [name for name in names if name not in noise]
     header = ["PATCH", "TARGET"] + [label.upper() for label in labels]
     rows = [header] + [[name, targets[name]] +
                        [statuses[name].get(column, "absent") for column in range(len(labels))]
                        for name in names]
     lines = [format_table([row + [""] for row in rows])]
+    if hidden:
+        lines.append(f"{len(hidden)} not shown, the same in every process (`--all` shows them):")
+        lines += ["  " + line for line in hidden_summary(hidden)]
     lines.append(f"{len(documents)} reports: " + ", ".join(
         f"{label} ({document.get('path', '')})" for label, document in zip(labels, documents)))
     different = differences(documents)

@@ -40,10 +40,13 @@ def test_bad_configuration_warns_with_accepted_values_and_never_breaks(interpret
     stderr = result.stderr
     assert "LAZYPATCH_STRICT='maybe' is not understood; use one of 1, true" in stderr
     assert "LAZYPATCH_LOG='LOUD' is not a log level; use one of DEBUG" in stderr
-    assert "unknown environment variable(s) LAZYPATCH_DISABEL" in stderr
+    # issue 15: one message per name, with the closest accepted one instead of the full list
+    assert "unknown environment variable LAZYPATCH_DISABEL (did you mean 'LAZYPATCH_DISABLE'" \
+        in stderr
     assert "'no-such-patch', which match no registered patch" in stderr
     assert "could not import 'no_such_module'" in stderr
-    assert "unknown key 'colour'" in stderr and "accepted keys:" in stderr
+    assert "unknown key 'colour'" in stderr and "`lazypatch run --help` lists the accepted keys" \
+        in stderr
     broken = interpreter.run("import lazypatch.auto; print('still ran')",
                              env={"LAZYPATCH_CONFIG": str(interpreter.root / "broken.toml")})
     assert "still ran" in broken.stdout and "cannot read LAZYPATCH_CONFIG" in broken.stderr
