@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from . import application as _application
 from . import registration as _registration
-from .activation import activation_info
 from .configuration import declare_variable, setting
 from .errors import (
     ConfigurationWarning,
@@ -25,22 +24,43 @@ from .errors import (
     UndoError,
 )
 from .ledger import PatchContext
-from .reporting import PatchRecord
 from .requirements import installed_version, parse_requirements, version_matches
-from .scopes import patched
 from .selection import matches, set_strict
 from .slots import ATTRIBUTE
 from .state import AFTER, BEFORE, STATE, STATUSES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, List, Optional, TypeVar, Union
+    from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
 
+    from .reporting import PatchRecord
     from .requirements import Requirement
+    from .scopes import patched
 
     PatchFunction = TypeVar("PatchFunction", bound=Callable[..., Any])
 
 __version__ = "0.1.0"
+
+# Public names whose modules nothing on the activation path needs: imported on
+# first use (PEP 562), so that `import lazypatch.auto` stays within its budget.
+_LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes"}
+
+
+def __getattr__(name: str) -> "Any":
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
+    from importlib import import_module
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def activation_info() -> "Dict[str, object]":
+    """Whether and how this process activated lazypatch: ``activated_by`` ("" when not),
+    ``milliseconds``, ``imported_before``, ``strict``, ``report_path`` and ``sources``."""
+    from .activation import activation_info as info
+    return info()
 
 
 def _adopt_environment() -> None:
@@ -78,8 +98,8 @@ def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
     requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
-        register(function, target, phase=phase, name=name, priority=priority,
-                 requires=requirements, tags=tags, enabled=enabled)
+        _registration.register(function, target, phase=phase, name=name, priority=priority,
+                               requires=requirements, tags=tags, enabled=enabled)
         return function
     return decorate
 
@@ -116,10 +136,12 @@ def report() -> "List[PatchRecord]":
     return build_report()
 
 
-def render_report(records: "Optional[List[Any]]" = None, format: str = "table") -> str:
-    """Render report records (default: the current ``report()``) as ``"table"`` or ``"json"``."""
+def render_report(records: "Optional[List[Any]]" = None, format: str = "table",
+                  all: bool = False) -> str:
+    """Render report records (default: the current ``report()``) as ``"table"`` or ``"json"``;
+    the table summarises patches that are off by default or cannot apply here unless ``all``."""
     from .reporting import render
-    return render(report() if records is None else records, format)
+    return render(report() if records is None else records, format, all=all)
 
 
 def write_report(path: str) -> str:

@@ -25,7 +25,6 @@ from time import perf_counter
 from . import configuration as _configuration
 from .application import apply_to_imported, ensure_finder
 from .errors import ConfigurationWarning
-from .notices import notify
 from .selection import configure, select
 from .state import STATE
 
@@ -67,6 +66,7 @@ def activate(source: str = "auto") -> bool:
     try:
         _activate(configuration)
     except Exception as error:   # a bug of ours must not stop the user's program
+        from .notices import notify  # only on this path: see benchmarks/COSTS.md
         notify(f"lazypatch: activation stopped early ({type(error).__name__}: {error}); the "
                f"patches registered so far stay active", ConfigurationWarning)
     finally:
@@ -128,6 +128,7 @@ def _import_modules(names: "List[str]", what: str) -> None:
             if callable(load):
                 load()
         except Exception as error:
+            from .notices import notify  # only on this path: see benchmarks/COSTS.md
             notify(f"lazypatch: could not import {name!r} from {what}: "
                    f"{type(error).__name__}: {error}; its patches are not registered",
                    ConfigurationWarning)
@@ -138,6 +139,7 @@ def _load_plugins() -> None:
         from .plugins import register_plugin_packs
         register_plugin_packs()
     except Exception as error:
+        from .notices import notify  # only on this path: see benchmarks/COSTS.md
         notify(f"lazypatch: plugin packs could not be loaded: {type(error).__name__}: "
                f"{error}", ConfigurationWarning)
 

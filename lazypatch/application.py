@@ -37,7 +37,6 @@ from .importer import (
     watch_lazy_module,
 )
 from .ledger import PatchContext
-from .notices import notify
 from .selection import select, set_enabled, unmet_requirement
 from .slots import describe_exception
 from .state import (
@@ -281,6 +280,7 @@ def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
                f"{consequence}; disable it with LAZYPATCH_DISABLE={patch.name}")
     if strict:
         raise PatchError(message, patch_name=patch.name, target=patch.target) from error
+    from .notices import notify  # only on this path: see benchmarks/COSTS.md
     notify(message, PatchFailedWarning, stacklevel=3)
 
 
@@ -294,6 +294,7 @@ def _record_conflict(change: "Change", others: "List[Change]") -> None:
             patch = STATE.catalog.by_name.get(name)
             if patch is not None and text not in patch.conflicts:
                 patch.conflicts.append(text)
+    from .notices import notify  # only on this path: see benchmarks/COSTS.md
     notify(f"lazypatch: conflict: {text}", PatchConflictWarning, stacklevel=4)
 
 
@@ -306,6 +307,7 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
     holders = describe_references(replaced, exclude=(context.module,) + rebound)
     patch.late_references = holders
     if holders:
+        from .notices import notify  # only on this path: see benchmarks/COSTS.md
         notify(
             f"lazypatch: patch {patch.name!r} was applied to {patch.target!r}, which was "
             f"imported before lazypatch was active; these module globals still hold the "

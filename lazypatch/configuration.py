@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 
 from .errors import ConfigurationWarning
-from .notices import notify
 from .state import STATE
 
 TYPE_CHECKING = False
@@ -369,6 +368,7 @@ def alert(message: str, category: type = ConfigurationWarning) -> None:
     """A configuration warning, unless a parent process said it already."""
     if not (_quiet and _quiet[-1]):
         _said.append(message)
+        from .notices import notify  # only on this path: see benchmarks/COSTS.md
         notify(message, category)
 
 

@@ -34,9 +34,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .distributions import canonical_name, metadata_entries
 from .errors import ConfigurationWarning
-from .notices import notify
 from .state import AFTER, BEFORE, STATE
 
 TYPE_CHECKING = False
@@ -74,6 +72,7 @@ class PluginEntry:
 def normalise_distribution(name: str) -> str:
     """``Acme-Patches`` and ``acme.patches`` -> ``acme_patches``: PEP 503 normalisation
     with ``_`` as separator, so that it can start a dotted patch name."""
+    from .distributions import canonical_name
     return canonical_name(name.strip()).replace("-", "_")
 
 
@@ -115,6 +114,8 @@ def _search_path(path: "Optional[Sequence[str]]") -> "List[str]":
 
 def scan_directory(directory: str) -> "List[PluginEntry]":
     """The ``[lazypatch]`` entry points of the distributions installed in one directory."""
+    # Imported here, on a stale cache only: a warm start never lists a directory.
+    from .distributions import metadata_entries
     entries: "List[PluginEntry]" = []
     for name, distribution, _ in metadata_entries(directory):
         location = os.path.join(directory, name)
@@ -350,5 +351,6 @@ def register_plugin_packs(path: "Optional[Sequence[str]]" = None) -> "List[str]"
         try:
             names.append(register_entry(entry))
         except (ValueError, TypeError) as error:
+            from .notices import notify  # only on this path: see benchmarks/COSTS.md
             notify(f"lazypatch: plugin pack skipped: {error}", ConfigurationWarning, stacklevel=2)
     return names

@@ -23,12 +23,22 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 _DEFERRED_BODY_FLAGS = {0x20: "a generator function", 0x80: "a coroutine function (async def)",
                         0x100: "an iterable coroutine", 0x200: "an async generator function"}
 
+_DEFERRED_BODY_MASK = 0x20 | 0x80 | 0x100 | 0x200
+_FUNCTION = type(lambda: None)
+
 # Runs before every other patch of its import (plugin pack loaders use it).
 FIRST = -(2 ** 62)
 
 
+# Targets already found valid: packs register many patches on few targets, and
+# registration runs at activation (see benchmarks/COSTS.md). A memo of a pure check.
+_valid_targets: "set" = set()
+
+
 def validate_target(target: object) -> str:
     """Return ``target`` if it is an absolute dotted module name, else raise."""
+    if target.__class__ is str and target in _valid_targets:
+        return target  # type: ignore[return-value]
     if not isinstance(target, str):
         raise TypeError(f"patch target must be a module name string such as "
                         f"'mmcv.ops', got {target!r} ({type(target).__name__})")
@@ -42,11 +52,14 @@ def validate_target(target: object) -> str:
         if not part.isidentifier():   # C-speed; also rejects "" from ".." and "1mod"
             raise ValueError(f"patch target {target!r} is not a valid dotted module "
                              f"name: {part!r} is not an identifier")
+    _valid_targets.add(target)
     return target
 
 
 def validate_priority(priority: object, name: str) -> int:
     """An integer priority; integral floats (``2.0``) are accepted as that integer."""
+    if priority.__class__ is int:
+        return priority  # type: ignore[return-value]
     if isinstance(priority, bool) or not isinstance(priority, (int, float)):
         raise TypeError(f"patch {name!r}: priority must be an integer (lower runs first), "
                         f"got {priority!r}")
@@ -115,6 +128,17 @@ def takes_context(function: "Callable[..., Any]", name: str) -> bool:
     Raises TypeError naming the patch when it can be called neither way, or
     when calling it would not run its body (coroutine and generator functions).
     """
+    if function.__class__ is _FUNCTION:
+        # The common case, answered from the code object alone.
+        code = function.__code__  # type: ignore[attr-defined]
+        flags = code.co_flags
+        if not flags & _DEFERRED_BODY_MASK:
+            count = code.co_argcount
+            required = count - len(function.__defaults__ or ())  # type: ignore[attr-defined]
+            if required <= 2 and (count >= 2 or flags & 0x04):
+                return True
+            if required <= 1 and count >= 1:
+                return False
     if not callable(function):
         raise TypeError(f"patch {name!r}: {function!r} is not callable; decorate a "
                         f"function taking (module) or (module, patch)")
@@ -155,7 +179,7 @@ def build(function: "Callable[..., Any]", target: object, *, phase: str,
     elif not isinstance(name, str) or not name.strip():
         raise ValueError(f"patch name must be a non-empty string, got {name!r}")
     order = validate_priority(priority, name)
-    if not isinstance(enabled, bool):
+    if enabled is not True and enabled is not False:
         raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
     if isinstance(tags, str):
         tags = (tags,)
@@ -163,9 +187,10 @@ def build(function: "Callable[..., Any]", target: object, *, phase: str,
         tag_set = frozenset(tags)
     except TypeError:
         raise TypeError(f"patch {name!r}: tags must be a list of strings, got {tags!r}") from None
-    for tag in tag_set:
-        if not isinstance(tag, str) or not tag:
-            raise ValueError(f"patch {name!r}: tags must be non-empty strings, got {tag!r}")
+    if tag_set:
+        for tag in tag_set:
+            if tag.__class__ is not str or not tag:
+                raise ValueError(f"patch {name!r}: tags must be non-empty strings, got {tag!r}")
     parsed = parse_requirements(requires)
     return RegisteredPatch(name=name, target=target, function=function, phase=phase,
                            priority=order, requires=parsed, tags=tag_set, enabled=enabled,
