@@ -38,7 +38,7 @@ _valid_targets: "set" = set()
 def validate_target(target: object) -> str:
     """Return ``target`` if it is an absolute dotted module name, else raise."""
     if target.__class__ is str and target in _valid_targets:
-        return target  # type: ignore[return-value]
+        return target
     if not isinstance(target, str):
         raise TypeError(f"patch target must be a module name string such as "
                         f"'mmcv.ops', got {target!r} ({type(target).__name__})")
@@ -59,7 +59,7 @@ def validate_target(target: object) -> str:
 def validate_priority(priority: object, name: str) -> int:
     """An integer priority; integral floats (``2.0``) are accepted as that integer."""
     if priority.__class__ is int:
-        return priority  # type: ignore[return-value]
+        return priority
     if isinstance(priority, bool) or not isinstance(priority, (int, float)):
         raise TypeError(f"patch {name!r}: priority must be an integer (lower runs first), "
                         f"got {priority!r}")
@@ -130,11 +130,11 @@ def takes_context(function: "Callable[..., Any]", name: str) -> bool:
     """
     if function.__class__ is _FUNCTION:
         # The common case, answered from the code object alone.
-        code = function.__code__  # type: ignore[attr-defined]
+        code = function.__code__
         flags = code.co_flags
         if not flags & _DEFERRED_BODY_MASK:
             count = code.co_argcount
-            required = count - len(function.__defaults__ or ())  # type: ignore[attr-defined]
+            required = count - len(function.__defaults__ or ())
             if required <= 2 and (count >= 2 or flags & 0x04):
                 return True
             if required <= 1 and count >= 1:
