@@ -56,12 +56,14 @@ GLOBAL = "Global"   # ModTracker's name for "outside every module"
 class ModuleCall:
     """One execution of one module's forward; its backward is tracked per graph task."""
 
-    __slots__ = ("name", "module", "tracker", "depth", "call_site", "backward", "input_nodes",
-                 "outer_task")
+    __slots__ = ("name", "module", "module_ref", "tracker", "depth", "call_site", "backward",
+                 "input_nodes", "outer_task")
 
     def __init__(self, name: str, module: "Any", tracker: "ModuleTracker", depth: int) -> None:
         self.name = name
-        self.module = weakref.ref(module)   # ModTracker's choice: the module may die first
+        self.module = module                 # while its forward runs (None after, if tracked)
+        self.module_ref: "Any" = None        # from its forward's end, if its backward is tracked:
+        #                                      ModTracker's choice, the module may die first
         self.tracker = tracker
         self.depth = depth                   # calls enclosing it on its thread (0: outermost)
         self.call_site = ""                  # outermost calls, when recorded: "train.py:42"
@@ -258,6 +260,9 @@ class ModuleTracker:
                 for handle in self._handles:
                     handle.remove()
                 self._handles = []
+                # Calls still running lose their post-hook: forget every thread's
+                # stack, or they would stay in ``parents`` when tracking resumes.
+                self._local = threading.local()
 
     def _update_wants(self) -> None:
         """Fold what the users and hooks ask for into the two flags the hooks read."""
@@ -284,10 +289,7 @@ class ModuleTracker:
 
     def _name_new(self, module: "Any") -> str:
         for call in reversed(self.stack()):
-            enclosing = call.module()
-            if enclosing is None:
-                continue
-            for relative, submodule in enclosing.named_modules():
+            for relative, submodule in call.module.named_modules():
                 if submodule is module:
                     return self._name_subtree(module, f"{call.name}.{relative}", False)
         # A root: it names its subtree, as ModTracker does (a wrapper seen later renames).
@@ -335,7 +337,7 @@ class ModuleTracker:
         if not stack:
             return   # the tracker started inside this forward
         call = stack[-1]
-        if call.module() is not module:
+        if call.module is not module:
             return   # unbalanced: the tracker started inside this module's forward
         if self._post_fw is not None:
             self._post_fw(module, args, output)
@@ -344,6 +346,10 @@ class ModuleTracker:
         stack.pop()
         # Decided at the call's start: a call that started before backward tracking
         # was asked for registers no output hooks without their input hooks.
+        if call.backward:
+            # The autograd graph keeps the call alive through its node hooks: from
+            # here on it names the module by a weak reference only.
+            call.module, call.module_ref = None, weakref.ref(module)
         if call.backward and self._grad_enabled():
             for node in producer_nodes([tensor for tensor in tensors_of(output, self._tensor)
                                         if tensor.requires_grad]):
@@ -388,7 +394,7 @@ class ModuleTracker:
             task.outer = self._tasks.get(call.outer_task)
         task.active[call] = None
         if self._pre_bw is not None:
-            self._pre_bw(call.module(), grad_outputs)
+            self._pre_bw(call.module_ref(), grad_outputs)
 
     def _input_reached(self, call: ModuleCall, grad_outputs: "Any") -> None:
         task = self._tasks.get(self._graph_task())
@@ -403,7 +409,7 @@ class ModuleTracker:
 
     def _backward_finished(self, task: BackwardTask, call: ModuleCall, grads: "Any") -> None:
         if self._post_bw is not None:
-            self._post_bw(call.module(), grads)
+            self._post_bw(call.module_ref(), grads)
         task.active.pop(call, None)
 
     def _task_finished(self, task_id: int) -> None:
