@@ -4,15 +4,23 @@ One training step (forward, backward, SGD step) of a small ResNet-style
 network on CPU, timed per step with every variant interleaved in each
 repeat, as a ratio to the same step untracked:
 
-* idle: ``training.tracker`` applied (hooks installed, ``parents`` kept),
-  nobody reading it; the budget is 1.05;
-* tracking: the same with user hooks on all four events;
+* idle: ``training.tracker`` applied (forward hooks installed, ``parents``
+  kept), nobody reading it; the budget is 1.05;
+* idle with backward: the same tracking backward too
+  (LAZYPATCH_TRACKER_BACKWARD=1, or ``with module_tracker():``);
+* tracking: the pack with user hooks on all four events (backward on);
 * ModTracker: PyTorch's ``torch.distributed._tools.mod_tracker.ModTracker``;
 * PyProf-style: every module class's forward and the functional operators
   it calls wrapped by ``benchmarks/baselines/pyprof_style.py`` (a stack walk
   per call);
+* tracing applied, no profiler: ``training.tracing`` while nothing records
+  (its operator mode passes every call through);
 * profiling: ``training.tracing`` (forward and backward marks) while
   ``torch.profiler`` records, against the profiler recording alone.
+
+Times are the process's CPU time (``time.process_time``, torch on one
+thread), not wall time: on a shared machine, waiting for a core is not a
+cost of the step.
 
 Run from the repository root::
 
@@ -25,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -94,6 +103,17 @@ def patch_applied(name: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def tracking_backward() -> Iterator[None]:
+    with patch_applied("training.tracker"):
+        tracker = module_tracker()
+        tracker.acquire(backward=True)   # what LAZYPATCH_TRACKER_BACKWARD=1 asks the pack
+        try:
+            yield
+        finally:
+            tracker.release(backward=True)
+
+
+@contextlib.contextmanager
 def tracking_with_hooks() -> Iterator[None]:
     calls = [0]
 
@@ -144,19 +164,24 @@ def tracing_recording() -> Iterator[None]:
 
 
 def per_step_ms(step: Callable[[], None], steps: int) -> float:
-    start = time.perf_counter()
+    """CPU milliseconds of this process per step."""
+    start = time.process_time()
     for _ in range(steps):
         step()
-    return (time.perf_counter() - start) / steps * 1e3
+    return (time.process_time() - start) / steps * 1e3
 
 
 def measure(variants: Dict[str, Callable[[], contextlib.AbstractContextManager]],
             step: Callable[[], None], steps: int, repeats: int) -> Dict[str, float]:
-    """Median ms per step of each variant; variants interleaved in every repeat."""
+    """Median ms per step of each variant. Short blocks, every variant in each repeat,
+    in a new order each time: a slow spell of the shared machine hits them alike."""
     samples: Dict[str, List[float]] = {name: [] for name in variants}
+    order = list(variants)
+    shuffle = random.Random(0).shuffle
     for _ in range(repeats):
-        for name, setup in variants.items():
-            with setup():
+        shuffle(order)
+        for name in order:
+            with variants[name]():
                 step()                                  # warm up (naming, caches)
                 samples[name].append(per_step_ms(step, steps))
     return {name: statistics.median(values) for name, values in samples.items()}
@@ -171,7 +196,7 @@ def run(quick: bool) -> List[Dict[str, object]]:
     """Rows for the benchmark runner: tracker costs per training step, as ratios."""
     torch.manual_seed(0)
     torch.set_num_threads(1)   # two shared cores: one thread keeps the ratios steady
-    steps, repeats = (4, 3) if quick else (20, 9)
+    steps, repeats = (2, 12) if quick else (2, 60)
     model = SmallResNet()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
@@ -180,22 +205,30 @@ def run(quick: bool) -> List[Dict[str, object]]:
         training_step(model, optimizer, images, labels)
 
     plain = measure({"bare": nothing, "idle": lambda: patch_applied("training.tracker"),
-                     "tracking": tracking_with_hooks, "modtracker": modtracker,
-                     "pyprof": lambda: pyprof(model)}, step, steps, repeats)
+                     "backward": tracking_backward, "tracking": tracking_with_hooks,
+                     "modtracker": modtracker, "pyprof": lambda: pyprof(model),
+                     "tracing": lambda: patch_applied("training.tracing")},
+                    step, steps, repeats)
     profiled = measure({"profiler": recording, "tracing": tracing_recording},
-                       step, max(steps // 2, 2), repeats)
+                       step, steps, repeats)
     calls = sum(1 for _ in model.modules())
     bare = plain["bare"]
     rows = [
         row("tracker idle vs untracked step", plain["idle"], bare,
-            f"training.tracker applied, nobody reading it; budget {IDLE_BUDGET}; "
-            f"{calls} module calls per forward"),
+            f"training.tracker applied (forward), nobody reading it; budget {IDLE_BUDGET}; "
+            f"{calls} module calls per forward; "
+            f"{(plain['idle'] - bare) * 1e3 / calls:.1f} us per module call"),
+        row("tracker idle tracking backward vs untracked step", plain["backward"], bare,
+            "LAZYPATCH_TRACKER_BACKWARD=1: node pre-hooks per module call; "
+            f"{(plain['backward'] - bare) * 1e3 / calls:.1f} us per module call"),
         row("tracker with user hooks vs untracked step", plain["tracking"], bare,
             "pre_fw, post_fw, pre_bw, post_bw hooks on every module call"),
         row("ModTracker vs untracked step", plain["modtracker"], bare,
             "torch.distributed._tools.mod_tracker.ModTracker (tensor multi-grad hooks)"),
         row("PyProf-style stack walk vs untracked step", plain["pyprof"], bare,
             "module forwards and functional ops wrapped, stack walked per call"),
+        row("tracing applied, no profiler, vs untracked step", plain["tracing"], bare,
+            "training.tracing: tracker forward hooks and a pass-through operator mode"),
         row("tracing marks while profiling vs profiler alone", profiled["tracing"],
             profiled["profiler"], "training.tracing forward and backward ranges, "
             "torch.profiler CPU with shapes"),

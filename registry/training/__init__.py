@@ -12,8 +12,12 @@ module path, operator and shapes while a profiler records, and every
 backward operator with the module whose forward produced it.
 ``training.tracker`` (tag ``tracker``) keeps ``module_tracker()`` tracking for
 the whole run: the modules executing now (``parents``), ``is_bw`` and user
-hooks, ModTracker's interface; ``with module_tracker() as tracker:`` tracks
-in a block without enabling the patch.
+hooks, ModTracker's interface; forward only unless backward is asked for
+(LAZYPATCH_TRACKER_BACKWARD=1, or user backward hooks);
+``with module_tracker() as tracker:`` tracks forward and backward in a block
+without enabling the patch. LAZYPATCH_TRACE_CALL_SITES=1 adds the file:line
+that called into the model to the tracker, the tracing ranges and the
+per-module table.
 
 Importing this pack only declares patches: no torch, no mmengine.
 """
@@ -63,16 +67,17 @@ def tracing(module, patch):
 @lazypatch.when_imported("torch", name="training.tracker", tags=("training", "tracker"),
                          enabled=False)
 def module_tracking(module, patch):
-    """Track the modules executing now, forward and backward (module_tracker())."""
+    """Track the modules executing now, forward (and backward with
+    LAZYPATCH_TRACKER_BACKWARD=1): module_tracker()."""
     from .tracker import install
-    install(module, patch)
+    install(module, patch, backward=_settings.tracker_backward())
 
 
 def module_tracker() -> "Any":
     """The process's module tracker (``tracker.ModuleTracker``); needs torch imported.
 
     It tracks while the ``training.tracker`` or ``training.tracing`` patch is
-    applied, or inside ``with module_tracker():``.
+    applied, or inside ``with module_tracker():`` (forward and backward there).
     """
     import torch
 
@@ -114,11 +119,11 @@ def profile_to(path: "Optional[str]", level: int = 0, *, skip_first: int = 20, w
     if path is None:
         from sys import modules
         profiling = modules.get(f"{__name__}.profiling")
-        steps = modules.get(f"{__name__}.steps")
-        if profiling is not None and steps is not None:
+        clock = modules.get(f"{__name__}.clock")
+        if profiling is not None and clock is not None:
             for profiler in list(profiling._PROFILERS.values()):
                 profiler.close()
-                steps.CLOCK.remove_listener(profiler)
+                clock.CLOCK.remove_listener(profiler)
         _settings.STATE.profile = None
         return
     _settings.STATE.profile = _settings.ProfileSettings(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .clock import CLOCK
 from .settings import STATE
 
 TYPE_CHECKING = False
@@ -43,7 +44,6 @@ def stop(step: int, what: str, limit: int) -> "NoReturn":
     ``SystemExit`` unwinds the training loop's ``finally`` blocks and runs the
     ``atexit`` handlers (lazypatch's LAZYPATCH_REPORT writer among them).
     """
-    from .steps import CLOCK
     CLOCK.close()
     _write_report_if_not_scheduled()
     source = STATE.brake_source or f"brake_at({limit})"

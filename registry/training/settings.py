@@ -30,6 +30,12 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_PROFILE_REPEAT": "profiler schedule: number of cycles, 0 for unlimited (default 1)",
     "LAZYPATCH_TRACE_ALWAYS": "1: the tracing pack emits its ranges even when no torch profiler "
                               "is recording (for nsys without emit_nvtx)",
+    "LAZYPATCH_TRACKER_BACKWARD": "1: the training.tracker patch also tracks backward (parents "
+                                  "during backward); off, it tracks forward only, which is "
+                                  "cheaper",
+    "LAZYPATCH_TRACE_CALL_SITES": "1: the module tracker records the file:line that called into "
+                                  "the model (outermost module call), shown in tracing ranges "
+                                  "and the per-module table",
 }
 
 LEVELS = (0, 1, 2)
@@ -135,6 +141,20 @@ def load_from_environment() -> None:
             repeat=_integer_setting("LAZYPATCH_PROFILE_REPEAT", 1, 0))
 
 
+def _flag(variable: str) -> bool:
+    return lazypatch.setting(variable).strip().lower() in ("1", "true", "yes", "on")
+
+
 def trace_always() -> bool:
     """Whether LAZYPATCH_TRACE_ALWAYS asks for ranges without a recording profiler."""
-    return lazypatch.setting("LAZYPATCH_TRACE_ALWAYS").strip().lower() in ("1", "true", "yes", "on")
+    return _flag("LAZYPATCH_TRACE_ALWAYS")
+
+
+def tracker_backward() -> bool:
+    """Whether LAZYPATCH_TRACKER_BACKWARD asks the tracker pack to track backward too."""
+    return _flag("LAZYPATCH_TRACKER_BACKWARD")
+
+
+def call_sites() -> bool:
+    """Whether LAZYPATCH_TRACE_CALL_SITES asks for the model's call sites."""
+    return _flag("LAZYPATCH_TRACE_CALL_SITES")

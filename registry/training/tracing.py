@@ -5,15 +5,27 @@ every call to name it. Here:
 
 * module attribution is the module tracker's (``tracker.py``): module paths
   ("Net.encoder.0") from global forward hooks, per thread; no stack walk.
+  With LAZYPATCH_TRACE_CALL_SITES=1 the outermost module's range also
+  names the line that called the model: "Net (Net) @ train.py:42".
 * backward: every autograd node an operator makes while a profiler records
   gets a pre-hook and a hook opening and closing a range
   "Net.encoder.0 (backward): AddmmBackward0", so the trace shows backward
-  time per module (``module_table.py`` sums it).
+  time per module (``module_table.py`` sums it). The module is stamped on
+  the node when the forward operator runs, so the tracker's own backward
+  tracking (node hooks per module call) is not needed and stays off.
 * collectives (``torch.distributed``) get a range with the module path,
   process group and tensor sizes (``collectives.py``).
 * operators are intercepted by a ``TorchFunctionMode`` (so aliased imports,
   ``torch.nn.functional`` and Tensor methods are all seen, nothing is
-  rebound), entered on the thread that applied the pack (the main thread).
+  rebound). Torch keeps the mode stack per thread: the mode is entered on
+  the thread that applied the pack for good, and on any other thread
+  (a DataLoader or serving thread running a model) for the duration of
+  each outermost module call, from the tracker's forward hooks, so those
+  operators are marked too without leaving a mode on a thread we do not
+  own. Operators such a thread runs outside every module are not marked
+  (they have no module to name). Note that ``torch.profiler`` records only
+  the threads where it was started (its state is thread-local); the other
+  threads' marks reach NVTX (nsys) or a profiler started on that thread.
 * nothing is formatted unless a profiler is recording
   (``torch._C._autograd._profiler_enabled()``, one C call), or
   LAZYPATCH_TRACE_ALWAYS=1. Ranges are NVTX when the ``nvtx`` package and
@@ -25,11 +37,13 @@ them exactly.
 
 from __future__ import annotations
 
+from threading import get_ident
+
 from .settings import trace_always
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Tuple
+    from typing import Any, Callable, Dict, List, Set, Tuple
 
 # Tensor property reads (x.shape, x.grad) also reach the mode as __get__/__set__,
 # and opening a module range calls record_function's own ops: none of them is
@@ -93,6 +107,13 @@ class Ranges:
             scope.__exit__(None, None, None)
 
 
+def forward_label(call: "Any", module: "Any") -> str:
+    """A module forward's range label: "Net.encoder (Sequential)", and for an
+    outermost call with a recorded call site "Net (Net) @ train.py:42"."""
+    label = f"{call.name} ({type(module).__name__})"
+    return f"{label} @ {call.call_site}" if call.call_site else label
+
+
 class ModuleRanges:
     """A tracker observer: a range around each module forward while a profiler records."""
 
@@ -103,7 +124,7 @@ class ModuleRanges:
 
     def entered(self, call: "Any", module: "Any", args: "Any") -> None:
         if self._recording():
-            self._open[call] = self._ranges.open(f"{call.name} ({type(module).__name__})")
+            self._open[call] = self._ranges.open(forward_label(call, module))
 
     def left(self, call: "Any", module: "Any", output: "Any") -> None:
         if call in self._open:
@@ -196,6 +217,28 @@ class ModeSlot:
         mode.__exit__(None, None, None)
 
 
+class ThreadModes:
+    """A tracker observer entering the operator mode on threads other than the
+    applying one, for the duration of each outermost module call there."""
+
+    def __init__(self, mode: "Any", home_thread: int) -> None:
+        self._mode = mode
+        self._home_thread = home_thread
+        self._entered: "Set[Any]" = set()   # outermost calls whose thread entered the mode
+
+    def entered(self, call: "Any", module: "Any", args: "Any") -> None:
+        if call.depth == 0 and get_ident() != self._home_thread:
+            self._mode.__enter__()
+            self._entered.add(call)
+
+    def left(self, call: "Any", module: "Any", output: "Any") -> None:
+        if call in self._entered:
+            self._entered.discard(call)
+            from torch.overrides import _get_current_function_mode
+            if _get_current_function_mode() is self._mode:   # the forward left no mode of its own
+                self._mode.__exit__(None, None, None)
+
+
 MODES = ModeSlot()
 TRACERS: "List[Any]" = []   # what is installed, for tests and diagnostics
 
@@ -210,10 +253,14 @@ def make_mode(torch: "Any", tracker: "Any", ranges: Ranges,
     module_globals = globals()   # format_operator looked up per call: tests can count it
 
     class OperatorMarks(torch.overrides.TorchFunctionMode):
+        # Cleared when the patch is undone: a thread that was inside a module call
+        # then keeps the mode until that call ends, and it must mark nothing.
+        active = True
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if kwargs is None:
                 kwargs = {}
-            if not recording() or passes_through(getattr(func, "__name__", "")):
+            if not (self.active and recording()) or passes_through(getattr(func, "__name__", "")):
                 return func(*args, **kwargs)
             path = tracker.current
             label = module_globals["format_operator"](path, func, args, kwargs, tensor_type)
@@ -241,7 +288,12 @@ def install(torch: "Any", patch: "Any") -> None:
     observer = ModuleRanges(recording, ranges)
     tracker.observers.append(observer)
     patch.on_undo(lambda: tracker.observers.remove(observer))
-    patch.setitem(MODES, "operators", make_mode(torch, tracker, ranges, recording))
+    mode = make_mode(torch, tracker, ranges, recording)
+    patch.setitem(MODES, "operators", mode)
+    patch.on_undo(lambda: setattr(mode, "active", False))
+    threads = ThreadModes(mode, get_ident())
+    tracker.observers.append(threads)
+    patch.on_undo(lambda: tracker.observers.remove(threads))
     from .collectives import install as mark_collectives
     mark_collectives(torch, tracker, ranges, recording, patch)
     TRACERS[:] = [tracker]

@@ -10,20 +10,30 @@ enclosing modules only. Here:
 * forward: a per-thread stack of module calls (global forward pre/post
   hooks), so a module running in another thread (a DataLoader worker thread,
   a second model) never appears in this thread's ``parents``;
-* backward: each module call registers a pre-hook on the autograd nodes
-  that produced its outputs ("its backward starts") and on the nodes that
-  produced its inputs ("its backward is over"), ModTracker's timing, but one
-  C call per node instead of tensor hooks; the state is kept per autograd
-  graph task (``torch._C._current_graph_task_id()``), which is what the
-  engine's worker threads share, and dropped by an engine callback when the
-  task ends;
-* hooks are registered whenever gradients are enabled, also during a
-  backward (a re-entrant checkpoint recomputes its forward there, and its
+* backward, when something asks for it (``with module_tracker():``, user
+  ``pre_bw``/``post_bw`` hooks, ``acquire(backward=True)``, or
+  LAZYPATCH_TRACKER_BACKWARD=1 for the pack): each module call registers a
+  pre-hook on the autograd nodes that produced its outputs ("its backward
+  starts") and on the nodes that produced its inputs ("its backward is
+  over"), ModTracker's timing, but one C call per node instead of tensor
+  hooks; the state is kept per autograd graph task
+  (``torch._C._current_graph_task_id()``), which is what the engine's worker
+  threads share, and dropped by an engine callback when the task ends.
+  Without it only forward is tracked (``is_bw`` still answers): those node
+  hooks, and the Python calls they make during backward, are most of the
+  idle tracker's cost (``benchmarks/bench_tracker.py``: 1.09x an untracked
+  training step with them, 1.02x without);
+* backward hooks are registered whenever gradients are enabled, also during
+  a backward (a re-entrant checkpoint recomputes its forward there, and its
   inner backward is a nested graph task that sees the enclosing task's
   modules too);
 * names are fully qualified (``Net.encoder.0``): a module first seen as a
   root names its whole subtree once; a module created after that is found
-  under the module whose forward called it.
+  under the module whose forward called it;
+* call sites (``acquire(call_sites=True)`` or LAZYPATCH_TRACE_CALL_SITES=1):
+  the outermost module call of a thread records the first frame outside
+  torch that called it ("train.py:42"), formatted once per distinct code
+  object and line; nothing walks the stack per operator or per submodule.
 
 ``parents``, ``is_bw``, ``get_known_fqn``, ``register_user_hooks`` and
 ``clear_user_hooks`` mean what they mean on ModTracker.
@@ -31,12 +41,15 @@ enclosing modules only. Here:
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import weakref
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterator, List, Optional, Set
+    from types import FrameType
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 GLOBAL = "Global"   # ModTracker's name for "outside every module"
 
@@ -44,15 +57,20 @@ GLOBAL = "Global"   # ModTracker's name for "outside every module"
 class ModuleCall:
     """One execution of one module's forward; its backward is tracked per graph task."""
 
-    __slots__ = ("name", "module", "tracker", "input_nodes", "outer_task")
+    __slots__ = ("name", "module", "module_ref", "tracker", "depth", "call_site", "backward",
+                 "input_nodes", "outer_task")
 
-    def __init__(self, name: str, module: "Any", tracker: "ModuleTracker",
-                 outer_task: int) -> None:
+    def __init__(self, name: str, module: "Any", tracker: "ModuleTracker", depth: int) -> None:
         self.name = name
-        self.module = weakref.ref(module)   # ModTracker's choice: the module may die first
+        self.module = module                 # while its forward runs (None after, if tracked)
+        self.module_ref: "Any" = None        # from its forward's end, if its backward is tracked:
+        #                                      ModTracker's choice, the module may die first
         self.tracker = tracker
+        self.depth = depth                   # calls enclosing it on its thread (0: outermost)
+        self.call_site = ""                  # outermost calls, when recorded: "train.py:42"
+        self.backward = False                # its node hooks are registered
         self.input_nodes = 0                 # distinct autograd nodes of the inputs
-        self.outer_task = outer_task         # graph task running when the call ran (-1: none)
+        self.outer_task = -1                 # graph task running when the call ran (-1: none)
 
     def output_gradient_ready(self, grad_outputs: "Any") -> None:
         """Node pre-hook on an output's producer: this call's backward starts."""
@@ -111,6 +129,12 @@ class ModuleTracker:
         self._tasks: "Dict[int, BackwardTask]" = {}
         self._handles: "List[Any]" = []
         self._users = 0
+        self._backward_users = 0
+        self._call_site_users = 0
+        self._backward = False     # node hooks wanted (see _update_wants); read per call
+        self._call_sites = False   # outermost calls record their call site
+        self._sites: "Dict[Tuple[Any, int], str]" = {}   # (code, line) -> "file.py:line"
+        self._torch_directory = os.path.dirname(torch.__file__) + os.sep
         self._lock = threading.Lock()
         self.observers: "List[Any]" = []   # internal listeners (the tracing pack)
         self._pre_fw: "Optional[Callable[..., Any]]" = None
@@ -159,10 +183,12 @@ class ModuleTracker:
         self._post_fw = post_fw_hook or self._post_fw
         self._pre_bw = pre_bw_hook or self._pre_bw
         self._post_bw = post_bw_hook or self._post_bw
+        self._update_wants()
 
     def clear_user_hooks(self) -> None:
         """Forget the hooks given to ``register_user_hooks``."""
         self._pre_fw = self._post_fw = self._pre_bw = self._post_bw = None
+        self._update_wants()
 
     # -- more than ModTracker ------------------------------------------------
 
@@ -188,16 +214,33 @@ class ModuleTracker:
         return ""
 
     @property
+    def call_site(self) -> str:
+        """Where this thread's outermost module call came from ("train.py:42"); "" when
+        no module runs here or call sites are not recorded."""
+        stack = getattr(self._local, "stack", None)
+        return stack[0].call_site if stack else ""
+
+    @property
     def tracking(self) -> bool:
         """Whether the module hooks are installed."""
         return bool(self._handles)
 
+    @property
+    def tracks_backward(self) -> bool:
+        """Whether module calls register the node hooks that track their backward."""
+        return self._backward
+
     # -- installing ------------------------------------------------------------
 
-    def acquire(self) -> None:
-        """Install the global module hooks for one more user (a patch); idempotent per user."""
+    def acquire(self, *, backward: bool = False, call_sites: bool = False) -> None:
+        """Install the global module hooks for one more user (a patch, a ``with`` block);
+        ``backward`` also tracks backward, ``call_sites`` records call sites, while it lasts.
+        Each ``acquire`` is matched by one ``release`` with the same arguments."""
         with self._lock:
             self._users += 1
+            self._backward_users += bool(backward)
+            self._call_site_users += bool(call_sites)
+            self._update_wants()
             if self._users == 1:
                 from torch.nn.modules import module as nn_module
                 self._handles = [
@@ -205,23 +248,36 @@ class ModuleTracker:
                     nn_module.register_module_forward_hook(self._forward_finished,
                                                            always_call=True)]
 
-    def release(self) -> None:
+    def release(self, *, backward: bool = False, call_sites: bool = False) -> None:
         """One user less; the last one removes the hooks exactly."""
         with self._lock:
             if self._users == 0:
                 return
             self._users -= 1
+            self._backward_users -= bool(backward and self._backward_users)
+            self._call_site_users -= bool(call_sites and self._call_site_users)
+            self._update_wants()
             if self._users == 0:
                 for handle in self._handles:
                     handle.remove()
                 self._handles = []
+                # Calls still running lose their post-hook: forget every thread's
+                # stack, or they would stay in ``parents`` when tracking resumes.
+                self._local = threading.local()
+
+    def _update_wants(self) -> None:
+        """Fold what the users and hooks ask for into the two flags the hooks read."""
+        self._backward = bool(self._backward_users or self._pre_bw is not None
+                              or self._post_bw is not None)
+        self._call_sites = bool(self._call_site_users)
 
     def __enter__(self) -> "ModuleTracker":
-        self.acquire()
+        """A block tracks like ModTracker: forward and backward."""
+        self.acquire(backward=True)
         return self
 
     def __exit__(self, *exc_info: "Any") -> None:
-        self.release()
+        self.release(backward=True)
 
     # -- naming ----------------------------------------------------------------
 
@@ -234,10 +290,7 @@ class ModuleTracker:
 
     def _name_new(self, module: "Any") -> str:
         for call in reversed(self.stack()):
-            enclosing = call.module()
-            if enclosing is None:
-                continue
-            for relative, submodule in enclosing.named_modules():
+            for relative, submodule in call.module.named_modules():
                 if submodule is module:
                     return self._name_subtree(module, f"{call.name}.{relative}", False)
         # A root: it names its subtree, as ModTracker does (a wrapper seen later renames).
@@ -252,17 +305,28 @@ class ModuleTracker:
 
     # -- forward hooks ---------------------------------------------------------
 
+    # Both run for every module call of the process: they read flags, not settings,
+    # and allocate one ModuleCall (and its weak reference) per call, nothing else.
+
     def _forward_started(self, module: "Any", args: "Any") -> None:
         name = self._names.get(module)
         if name is None:
             name = self._name_new(module)
-        call = ModuleCall(name, module, self, self._graph_task())
-        self.stack().append(call)
+        try:
+            stack = self._local.stack
+        except AttributeError:
+            stack = self._local.stack = []
+        call = ModuleCall(name, module, self, len(stack))
+        if not stack and self._call_sites:
+            call.call_site = self._caller(sys._getframe(1))
+        stack.append(call)
         for observer in self.observers:
             observer.entered(call, module, args)
         if self._pre_fw is not None:
             self._pre_fw(module, args)
-        if self._grad_enabled():
+        if self._backward and self._grad_enabled():
+            call.backward = True
+            call.outer_task = self._graph_task()
             nodes = producer_nodes([tensor for tensor in tensors_of(args, self._tensor)
                                     if tensor.requires_grad])
             call.input_nodes = len(nodes)
@@ -270,21 +334,44 @@ class ModuleTracker:
                 node.register_prehook(call.input_gradient_ready)
 
     def _forward_finished(self, module: "Any", args: "Any", output: "Any") -> None:
-        stack = self.stack()
+        stack = getattr(self._local, "stack", None)
         if not stack:
             return   # the tracker started inside this forward
         call = stack[-1]
-        if call.module() is not module:
+        if call.module is not module:
             return   # unbalanced: the tracker started inside this module's forward
         if self._post_fw is not None:
             self._post_fw(module, args, output)
         for observer in self.observers:
             observer.left(call, module, output)
         stack.pop()
-        if self._grad_enabled():
+        # Decided at the call's start: a call that started before backward tracking
+        # was asked for registers no output hooks without their input hooks.
+        if call.backward:
+            # The autograd graph keeps the call alive through its node hooks: from
+            # here on it names the module by a weak reference only.
+            call.module, call.module_ref = None, weakref.ref(module)
+        if call.backward and self._grad_enabled():
             for node in producer_nodes([tensor for tensor in tensors_of(output, self._tensor)
                                         if tensor.requires_grad]):
                 node.register_prehook(call.output_gradient_ready)
+
+    # -- call sites ------------------------------------------------------------
+
+    def _caller(self, frame: "Optional[FrameType]") -> str:
+        """"file.py:42" of the first frame outside torch above ``frame`` (the hook's
+        caller), formatted once per (code object, line)."""
+        torch_directory = self._torch_directory
+        while frame is not None and (frame.f_code.co_filename.startswith(torch_directory)
+                                     or frame.f_globals.get("__name__") == __name__):
+            frame = frame.f_back
+        if frame is None:
+            return ""
+        key = (frame.f_code, frame.f_lineno)
+        site = self._sites.get(key)
+        if site is None:
+            site = self._sites[key] = f"{os.path.basename(key[0].co_filename)}:{key[1]}"
+        return site
 
     # -- backward hooks --------------------------------------------------------
 
@@ -308,7 +395,7 @@ class ModuleTracker:
             task.outer = self._tasks.get(call.outer_task)
         task.active[call] = None
         if self._pre_bw is not None:
-            self._pre_bw(call.module(), grad_outputs)
+            self._pre_bw(call.module_ref(), grad_outputs)
 
     def _input_reached(self, call: ModuleCall, grad_outputs: "Any") -> None:
         task = self._tasks.get(self._graph_task())
@@ -323,7 +410,7 @@ class ModuleTracker:
 
     def _backward_finished(self, task: BackwardTask, call: ModuleCall, grads: "Any") -> None:
         if self._post_bw is not None:
-            self._post_bw(call.module(), grads)
+            self._post_bw(call.module_ref(), grads)
         task.active.pop(call, None)
 
     def _task_finished(self, task_id: int) -> None:
@@ -350,9 +437,12 @@ def tracker_for(torch: "Any") -> ModuleTracker:
     return _TRACKERS[0]
 
 
-def install(torch: "Any", patch: "Any") -> ModuleTracker:
-    """A patch using the tracker: install its hooks; the patch's undo releases them."""
+def install(torch: "Any", patch: "Any", backward: bool = False) -> ModuleTracker:
+    """A patch using the tracker: install its hooks (tracking backward too if ``backward``,
+    recording call sites if LAZYPATCH_TRACE_CALL_SITES=1); the patch's undo releases them."""
+    from .settings import call_sites
+    wants = {"backward": backward, "call_sites": call_sites()}
     tracker = tracker_for(torch)
-    tracker.acquire()
-    patch.on_undo(tracker.release)
+    tracker.acquire(**wants)
+    patch.on_undo(lambda: tracker.release(**wants))
     return tracker

@@ -44,7 +44,8 @@ def test_brake_is_off_by_default_and_imports_nothing(interpreter):
     """)
     assert state == [{"training.optimizer_steps": "disabled",
                       "training.mmengine_iterations": "disabled",
-                      "training.tracing": "disabled"}, False, False]
+                      "training.tracing": "disabled",
+                      "training.tracker": "disabled"}, False, False]
 
 
 def test_resumed_plain_loop_past_the_brake_stops_at_its_next_step(interpreter):

@@ -202,3 +202,62 @@ print(json.dumps([name for name in names if "group" in name]))
 """, env={"LAZYPATCH_ENABLE": "training.tracing"})
     assert "Synced: all_reduce([16] float32 64 B; group 0 (gloo, rank 0 of 1))" in result
     assert "broadcast([2, 3] float64 48 B; group 0 (gloo, rank 0 of 1))" in result
+
+
+def test_call_site_in_the_outermost_range_and_the_module_table(interpreter):
+    result = interpreter.run_json(MODEL + """
+import sys
+from lazypatch.registry.training.module_table import module_table
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+    for _ in range(2):
+        line = sys._getframe().f_lineno; net(torch.randn(3, 4)).backward()
+names = sorted({event.key for event in profiler.key_averages()})
+print(json.dumps([line, [name for name in names if " @ " in name], module_table(profiler)]))
+""", env={"LAZYPATCH_ENABLE": "training.tracing", "LAZYPATCH_TRACE_CALL_SITES": "1"})
+    line, with_site, table = result
+    assert with_site == [f"Net (Net) @ _scenario.py:{line}"]   # the outermost range only
+    rows = table.splitlines()
+    assert rows[0].endswith("called from")
+    net_row = next(row.split() for row in rows if row.startswith("Net "))
+    assert net_row[:3] == ["Net", "Net", "2"] and net_row[-1] == f"_scenario.py:{line}"
+    assert all("_scenario.py" not in row for row in rows if not row.startswith("Net "))
+
+
+def test_operators_of_a_model_running_in_another_thread_are_marked(interpreter):
+    """torch keeps the function-mode stack per thread: the tracker's forward hooks enter
+    the operator mode there for each outermost module call and leave it after. The thread
+    profiles itself (torch.profiler records only the threads where it was started)."""
+    result = interpreter.run_json(MODEL + """
+import threading
+from torch.overrides import _get_current_function_mode
+
+def modes():
+    mode = _get_current_function_mode()
+    return type(mode).__name__ if mode is not None else None
+
+seen = {}
+
+def work():
+    seen["before"] = modes()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        net(torch.randn(3, 4))
+        seen["after forward"] = modes()
+        torch.randn(2, 2).mul(3)                     # outside every module: not marked
+    seen["names"] = sorted({event.key for event in profiler.key_averages()})
+
+lazypatch.enable("training.tracing")
+worker = threading.Thread(target=work)
+worker.start()
+worker.join()
+home = modes()
+lazypatch.unpatch("training.tracing")
+print(json.dumps([seen, home, modes()]))
+""")
+    seen, home, after_undo = result
+    assert seen["before"] is None and seen["after forward"] is None
+    names = seen["names"]
+    for expected in ("Net (Net)", "Net.encoder.0: linear([3, 4], [8, 4], [8])",
+                     "Net.head: linear([3, 8], [2, 8], [2])", "Net: sum([3, 2])"):
+        assert expected in names
+    assert not [name for name in names if name.startswith("mul(")]
+    assert home == "OperatorMarks" and after_undo is None

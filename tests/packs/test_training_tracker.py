@@ -407,3 +407,119 @@ print(json.dumps([status, before, during, hook_counts(), tracker.tracking, seen[
     assert after == before and tracking_after is False
     assert seen == [["CheckpointedShared", "Global"],
                     ["CheckpointedShared", "CheckpointedShared.inp", "Global"]]
+
+
+BACKWARD_WANTED = """
+import json
+import lazypatch.auto
+import lazypatch
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from lazypatch.registry.training import module_tracker
+import models
+
+tracker = module_tracker()
+
+
+class Sampler(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.rows = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.rows.append([tracker.is_bw, sorted(tracker.parents)])
+        return func(*args, **(kwargs or {}))
+
+
+def names_seen(model):
+    # the module names in ``parents`` at forward and at backward operators
+    with Sampler() as sampler:
+        model(models.batch(model)).float().mean().backward()
+    return [sorted({name for is_bw, names in sampler.rows if is_bw == backward for name in names})
+            for backward in (False, True)]
+
+
+model = models.ResNetStyle()
+lazypatch.enable("tracker")
+"""
+
+
+def test_pack_tracks_backward_only_when_asked(interpreter):
+    """Applied alone, the pack tracks forward only (node hooks per module call were most
+    of its idle cost); user backward hooks, a ``with`` block, or
+    LAZYPATCH_TRACKER_BACKWARD=1 turn backward tracking on, and it goes off again."""
+    interpreter.write({"models.py": MODELS})
+    result = interpreter.run_json(BACKWARD_WANTED + """
+forward_only = names_seen(model)
+flags = [tracker.tracks_backward]
+tracker.register_user_hooks(pre_bw_hook=lambda module, grads: None)
+flags.append(tracker.tracks_backward)
+with_hook = names_seen(model)
+tracker.clear_user_hooks()
+flags.append(tracker.tracks_backward)
+after_clear = names_seen(model)
+with tracker:
+    flags.append(tracker.tracks_backward)
+    in_block = names_seen(model)
+flags.append(tracker.tracks_backward)
+print(json.dumps([forward_only, with_hook, after_clear, in_block, flags]))
+""")
+    forward_only, with_hook, after_clear, in_block, flags = result
+    assert flags == [False, True, False, True, False]
+    assert "ResNetStyle.layer2.1.conv2" in forward_only[0]       # forward is tracked
+    assert forward_only[1] == ["Global"] and after_clear[1] == ["Global"]
+    for tracked in (with_hook, in_block):
+        assert tracked[0] == forward_only[0]
+        assert {"ResNetStyle.layer2.1.conv2", "ResNetStyle.stem.0"} <= set(tracked[1])
+    by_setting = interpreter.run_json(BACKWARD_WANTED + """
+print(json.dumps([tracker.tracks_backward, names_seen(model)]))
+""", env={"LAZYPATCH_TRACKER_BACKWARD": "1"})
+    assert by_setting[0] is True
+    assert by_setting[1][1] == in_block[1]
+
+
+def test_call_sites_are_found_once_per_line_at_the_outermost_call(interpreter):
+    """LAZYPATCH_TRACE_CALL_SITES=1: the tracker knows which line called the model, from
+    the outermost module call only (never per submodule or operator), formatted once per
+    distinct line; a checkpointed segment recomputed during backward names the line
+    that called ``backward()``."""
+    interpreter.write({"models.py": MODELS})
+    script = """
+import json
+import sys
+import lazypatch.auto
+import lazypatch
+import torch
+from lazypatch.registry.training import module_tracker
+import models
+
+lazypatch.enable("tracker")
+tracker = module_tracker()
+lookups, seen = [], []
+find = tracker._caller
+tracker._caller = lambda frame: lookups.append(1) or find(frame)
+tracker.register_user_hooks(pre_fw_hook=lambda module, args: seen.append(
+    [tracker.get_known_fqn(module), tracker.is_bw, tracker.call_site]))
+model = models.CheckpointedShared()
+x = models.batch(model)
+for _ in range(3):
+    first_line = sys._getframe().f_lineno; loss = model(x).sum()
+second_line = sys._getframe().f_lineno; loss = model(x).sum()
+backward_line = sys._getframe().f_lineno; loss.backward()
+print(json.dumps([first_line, second_line, backward_line, len(lookups), len(tracker._sites),
+                  seen, tracker.call_site]))
+"""
+    first, second, backward, lookups, distinct, seen, outside = interpreter.run_json(
+        script, env={"LAZYPATCH_TRACE_CALL_SITES": "1"})
+    forward = [row for row in seen if not row[1]]
+    assert len(forward) == 4 * 13                    # 13 module calls per forward
+    assert {row[2] for row in forward[:39]} == {f"_scenario.py:{first}"}
+    assert {row[2] for row in forward[39:]} == {f"_scenario.py:{second}"}
+    recomputed = [row for row in seen if row[1]]
+    assert recomputed and recomputed[0][0] == "CheckpointedShared.segment"
+    assert {row[2] for row in recomputed} == {f"_scenario.py:{backward}"}
+    outermost_calls = 4 + 1                          # four forwards, one recomputation
+    assert lookups == outermost_calls and distinct == 3
+    assert outside == ""
+    unset = interpreter.run_json(script)
+    assert unset[3] == 0 and {row[2] for row in unset[5]} == {""}
