@@ -265,7 +265,7 @@ def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]
     patch_name = register(function, module_name, phase=BEFORE, name=declaration.patch_name,
                           priority=FIRST, tags=chosen_tags, enabled=enabled)
     with STATE.lock:
-        STATE.finder.replaced_names[module_name] = True
+        STATE.finder.declare_replacement(module_name)
     _declare_parents(module_name, patch_name, chosen_tags, enabled)
     existing = sys.modules.get(module_name)
     if existing is not None and enabled:

@@ -198,11 +198,14 @@ class LazyPatchFinder:
             return None
         return self._find_watched(fullname, path, target)
 
+    def declare_replacement(self, fullname: str) -> None:
+        """From now on, ask the boundaries declared on ``fullname`` first."""
+        self.replaced_names[fullname] = True
+        # Only a finder that knows of a replacement pays for the check on each
+        # watched import (the benchmark's budget): the object changes class once.
+        self.__class__ = _ReplacingFinder
+
     def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
-        if fullname in self.replaced_names:
-            spec = self._boundary_spec(fullname, takes_over=True)
-            if spec is not None:
-                return spec
         # Another finder may call importlib.util.find_spec from inside its own
         # find_spec (wrapt's does); that walks sys.meta_path again and comes back
         # here for the same name in the same thread. Answer None to that inner call.
@@ -235,6 +238,18 @@ class LazyPatchFinder:
             if boundary is not None and patch.enabled and boundary.takes_over is takes_over:
                 return wrap_spec_loader(boundary.spec(fullname), self._run_body)
         return None
+
+
+class _ReplacingFinder(LazyPatchFinder):
+    """The finder once a module replacement is declared: replaced names are answered
+    by their declaration before the other finders are asked (the real body never runs)."""
+
+    def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
+        if fullname in self.replaced_names:
+            spec = self._boundary_spec(fullname, takes_over=True)
+            if spec is not None:
+                return spec
+        return LazyPatchFinder._find_watched(self, fullname, path, target)
 
 
 def wrap_spec_loader(spec: Any, run_body: Callable[[Any, Any], None]) -> Any:

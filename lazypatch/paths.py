@@ -101,7 +101,8 @@ class PathPatch:
             if isinstance(namespace, dict) and attribute in namespace:
                 return namespace[attribute]
             submodule = sys.modules.get(f"{getattr(owner, '__name__', '')}.{attribute}")
-            if submodule is not None and not is_unloaded_lazy_module(submodule):
+            if submodule is not None and not is_unloaded_lazy_module(submodule) \
+                    and not _still_executing(submodule):
                 return submodule
             if hasattr(owner, "__path__"):
                 return MISSING   # perhaps a submodule: the caller finds out without importing
@@ -120,10 +121,17 @@ class PathPatch:
             registered.target = module
             STATE.catalog.add(registered)
             self.module, self.attributes = module, attributes
-        # In sys.modules but still executing (its parent imported it from its own body):
-        # applied when its body ends, as registration would do.
+        # In sys.modules but still executing, or an unloaded lazy module: applied
+        # when its body ends, as registration would do.
         if module in sys.modules:
             apply_to_imported(registered)
+
+
+def _still_executing(module: "Any") -> bool:
+    """Whether ``module``'s body is still running (its import has not finished)."""
+    namespace = own_dict(module)
+    spec = namespace.get("__spec__") if isinstance(namespace, dict) else None
+    return bool(getattr(spec, "_initializing", False))
 
 
 def _module_exists(name: str) -> bool:
