@@ -102,9 +102,9 @@ def resolve(reference: "Any") -> "Any":
 def validate_reference(reference: "Any", what: str) -> None:
     """Refuse a malformed reference string at registration (it is resolved later)."""
     if isinstance(reference, str):
-        module_name, _, attributes = reference.partition(":")
+        module_name, colon, attributes = reference.partition(":")
         validate_target(module_name)
-        if attributes and not all(part.isidentifier() for part in attributes.split(".")):
+        if colon and not all(part.isidentifier() for part in attributes.split(".")):
             raise ValueError(f"{what} {reference!r} must look like 'package.module' or "
                              f"'package.module:attribute'")
 
