@@ -196,6 +196,25 @@ def test_a_stand_in_disabled_by_the_environment_provides_nothing(interpreter):
     assert result == {"outcome": "apex", "statuses": ["disabled"]}
 
 
+def test_boundaries_follow_enable_and_disable_by_their_tag(interpreter):
+    result = interpreter.run_json("""
+    import json, lazypatch
+    lazypatch.stand_in("cuda_only_ext")
+    lazypatch.disable("tag:import-boundary")
+    try:
+        import cuda_only_ext
+        first = "imported"
+    except ModuleNotFoundError:
+        first = "missing"
+    lazypatch.enable("tag:import-boundary")
+    import cuda_only_ext
+    print(json.dumps({"first": first, "then": repr(cuda_only_ext)}))
+    """)
+    assert result["first"] == "missing"
+    assert result["then"] == ("<lazypatch stand-in module 'cuda_only_ext' provided by patch "
+                              "'stand_in:cuda_only_ext'>")
+
+
 # --- replaced modules ----------------------------------------------------------------
 
 REPLACEMENT_FILES = {
