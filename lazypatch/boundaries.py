@@ -218,8 +218,8 @@ def _declare_parents(module_name: str, patch_name: str, tags: "List[str]",
     parts = module_name.split(".")
     for depth in range(1, len(parts)):
         parent = ".".join(parts[:depth])
-        if _stand_in_declared(parent):
-            continue
+        if parent in sys.modules or _stand_in_declared(parent):
+            continue   # imported already, so installed (or provided) and never needed
         declaration = Boundary(parent)
         declaration.patch_name = f"{patch_name}.parent:{parent}"
         register(_stand_in_function(declaration, {}), parent, phase=BEFORE,
@@ -248,6 +248,11 @@ def stand_in(module_name: str, attributes: "Optional[Mapping[str, Any]]" = None,
                           phase=BEFORE, name=declaration.patch_name, priority=FIRST,
                           tags=chosen_tags, enabled=enabled)
     _declare_parents(module_name, patch_name, chosen_tags, enabled)
+    existing = sys.modules.get(module_name)
+    if existing is not None and enabled:
+        # Imported already: the patch says at once that it is not needed ("skipped"),
+        # rather than waiting as a before-import patch for a reload.
+        apply(STATE.catalog.by_name[patch_name], existing)
     return patch_name
 
 

@@ -181,6 +181,17 @@ def test_stand_in_for_an_installed_module_is_skipped_and_the_real_one_imported(i
     assert result["status"] == "skipped" and "is installed" in result["reason"]
 
 
+def test_stand_in_declared_after_the_real_module_was_imported_says_skipped_at_once(interpreter):
+    interpreter.write({"present/__init__.py": "REAL = True\n", "present/sub.py": "X = 1\n"})
+    result = interpreter.run_json("""
+    import json, lazypatch
+    import present.sub
+    lazypatch.stand_in("present.sub")
+    print(json.dumps([[item["name"], item["status"]] for item in lazypatch.report()]))
+    """)
+    assert result == [["stand_in:present.sub", "skipped"]]   # no stand-in for the parent either
+
+
 def test_a_stand_in_disabled_by_the_environment_provides_nothing(interpreter):
     result = interpreter.run_json("""
     import json, lazypatch
