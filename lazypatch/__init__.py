@@ -260,13 +260,18 @@ def notify_module_loaded(module: "Any", name: "Optional[str]" = None) -> "List[s
 
 def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
             rebind: bool = False, priority: int = 0, requires: "Iterable[str]" = (),
-            tags: "Iterable[str]" = (), enabled: bool = True) -> str:
+            tags: "Iterable[str]" = (), enabled: bool = True,
+            precheck: "Optional[Callable[[], Any]]" = None,
+            runtime_check: "Optional[Callable[..., Any]]" = None) -> str:
     """Replace the attribute at dotted ``path`` ("pkg.mod.Class.method", or
     "pkg.mod:Class.method") with ``replacement`` (or a "pkg.mod:attr" string) when the
-    module that holds it is imported; imports nothing now. Returns the patch name."""
+    module that holds it is imported; imports nothing now. ``precheck()`` false at that
+    time: skipped; ``runtime_check(*args, **kwargs)`` false for a call: the original
+    runs. Returns the patch name."""
     from .paths import replace as declare
     return declare(path, replacement, name=name, rebind=rebind, priority=priority,
-                   requires=requires, tags=tags, enabled=enabled)
+                   requires=requires, tags=tags, enabled=enabled, precheck=precheck,
+                   runtime_check=runtime_check)
 
 
 def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: bool = False,

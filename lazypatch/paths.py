@@ -143,6 +143,25 @@ def _module_exists(name: str) -> bool:
         return False
 
 
+def _checked_replacement(replacement: "Any", runtime_check: "Callable[..., Any]"
+                         ) -> "Callable[[Any, Any, str], None]":
+    """Replace through a wrapper that calls the replacement only for calls
+    ``runtime_check`` accepts, the original for the others (DrivingSDK's AtomicPatch)."""
+    def change(patch: "Any", owner: "Any", attribute: str) -> None:
+        value = resolve(replacement)
+
+        def dispatch(wrapped: "Any", instance: "Any", args: tuple, kwargs: dict) -> "Any":
+            # wrapt passes a method's self (or a classmethod's class) as ``instance``;
+            # the replacement and the check take it as their first argument, as the
+            # original function would.
+            full = args if instance is None else (instance,) + tuple(args)
+            if runtime_check(*full, **kwargs):
+                return value(*full, **kwargs)
+            return wrapped(*args, **kwargs)
+        patch.wrap(owner, attribute, dispatch, rebind=getattr(change, "rebind", False))
+    return change
+
+
 def _replace_value(replacement: "Any") -> "Callable[[Any, Any, str], None]":
     def change(patch: "Any", owner: "Any", attribute: str) -> None:
         value = resolve(replacement)
@@ -167,15 +186,20 @@ def _wrap_value(wrapper: "Any") -> "Callable[[Any, Any, str], None]":
 
 def _declare(path: str, change: "Callable[[Any, Any, str], None]", description: str,
              default_name: str, *, name: "Optional[str]", rebind: bool, priority: int,
-             requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool) -> str:
+             requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
+             precheck: "Optional[Callable[[], Any]]" = None) -> str:
     module, attributes, fixed = split_path(path)
     if not isinstance(rebind, bool):
         raise TypeError(f"rebind must be True or False, got {rebind!r}")
+    if precheck is not None and not callable(precheck):
+        raise TypeError(f"precheck must be a callable taking no argument, got {precheck!r}")
     change.rebind = rebind  # type: ignore[attr-defined]
     declaration = PathPatch(path, module, attributes, fixed, change)
     declaration.patch_name = name or default_name
 
     def apply_by_path(target_module: "Any", patch: "Any") -> None:
+        if precheck is not None and not precheck():
+            patch.skip(f"precheck {getattr(precheck, '__qualname__', precheck)!r} said no")
         declaration.apply(target_module, patch)
     apply_by_path.__doc__ = description
     apply_by_path.lazypatch_path = declaration  # type: ignore[attr-defined]
@@ -185,16 +209,27 @@ def _declare(path: str, change: "Callable[[Any, Any, str], None]", description: 
 
 def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
             rebind: bool = False, priority: int = 0, requires: "Iterable[str]" = (),
-            tags: "Iterable[str]" = (), enabled: bool = True) -> str:
+            tags: "Iterable[str]" = (), enabled: bool = True,
+            precheck: "Optional[Callable[[], Any]]" = None,
+            runtime_check: "Optional[Callable[..., Any]]" = None) -> str:
     """Replace the attribute at dotted ``path`` with ``replacement`` (an object or a
     ``"package.module:attribute"`` string resolved when applied) once its module is
-    imported; return the patch name."""
+    imported; return the patch name.
+
+    ``precheck()`` is asked when the patch applies (false: ``skipped``);
+    ``runtime_check(*args, **kwargs)`` on every call (false: the original runs).
+    """
     validate_reference(replacement, f"replace({path!r}, ...): the replacement")
+    if runtime_check is not None and not callable(runtime_check):
+        raise TypeError(f"runtime_check must be callable with the call's arguments, "
+                        f"got {runtime_check!r}")
     described = replacement if isinstance(replacement, str) else \
         getattr(replacement, "__qualname__", repr(replacement))
-    return _declare(path, _replace_value(replacement), f"Replace {path} with {described}",
+    change = _replace_value(replacement) if runtime_check is None else \
+        _checked_replacement(replacement, runtime_check)
+    return _declare(path, change, f"Replace {path} with {described}",
                     f"replace:{path}", name=name, rebind=rebind, priority=priority,
-                    requires=requires, tags=tags, enabled=enabled)
+                    requires=requires, tags=tags, enabled=enabled, precheck=precheck)
 
 
 def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: bool = False,

@@ -400,6 +400,27 @@ def test_replace_by_path_on_imported_modules_keeps_a_staticmethod_and_rebinds_co
                       "undone": ["original make", "original helper"]}
 
 
+def test_replace_by_path_with_runtime_check_falls_back_per_call_and_precheck_skips(interpreter):
+    interpreter.write(DOTTED_FILES)
+    result = interpreter.run_json("""
+    import json, lazypatch
+    lazypatch.replace("pkg.sub.Model.forward", "replacements:forward",
+                      runtime_check=lambda self: getattr(self, "fast", False))
+    lazypatch.replace("pkg.sub.helper", "replacements:helper", precheck=lambda: False,
+                      name="not-here")
+    import pkg.sub
+    fast = pkg.sub.Model()
+    fast.fast = True
+    statuses = {item["name"]: item["status"] for item in lazypatch.report()}
+    print(json.dumps({"fast": fast.forward(), "plain": pkg.sub.Model().forward(),
+                      "helper": pkg.sub.helper(), "statuses": statuses}))
+    """)
+    assert result == {"fast": "patched forward of Model", "plain": "original forward",
+                      "helper": "original helper",
+                      "statuses": {"replace:pkg.sub.Model.forward": "applied",
+                                   "not-here": "skipped"}}
+
+
 def test_wrap_by_path_and_a_missing_attribute_fails_with_the_path_named(interpreter):
     interpreter.write(DOTTED_FILES)
     result = interpreter.run_json("""
