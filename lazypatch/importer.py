@@ -135,14 +135,21 @@ def program_code(code: Any, fullname: str, loader: Any,
 class _ProgramRunner:
     """Stands in for the loader in ``run_body``: executes the program's code in its namespace."""
 
-    __slots__ = ("code", "namespace")
+    __slots__ = ("code", "namespace", "exit")
 
     def __init__(self, code: Any, namespace: Dict[str, Any]) -> None:
         self.code = code
         self.namespace = namespace
+        self.exit: Optional[SystemExit] = None
 
     def exec_module(self, module: Any) -> None:
-        exec(self.code, self.namespace)
+        try:
+            exec(self.code, self.namespace)
+        except SystemExit as exit:
+            # A program ending with sys.exit() ran to its end: held back until its
+            # patches are done, so that run_body does not roll them back as it
+            # would for a failed import (an at-exit report would say "reverted").
+            self.exit = exit
 
 
 def run_program(namespace: Dict[str, Any], key: int) -> None:
@@ -152,7 +159,11 @@ def run_program(namespace: Dict[str, Any], key: int) -> None:
     or a temporary module's (``run_module(alter_sys=True)``); a bare dictionary
     (``run_module`` without ``alter_sys``) has none and runs unpatched.
     """
-    code, fullname, loader, run_body = _PROGRAMS.pop(key)
+    entry = _PROGRAMS.pop(key, None)
+    if entry is None:
+        raise RuntimeError("lazypatch: this code object of a program run by runpy was "
+                           "already executed once; ask the loader for get_code() again")
+    code, fullname, loader, run_body = entry
     # runpy set __loader__ and __spec__.loader to our proxy: the program sees its real loader.
     if isinstance(namespace.get("__loader__"), LoaderProxy):
         namespace["__loader__"] = loader
@@ -163,7 +174,10 @@ def run_program(namespace: Dict[str, Any], key: int) -> None:
     if module is None or getattr(module, "__dict__", None) is not namespace:
         exec(code, namespace)
         return
-    run_body(module, _ProgramRunner(code, namespace), fullname)
+    runner = _ProgramRunner(code, namespace)
+    run_body(module, runner, fullname)
+    if runner.exit is not None:
+        raise runner.exit
 
 
 def execute_with_loader(module: Any, loader: Any) -> None:

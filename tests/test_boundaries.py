@@ -83,6 +83,24 @@ def test_python_dash_m_runs_the_program_module_patches_around_its_body(interpret
                      '{"after_patch_saw": "__main__", "early": "before __main__"}']
 
 
+def test_a_program_ending_with_sys_exit_keeps_its_exit_code_and_its_patches(interpreter):
+    interpreter.write(dict(PROGRAM_FILES, **{"app/main.py": """
+        import atexit, json, sys, lazypatch
+
+        def show():
+            statuses = {item["name"]: item["status"] for item in lazypatch.report()}
+            print(json.dumps({"early": EARLY, "status": statuses["sitecustomize.early"]}))
+        atexit.register(show)
+        sys.exit(3)
+    """}))
+    result = interpreter.run_command([sys.executable, "-m", "app.main"], check=False)
+    assert result.returncode == 3, result.stderr
+    # The after patch still ran (it prints first); nothing was rolled back.
+    assert result.stdout.strip().splitlines() == [
+        '{"after_patch_saw": "__main__", "early": "before __main__"}',
+        '{"early": "before __main__", "status": "applied"}']
+
+
 def test_python_dash_m_package_runs_the_patches_of_its_main_module(interpreter):
     interpreter.write(PROGRAM_FILES)
     result = interpreter.run_command([sys.executable, "-m", "app"])
