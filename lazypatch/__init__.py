@@ -245,6 +245,75 @@ def source_drift(owner: "Any", name: str, pinned: "Iterable[str]",
     return check(owner, name, pinned, copied_from)
 
 
+def stand_in(module_name: str, attributes: "Optional[Dict[str, Any]]" = None, *,
+             name: "Optional[str]" = None, tags: "Iterable[str]" = (),
+             enabled: bool = True) -> str:
+    """Provide an empty module for ``module_name`` (any depth, missing parents too) when
+    nothing installed provides it, carrying ``attributes``; reading any other public
+    attribute raises ``StandInError`` naming the patch. Returns the patch name."""
+    from .boundaries import stand_in as declare
+    return declare(module_name, attributes, name=name, tags=tags, enabled=enabled)
+
+
+def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]" = None,
+                   tags: "Iterable[str]" = (), enabled: bool = True) -> str:
+    """``import module_name`` gives ``replacement`` (an object, or a "pkg.mod:attr" string
+    resolved at that import); the real module never runs. Returns the patch name."""
+    from .boundaries import replace_module as declare
+    return declare(module_name, replacement, name=name, tags=tags, enabled=enabled)
+
+
+def inject(module_name: str, names: "Dict[str, Any]", *, name: "Optional[str]" = None,
+           priority: int = 0, requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
+           enabled: bool = True) -> str:
+    """Set ``names`` (values or "pkg.mod:attr" strings, resolved then) on ``module_name``
+    when it is imported. Returns the patch name."""
+    from .boundaries import inject as declare
+    return declare(module_name, names, name=name, priority=priority, requires=requires,
+                   tags=tags, enabled=enabled)
+
+
+def notify_module_loaded(module: "Any", name: "Optional[str]" = None) -> "List[str]":
+    """Apply the ``when_imported`` patches of a module placed into ``sys.modules`` by
+    hand (wrapt's ``notify_module_loaded``); the names of the patches applied to it."""
+    from .boundaries import notify_module_loaded as notify
+    return notify(module, name)
+
+
+def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
+            rebind: bool = False, priority: int = 0, requires: "Iterable[str]" = (),
+            tags: "Iterable[str]" = (), enabled: bool = True,
+            precheck: "Optional[Callable[[], Any]]" = None,
+            runtime_check: "Optional[Callable[..., Any]]" = None) -> str:
+    """Replace the attribute at dotted ``path`` ("pkg.mod.Class.method", or
+    "pkg.mod:Class.method") with ``replacement`` (or a "pkg.mod:attr" string) when the
+    module that holds it is imported; imports nothing now. ``precheck()`` false at that
+    time: skipped; ``runtime_check(*args, **kwargs)`` false for a call: the original
+    runs. Returns the patch name."""
+    from .paths import replace as declare
+    return declare(path, replacement, name=name, rebind=rebind, priority=priority,
+                   requires=requires, tags=tags, enabled=enabled, precheck=precheck,
+                   runtime_check=runtime_check)
+
+
+def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: bool = False,
+         priority: int = 0, requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
+         enabled: bool = True) -> str:
+    """Wrap the callable at dotted ``path`` with ``wrapper(wrapped, instance, args,
+    kwargs)`` when the module that holds it is imported. Returns the patch name."""
+    from .paths import wrap as declare
+    return declare(path, wrapper, name=name, rebind=rebind, priority=priority,
+                   requires=requires, tags=tags, enabled=enabled)
+
+
+def __getattr__(name: str) -> "Any":
+    # StandInError lives with the boundaries, which are imported only when used.
+    if name == "StandInError":
+        from .boundaries import StandInError
+        return StandInError
+    raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
+
+
 __all__ = [
     "when_imported", "before_import", "register", "report", "render_report", "write_report",
     "unpatch", "unpatch_all", "enable", "disable", "patched", "install", "uninstall",
@@ -252,5 +321,6 @@ __all__ = [
     "PatchContext", "PatchRecord", "PatchError", "UndoError", "LatePatchWarning",
     "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning",
     "STATUSES", "matches", "patches", "declare_variable", "setting", "source_drift",
-    "reset", "activation_info",
+    "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
+    "replace", "wrap", "StandInError",
 ]

@@ -68,14 +68,18 @@ _ledger = STATE.ledger
 _lock = STATE.lock
 
 
-def run_body(module: "Any", loader: "Any") -> None:
+def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
     """Execute ``module`` with ``loader``, running its patches before and after.
+
+    ``target`` names the patches to run when it is not the module's own name: a
+    program run by ``python -m pkg.mod`` is module ``__main__`` running the code
+    of ``pkg.mod`` (see ``importer.run_program``).
 
     Runs on every watched import, so the loops are written out here rather
     than split into helpers: each Python call costs about as much as the
     work it would do (see benchmarks/COSTS.md for the budget).
     """
-    name = module.__name__
+    name = module.__name__ if target is None else target
     patches = _by_target.get(name, ())
     for patch in patches:
         if patch.live and patch.is_applied_to(module):
@@ -93,7 +97,9 @@ def run_body(module: "Any", loader: "Any") -> None:
         # What sys.modules holds now is what the importer hands out: a module that
         # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
         # Re-read the catalog: the body may have registered patches on itself.
-        received = sys.modules.get(name, module)
+        # A program (target given) is patched in its own namespace, even when
+        # its module name was imported separately too.
+        received = sys.modules.get(name, module) if target is None else module
         for patch in _by_target.get(name, ()):
             if patch.phase == AFTER and patch.enabled:
                 apply(patch, received, applied)

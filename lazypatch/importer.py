@@ -21,6 +21,19 @@ thread holds (wrapt stalls there; ddtrace hit it with snowflake-connector
 and switched to walking ``sys.meta_path``, DataDog/dd-trace-py#17742). The
 ``path`` argument the import system passes us already is the parent's
 ``__path__``, so no parent import is needed.
+
+Two more ways in, both off the path of ordinary imports:
+
+* Import boundaries (``boundaries.py``): a watched name whose patches include
+  a boundary declaration gets a spec made by that declaration, either before
+  the other finders are asked (a replaced module: its real body must never
+  run) or only when none of them finds the name (a stand-in for a module that
+  is not installed). The module then goes through ``run_body`` like any other.
+* Programs run by ``runpy`` (``python -m pkg.mod``, ``runpy.run_module``):
+  runpy asks the spec's loader for ``get_code`` and executes the code itself
+  in ``__main__``'s namespace; ``exec_module`` never runs. ``LoaderProxy``
+  answers runpy's ``get_code`` with a small code object that runs the real
+  code through ``run_body`` (see ``program_code``).
 """
 
 from __future__ import annotations
@@ -52,7 +65,12 @@ class LoaderProxy:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
             raise AttributeError(name)
-        return getattr(self._lazypatch_loader, name)
+        attribute = getattr(self._lazypatch_loader, name)
+        if name == "get_code":
+            # Looked up here, not defined on the class, so that a loader without
+            # get_code still has none through the proxy.
+            return _ProgramCodeGetter(self, attribute)
+        return attribute
 
     def __repr__(self) -> str:
         return f"<lazypatch LoaderProxy for {self._lazypatch_loader!r}>"
@@ -74,6 +92,94 @@ class LoaderProxy:
         self._lazypatch_run_body(module, loader)
 
 
+class _ProgramCodeGetter:
+    """``proxy.get_code``: the real code for everybody but ``runpy``, which gets code
+    that runs the patches around the real code (``program_code``)."""
+
+    __slots__ = ("proxy", "get_code")
+
+    def __init__(self, proxy: LoaderProxy, get_code: Callable[[str], Any]) -> None:
+        self.proxy = proxy
+        self.get_code = get_code
+
+    def __call__(self, fullname: str) -> Any:
+        code = self.get_code(fullname)
+        # runpy (python -m, run_module) executes what it gets in a namespace of its
+        # own, bypassing exec_module. Other callers (coverage, pkgutil, debuggers)
+        # want the module's real code object: only runpy's own call is answered
+        # with the patching one.
+        if code is None or sys._getframe(1).f_globals.get("__name__") != "runpy":
+            return code
+        return program_code(code, fullname, self.proxy._lazypatch_loader,
+                            self.proxy._lazypatch_run_body)
+
+
+# key -> (real code, module name, real loader, run_body) of programs runpy is about to run.
+_PROGRAMS: Dict[int, tuple] = {}
+_program_keys = iter(range(1, 1 << 62))
+
+
+def program_code(code: Any, fullname: str, loader: Any,
+                 run_body: Callable[..., None]) -> Any:
+    """A code object that, executed by runpy in the program's namespace, runs the
+    module's patches around ``code`` (``run_program``)."""
+    key = next(_program_keys)
+    _PROGRAMS[key] = (code, fullname, loader, run_body)
+    # A file name of its own: under the program's, a traceback would quote the
+    # program's first line for this frame.
+    return compile(f"__import__('lazypatch.importer', fromlist=('run_program',))"
+                   f".run_program(globals(), {key})", f"<lazypatch: {fullname} with its patches>",
+                   "exec")
+
+
+class _ProgramRunner:
+    """Stands in for the loader in ``run_body``: executes the program's code in its namespace."""
+
+    __slots__ = ("code", "namespace", "exit")
+
+    def __init__(self, code: Any, namespace: Dict[str, Any]) -> None:
+        self.code = code
+        self.namespace = namespace
+        self.exit: Optional[SystemExit] = None
+
+    def exec_module(self, module: Any) -> None:
+        try:
+            exec(self.code, self.namespace)
+        except SystemExit as exit:
+            # A program ending with sys.exit() ran to its end: held back until its
+            # patches are done, so that run_body does not roll them back as it
+            # would for a failed import (an at-exit report would say "reverted").
+            self.exit = exit
+
+
+def run_program(namespace: Dict[str, Any], key: int) -> None:
+    """Run a program's real code in ``namespace`` with the patches of its module name.
+
+    Patches need a module object: runpy's namespace is ``__main__``'s (``python -m``)
+    or a temporary module's (``run_module(alter_sys=True)``); a bare dictionary
+    (``run_module`` without ``alter_sys``) has none and runs unpatched.
+    """
+    entry = _PROGRAMS.pop(key, None)
+    if entry is None:
+        raise RuntimeError("lazypatch: this code object of a program run by runpy was "
+                           "already executed once; ask the loader for get_code() again")
+    code, fullname, loader, run_body = entry
+    # runpy set __loader__ and __spec__.loader to our proxy: the program sees its real loader.
+    if isinstance(namespace.get("__loader__"), LoaderProxy):
+        namespace["__loader__"] = loader
+    spec = namespace.get("__spec__")
+    if spec is not None and isinstance(spec.loader, LoaderProxy):
+        spec.loader = loader
+    module = sys.modules.get(namespace.get("__name__", ""))
+    if module is None or getattr(module, "__dict__", None) is not namespace:
+        exec(code, namespace)
+        return
+    runner = _ProgramRunner(code, namespace)
+    run_body(module, runner, fullname)
+    if runner.exit is not None:
+        raise runner.exit
+
+
 def execute_with_loader(module: Any, loader: Any) -> None:
     """Run a module's body with its real loader, including legacy load_module loaders."""
     if hasattr(loader, "exec_module"):
@@ -93,6 +199,9 @@ class LazyPatchFinder:
         self._watched = watched
         self._run_body = run_body
         self._searching: Dict[tuple, bool] = {}
+        # Names with a replacement declared (boundaries.replace_module): their spec
+        # comes from the declaration before any other finder is asked.
+        self.replaced_names: Dict[str, bool] = {}
 
     def __repr__(self) -> str:
         return f"<LazyPatchFinder watching {len(self._watched)} module(s)>"
@@ -102,6 +211,13 @@ class LazyPatchFinder:
         if fullname not in self._watched:
             return None
         return self._find_watched(fullname, path, target)
+
+    def declare_replacement(self, fullname: str) -> None:
+        """From now on, ask the boundaries declared on ``fullname`` first."""
+        self.replaced_names[fullname] = True
+        # Only a finder that knows of a replacement pays for the check on each
+        # watched import (the benchmark's budget): the object changes class once.
+        self.__class__ = _ReplacingFinder
 
     def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
         # Another finder may call importlib.util.find_spec from inside its own
@@ -125,8 +241,29 @@ class LazyPatchFinder:
         finally:
             del self._searching[key]
         if spec is None:
-            return None
+            # Not installed: a declared stand-in may provide it (boundaries.stand_in).
+            return self._boundary_spec(fullname, takes_over=False)
         return wrap_spec_loader(spec, self._run_body)
+
+    def _boundary_spec(self, fullname: str, takes_over: bool) -> Any:
+        """The spec of the first enabled boundary declared on ``fullname`` of that kind."""
+        for patch in self._watched.get(fullname, ()):
+            boundary = getattr(patch.function, "lazypatch_boundary", None)
+            if boundary is not None and patch.enabled and boundary.takes_over is takes_over:
+                return wrap_spec_loader(boundary.spec(fullname), self._run_body)
+        return None
+
+
+class _ReplacingFinder(LazyPatchFinder):
+    """The finder once a module replacement is declared: replaced names are answered
+    by their declaration before the other finders are asked (the real body never runs)."""
+
+    def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
+        if fullname in self.replaced_names:
+            spec = self._boundary_spec(fullname, takes_over=True)
+            if spec is not None:
+                return spec
+        return LazyPatchFinder._find_watched(self, fullname, path, target)
 
 
 def wrap_spec_loader(spec: Any, run_body: Callable[[Any, Any], None]) -> Any:
