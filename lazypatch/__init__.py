@@ -43,7 +43,7 @@ __version__ = "0.1.0"
 
 # Public names whose modules nothing on the activation path needs: imported on
 # first use (PEP 562), so that `import lazypatch.auto` stays within its budget.
-_LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes"}
+_LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes", "StandInError": "boundaries"}
 
 
 def __getattr__(name: str) -> "Any":
@@ -306,12 +306,6 @@ def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: boo
                    requires=requires, tags=tags, enabled=enabled)
 
 
-def __getattr__(name: str) -> "Any":
-    # StandInError lives with the boundaries, which are imported only when used.
-    if name == "StandInError":
-        from .boundaries import StandInError
-        return StandInError
-    raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
 
 
 __all__ = [

@@ -32,6 +32,7 @@ from .errors import LatePatchWarning, PatchConflictWarning, PatchError, PatchFai
 from .importer import (
     LazyPatchFinder,
     defer_until_executed,
+    defer_until_import_released,
     execute_with_loader,
     install_finder,
     watch_lazy_module,
@@ -485,12 +486,21 @@ def ensure_finder() -> None:
 
 def apply_to_imported(patch: "RegisteredPatch") -> None:
     """Apply ``patch`` now if its target is already imported, as the import would have."""
-    module = sys.modules.get(patch.target)
-    if module is None or not patch.enabled:
+    if not patch.enabled:
         return
+    module = sys.modules.get(patch.target)
+    if module is None:
+        # Another thread may be importing it, past our finder but before the module
+        # exists; then apply when that import lets go of the name.
+        if defer_until_import_released(patch.target, lambda: apply_to_imported(patch),
+                                       STATE.lock):
+            return
+        module = sys.modules.get(patch.target)   # that import may just have finished
+        if module is None:
+            return
     if watch_lazy_module(module, run_body):
         return  # applied by the proxy when the lazy module really loads
-    if defer_until_executed(module, lambda: _after_deferred(patch)):
+    if defer_until_executed(module, lambda: _after_deferred(patch), STATE.lock):
         return  # still executing: never patch a half-built module
     if patch.phase == BEFORE:
         with STATE.lock:
