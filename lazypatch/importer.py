@@ -219,6 +219,11 @@ class LazyPatchFinder:
         # watched import (the benchmark's budget): the object changes class once.
         self.__class__ = _ReplacingFinder
 
+    def forget_replacements(self) -> None:
+        """Back to the plain finder (``lazypatch.reset()``)."""
+        self.replaced_names.clear()
+        self.__class__ = LazyPatchFinder
+
     def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
         # Another finder may call importlib.util.find_spec from inside its own
         # find_spec (wrapt's does); that walks sys.meta_path again and comes back

@@ -261,6 +261,8 @@ class EngineState:
             self.class_declarations = []
             self.plugin_entries = {}
             self.application_count = 0
+            if self.finder is not None:
+                self.finder.forget_replacements()
 
 
 STATE = EngineState()
