@@ -76,79 +76,107 @@ class Version:
         return self._key >= other._key
 
 
-def _read_number(text: str, position: int) -> Tuple[Optional[int], int]:
-    start = position
-    while position < len(text) and text[position].isdigit():
+_DIGITS = "0123456789"
+_LOCAL_CHARACTERS = set("abcdefghijklmnopqrstuvwxyz" + _DIGITS)
+_PRE_LABELS = ("alpha", "a", "beta", "b", "preview", "pre", "c", "rc")   # PEP 440's regex order
+
+
+def _digits_end(text: str, position: int) -> int:
+    # ASCII digits only: str.isdigit() also accepts "٣", which PEP 440 does not.
+    while position < len(text) and text[position] in _DIGITS:
         position += 1
-    if start == position:
-        return None, position
-    return int(text[start:position]), position
-
-
-def _read_word(text: str, position: int) -> Tuple[str, int]:
-    start = position
-    while position < len(text) and text[position].isalpha():
-        position += 1
-    return text[start:position], position
-
-
-def _skip_separator(text: str, position: int) -> int:
-    if position < len(text) and text[position] in _SEPARATORS:
-        return position + 1
     return position
 
 
+def _optional_separator(text: str, position: int) -> "Tuple[int, ...]":
+    """Positions after ``[-_.]?``, greedy first, as a regex would try them."""
+    if position < len(text) and text[position] in _SEPARATORS:
+        return (position + 1, position)
+    return (position,)
+
+
+def _optional_number(text: str, position: int) -> "Tuple[Tuple[int, Optional[int]], ...]":
+    """(position after, number or None) for ``[0-9]+)?``, longest first. No part that
+    can follow starts with a digit, so shorter digit runs never match where the longest failed."""
+    end = _digits_end(text, position)
+    if end == position:
+        return ((position, None),)
+    return ((end, int(text[position:end])), (position, None))
+
+
+def _labelled(text: str, position: int, labels: "Tuple[str, ...]"):
+    """Every way ``[-_.]?(label)[-_.]?([0-9]+)?`` matches at ``position``, in the
+    order PEP 440's reference regex tries them: (position after, label, number)."""
+    for after_separator in _optional_separator(text, position):
+        for label in labels:
+            if text.startswith(label, after_separator):
+                after_label = after_separator + len(label)
+                for after_second in _optional_separator(text, after_label):
+                    for end, number in _optional_number(text, after_second):
+                        yield end, label, number
+
+
+def _pre_options(text: str, position: int):
+    for end, label, number in _labelled(text, position, _PRE_LABELS):
+        yield end, (_PRE_SPELLINGS[label], number or 0)
+    yield position, None
+
+
+def _post_options(text: str, position: int):
+    if position < len(text) and text[position] == "-":
+        end = _digits_end(text, position + 1)
+        if end > position + 1:          # "1.0-1" is the implicit post-release spelling
+            yield end, int(text[position + 1:end])
+    for end, _label, number in _labelled(text, position, _POST_SPELLINGS):
+        yield end, number or 0
+    yield position, None
+
+
+def _dev_options(text: str, position: int):
+    for end, _label, number in _labelled(text, position, (_DEV_SPELLING,)):
+        yield end, number or 0
+    yield position, None
+
+
+def _parse_local(text: str, original: str) -> "Tuple[object, ...]":
+    parts = text.replace("-", ".").replace("_", ".").split(".")
+    if not all(part and set(part) <= _LOCAL_CHARACTERS for part in parts):
+        raise InvalidVersion(f"invalid local version label in {original!r}")
+    return tuple(int(part) if part.isdigit() else part for part in parts)
+
+
 def _parse(original: str):
+    """The parts of a PEP 440 version, matched exactly as ``packaging``'s reference
+    regex matches (case-insensitive, first match in the regex's order of trial)."""
     text = original.strip().lower()
-    local: Tuple[object, ...] = ()
+    local: "Tuple[object, ...]" = ()
     if "+" in text:
         text, local_text = text.split("+", 1)
-        parts = local_text.replace("-", ".").replace("_", ".").split(".")
-        if not local_text or not all(part.isalnum() for part in parts):
-            raise InvalidVersion(f"invalid local version label in {original!r}")
-        local = tuple(int(part) if part.isdigit() else part for part in parts)
+        local = _parse_local(local_text, original)
     if text.startswith("v"):
         text = text[1:]
     epoch = 0
-    if "!" in text:
-        epoch_text, text = text.split("!", 1)
-        if not epoch_text.isdigit():
-            raise InvalidVersion(f"invalid epoch in {original!r}")
-        epoch = int(epoch_text)
+    end = _digits_end(text, 0)
+    if end and end < len(text) and text[end] == "!":
+        epoch, text = int(text[:end]), text[end + 1:]
     release = []
     position = 0
     while True:
-        number, position = _read_number(text, position)
-        if number is None:
+        end = _digits_end(text, position)
+        if end == position:
             raise InvalidVersion(f"{original!r} is not a PEP 440 version")
-        release.append(number)
-        if position < len(text) and text[position] == "." and \
-                position + 1 < len(text) and text[position + 1].isdigit():
+        release.append(int(text[position:end]))
+        position = end
+        if position + 1 < len(text) and text[position] == "." and text[position + 1] in _DIGITS:
             position += 1
             continue
         break
-    pre = post = dev = None
-    while position < len(text):
-        after_separator = _skip_separator(text, position)
-        word, after_word = _read_word(text, after_separator)
-        if not word and text[position] == "-" and post is None and pre is None and dev is None:
-            # "1.0-1" is the implicit post-release spelling.
-            number, after_number = _read_number(text, after_separator)
-            if number is None:
-                raise InvalidVersion(f"{original!r} is not a PEP 440 version")
-            post, position = number, after_number
-            continue
-        number, after_number = _read_number(text, _skip_separator(text, after_word))
-        if word in _PRE_SPELLINGS and pre is None and post is None and dev is None:
-            pre = (_PRE_SPELLINGS[word], number or 0)
-        elif word in _POST_SPELLINGS and post is None and dev is None:
-            post = number or 0
-        elif word == _DEV_SPELLING and dev is None:
-            dev = number or 0
-        else:
-            raise InvalidVersion(f"{original!r} is not a PEP 440 version")
-        position = after_number if number is not None else after_word
-    return epoch, tuple(release), pre, post, dev, local
+    for after_pre, pre in _pre_options(text, position):
+        for after_post, post in _post_options(text, after_pre):
+            for after_dev, dev in _dev_options(text, after_post):
+                if after_dev == len(text):
+                    return epoch, tuple(release), pre, post, dev, local
+    raise InvalidVersion(f"{original!r} is not a PEP 440 version")
 
 
 def _sort_key(version: Version):
@@ -235,7 +263,9 @@ class Specifier:
         if operator == "~=":
             upper_prefix = spec.release[:-1]
             padded = public.release + (0,) * max(0, len(upper_prefix) - len(public.release))
-            return public >= spec and padded[:len(upper_prefix)] == upper_prefix
+            # "~=2.2" is ">=2.2, ==2.*", and "==2.*" compares the epoch too.
+            return public >= spec and public.epoch == spec.epoch and \
+                padded[:len(upper_prefix)] == upper_prefix
         if operator == "<=":
             return public <= spec
         if operator == ">=":

@@ -1,0 +1,158 @@
+"""lazypatch's hand-written PEP 440 parser against ``packaging`` (the test oracle).
+
+Generated versions (epochs, pre/post/dev in their alternative spellings,
+implicit post releases, local labels such as ``2.13.0+cpu``) and specifiers
+(``==2.*``, ``~=``, ``!=``, ``===``...): wherever ``packaging`` accepts the
+input, both must order, compare and match alike (pre-releases allowed, as for
+an installed version). ``LAZYPATCH_HYPOTHESIS_PROFILE=ci`` (the default) runs
+a fixed, derandomized number of examples; ``dev`` ten times as many.
+
+Differences that remain by design are listed in ``lazypatch/versions.py``
+(``DOCUMENTED_DIFFERENCES``) and tested by name at the end.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion as PackagingInvalidVersion
+from packaging.version import Version as PackagingVersion
+
+from lazypatch.requirements import version_matches
+from lazypatch.versions import InvalidVersion, Version, parse_specifiers
+
+PROFILE_VARIABLE = "LAZYPATCH_HYPOTHESIS_PROFILE"
+# Each example of the specifier test checks one specifier against 4 versions, of the
+# order test 3 pairs: 2500 * 4 + 1500 * 3 + 1500 = 16,000 comparisons in CI.
+EXAMPLES = {("ci", "versions"): 1500, ("ci", "order"): 1500, ("ci", "specifiers"): 2500}
+
+
+def examples(variant: str) -> settings:
+    profile = os.environ.get(PROFILE_VARIABLE, "ci")
+    if profile not in ("ci", "dev"):
+        raise SystemExit(f"{PROFILE_VARIABLE}={profile!r}: use 'ci' or 'dev'")
+    count = EXAMPLES[("ci", variant)] * (10 if profile == "dev" else 1)
+    return settings(max_examples=count, derandomize=profile == "ci", deadline=None,
+                    database=None, suppress_health_check=list(HealthCheck))
+
+
+small = st.integers(0, 12)
+separator = st.sampled_from(["", ".", "-", "_"])
+
+
+@st.composite
+def versions(draw) -> str:
+    text = ""
+    if draw(st.integers(0, 5)) == 0:
+        text += f"{draw(st.integers(0, 2))}!"
+    text += ".".join(str(draw(small)) for _ in range(draw(st.integers(1, 4))))
+    if draw(st.booleans()):
+        spelling = draw(st.sampled_from(["a", "alpha", "b", "beta", "rc", "c", "pre", "preview",
+                                         "A", "RC"]))
+        number = draw(st.one_of(st.just(""), small.map(str)))
+        text += f"{draw(separator)}{spelling}{draw(separator) if number else ''}{number}"
+    post = draw(st.integers(0, 3))
+    if post == 1:
+        number = draw(st.one_of(st.just(""), small.map(str)))
+        spelling = draw(st.sampled_from(["post", "rev", "r"]))
+        text += f"{draw(separator)}{spelling}{draw(separator) if number else ''}{number}"
+    elif post == 2:
+        text += f"-{draw(small)}"          # the implicit post release
+    if draw(st.integers(0, 3)) == 0:
+        number = draw(st.one_of(st.just(""), small.map(str)))
+        text += f"{draw(separator)}dev{number}"
+    if draw(st.integers(0, 4)) == 0:
+        label = draw(st.lists(st.sampled_from(["cpu", "cu121", "1", "7", "abc", "ubuntu", "0"]),
+                              min_size=1, max_size=3))
+        text += "+" + draw(st.sampled_from([".", "-", "_"])).join(label)
+    if draw(st.integers(0, 9)) == 0:
+        text = "v" + text
+    return text
+
+
+@st.composite
+def specifiers(draw) -> str:
+    operator = draw(st.sampled_from(["==", "!=", "<=", ">=", "<", ">", "~=", "==="]))
+    version = draw(versions())
+    if operator in ("==", "!=") and draw(st.booleans()):
+        version = ".".join(str(draw(small)) for _ in range(draw(st.integers(1, 3)))) + ".*"
+    if operator == "===":
+        version = str(PackagingVersion(version)) if draw(st.booleans()) else version
+    spaces = draw(st.sampled_from(["", " "]))
+    return f"{operator}{spaces}{version}"
+
+
+def packaging_accepts_version(text: str) -> bool:
+    try:
+        PackagingVersion(text)
+    except PackagingInvalidVersion:
+        return False
+    return True
+
+
+@given(versions())
+@examples("versions")
+def test_generated_versions_parse_as_packaging_parses_them(text):
+    assert packaging_accepts_version(text)       # the generator makes valid versions only
+    ours, theirs = Version(text), PackagingVersion(text)
+    assert ours.epoch == theirs.epoch and ours.release == theirs.release
+    assert (ours.pre, ours.post, ours.dev) == (theirs.pre, theirs.post, theirs.dev)
+    assert ours.is_prerelease == theirs.is_prerelease
+    assert Version(str(theirs)) == ours        # the normal form is the same version
+
+
+@given(versions(), versions(), versions())
+@examples("order")
+def test_generated_versions_order_as_packaging_orders_them(first, second, third):
+    for left, right in ((first, second), (second, third), (first, third)):
+        ours = (Version(left) < Version(right), Version(left) == Version(right),
+                Version(left) > Version(right))
+        theirs = (PackagingVersion(left) < PackagingVersion(right),
+                  PackagingVersion(left) == PackagingVersion(right),
+                  PackagingVersion(left) > PackagingVersion(right))
+        assert ours == theirs, (left, right)
+
+
+@given(specifiers(), st.lists(versions(), min_size=4, max_size=4))
+@examples("specifiers")
+def test_generated_specifiers_match_as_packaging_matches(specifier, candidates):
+    try:
+        oracle = SpecifierSet(specifier)
+    except InvalidSpecifier:
+        return       # invalid in PEP 440: see DOCUMENTED_DIFFERENCES for what we accept
+    parse_specifiers(specifier)     # what packaging accepts, we accept
+    for candidate in candidates:
+        expected = oracle.contains(candidate, prereleases=True)
+        assert version_matches(candidate, specifier) == expected, (candidate, specifier)
+
+
+@pytest.mark.parametrize("candidate, specifier, expected", [
+    ("2.13.0+cpu", ">=2.6", True), ("2.13.0+cpu", "==2.13.0", True),
+    ("2.13.0+cpu", "==2.13.0+cpu", True), ("2.13.0+cpu", "==2.13.0+cu121", False),
+    ("2.13.0+cpu", "==2.*", True), ("2.13.0+cpu", "!=2.13.*", False),
+    ("1!2.3", "~=2.2", False), ("1!2.3", ">=2.2", True), ("1!2.3", "==1!2.*", True),
+    ("2.2.0rc1", "<2.2", False), ("2.2.0rc1", "<2.2rc2", True), ("2.2.post1", ">2.2", False),
+    ("2.2.post1", ">2.2.post0", True), ("2.2.0", "===2.2.0", True), ("2.2", "===2.2.0", False),
+    ("2.0", "~=2.0", True), ("3.0", "~=2.0", False), ("2.1.9", "~=2.1.0", True),
+    ("2.2.0", "~=2.1.0", False), ("2.0.dev1", ">=2.0.dev0", True),
+])
+def test_named_cases_match_packaging(candidate, specifier, expected):
+    assert SpecifierSet(specifier).contains(candidate, prereleases=True) == expected
+    assert version_matches(candidate, specifier) == expected
+
+
+@pytest.mark.parametrize("text", ["1.0", "1.0a1-1", "1.0bpost2", "2.13.0+cpu", "1!2.0.post3.dev4"])
+def test_valid_versions_are_accepted(text):
+    assert packaging_accepts_version(text)
+    assert Version(text) == Version(str(PackagingVersion(text)))
+
+
+def test_invalid_versions_are_rejected_like_packaging():
+    for text in ["", "abc", "1..0", "1.0+", "1.0-", "1.0foo", "x!1.0", "1.0+a..b", "1.0 0"]:
+        assert not packaging_accepts_version(text), text
+        with pytest.raises(InvalidVersion):
+            Version(text)
