@@ -102,6 +102,7 @@ def test_several_providers_and_the_module_version_end_to_end(interpreter):
     fits, too_old, quickstart = (output["records"][name] for name in ("fits", "too_old", "quickstart"))
     assert fits[0] == "applied" and any("from vendoredlib.__version__" in event for event in fits[2])
     assert too_old[0] == "skipped"
-    assert too_old[1] == "requires vendoredlib>=4: installed vendoredlib is 3.1.0+local (vendoredlib.__version__)"
+    assert too_old[1] == ("requires vendoredlib>=4: installed vendoredlib is 3.1.0+local "
+                          "(vendoredlib.__version__)")
     assert quickstart[0] == "applied"
     assert any("version of mmcv from distribution mmcv" in event for event in quickstart[2]), quickstart
