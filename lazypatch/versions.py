@@ -220,69 +220,98 @@ class Specifier:
                 f"{', '.join(_OPERATORS)} (for example '>=2.0')")
         self.operator = operator
         self.version_text = text[len(operator):].strip()
+        if operator == "===":
+            # Arbitrary equality takes any string (PEP 440), compared as text.
+            if not self.version_text or any(character.isspace() or character in ";)"
+                                            for character in self.version_text):
+                raise ValueError(f"invalid version specifier {text!r}")
+            self.wildcard, self.version = False, None
+            return
         self.wildcard = self.version_text.endswith(".*")
         if self.wildcard and operator not in ("==", "!="):
             raise ValueError(f"invalid version specifier {text!r}: '.*' is only "
                              f"allowed with '==' and '!='")
-        if operator == "~=" and "." not in self.version_text:
-            raise ValueError(f"invalid version specifier {text!r}: '~=' needs at "
-                             f"least two release segments, as in '~=2.1'")
-        if operator == "===":
-            self.version = None
-            return
         try:
-            self.version = Version(self.version_text[:-2] if self.wildcard
-                                   else self.version_text)
+            version = Version(self.version_text[:-2] if self.wildcard else self.version_text)
         except InvalidVersion:
             raise ValueError(f"invalid version specifier {text!r}: "
                              f"{self.version_text!r} is not a PEP 440 version") from None
+        # PEP 440's restrictions, as packaging enforces them: a local label only in
+        # exact (in)equality, a wildcard only after a plain release.
+        if version.local and (self.wildcard or operator not in ("==", "!=")):
+            raise ValueError(f"invalid version specifier {text!r}: a local version label "
+                             f"('+...') is only allowed with '==' and '!='")
+        if self.wildcard and (version.pre or version.post is not None or version.dev is not None):
+            raise ValueError(f"invalid version specifier {text!r}: '.*' may only follow a "
+                             f"release such as '2.1'")
+        if operator == "~=" and len(version.release) < 2:
+            raise ValueError(f"invalid version specifier {text!r}: '~=' needs at "
+                             f"least two release segments, as in '~=2.1'")
+        self.version = version
 
     def __str__(self) -> str:
         return f"{self.operator}{self.version_text}"
 
     def contains(self, candidate: Version) -> bool:
-        """Whether ``candidate`` satisfies this clause.
+        """Whether ``candidate`` satisfies this clause, as ``packaging`` 26 decides.
 
         Pre-releases are accepted: this checks versions that are already
-        installed, where pip also accepts them.
+        installed, where pip also accepts them. Each operator is the interval
+        PEP 440 gives it (packaging's ``_ranges``): ``==2.1.*`` is
+        ``[2.1.dev0, 2.2.dev0)``, ``~=2.2`` is ``[2.2, 3.dev0)``, ``<2.2`` stops
+        before ``2.2.dev0``, ``>2.2`` starts after every ``2.2.postN``.
         """
         operator, spec = self.operator, self.version
         if operator == "===":
-            return candidate.text.strip().lower() == self.version_text.lower()
+            return candidate.text.lower() == self.version_text.lower()   # the raw strings
         assert spec is not None
-        if operator in ("==", "!="):
-            if self.wildcard:
-                prefix = spec.release
-                padded = candidate.release + (0,) * max(0, len(prefix) - len(candidate.release))
-                matches = candidate.epoch == spec.epoch and padded[:len(prefix)] == prefix
-            else:
-                compared = candidate if spec.local else candidate.public
-                matches = compared == spec
-            return matches if operator == "==" else not matches
         public = candidate.public
-        if operator == "~=":
-            upper_prefix = spec.release[:-1]
-            padded = public.release + (0,) * max(0, len(upper_prefix) - len(public.release))
-            # "~=2.2" is ">=2.2, ==2.*", and "==2.*" compares the epoch too.
-            return public >= spec and public.epoch == spec.epoch and \
-                padded[:len(upper_prefix)] == upper_prefix
-        if operator == "<=":
-            return public <= spec
+        if self.wildcard:
+            inside = _with_parts(spec, dev=0) <= candidate < _next_prefix_dev0(spec.release, spec)
+            return inside if operator == "==" else not inside
+        if operator in ("==", "!="):
+            matches = candidate == spec if spec.local else public == spec
+            return matches if operator == "==" else not matches
         if operator == ">=":
             return public >= spec
+        if operator == "<=":
+            return public <= spec       # V+local is still V
+        if operator == "~=":
+            return public >= spec and public < _next_prefix_dev0(spec.release[:-1], spec)
         if operator == "<":
-            # "<2.2" must not admit 2.2.0rc1 unless the bound is a pre-release.
-            if public >= spec:
-                return False
-            return not (public.is_prerelease and not spec.is_prerelease
-                        and _release_key(public) == _release_key(spec))
-        # ">": "must not allow a post-release of the given version".
+            # "<2.2" must not admit 2.2's own pre-releases (2.2.dev0 onwards) unless
+            # the bound is itself a pre-release.
+            bound = spec if spec.is_prerelease else _with_parts(spec, pre=spec.pre, post=spec.post, dev=0)
+            return public < bound
+        # ">": "must not allow a post-release of the given version unless V itself
+        # is a post release"; after a dev or post release, the next one up.
+        if spec.dev is not None:
+            return public >= _with_parts(spec, pre=spec.pre, post=spec.post, dev=spec.dev + 1)
+        if spec.post is not None:
+            return public >= _with_parts(spec, pre=spec.pre, post=spec.post + 1, dev=0)
         if public <= spec:
             return False
-        if public.post is not None and spec.post is None and \
-                _release_key(public) == _release_key(spec):
-            return False
-        return True
+        return not (public.post is not None and public.pre == spec.pre and
+                    _release_key(public) == _release_key(spec))
+
+
+def _with_parts(version: Version, pre: "Optional[Tuple[str, int]]" = None,
+                post: "Optional[int]" = None, dev: "Optional[int]" = None,
+                release: "Optional[Tuple[int, ...]]" = None) -> Version:
+    """A version with ``version``'s epoch and release (or ``release``) and the given suffixes."""
+    text = f"{version.epoch}!" + ".".join(map(str, release or version.release))
+    if pre is not None:
+        text += f"{pre[0]}{pre[1]}"
+    if post is not None:
+        text += f".post{post}"
+    if dev is not None:
+        text += f".dev{dev}"
+    return Version(text)
+
+
+def _next_prefix_dev0(prefix: "Tuple[int, ...]", version: Version) -> Version:
+    """The first version after every version starting with ``prefix``: (2, 1) -> 2.2.dev0."""
+    return _with_parts(version, dev=0, release=prefix[:-1] + (prefix[-1] + 1,))
 
 
 def _release_key(version: Version) -> Tuple[int, ...]:
@@ -297,4 +326,5 @@ def parse_specifiers(text: str) -> Tuple[Specifier, ...]:
     text = text.strip()
     if not text:
         return ()
-    return tuple(Specifier(part) for part in text.split(","))
+    # Empty clauses are skipped, as packaging does: ">=2.0," is ">=2.0".
+    return tuple(Specifier(part) for part in text.split(",") if part.strip())
