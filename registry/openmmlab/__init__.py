@@ -3,7 +3,7 @@
 Five concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
-* ``openmmlab.mmcv_version_gate.<package>`` (mmdet, mmdet3d, mmseg, mmpose,
+* ``openmmlab.mmcv_version_gate.<package>`` (mmdet, mmdet3d, mmseg, mmocr,
   ...): these packages assert a range of ``mmcv.__version__`` at import
   (mmdet 3.3, mmdet3d 1.4 and mmseg 1.2: ``< 2.2.0``). The range is read from
   the package's own ``__init__`` source; while (and only while) its body
@@ -41,11 +41,14 @@ import lazypatch
 PACK = "openmmlab"
 
 
-#: Packages of the family whose ``__init__`` asserts a range of mmcv versions; each
-#: gets its own gate, which reads the range from that package's source when it imports.
-VERSION_GATED = ("mmdet", "mmdet3d", "mmseg", "mmpretrain", "mmpose", "mmrotate", "mmocr",
-                 "mmaction", "mmagic", "mmyolo", "mmtrack", "mmcls", "mmedit", "mmflow",
-                 "mmfewshot", "mmhuman3d", "mmselfsup", "mmrazor")
+#: Packages of the family whose ``__init__`` asserts an mmcv range that ends before
+#: 2.2 (mmdet 3.x, mmdet3d 1.x, mmseg 1.x, mmocr 1.x, mmaction2 1.x, mmagic 1.x,
+#: mmyolo, mmrotate 1.x); each gets its own gate, which reads the range from that
+#: package's source when it imports. mmpretrain 1.2 (<2.4.0) and mmpose 1.3
+#: (<=3.0.0) accept mmcv 2.2 as they are: no gate, as every registration costs
+#: activation time.
+VERSION_GATED = ("mmdet", "mmdet3d", "mmseg", "mmocr", "mmaction", "mmagic", "mmyolo",
+                 "mmrotate")
 
 
 def mmcv_version_gate(package, patch):
