@@ -95,8 +95,9 @@ class Requirement:
             return None, ""
         found = find_version(self.name, module)
         if found is None:
-            return (f"requires {self.text}: {self.name} is not installed (no distribution "
-                    f"named or providing it, and no {self.name}.__version__)"), ""
+            # Neither a distribution of that name, nor one providing that import
+            # name, nor a __version__ of the module: "not installed" says it all.
+            return f"requires {self.text}: {self.name} is not installed", ""
         installed, source = found
         if not self.specifiers:
             return None, source

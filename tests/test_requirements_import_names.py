@@ -106,3 +106,30 @@ def test_several_providers_and_the_module_version_end_to_end(interpreter):
                           "(vendoredlib.__version__)")
     assert quickstart[0] == "applied"
     assert any("version of mmcv from distribution mmcv" in event for event in quickstart[2]), quickstart
+
+
+def test_doctor_says_which_source_gave_each_version(interpreter):
+    import sys
+    interpreter.write({
+        "vendoredlib/__init__.py": "__version__ = '3.1.0'\n",
+        "source_patches.py": """
+            import lazypatch
+            @lazypatch.when_imported("mmcv", name="demo.new_mmcv", requires=["mmcv>=2.3"])
+            def new_mmcv(module):
+                pass
+            @lazypatch.when_imported("vendoredlib", name="demo.new_vendored",
+                                     requires=["vendoredlib>=4"])
+            def new_vendored(module):
+                pass
+        """,
+    })
+    result = interpreter.run_command(
+        [sys.executable, "-m", "lazypatch", "doctor", "--json", "--runs", "0",
+         "--import", "vendoredlib"],
+        env={"LAZYPATCH_MODULES": "source_patches",
+             "LAZYPATCH_CACHE_DIR": str(interpreter.root / "cache")}, check=False)
+    notes = "\n".join(json.loads(result.stdout)["notes"])
+    assert ("patch demo.new_mmcv will be skipped: requires mmcv>=2.3: installed mmcv is 2.2.0 "
+            "(distribution mmcv" in notes), notes
+    assert ("patch demo.new_vendored will be skipped: requires vendoredlib>=4: installed "
+            "vendoredlib is 3.1.0 (vendoredlib.__version__)" in notes), notes
