@@ -4,6 +4,15 @@ Registration validates every requirement string, and registration happens at
 activation, whose budget ``packaging.requirements`` alone would exceed several
 times over (and ``re`` would take a quarter of it; see benchmarks/COSTS.md),
 so this module parses by hand and imports nothing.
+
+It agrees with ``packaging`` 26 (the test oracle, never imported here):
+versions are matched as its reference regex matches them (first match in
+the regex's order of trial, ASCII digits only), and specifiers are the
+intervals it gives each operator; what it refuses as a specifier (a local
+label in ``>=2.0+cpu``, ``.*`` after a pre-release, ``~=`` on one release
+segment) is refused at registration. tests/test_versions_differential.py
+checks both on generated versions and specifiers. Environment markers
+(requirements.py) still lack PEP 508's string-comparison fallback.
 """
 
 from __future__ import annotations
