@@ -164,7 +164,7 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
 def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
                    applied: "Optional[Applied]", late: bool) -> None:
     if patch.requires:
-        reason = unmet_requirement(patch)
+        reason = unmet_requirement(patch, module)
         if reason is not None:
             with STATE.lock:
                 patch.status, patch.reason = SKIPPED, reason

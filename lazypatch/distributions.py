@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 _listings: "Dict[str, Tuple[float, List[Tuple[str, str, str]]]]" = {}
 # directory -> (mtime, {canonical name: version})
 _versions: "Dict[str, Tuple[float, Dict[str, str]]]" = {}
+# directory -> (mtime, {top-level import name: [(distribution name, version)]})
+_top_levels: "Dict[str, Tuple[float, Dict[str, List[Tuple[str, str]]]]]" = {}
 
 
 def canonical_name(name: str) -> str:
@@ -113,6 +115,90 @@ def distributions_in(directory: str) -> "Dict[str, str]":
         if version:
             found.setdefault(canonical_name(name), version)
     _versions[directory] = (mtime, found)
+    return found
+
+
+def _names_from_record(path: str) -> "List[str]":
+    """First path components of the files a ``RECORD`` lists, as import names
+    (``cv2/__init__.py`` -> ``cv2``, ``six.py`` -> ``six``, ``_x.cpython-311-...so`` -> ``_x``)."""
+    names: "List[str]" = []
+    try:
+        with open(os.path.join(path, "RECORD"), encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return names
+    for line in lines:
+        first = line.split(",", 1)[0].split("/", 1)
+        component = first[0]
+        if len(first) == 1:     # a module file beside the packages, not a directory
+            if not component.endswith((".py", ".so", ".pyd")):
+                continue
+            component = component.split(".", 1)[0]
+        if not component.isidentifier() or component == "__pycache__":
+            continue             # "..", "name-1.0.dist-info", "name.data", scripts
+        if component not in names:
+            names.append(component)
+    return names
+
+
+def top_level_names(directory: str, entry: str) -> "List[str]":
+    """Import names a distribution's metadata directory provides: its ``top_level.txt``,
+    else the first path components in its ``RECORD``."""
+    path = os.path.join(directory, entry)
+    try:
+        with open(os.path.join(path, "top_level.txt"), encoding="utf-8", errors="replace") as handle:
+            # setuptools writes "pkg/sub" for namespace packages: the top is what imports.
+            listed = [line.strip().replace("\\", "/").split("/", 1)[0] for line in handle]
+        return [name for name in listed if name]
+    except OSError:
+        return _names_from_record(path)
+
+
+def providers_in(directory: str) -> "Dict[str, List[Tuple[str, str]]]":
+    """Map top-level import name -> [(distribution name, version)] for one ``sys.path``
+    directory, in metadata entry order; read only when a requirement names
+    something that is not a distribution, and cached by the directory's mtime."""
+    mtime = _mtime(directory)
+    if mtime is None:
+        return {}
+    cached = _top_levels.get(directory)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    found: "Dict[str, List[Tuple[str, str]]]" = {}
+    for entry, name, version in metadata_entries(directory):
+        if not version:
+            version = _version_from_metadata_file(os.path.join(directory, entry)) or ""
+        if not version:
+            continue
+        for import_name in top_level_names(directory, entry):
+            found.setdefault(import_name, []).append((name, version))
+    _top_levels[directory] = (mtime, found)
+    return found
+
+
+def import_name_providers(name: str) -> "List[Tuple[str, str]]":
+    """(distribution name, version) of every installed distribution that provides the
+    top-level import name ``name``, in ``sys.path`` order (the first one is what an
+    import of a plain package finds first), importing nothing."""
+    found: "List[Tuple[str, str]]" = []
+    needs_metadata_fallback = False
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            continue
+        directory = entry or os.getcwd()
+        if os.path.isdir(directory):
+            for provider in providers_in(directory).get(name, ()):
+                if provider not in found:
+                    found.append(provider)
+        elif os.path.exists(directory):
+            needs_metadata_fallback = True
+    if not found and needs_metadata_fallback:
+        from importlib import metadata
+        for distribution in metadata.packages_distributions().get(name, ()):
+            try:
+                found.append((distribution, metadata.version(distribution)))
+            except metadata.PackageNotFoundError:
+                continue
     return found
 
 

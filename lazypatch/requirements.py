@@ -4,7 +4,10 @@ A patch's ``requires`` is a list of PEP 508 requirement strings. They are
 parsed at registration (so that a typo fails early, naming the bad string)
 and evaluated when the target is imported, against the *installed
 distribution metadata*: importing a package to read its ``__version__`` is
-exactly the eager behaviour lazypatch exists to avoid.
+exactly the eager behaviour lazypatch exists to avoid. A requirement's name
+is a distribution or an import name (``mmcv`` installed as ``mmcv-lite``);
+only a module with no distribution at all is asked for its ``__version__``,
+and only when it is being imported anyway or already is (``find_version``).
 
 Installed versions are read from ``*.dist-info`` / ``*.egg-info`` directory
 names on ``sys.path``; ``importlib.metadata`` (see benchmarks/COSTS.md) is only
@@ -17,12 +20,12 @@ from __future__ import annotations
 import os
 import sys
 
-from .distributions import canonical_name, installed_version
+from .distributions import canonical_name, import_name_providers, installed_version
 from .versions import InvalidVersion, Specifier, Version, parse_specifiers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
     Marker = Callable[[Dict[str, str]], bool]
 
@@ -80,23 +83,64 @@ class Requirement:
     def __str__(self) -> str:
         return self.text
 
-    def unmet_reason(self) -> Optional[str]:
+    def unmet_reason(self, module: "Any" = None) -> Optional[str]:
         """Why this requirement is not met now, or None when it is."""
+        return self.evaluate(module)[0]
+
+    def evaluate(self, module: "Any" = None) -> "Tuple[Optional[str], str]":
+        """(why it is not met or None, where the version came from: ``distribution X``,
+        ``X.__version__`` or "" when nothing gave one). ``module`` is the module being
+        imported, whose ``__version__`` is the last resort (see ``find_version``)."""
         if self.marker is not None and not self.marker(_marker_environment()):
-            return None
-        installed = installed_version(self.name)
-        if installed is None:
-            return f"requires {self.text}: {self.name} is not installed"
+            return None, ""
+        found = find_version(self.name, module)
+        if found is None:
+            # Neither a distribution of that name, nor one providing that import
+            # name, nor a __version__ of the module: "not installed" says it all.
+            return f"requires {self.text}: {self.name} is not installed", ""
+        installed, source = found
         if not self.specifiers:
-            return None
+            return None, source
         try:
             version = Version(installed)
         except InvalidVersion:
-            return f"requires {self.text}: installed {self.name} {installed} has a non-PEP 440 version"
+            return (f"requires {self.text}: installed {self.name} {installed} ({source}) has "
+                    f"a non-PEP 440 version"), source
         for specifier in self.specifiers:
             if not specifier.contains(version):
-                return f"requires {self.text}: installed {self.name} is {installed}"
-        return None
+                return f"requires {self.text}: installed {self.name} is {installed} ({source})", source
+        return None, source
+
+
+def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]":
+    """(version, source) of what a requirement names, importing nothing.
+
+    Users write requirements in terms of what they import: ``mmcv`` is often
+    the distribution ``mmcv-lite`` or ``mmcv-full``, ``cv2`` is
+    ``opencv-python-headless``. So, in order: the distribution of that name;
+    the distributions whose top-level import names include it (the first on
+    ``sys.path``; the source names the others too); the ``__version__`` of
+    the module itself when it is ``module`` (being imported right now) or
+    already in ``sys.modules`` (a vendored package with no metadata).
+    """
+    version = installed_version(name)
+    if version is not None:
+        return version, f"distribution {name}"
+    import_name = name.replace("-", "_")
+    providers = import_name_providers(import_name)
+    if providers:
+        distribution, version = providers[0]
+        source = f"distribution {distribution}"
+        if len(providers) > 1:
+            others = ", ".join(f"{other} {other_version}" for other, other_version in providers[1:])
+            source += f", the first of the distributions providing {import_name} (also {others})"
+        return version, source
+    if module is None or getattr(module, "__name__", None) != import_name:
+        module = sys.modules.get(import_name)
+    version = getattr(module, "__version__", None) if module is not None else None
+    if isinstance(version, str) and version:
+        return str(version), f"{import_name}.__version__"
+    return None
 
 
 _parsed: Dict[str, Requirement] = {}

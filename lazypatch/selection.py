@@ -18,7 +18,7 @@ from .state import DISABLED, PENDING, STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Iterable, List, Optional, Tuple
+    from typing import Any, Iterable, List, Optional, Tuple
 
     from .configuration import Configuration
     from .state import RegisteredPatch
@@ -113,20 +113,30 @@ def configure(configuration: "Configuration") -> "List[RegisteredPatch]":
     return newly_enabled
 
 
-def unmet_requirement(patch: "RegisteredPatch") -> "Optional[str]":
-    """Why the patch's requirements do not hold now, or None when they do."""
+def unmet_requirement(patch: "RegisteredPatch", module: "Any" = None) -> "Optional[str]":
+    """Why the patch's requirements do not hold now, or None when they do.
+
+    ``module`` is the module being imported: a requirement on it that no
+    distribution provides is checked against its ``__version__``. A version
+    that came from somewhere other than the distribution the requirement
+    names (an import name, a ``__version__``) is said in the patch's history.
+    """
     for requirement in patch.requires:
-        reason = requirement.unmet_reason()
+        reason, source = requirement.evaluate(module)
+        if source and source != f"distribution {requirement.name}":
+            with STATE.lock:
+                patch.remember(f"requirement {requirement}: version of {requirement.name} "
+                               f"from {source}")
         if reason is not None:
             return reason
     return None
 
 
-def unmet_requirements(patch: "RegisteredPatch") -> "List[Tuple[str, str]]":
+def unmet_requirements(patch: "RegisteredPatch", module: "Any" = None) -> "List[Tuple[str, str]]":
     """(requirement, reason) for every requirement of the patch that does not hold."""
     found = []
     for requirement in patch.requires:
-        reason = requirement.unmet_reason()
+        reason = requirement.unmet_reason(module)
         if reason is not None:
             found.append((str(requirement), reason))
     return found

@@ -4,6 +4,15 @@ Registration validates every requirement string, and registration happens at
 activation, whose budget ``packaging.requirements`` alone would exceed several
 times over (and ``re`` would take a quarter of it; see benchmarks/COSTS.md),
 so this module parses by hand and imports nothing.
+
+It agrees with ``packaging`` 26 (the test oracle, never imported here):
+versions are matched as its reference regex matches them (first match in
+the regex's order of trial, ASCII digits only), and specifiers are the
+intervals it gives each operator; what it refuses as a specifier (a local
+label in ``>=2.0+cpu``, ``.*`` after a pre-release, ``~=`` on one release
+segment) is refused at registration. tests/test_versions_differential.py
+checks both on generated versions and specifiers. Environment markers
+(requirements.py) still lack PEP 508's string-comparison fallback.
 """
 
 from __future__ import annotations
@@ -76,79 +85,107 @@ class Version:
         return self._key >= other._key
 
 
-def _read_number(text: str, position: int) -> Tuple[Optional[int], int]:
-    start = position
-    while position < len(text) and text[position].isdigit():
+_DIGITS = "0123456789"
+_LOCAL_CHARACTERS = set("abcdefghijklmnopqrstuvwxyz" + _DIGITS)
+_PRE_LABELS = ("alpha", "a", "beta", "b", "preview", "pre", "c", "rc")   # PEP 440's regex order
+
+
+def _digits_end(text: str, position: int) -> int:
+    # ASCII digits only: str.isdigit() also accepts "٣", which PEP 440 does not.
+    while position < len(text) and text[position] in _DIGITS:
         position += 1
-    if start == position:
-        return None, position
-    return int(text[start:position]), position
-
-
-def _read_word(text: str, position: int) -> Tuple[str, int]:
-    start = position
-    while position < len(text) and text[position].isalpha():
-        position += 1
-    return text[start:position], position
-
-
-def _skip_separator(text: str, position: int) -> int:
-    if position < len(text) and text[position] in _SEPARATORS:
-        return position + 1
     return position
 
 
+def _optional_separator(text: str, position: int) -> "Tuple[int, ...]":
+    """Positions after ``[-_.]?``, greedy first, as a regex would try them."""
+    if position < len(text) and text[position] in _SEPARATORS:
+        return (position + 1, position)
+    return (position,)
+
+
+def _optional_number(text: str, position: int) -> "Tuple[Tuple[int, Optional[int]], ...]":
+    """(position after, number or None) for ``[0-9]+)?``, longest first. No part that
+    can follow starts with a digit, so shorter digit runs never match where the longest failed."""
+    end = _digits_end(text, position)
+    if end == position:
+        return ((position, None),)
+    return ((end, int(text[position:end])), (position, None))
+
+
+def _labelled(text: str, position: int, labels: "Tuple[str, ...]"):
+    """Every way ``[-_.]?(label)[-_.]?([0-9]+)?`` matches at ``position``, in the
+    order PEP 440's reference regex tries them: (position after, label, number)."""
+    for after_separator in _optional_separator(text, position):
+        for label in labels:
+            if text.startswith(label, after_separator):
+                after_label = after_separator + len(label)
+                for after_second in _optional_separator(text, after_label):
+                    for end, number in _optional_number(text, after_second):
+                        yield end, label, number
+
+
+def _pre_options(text: str, position: int):
+    for end, label, number in _labelled(text, position, _PRE_LABELS):
+        yield end, (_PRE_SPELLINGS[label], number or 0)
+    yield position, None
+
+
+def _post_options(text: str, position: int):
+    if position < len(text) and text[position] == "-":
+        end = _digits_end(text, position + 1)
+        if end > position + 1:          # "1.0-1" is the implicit post-release spelling
+            yield end, int(text[position + 1:end])
+    for end, _label, number in _labelled(text, position, _POST_SPELLINGS):
+        yield end, number or 0
+    yield position, None
+
+
+def _dev_options(text: str, position: int):
+    for end, _label, number in _labelled(text, position, (_DEV_SPELLING,)):
+        yield end, number or 0
+    yield position, None
+
+
+def _parse_local(text: str, original: str) -> "Tuple[object, ...]":
+    parts = text.replace("-", ".").replace("_", ".").split(".")
+    if not all(part and set(part) <= _LOCAL_CHARACTERS for part in parts):
+        raise InvalidVersion(f"invalid local version label in {original!r}")
+    return tuple(int(part) if part.isdigit() else part for part in parts)
+
+
 def _parse(original: str):
+    """The parts of a PEP 440 version, matched exactly as ``packaging``'s reference
+    regex matches (case-insensitive, first match in the regex's order of trial)."""
     text = original.strip().lower()
-    local: Tuple[object, ...] = ()
+    local: "Tuple[object, ...]" = ()
     if "+" in text:
         text, local_text = text.split("+", 1)
-        parts = local_text.replace("-", ".").replace("_", ".").split(".")
-        if not local_text or not all(part.isalnum() for part in parts):
-            raise InvalidVersion(f"invalid local version label in {original!r}")
-        local = tuple(int(part) if part.isdigit() else part for part in parts)
+        local = _parse_local(local_text, original)
     if text.startswith("v"):
         text = text[1:]
     epoch = 0
-    if "!" in text:
-        epoch_text, text = text.split("!", 1)
-        if not epoch_text.isdigit():
-            raise InvalidVersion(f"invalid epoch in {original!r}")
-        epoch = int(epoch_text)
+    end = _digits_end(text, 0)
+    if end and end < len(text) and text[end] == "!":
+        epoch, text = int(text[:end]), text[end + 1:]
     release = []
     position = 0
     while True:
-        number, position = _read_number(text, position)
-        if number is None:
+        end = _digits_end(text, position)
+        if end == position:
             raise InvalidVersion(f"{original!r} is not a PEP 440 version")
-        release.append(number)
-        if position < len(text) and text[position] == "." and \
-                position + 1 < len(text) and text[position + 1].isdigit():
+        release.append(int(text[position:end]))
+        position = end
+        if position + 1 < len(text) and text[position] == "." and text[position + 1] in _DIGITS:
             position += 1
             continue
         break
-    pre = post = dev = None
-    while position < len(text):
-        after_separator = _skip_separator(text, position)
-        word, after_word = _read_word(text, after_separator)
-        if not word and text[position] == "-" and post is None and pre is None and dev is None:
-            # "1.0-1" is the implicit post-release spelling.
-            number, after_number = _read_number(text, after_separator)
-            if number is None:
-                raise InvalidVersion(f"{original!r} is not a PEP 440 version")
-            post, position = number, after_number
-            continue
-        number, after_number = _read_number(text, _skip_separator(text, after_word))
-        if word in _PRE_SPELLINGS and pre is None and post is None and dev is None:
-            pre = (_PRE_SPELLINGS[word], number or 0)
-        elif word in _POST_SPELLINGS and post is None and dev is None:
-            post = number or 0
-        elif word == _DEV_SPELLING and dev is None:
-            dev = number or 0
-        else:
-            raise InvalidVersion(f"{original!r} is not a PEP 440 version")
-        position = after_number if number is not None else after_word
-    return epoch, tuple(release), pre, post, dev, local
+    for after_pre, pre in _pre_options(text, position):
+        for after_post, post in _post_options(text, after_pre):
+            for after_dev, dev in _dev_options(text, after_post):
+                if after_dev == len(text):
+                    return epoch, tuple(release), pre, post, dev, local
+    raise InvalidVersion(f"{original!r} is not a PEP 440 version")
 
 
 def _sort_key(version: Version):
@@ -192,67 +229,98 @@ class Specifier:
                 f"{', '.join(_OPERATORS)} (for example '>=2.0')")
         self.operator = operator
         self.version_text = text[len(operator):].strip()
+        if operator == "===":
+            # Arbitrary equality takes any string (PEP 440), compared as text.
+            if not self.version_text or any(character.isspace() or character in ";)"
+                                            for character in self.version_text):
+                raise ValueError(f"invalid version specifier {text!r}")
+            self.wildcard, self.version = False, None
+            return
         self.wildcard = self.version_text.endswith(".*")
         if self.wildcard and operator not in ("==", "!="):
             raise ValueError(f"invalid version specifier {text!r}: '.*' is only "
                              f"allowed with '==' and '!='")
-        if operator == "~=" and "." not in self.version_text:
-            raise ValueError(f"invalid version specifier {text!r}: '~=' needs at "
-                             f"least two release segments, as in '~=2.1'")
-        if operator == "===":
-            self.version = None
-            return
         try:
-            self.version = Version(self.version_text[:-2] if self.wildcard
-                                   else self.version_text)
+            version = Version(self.version_text[:-2] if self.wildcard else self.version_text)
         except InvalidVersion:
             raise ValueError(f"invalid version specifier {text!r}: "
                              f"{self.version_text!r} is not a PEP 440 version") from None
+        # PEP 440's restrictions, as packaging enforces them: a local label only in
+        # exact (in)equality, a wildcard only after a plain release.
+        if version.local and (self.wildcard or operator not in ("==", "!=")):
+            raise ValueError(f"invalid version specifier {text!r}: a local version label "
+                             f"('+...') is only allowed with '==' and '!='")
+        if self.wildcard and (version.pre or version.post is not None or version.dev is not None):
+            raise ValueError(f"invalid version specifier {text!r}: '.*' may only follow a "
+                             f"release such as '2.1'")
+        if operator == "~=" and len(version.release) < 2:
+            raise ValueError(f"invalid version specifier {text!r}: '~=' needs at "
+                             f"least two release segments, as in '~=2.1'")
+        self.version = version
 
     def __str__(self) -> str:
         return f"{self.operator}{self.version_text}"
 
     def contains(self, candidate: Version) -> bool:
-        """Whether ``candidate`` satisfies this clause.
+        """Whether ``candidate`` satisfies this clause, as ``packaging`` 26 decides.
 
         Pre-releases are accepted: this checks versions that are already
-        installed, where pip also accepts them.
+        installed, where pip also accepts them. Each operator is the interval
+        PEP 440 gives it (packaging's ``_ranges``): ``==2.1.*`` is
+        ``[2.1.dev0, 2.2.dev0)``, ``~=2.2`` is ``[2.2, 3.dev0)``, ``<2.2`` stops
+        before ``2.2.dev0``, ``>2.2`` starts after every ``2.2.postN``.
         """
         operator, spec = self.operator, self.version
         if operator == "===":
-            return candidate.text.strip().lower() == self.version_text.lower()
+            return candidate.text.lower() == self.version_text.lower()   # the raw strings
         assert spec is not None
-        if operator in ("==", "!="):
-            if self.wildcard:
-                prefix = spec.release
-                padded = candidate.release + (0,) * max(0, len(prefix) - len(candidate.release))
-                matches = candidate.epoch == spec.epoch and padded[:len(prefix)] == prefix
-            else:
-                compared = candidate if spec.local else candidate.public
-                matches = compared == spec
-            return matches if operator == "==" else not matches
         public = candidate.public
-        if operator == "~=":
-            upper_prefix = spec.release[:-1]
-            padded = public.release + (0,) * max(0, len(upper_prefix) - len(public.release))
-            return public >= spec and padded[:len(upper_prefix)] == upper_prefix
-        if operator == "<=":
-            return public <= spec
+        if self.wildcard:
+            inside = _with_parts(spec, dev=0) <= candidate < _next_prefix_dev0(spec.release, spec)
+            return inside if operator == "==" else not inside
+        if operator in ("==", "!="):
+            matches = candidate == spec if spec.local else public == spec
+            return matches if operator == "==" else not matches
         if operator == ">=":
             return public >= spec
+        if operator == "<=":
+            return public <= spec       # V+local is still V
+        if operator == "~=":
+            return public >= spec and public < _next_prefix_dev0(spec.release[:-1], spec)
         if operator == "<":
-            # "<2.2" must not admit 2.2.0rc1 unless the bound is a pre-release.
-            if public >= spec:
-                return False
-            return not (public.is_prerelease and not spec.is_prerelease
-                        and _release_key(public) == _release_key(spec))
-        # ">": "must not allow a post-release of the given version".
+            # "<2.2" must not admit 2.2's own pre-releases (2.2.dev0 onwards) unless
+            # the bound is itself a pre-release.
+            bound = spec if spec.is_prerelease else _with_parts(spec, pre=spec.pre, post=spec.post, dev=0)
+            return public < bound
+        # ">": "must not allow a post-release of the given version unless V itself
+        # is a post release"; after a dev or post release, the next one up.
+        if spec.dev is not None:
+            return public >= _with_parts(spec, pre=spec.pre, post=spec.post, dev=spec.dev + 1)
+        if spec.post is not None:
+            return public >= _with_parts(spec, pre=spec.pre, post=spec.post + 1, dev=0)
         if public <= spec:
             return False
-        if public.post is not None and spec.post is None and \
-                _release_key(public) == _release_key(spec):
-            return False
-        return True
+        return not (public.post is not None and public.pre == spec.pre and
+                    _release_key(public) == _release_key(spec))
+
+
+def _with_parts(version: Version, pre: "Optional[Tuple[str, int]]" = None,
+                post: "Optional[int]" = None, dev: "Optional[int]" = None,
+                release: "Optional[Tuple[int, ...]]" = None) -> Version:
+    """A version with ``version``'s epoch and release (or ``release``) and the given suffixes."""
+    text = f"{version.epoch}!" + ".".join(map(str, release or version.release))
+    if pre is not None:
+        text += f"{pre[0]}{pre[1]}"
+    if post is not None:
+        text += f".post{post}"
+    if dev is not None:
+        text += f".dev{dev}"
+    return Version(text)
+
+
+def _next_prefix_dev0(prefix: "Tuple[int, ...]", version: Version) -> Version:
+    """The first version after every version starting with ``prefix``: (2, 1) -> 2.2.dev0."""
+    return _with_parts(version, dev=0, release=prefix[:-1] + (prefix[-1] + 1,))
 
 
 def _release_key(version: Version) -> Tuple[int, ...]:
@@ -267,4 +335,5 @@ def parse_specifiers(text: str) -> Tuple[Specifier, ...]:
     text = text.strip()
     if not text:
         return ()
-    return tuple(Specifier(part) for part in text.split(","))
+    # Empty clauses are skipped, as packaging does: ">=2.0," is ">=2.0".
+    return tuple(Specifier(part) for part in text.split(",") if part.strip())

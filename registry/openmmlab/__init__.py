@@ -3,11 +3,13 @@
 Five concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
-* ``openmmlab.mmcv_version_gate.mmdet`` / ``.mmdet3d``: mmdet 3.3 and mmdet3d
-  1.4 assert ``mmcv.__version__ < 2.2.0`` at import. While (and only while)
-  their package body runs, ``mmcv.__version__`` reads an accepted version;
-  the true one is back as soon as the body finished. Only for an mmcv inside
-  the window this pack was tested with (2.2.x).
+* ``openmmlab.mmcv_version_gate.<package>`` (mmdet, mmdet3d, mmseg, mmocr,
+  ...): these packages assert a range of ``mmcv.__version__`` at import
+  (mmdet 3.3, mmdet3d 1.4 and mmseg 1.2: ``< 2.2.0``). The range is read from
+  the package's own ``__init__`` source; while (and only while) its body
+  runs, ``mmcv.__version__`` reads a version inside it; the true one is back
+  as soon as the body finished. Only for an mmcv inside the window this pack
+  was tested with (2.2.x).
 * ``openmmlab.mmcv_ext``: mmcv-lite has no compiled ``mmcv._ext``, so
   ``import mmcv.ops`` fails. Just before ``mmcv.ops`` executes, provide a
   pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists.
@@ -39,20 +41,26 @@ import lazypatch
 PACK = "openmmlab"
 
 
-@lazypatch.before_import("mmdet", name=f"{PACK}.mmcv_version_gate.mmdet",
-                         requires=["mmdet>=3.3.0,<3.4"], tags=(PACK, "compat", "mmcv"))
-def mmcv_version_gate_mmdet(mmdet, patch):
-    """While mmdet's __init__ runs, present an mmcv version it accepts (mmcv 2.2.x only)."""
-    from .version_gate import GATES, present_accepted_mmcv_version
-    present_accepted_mmcv_version(patch, GATES["mmdet"])
+#: Packages of the family whose ``__init__`` asserts an mmcv range that ends before
+#: 2.2 (mmdet 3.x, mmdet3d 1.x, mmseg 1.x, mmocr 1.x, mmaction2 1.x, mmagic 1.x,
+#: mmyolo, mmrotate 1.x); each gets its own gate, which reads the range from that
+#: package's source when it imports. mmpretrain 1.2 (<2.4.0) and mmpose 1.3
+#: (<=3.0.0) accept mmcv 2.2 as they are: no gate, as every registration costs
+#: activation time.
+VERSION_GATED = ("mmdet", "mmdet3d", "mmseg", "mmocr", "mmaction", "mmagic", "mmyolo",
+                 "mmrotate")
 
 
-@lazypatch.before_import("mmdet3d", name=f"{PACK}.mmcv_version_gate.mmdet3d",
-                         requires=["mmdet3d>=1.4.0,<1.5"], tags=(PACK, "compat", "mmcv"))
-def mmcv_version_gate_mmdet3d(mmdet3d, patch):
-    """While mmdet3d's __init__ runs, present an mmcv version it accepts (mmcv 2.2.x only)."""
-    from .version_gate import GATES, present_accepted_mmcv_version
-    present_accepted_mmcv_version(patch, GATES["mmdet3d"])
+def mmcv_version_gate(package, patch):
+    """While the package's __init__ runs, present an mmcv version inside the range that
+    __init__ asserts (read from its source; installed mmcv 2.2.x only)."""
+    from .version_gate import present_for_package
+    present_for_package(package, patch)
+
+
+for _package in VERSION_GATED:
+    lazypatch.before_import(_package, name=f"{PACK}.mmcv_version_gate.{_package}",
+                            tags=(PACK, "compat", "mmcv"))(mmcv_version_gate)
 
 
 @lazypatch.before_import("mmcv.ops", name=f"{PACK}.mmcv_ext", tags=(PACK, "ops", "mmcv"))

@@ -1,4 +1,4 @@
-"""The openmmlab pack with the real stack (mmcv-lite 2.2, mmdet 3.3, mmdet3d 1.4, NumPy 2).
+"""The openmmlab pack with the real stack (mmcv-lite 2.2, mmdet 3.3, mmdet3d 1.4, mmseg 1.2, NumPy 2).
 
 Every scenario runs in a fresh interpreter. Each "works with lazypatch" check
 has a twin showing the same code fails without it, so the pack stays
@@ -69,6 +69,7 @@ def test_mmdet_mmdet3d_and_mmcv_ops_import_and_mmcv_version_stays_truthful(inter
 @pytest.mark.parametrize("statement, error", [
     ("import mmdet", "AssertionError: MMCV==2.2.0 is used but incompatible"),
     ("import mmdet3d", "AssertionError: MMCV==2.2.0 is used but incompatible"),
+    ("import mmseg", "AssertionError: MMCV==2.2.0 is used but incompatible"),
     ("import mmcv.ops", "No module named 'mmcv._ext'"),
 ])
 def test_the_same_imports_fail_without_lazypatch(interpreter, statement, error):
@@ -78,6 +79,7 @@ def test_the_same_imports_fail_without_lazypatch(interpreter, statement, error):
 
 @pytest.mark.parametrize("disabled, statement, error", [
     ("openmmlab.mmcv_version_gate.mmdet", "import mmdet", "MMCV==2.2.0 is used but incompatible"),
+    ("openmmlab.mmcv_version_gate.mmseg", "import mmseg", "MMCV==2.2.0 is used but incompatible"),
     ("openmmlab.mmcv_ext", "import mmcv.ops", "No module named 'mmcv._ext'"),
 ])
 def test_each_patch_can_be_disabled(interpreter, disabled, statement, error):
@@ -109,6 +111,108 @@ def test_version_gate_leaves_mmcv_outside_its_tested_window_alone(interpreter):
     outcome, status, reason = json.loads(result.stdout.splitlines()[-1])
     assert "MMCV==2.2.0 is used but incompatible" in outcome
     assert status == "skipped" and "outside the window" in reason
+
+
+@pytest.mark.parametrize("package, accepted, presented", [
+    ("mmdet", ">=2.0.0rc4,<2.2.0", "2.1.0"),
+    ("mmdet3d", ">=2.0.0rc4,<2.2.0", "2.1.0"),
+    ("mmseg", ">=2.0.0rc4,<2.2.0", "2.1.0"),        # MMCV_MIN / MMCV_MAX, a chained compare
+    ("mmpretrain", ">=2.0.0,<2.4.0", "2.3.0"),
+    ("mmpose", ">=2.0.0rc4,<=3.0.0", "3.0.0"),      # its assert admits the maximum itself
+])
+def test_version_gate_reads_each_packages_range_from_its_source(package, accepted, presented):
+    import importlib.util
+
+    from lazypatch.registry.openmmlab.version_gate import accepted_range, version_inside
+    origin = importlib.util.find_spec(package).origin
+    with open(origin, encoding="utf-8") as handle:
+        assert accepted_range(handle.read()) == accepted
+    assert version_inside(accepted) == presented
+    assert package not in sys.modules          # read, never executed
+
+
+def test_version_gate_reads_the_bounds_of_an_older_family_member():
+    from lazypatch.registry.openmmlab.version_gate import accepted_range, version_inside
+    # mmdet 2.28's __init__, abridged: a range of mmcv 1.x, which an mmcv 2.2 must not be shown.
+    source = textwrap.dedent("""
+        import mmcv
+        mmcv_minimum_version = '1.3.17'
+        mmcv_maximum_version = '1.8.0'
+        mmcv_version = digit_version(mmcv.__version__)
+        assert (mmcv_version >= digit_version(mmcv_minimum_version)
+                and mmcv_version <= digit_version(mmcv_maximum_version))
+    """)
+    assert accepted_range(source) == ">=1.3.17,<=1.8.0"
+    assert version_inside(">=1.3.17,<=1.8.0") == "1.8.0"
+    assert accepted_range("import mmcv\n__version__ = '1.0'\n") is None
+
+
+def test_version_gate_leaves_another_major_range_to_the_package(interpreter):
+    # A package (written by the test, the gate applied to it by name) whose __init__
+    # wants mmcv 1.x, as mmdet 2.x and mmrotate 0.x do: no 1.x version is presented.
+    interpreter.write({"oldmember/__init__.py": """
+        import mmcv
+        mmcv_minimum_version = '1.5.3'
+        mmcv_maximum_version = '1.8.0'
+        assert mmcv.__version__ < mmcv_maximum_version, f"MMCV=={mmcv.__version__} is incompatible"
+    """})
+    result = interpreter.run("""
+        import lazypatch.auto, lazypatch, json
+        from lazypatch.registry.openmmlab.version_gate import present_for_package
+
+        @lazypatch.before_import("oldmember", name="test.old_member_gate")
+        def old_member_gate(module, patch):
+            present_for_package(module, patch)
+        try:
+            import oldmember
+            outcome = "imported"
+        except AssertionError as error:
+            outcome = str(error)
+        record = next(r for r in lazypatch.report() if r.name == "test.old_member_gate")
+        print(json.dumps([outcome, record.status, record.reason]))
+    """)
+    outcome, status, reason = json.loads(result.stdout.splitlines()[-1])
+    assert outcome == "MMCV==2.2.0 is incompatible"
+    assert status == "skipped" and "another major version" in reason, reason
+
+
+MMSEG_MODEL = """
+    import json, torch, lazypatch
+    from mmseg.registry import MODELS
+    from mmseg.utils import register_all_modules
+    register_all_modules()
+    model = MODELS.build(dict(
+        type="EncoderDecoder",
+        data_preprocessor=dict(type="SegDataPreProcessor", mean=[0, 0, 0], std=[1, 1, 1],
+                               size=(32, 32)),
+        backbone=dict(type="ResNetV1c", depth=18, num_stages=4, out_indices=(3,)),
+        decode_head=dict(type="FCNHead", in_channels=512, in_index=0, channels=16, num_convs=1,
+                         num_classes=3, loss_decode=dict(type="CrossEntropyLoss")),
+        test_cfg=dict(mode="whole")))
+    model.eval()
+    with torch.no_grad():
+        shape = tuple(model(torch.rand(1, 3, 32, 32), mode="tensor").shape)
+    import mmcv
+    record = next(r for r in lazypatch.report() if r.name == "openmmlab.mmcv_version_gate.mmseg")
+    print(json.dumps([shape, mmcv.__version__, record.status, record.notes]))
+"""
+
+
+def test_mmsegmentation_imports_and_builds_a_model_under_lazypatch(interpreter):
+    result = interpreter.run("import lazypatch.auto\n" + textwrap.dedent(MMSEG_MODEL), timeout=300)
+    shape, version, status, notes = json.loads(result.stdout.splitlines()[-1])
+    assert shape == [1, 3, 1, 1] and version == MMCV == "2.2.0"
+    assert status == "reverted"
+    assert notes == ["presented mmcv.__version__ = '2.1.0' to mmseg (installed mmcv-lite 2.2.0; "
+                     "mmseg's __init__ asserts mmcv>=2.0.0rc4,<2.2.0); restored '2.2.0' after "
+                     "its import"]
+
+
+def test_mmsegmentation_model_fails_without_lazypatch(interpreter):
+    result = interpreter.run(textwrap.dedent(MMSEG_MODEL), env={"LAZYPATCH": "0"}, check=False,
+                             timeout=300)
+    assert result.returncode != 0
+    assert "MMCV==2.2.0 is used but incompatible" in result.stderr
 
 
 def test_ext_is_undone_exactly_by_unpatch(interpreter):
