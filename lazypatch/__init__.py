@@ -12,7 +12,6 @@ every process it activates.
 
 from __future__ import annotations
 
-from . import application as _application
 from . import registration as _registration
 from .configuration import declare_variable, setting
 from .errors import (
@@ -23,7 +22,6 @@ from .errors import (
     PatchFailedWarning,
     UndoError,
 )
-from .ledger import PatchContext
 from .requirements import installed_version, parse_requirements, version_matches
 from .selection import matches, set_strict
 from .slots import ATTRIBUTE
@@ -33,6 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
 
+    from .ledger import PatchContext
     from .reporting import PatchRecord
     from .requirements import Requirement
     from .scopes import patched
@@ -43,13 +42,16 @@ __version__ = "0.1.0"
 
 # Public names whose modules nothing on the activation path needs: imported on
 # first use (PEP 562), so that `import lazypatch.auto` stays within its budget.
-_LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes", "StandInError": "boundaries"}
+_LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes", "StandInError": "boundaries",
+               "PatchContext": "ledger"}
 
 
 def __getattr__(name: str) -> "Any":
     module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
+    if module == "ledger":
+        STATE.ledger   # creating the ledger imports its module and makes it the default
     from importlib import import_module
     value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
@@ -61,6 +63,12 @@ def activation_info() -> "Dict[str, object]":
     ``milliseconds``, ``imported_before``, ``strict``, ``report_path`` and ``sources``."""
     from .activation import activation_info as info
     return info()
+
+
+def _application() -> "Any":
+    # Loaded on first use, not at `import lazypatch` (see benchmarks/COSTS.md).
+    from . import application
+    return application
 
 
 def _adopt_environment() -> None:
@@ -154,7 +162,7 @@ def write_report(path: str) -> str:
 def unpatch(name: str) -> None:
     """Undo patch ``name`` exactly, on every module object it touched, and keep it from
     re-applying. Imports nothing. Raises ``UndoError`` if part of it could not be restored."""
-    _application.unpatch(STATE.catalog.find(name), "undone by unpatch()")
+    _application().unpatch(STATE.catalog.find(name), "undone by unpatch()")
 
 
 def unpatch_all() -> None:
@@ -162,19 +170,19 @@ def unpatch_all() -> None:
 
     Every undo is attempted; one ``UndoError`` naming each failure is raised at the end.
     """
-    _application.unpatch_all("undone by unpatch_all()")
+    _application().unpatch_all("undone by unpatch_all()")
 
 
 def enable(*selectors: str) -> "List[str]":
     """Enable the patches chosen by names, globs or tags; apply those whose target
     is imported. Returns the names enabled; raises KeyError for a selector that
     matches nothing."""
-    return _application.enable(selectors)
+    return _application().enable(selectors)
 
 
 def disable(*selectors: str) -> "List[str]":
     """Keep the chosen patches from applying from now on (``unpatch`` undoes one)."""
-    return _application.disable(selectors)
+    return _application().disable(selectors)
 
 
 def original(owner: "Any", name: str) -> "Any":
@@ -208,7 +216,7 @@ def reset() -> None:
     """
     failure: "Optional[BaseException]" = None
     try:
-        _application.unpatch_all("undone by reset()")
+        _application().unpatch_all("undone by reset()")
     except BaseException as error:   # forget everything first, then report
         failure = error
     STATE.forget_everything()
@@ -219,7 +227,7 @@ def reset() -> None:
 
 def install() -> None:
     """Put lazypatch's finder first on ``sys.meta_path`` (registration does this too)."""
-    _application.ensure_finder()
+    _registration.ensure_finder()
 
 
 def uninstall() -> None:

@@ -23,7 +23,7 @@ import sys
 from time import perf_counter
 
 from . import configuration as _configuration
-from .application import apply_to_imported, ensure_finder
+from .registration import ensure_finder
 from .errors import ConfigurationWarning
 from .selection import configure, select
 from .state import STATE
@@ -83,8 +83,11 @@ def _activate(configuration: "_configuration.Configuration") -> None:
     if configuration.log_level:
         from .log import configure_logging
         configure_logging(configuration.log_level, configuration.log_all_ranks)
-    for patch in configure(configuration):   # registered before activation (e.g. by a plugin)
-        apply_to_imported(patch)
+    newly_enabled = configure(configuration)   # registered before activation (e.g. by a plugin)
+    if newly_enabled:
+        from .application import apply_to_imported
+        for patch in newly_enabled:
+            apply_to_imported(patch)
     ensure_finder()
     _registering("built-in", lambda: _import_modules([BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:

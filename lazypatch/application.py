@@ -30,11 +30,9 @@ from time import perf_counter
 
 from .errors import LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning, SkipPatch
 from .importer import (
-    LazyPatchFinder,
     defer_until_executed,
     defer_until_import_released,
     execute_with_loader,
-    install_finder,
     watch_lazy_module,
 )
 from .ledger import PatchContext
@@ -473,17 +471,6 @@ def disable(selectors: "Tuple[str, ...]") -> "List[str]":
 
 # --- registration-time application ---------------------------------------
 
-def ensure_finder() -> None:
-    """Install the finder first on sys.meta_path unless it is there."""
-    finder = STATE.finder
-    if finder is None:
-        with STATE.lock:
-            if STATE.finder is None:
-                STATE.finder = LazyPatchFinder(_by_target, run_body)
-            finder = STATE.finder
-    install_finder(finder)
-
-
 def apply_to_imported(patch: "RegisteredPatch") -> None:
     """Apply ``patch`` now if its target is already imported, as the import would have."""
     if not patch.enabled:
@@ -527,4 +514,4 @@ def _debug(message: str, *arguments: "Any") -> None:
 
 
 __all__ = ["run_body", "run_patches", "apply", "revert", "unpatch", "unpatch_all", "enable",
-           "disable", "apply_to_imported", "ensure_finder", "detach", "undo_contexts", "DISABLED"]
+           "disable", "apply_to_imported", "detach", "undo_contexts", "DISABLED"]

@@ -33,7 +33,8 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from .application import apply, ensure_finder
+from .application import apply
+from .registration import ensure_finder
 from .registration import FIRST, register, validate_target
 from .slots import ITEM
 from .state import AFTER, BEFORE, STATE

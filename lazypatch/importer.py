@@ -219,6 +219,10 @@ class LazyPatchFinder:
         # watched import (the benchmark's budget): the object changes class once.
         self.__class__ = _ReplacingFinder
 
+    def set_run_body(self, run_body: Callable[[Any, Any], None]) -> None:
+        """What loader proxies made from now on call around a module body."""
+        self._run_body = run_body
+
     def forget_replacements(self) -> None:
         """Back to the plain finder (``lazypatch.reset()``)."""
         self.replaced_names.clear()

@@ -143,8 +143,8 @@ class PatchContext:
     __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
                  "notes", "note_providers", "_ledger", "__weakref__")
 
-    # The process's ledger (``state.STATE.ledger``), set by ``state`` when it is
-    # created, so that a context made by hand (in a test) records where every
+    # The process's ledger (``state.STATE.ledger``), set by ``state`` when it
+    # creates it, so that a context made by hand (in a test) records where every
     # patch records; the engine passes it explicitly.
     default_ledger: "Optional[Ledger]" = None
 

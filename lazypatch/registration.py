@@ -8,7 +8,9 @@ run correctly must not reach the report as ``pending`` or, worse, as
 
 from __future__ import annotations
 
-from .application import apply_to_imported, ensure_finder
+import sys
+
+from .importer import LazyPatchFinder, install_finder
 from .requirements import parse_requirements
 from .selection import decide_at_registration
 from .state import AFTER, BEFORE, STATE, RegisteredPatch
@@ -218,5 +220,37 @@ def register(function: "Callable[..., Any]", target: object, *, phase: str = AFT
                   requires=requires, tags=tags, enabled=enabled)
     add(patch)
     ensure_finder()
-    apply_to_imported(patch)
+    # Only a target that is imported (or being imported) needs the application
+    # machinery now; at activation none is, and application is loaded on the
+    # first watched import instead (see benchmarks/COSTS.md).
+    target = patch.target
+    if target in sys.modules or target in _imports_in_flight():
+        from .application import apply_to_imported
+        apply_to_imported(patch)
     return patch.name
+
+
+def _imports_in_flight() -> "Any":
+    """The names some thread is importing right now (the import system's module locks)."""
+    bootstrap = sys.modules.get("importlib._bootstrap")
+    locks = getattr(bootstrap, "_module_locks", None)
+    return locks if isinstance(locks, dict) else ()
+
+
+def ensure_finder() -> None:
+    """Install the finder first on sys.meta_path unless it is there."""
+    finder = STATE.finder
+    if finder is None:
+        with STATE.lock:
+            if STATE.finder is None:
+                STATE.finder = LazyPatchFinder(STATE.catalog.by_target, _run_body_first_time)
+            finder = STATE.finder
+    install_finder(finder)
+
+
+def _run_body_first_time(module: "Any", loader: "Any") -> None:
+    """The finder's first watched import loads the application machinery (and the
+    ledger) and hands the finder the real ``run_body`` for every later import."""
+    from .application import run_body
+    STATE.finder.set_run_body(run_body)
+    run_body(module, loader)

@@ -15,7 +15,8 @@ of are let go again before the exception propagates.
 
 from __future__ import annotations
 
-from .application import apply_to_imported, detach, ensure_finder, undo_contexts
+from .application import apply_to_imported, detach, undo_contexts
+from .registration import ensure_finder
 from .selection import select, set_enabled
 from .state import DISABLED, REVERTED, STATE
 

@@ -35,11 +35,12 @@ from __future__ import annotations
 
 from _thread import RLock
 
-from .ledger import Ledger, PatchContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
+
+    from .ledger import Ledger, PatchContext
 
     from .requirements import Requirement
 
@@ -233,7 +234,7 @@ class EngineState:
     def __init__(self) -> None:
         self.lock = RLock()
         self.catalog = Catalog()
-        self.ledger = Ledger(self.lock)
+        self._ledger: "Optional[Ledger]" = None   # made on first need: see ``ledger``
         self.finder: "Any" = None                 # the LazyPatchFinder, made on first need
         self.enable_rules: "List[str]" = []       # selectors from configuration, applied to
         self.disable_rules: "List[str]" = []      # patches registered later too
@@ -250,11 +251,26 @@ class EngineState:
         self.claims: "Dict[RegisteredPatch, Any]" = {}
         self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
 
+    @property
+    def ledger(self) -> "Ledger":
+        """The ledger of live changes. Created (and the ledger module imported) on first
+        need, which is the first application, not activation (benchmarks/COSTS.md)."""
+        ledger = self._ledger
+        if ledger is None:
+            from .ledger import Ledger, PatchContext
+            with self.lock:
+                if self._ledger is None:
+                    self._ledger = Ledger(self.lock)
+                    PatchContext.default_ledger = self._ledger
+                ledger = self._ledger
+        return ledger
+
     def forget_everything(self) -> None:
         """Drop registrations, rules, declarations and the ledger (the caller undid them)."""
         with self.lock:
             self.catalog.clear()
-            self.ledger.clear()
+            if self._ledger is not None:
+                self._ledger.clear()
             self.enable_rules = []
             self.disable_rules = []
             self.strict = False
@@ -266,4 +282,3 @@ class EngineState:
 
 
 STATE = EngineState()
-PatchContext.default_ledger = STATE.ledger
