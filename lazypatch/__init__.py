@@ -51,7 +51,7 @@ def __getattr__(name: str) -> "Any":
     if module is None:
         raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
     if module == "ledger":
-        STATE.ledger   # creating the ledger imports its module and makes it the default
+        _ = STATE.ledger   # creating the ledger imports its module and makes it the default
     from importlib import import_module
     value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value

@@ -23,8 +23,8 @@ import sys
 from time import perf_counter
 
 from . import configuration as _configuration
-from .registration import ensure_finder
 from .errors import ConfigurationWarning
+from .registration import ensure_finder
 from .selection import configure, select
 from .state import STATE
 

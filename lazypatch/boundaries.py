@@ -34,8 +34,7 @@ import sys
 from types import ModuleType
 
 from .application import apply
-from .registration import ensure_finder
-from .registration import FIRST, register, validate_target
+from .registration import FIRST, ensure_finder, register, validate_target
 from .slots import ITEM
 from .state import AFTER, BEFORE, STATE
 

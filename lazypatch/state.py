@@ -35,13 +35,11 @@ from __future__ import annotations
 
 from _thread import RLock
 
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
     from .ledger import Ledger, PatchContext
-
     from .requirements import Requirement
 
 PENDING = "pending"
