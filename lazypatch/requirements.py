@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import sys
 
-from .distributions import canonical_name, import_name_providers, installed_version
 from .versions import InvalidVersion, Specifier, Version, parse_specifiers
 
 TYPE_CHECKING = False
@@ -41,7 +40,7 @@ _MARKER_VARIABLES = {
 class Requirement:
     """A parsed PEP 508 requirement: name, specifiers and an optional marker."""
 
-    __slots__ = ("text", "name", "key", "specifiers", "marker")
+    __slots__ = ("text", "name", "specifiers", "marker")
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str):
@@ -70,12 +69,17 @@ class Requirement:
         if rest.startswith("(") and rest.endswith(")"):
             rest = rest[1:-1]
         self.name = name
-        self.key = canonical_name(name)
         try:
             self.specifiers = parse_specifiers(rest)
         except ValueError as error:
             raise ValueError(f"invalid requirement {text!r}: {error}") from None
         self.marker = _parse_marker(marker_text.strip(), text) if marker_text.strip() else None
+
+    @property
+    def key(self) -> str:
+        """The distribution name, normalised as PEP 503 does."""
+        from .distributions import canonical_name
+        return canonical_name(self.name)
 
     def __repr__(self) -> str:
         return f"Requirement({self.text!r})"
@@ -123,6 +127,8 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     the module itself when it is ``module`` (being imported right now) or
     already in ``sys.modules`` (a vendored package with no metadata).
     """
+    # Imported on first check, not when packs declare requirements at activation.
+    from .distributions import import_name_providers, installed_version
     version = installed_version(name)
     if version is not None:
         return version, f"distribution {name}"
@@ -311,3 +317,9 @@ def _compare(left: str, operator: str, right: str) -> bool:
         if operator == "!=":
             return left != right
         return False
+
+
+def installed_version(name: str) -> "Optional[str]":
+    """The installed version of distribution ``name``, or None, importing nothing."""
+    from .distributions import installed_version as read
+    return read(name)
