@@ -294,8 +294,10 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     source = os.environ if environ is None else environ
     # The internal variables are not settings: LAZYPATCH_ACTIVATING appears during
     # activation and must not make the same settings be read (and warned about) again.
-    key = tuple(sorted((name, value) for name, value in source.items()
-                       if (name == "LAZYPATCH" or name.startswith("LAZYPATCH_"))
+    # Keys first, values only for ours: os.environ decodes every item it hands out.
+    key = tuple(sorted((name, source[name]) for name in source
+                       if name.startswith("LAZYPATCH") and (name == "LAZYPATCH" or
+                                                            name.startswith("LAZYPATCH_"))
                        and name not in INTERNAL_VARIABLES)) + (_current_directory(),)
     if _last_read is not None and _last_read[0] == key:
         return _last_read[1]
@@ -373,7 +375,9 @@ def alert(message: str, category: type = ConfigurationWarning) -> None:
 
 
 def _read(source: "Mapping[str, str]") -> Configuration:
-    environment: "Dict[str, str]" = dict(source)
+    # Only our variables: copying all of os.environ decodes every item of it.
+    environment: "Dict[str, str]" = {name: source[name] for name in source
+                                     if name.startswith("LAZYPATCH")}
     configuration = Configuration()
     # Precedence, lowest first: pyproject.toml, the LAZYPATCH_CONFIG file, the environment.
     merged = _from_pyproject(configuration.file_keys)

@@ -26,6 +26,13 @@ _DEFERRED_BODY_FLAGS = {0x20: "a generator function", 0x80: "a coroutine functio
                         0x100: "an iterable coroutine", 0x200: "an async generator function"}
 
 _DEFERRED_BODY_MASK = 0x20 | 0x80 | 0x100 | 0x200
+
+# The names some thread is importing right now: CPython keeps a module lock per
+# name while its import runs (importlib._bootstrap._module_locks). Any other
+# Python gets an empty mapping, and registration simply applies when it can.
+_module_locks: "Any" = getattr(sys.modules.get("importlib._bootstrap"), "_module_locks", None)
+if not isinstance(_module_locks, dict):
+    _module_locks = {}
 _FUNCTION = type(lambda: None)
 
 # Runs before every other patch of its import (plugin pack loaders use it).
@@ -224,17 +231,10 @@ def register(function: "Callable[..., Any]", target: object, *, phase: str = AFT
     # machinery now; at activation none is, and application is loaded on the
     # first watched import instead (see benchmarks/COSTS.md).
     target = patch.target
-    if target in sys.modules or target in _imports_in_flight():
+    if target in sys.modules or target in _module_locks:
         from .application import apply_to_imported
         apply_to_imported(patch)
     return patch.name
-
-
-def _imports_in_flight() -> "Any":
-    """The names some thread is importing right now (the import system's module locks)."""
-    bootstrap = sys.modules.get("importlib._bootstrap")
-    locks = getattr(bootstrap, "_module_locks", None)
-    return locks if isinstance(locks, dict) else ()
 
 
 def ensure_finder() -> None:

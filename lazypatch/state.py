@@ -68,7 +68,7 @@ class RegisteredPatch:
         "requires", "tags", "enabled_by_default", "enabled", "status",
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
-        "history", "description", "applied_order", "notes", "note_providers",
+        "history", "applied_order", "notes", "note_providers",
         "namespace_snapshots", "generation", "scope_holds", "scope_saved",
     )
 
@@ -108,8 +108,12 @@ class RegisteredPatch:
         self.generation = 0        # bumped by undo/disable: an application in flight is stale
         self.scope_holds = 0       # patched() scopes holding it applied
         self.scope_saved: "Optional[Tuple[bool, bool]]" = None   # (enabled, applied) before them
-        doc = getattr(function, "__doc__", None) or ""
-        self.description = doc.strip().split("\n", 1)[0] if isinstance(doc, str) else ""
+
+    @property
+    def description(self) -> str:
+        """The first line of the patch function's docstring (read when reported)."""
+        doc = getattr(self.function, "__doc__", None)
+        return doc.strip().split("\n", 1)[0] if isinstance(doc, str) else ""
 
     @property
     def order(self) -> "Tuple[int, int]":
