@@ -59,7 +59,10 @@ def mmcv_version_gate(package, patch):
 
 
 for _package in VERSION_GATED:
+    # requires the package itself (by import name): a gate for a package that is
+    # not installed is reported as not applicable here, not as pending forever.
     lazypatch.before_import(_package, name=f"{PACK}.mmcv_version_gate.{_package}",
+                            requires=[_package],
                             tags=(PACK, "compat", "mmcv"))(mmcv_version_gate)
 
 
