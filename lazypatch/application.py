@@ -53,7 +53,7 @@ from .state import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, List, Optional, Tuple
+    from typing import Any, Callable, List, Optional, Tuple
 
     from .ledger import Change
     from .state import RegisteredPatch
@@ -342,22 +342,31 @@ def detach(patch: "RegisteredPatch", status: str, reason: str,
     return contexts
 
 
-def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> None:
-    """Undo detached applications newest first; every one is attempted. Raises one
-    ``UndoError`` naming what failed (or the first interrupt) at the end."""
+def _attempt_each(steps: "List[Tuple[RegisteredPatch, Callable[[], None]]]"
+                  ) -> "Tuple[List[str], Optional[BaseException]]":
+    """Run every undo step even when some fail: the failures ("patch: what") and the
+    first interrupt (KeyboardInterrupt, SystemExit), for the caller to raise at the end."""
     from .errors import UndoError
     failures: "List[str]" = []
     interrupt: "Optional[BaseException]" = None
-    for context in reversed(contexts):
+    for patch, step in steps:
         try:
-            context.undo()
+            step()
         except UndoError as error:
             failures.extend(error.failures)
         except Exception as error:
             failures.append(f"{patch.name}: {describe_exception(error)}")
-        except BaseException as error:
+        except BaseException as error:   # finish the others first, then propagate
             if interrupt is None:
                 interrupt = error
+    return failures, interrupt
+
+
+def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> None:
+    """Undo detached applications newest first; every one is attempted. Raises one
+    ``UndoError`` naming what failed (or the first interrupt) at the end."""
+    from .errors import UndoError
+    failures, interrupt = _attempt_each([(patch, context.undo) for context in reversed(contexts)])
     incomplete = [context for context in contexts if context.live_changes()]
     if incomplete:
         with STATE.lock:   # keep what could not be undone reachable for another try
@@ -409,6 +418,8 @@ def unpatch_all(reason: str) -> None:
     Every undo is attempted; one ``UndoError`` naming all failures is raised at
     the end (or the first interrupt, once everything else was undone).
     """
+    from functools import partial
+
     from .errors import UndoError
     with STATE.lock:
         everything = STATE.catalog.patches()
@@ -420,18 +431,8 @@ def unpatch_all(reason: str) -> None:
                 work.append((patch, contexts))
         for patch in everything:
             set_enabled(patch, False, "unpatched")
-    failures: "List[str]" = []
-    interrupt: "Optional[BaseException]" = None
-    for patch, contexts in work:
-        try:
-            undo_contexts(patch, contexts)
-        except UndoError as error:
-            failures.extend(error.failures)
-        except Exception as error:
-            failures.append(f"{patch.name}: {describe_exception(error)}")
-        except BaseException as error:
-            if interrupt is None:
-                interrupt = error
+    failures, interrupt = _attempt_each(
+        [(patch, partial(undo_contexts, patch, contexts)) for patch, contexts in work])
     if interrupt is not None:
         raise interrupt
     if failures:
