@@ -20,7 +20,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 # directory -> (mtime, [(metadata entry name, distribution name, version)])
 _listings: "Dict[str, Tuple[float, List[Tuple[str, str, str]]]]" = {}
@@ -78,15 +78,29 @@ def _mtime(directory: str) -> "Optional[float]":
         return None
 
 
+def _memoised_by_mtime(cache: "Dict[str, Tuple[float, Any]]", directory: str,
+                       build: "Callable[[str], Any]", empty: "Any") -> "Any":
+    """``build(directory)``, remembered in ``cache`` until the directory's mtime changes
+    (installing or removing a distribution adds or removes an entry there); ``empty``
+    when the directory cannot be looked at."""
+    mtime = _mtime(directory)
+    if mtime is None:
+        return empty
+    cached = cache.get(directory)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    found = build(directory)
+    cache[directory] = (mtime, found)
+    return found
+
+
 def metadata_entries(directory: str) -> "List[Tuple[str, str, str]]":
     """(entry name, distribution name, version or "") for every metadata directory
     in ``directory``, sorted by entry name; empty when it cannot be listed."""
-    mtime = _mtime(directory)
-    if mtime is None:
-        return []
-    cached = _listings.get(directory)
-    if cached is not None and cached[0] == mtime:
-        return cached[1]
+    return _memoised_by_mtime(_listings, directory, _list_metadata_entries, [])
+
+
+def _list_metadata_entries(directory: str) -> "List[Tuple[str, str, str]]":
     try:
         names = sorted(os.listdir(directory))
     except OSError:
@@ -96,25 +110,28 @@ def metadata_entries(directory: str) -> "List[Tuple[str, str, str]]":
         parsed = split_metadata_directory(entry)
         if parsed is not None:
             found.append((entry, parsed[0], parsed[1]))
-    _listings[directory] = (mtime, found)
     return found
 
 
-def distributions_in(directory: str) -> "Dict[str, str]":
-    """Map canonical distribution name -> version for one ``sys.path`` directory."""
-    mtime = _mtime(directory)
-    if mtime is None:
-        return {}
-    cached = _versions.get(directory)
-    if cached is not None and cached[0] == mtime:
-        return cached[1]
-    found: "Dict[str, str]" = {}
+def _versioned_entries(directory: str) -> "Iterator[Tuple[str, str, str]]":
+    """(entry name, distribution name, version) for the entries whose version is known,
+    from the entry's name or else its METADATA/PKG-INFO file."""
     for entry, name, version in metadata_entries(directory):
         if not version:
             version = _version_from_metadata_file(os.path.join(directory, entry)) or ""
         if version:
-            found.setdefault(canonical_name(name), version)
-    _versions[directory] = (mtime, found)
+            yield entry, name, version
+
+
+def distributions_in(directory: str) -> "Dict[str, str]":
+    """Map canonical distribution name -> version for one ``sys.path`` directory."""
+    return _memoised_by_mtime(_versions, directory, _read_versions, {})
+
+
+def _read_versions(directory: str) -> "Dict[str, str]":
+    found: "Dict[str, str]" = {}
+    for _, name, version in _versioned_entries(directory):
+        found.setdefault(canonical_name(name), version)
     return found
 
 
@@ -158,21 +175,14 @@ def providers_in(directory: str) -> "Dict[str, List[Tuple[str, str]]]":
     """Map top-level import name -> [(distribution name, version)] for one ``sys.path``
     directory, in metadata entry order; read only when a requirement names
     something that is not a distribution, and cached by the directory's mtime."""
-    mtime = _mtime(directory)
-    if mtime is None:
-        return {}
-    cached = _top_levels.get(directory)
-    if cached is not None and cached[0] == mtime:
-        return cached[1]
+    return _memoised_by_mtime(_top_levels, directory, _read_providers, {})
+
+
+def _read_providers(directory: str) -> "Dict[str, List[Tuple[str, str]]]":
     found: "Dict[str, List[Tuple[str, str]]]" = {}
-    for entry, name, version in metadata_entries(directory):
-        if not version:
-            version = _version_from_metadata_file(os.path.join(directory, entry)) or ""
-        if not version:
-            continue
+    for entry, name, version in _versioned_entries(directory):
         for import_name in top_level_names(directory, entry):
             found.setdefault(import_name, []).append((name, version))
-    _top_levels[directory] = (mtime, found)
     return found
 
 
