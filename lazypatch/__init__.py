@@ -145,11 +145,12 @@ def report() -> "List[PatchRecord]":
 
 
 def render_report(records: "Optional[List[Any]]" = None, format: str = "table",
-                  all: bool = False) -> str:
+                  all: bool = False, diff: bool = False) -> str:
     """Render report records (default: the current ``report()``) as ``"table"`` or ``"json"``;
-    the table summarises patches that are off by default or cannot apply here unless ``all``."""
+    the table summarises patches that are off by default or cannot apply here unless ``all``;
+    ``diff`` adds the source diff of every replaced function, original against replacement."""
     from .reporting import render
-    return render(report() if records is None else records, format, all=all)
+    return render(report() if records is None else records, format, all=all, diff=diff)
 
 
 def write_report(path: str) -> str:

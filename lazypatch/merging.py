@@ -1,0 +1,234 @@
+"""Merging the report files of many processes into one view: identical processes grouped.
+
+A job of 1,024 ranks writes 1,024 report files, and nearly all of them say
+the same thing. Processes whose patches all have the same status (and the
+same target package version) form one group ("ranks 0-1023: identical"); the
+view is a patch-by-group matrix restricted to the patches whose status is
+not the same in every group, with each group's reasons below. Merging is
+one pass over the records (linear in the number of reports).
+
+Loaded only by ``lazypatch report`` and the HTML page (``report_page``),
+never at activation.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .reporting import (ReportFileError, cannot_apply_here, detail_of, format_table,
+                        load_report, render_table)
+
+ABSENT = "absent"              # the patch is not registered in that process
+MATRIX_COLUMNS = 8             # more groups than this: listed per patch, not as columns
+REASONS_SHOWN = 3              # distinct reasons listed per group and patch
+
+
+def report_paths(arguments: Sequence[str]) -> List[str]:
+    """Report files named by files, glob patterns and directories (every ``*.json``
+    inside), each once, in the order given; raises ReportFileError for a pattern
+    or directory that names no file."""
+    paths: List[str] = []
+    seen = set()
+    for argument in arguments:
+        if os.path.isdir(argument):
+            found = sorted(glob.glob(os.path.join(argument, "*.json")))
+            where = f"directory {argument}"
+        elif glob.has_magic(argument) and not os.path.exists(argument):
+            found = sorted(glob.glob(argument))
+            where = f"pattern {argument}"
+        else:
+            found, where = [argument], ""
+        if not found:
+            raise ReportFileError(f"{where}: no report file (*.json) found; write them with "
+                                  f"LAZYPATCH_REPORT='out/report-{{rank}}.json'")
+        for path in found:
+            if path not in seen:
+                seen.add(path)
+                paths.append(path)
+    return paths
+
+
+def load_reports(arguments: Sequence[str]) -> List[Dict[str, Any]]:
+    """Every report file the arguments name (see ``report_paths``), loaded and checked."""
+    return [load_report(path) for path in report_paths(arguments)]
+
+
+def _sort_key(document: Dict[str, Any]) -> Tuple[int, int, str]:
+    rank = document.get("rank")
+    if isinstance(rank, int):
+        return (0, rank, str(document.get("pid", "")))
+    return (1, 0, str(document.get("pid", "")))
+
+
+def compressed_ranges(numbers: Iterable[int]) -> str:
+    """``0-5, 7, 9-1023`` for the sorted distinct numbers given."""
+    ordered = sorted(set(numbers))
+    parts: List[str] = []
+    start = previous = None
+    for number in ordered + [None]:   # type: ignore[list-item]
+        if start is not None and number is not None and number == previous + 1:
+            previous = number
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = number
+    return ", ".join(parts)
+
+
+def group_label(members: Sequence[Dict[str, Any]]) -> str:
+    """``rank 3``, ``ranks 0-5, 7-1023``, ``ranks 0-1 (4 processes)``, ``pid 4242``."""
+    ranks = [member["rank"] for member in members if isinstance(member.get("rank"), int)]
+    unranked = [member for member in members if not isinstance(member.get("rank"), int)]
+    parts = []
+    if ranks:
+        distinct = len(set(ranks))
+        parts.append(("rank " if distinct == 1 else "ranks ") + compressed_ranges(ranks))
+        if distinct != len(ranks):      # DataLoader workers, agents: several per rank
+            parts[-1] += f" ({len(ranks)} processes)"
+    if len(unranked) == 1:
+        parts.append(f"pid {unranked[0].get('pid', '?')}")
+    elif unranked:
+        parts.append(f"{len(unranked)} processes without a rank")
+    return "; ".join(parts)
+
+
+def _status_key(record: Optional[Dict[str, Any]]) -> Tuple[str, str]:
+    if record is None:
+        return (ABSENT, "")
+    return (str(record.get("status", "")), str(record.get("version") or ""))
+
+
+def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """Group identical processes and line up every patch across the groups.
+
+    Returns ``{"processes": N, "groups": [...], "patches": [...]}``: each group
+    has a ``label`` and its ``members`` (documents, by rank); each patch has
+    ``name``, ``target``, ``differs`` and ``cells``, one per group, each a record
+    of that group's first member (or an ``absent`` stand-in) plus ``reasons``,
+    the distinct details within the group.
+    """
+    documents = sorted(documents, key=_sort_key)
+    names: Dict[str, str] = {}                 # name -> target, in first-seen order
+    by_signature: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
+    for document in documents:
+        records = {}
+        for record in document["patches"]:
+            name = str(record.get("name", ""))
+            records[name] = record
+            if name not in names:
+                names[name] = str(record.get("target", ""))
+        document["_records"] = records
+        signature = tuple(sorted((name, _status_key(record)) for name, record in records.items()))
+        by_signature.setdefault(signature, []).append(document)
+    groups = [{"label": group_label(members), "members": members}
+              for members in by_signature.values()]
+    patches = []
+    for name, target in names.items():
+        cells = []
+        for group in groups:
+            members = group["members"]
+            first = members[0]["_records"].get(name)
+            reasons: List[str] = []
+            for member in members:
+                record = member["_records"].get(name)
+                if record is not None and len(reasons) <= REASONS_SHOWN:
+                    detail = detail_of(record)
+                    if detail and detail not in reasons:
+                        reasons.append(detail)
+            cell = dict(first) if first is not None else {"name": name, "target": target,
+                                                         "status": ABSENT,
+                                                         "reason": "not registered"}
+            cell["reasons"] = reasons
+            cells.append(cell)
+        keys = {_status_key(cell if cell["status"] != ABSENT else None) for cell in cells}
+        patches.append({"name": name, "target": target, "differs": len(keys) > 1,
+                        "cells": cells})
+    for document in documents:
+        document.pop("_records", None)
+    return {"processes": len(documents), "groups": groups, "patches": patches}
+
+
+def _same_everywhere(patch: Dict[str, Any]) -> bool:
+    """A patch that cannot apply anywhere (off by default, requirement unmet) is noise."""
+    return not patch["differs"] and all(cannot_apply_here(cell) for cell in patch["cells"]
+                                        if cell["status"] != ABSENT)
+
+
+def _cell_text(cell: Dict[str, Any]) -> str:
+    version = cell.get("version")
+    return f"{cell['status']} ({version})" if version else str(cell["status"])
+
+
+def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
+    """The merged view as text: the groups, then the patches that differ between
+    them (every patch with ``all``) as a patch-by-group matrix, then each
+    differing patch's status and reasons per group."""
+    groups, patches = merged["groups"], merged["patches"]
+    lines = [f"{merged['processes']} reports, {len(groups)} "
+             f"group{'s' if len(groups) != 1 else ''} of identical processes:"]
+    for index, group in enumerate(groups):
+        lines.append(f"  {group_name(index)}: {group['label']}: identical")
+    if len(groups) == 1:
+        # Every process says the same: the single-process table says it once.
+        lines.append("")
+        lines.append(render_table(groups[0]["members"][0]["patches"], all=all))
+        return "\n".join(lines)
+    differing = [patch for patch in patches if patch["differs"]]
+    shown = patches if all else differing
+    lines.append("")
+    if len(groups) <= MATRIX_COLUMNS:
+        header = ["PATCH", "TARGET"] + [f"{group_name(index)}: {group['label'].upper()}"
+                                        for index, group in enumerate(groups)]
+        rows = [header] + [[patch["name"], patch["target"]] +
+                           [_cell_text(cell) for cell in patch["cells"]] for patch in shown]
+        lines.append(format_table([row + [""] for row in rows]))
+    same = len(patches) - len(differing)
+    if same and not all:
+        noise = sum(1 for patch in patches if _same_everywhere(patch))
+        lines.append(f"{same} patch(es) the same in every process (`--all` shows them"
+                     + (f"; {noise} of them cannot apply anywhere)" if noise else ")"))
+    if not differing:
+        lines.append("every patch has the same status in every process")
+        return "\n".join(lines)
+    lines.append("")
+    lines.append(f"{len(differing)} patch(es) differ between processes:")
+    for patch in differing:
+        lines.append(f"  {patch['name']} ({patch['target']})")
+        for index, (group, cell) in enumerate(zip(groups, patch["cells"])):
+            reasons = cell["reasons"][:REASONS_SHOWN]
+            more = "; ..." if len(cell["reasons"]) > REASONS_SHOWN else ""
+            text = f" ({'; '.join(reasons)}{more})" if reasons else ""
+            lines.append(f"    {group['label']}: {_cell_text(cell)}{text}")
+    return "\n".join(lines)
+
+
+def group_name(index: int) -> str:
+    """``A``, ``B``, ... ``Z``, ``AA``: short names for the matrix's columns."""
+    name = ""
+    index += 1
+    while index:
+        index, remainder = divmod(index - 1, 26)
+        name = chr(ord("A") + remainder) + name
+    return name
+
+
+def merged_as_json(merged: Dict[str, Any]) -> Dict[str, Any]:
+    """The merged view as plain data: groups by label and report paths, patches with
+    one status per group (the full records stay in the report files)."""
+    return {
+        "processes": merged["processes"],
+        "groups": [{"name": group_name(index), "label": group["label"],
+                    "processes": len(group["members"]),
+                    "reports": [member.get("path", "") for member in group["members"]]}
+                   for index, group in enumerate(merged["groups"])],
+        "patches": [{"name": patch["name"], "target": patch["target"],
+                     "differs": patch["differs"],
+                     "statuses": [cell["status"] for cell in patch["cells"]],
+                     "versions": [cell.get("version") for cell in patch["cells"]],
+                     "reasons": [cell["reasons"] for cell in patch["cells"]]}
+                    for patch in merged["patches"]],
+        "differences": [patch["name"] for patch in merged["patches"] if patch["differs"]],
+    }
+
