@@ -17,8 +17,7 @@ import glob
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .reporting import (ReportFileError, cannot_apply_here, detail_of, format_table,
-                        load_report, render_table)
+from .reporting import ReportFileError, cannot_apply_here, detail_of, format_table, load_report, render_table
 
 ABSENT = "absent"              # the patch is not registered in that process
 MATRIX_COLUMNS = 8             # more groups than this: listed per patch, not as columns
@@ -64,17 +63,13 @@ def _sort_key(document: Dict[str, Any]) -> Tuple[int, int, str]:
 
 def compressed_ranges(numbers: Iterable[int]) -> str:
     """``0-5, 7, 9-1023`` for the sorted distinct numbers given."""
-    ordered = sorted(set(numbers))
-    parts: List[str] = []
-    start = previous = None
-    for number in ordered + [None]:   # type: ignore[list-item]
-        if start is not None and number is not None and number == previous + 1:
-            previous = number
-            continue
-        if start is not None:
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-        start = previous = number
-    return ", ".join(parts)
+    runs: List[List[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
 def group_label(members: Sequence[Dict[str, Any]]) -> str:
@@ -101,7 +96,8 @@ def _status_key(record: Optional[Dict[str, Any]]) -> Tuple[str, str]:
 
 
 def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
-    """Group identical processes and line up every patch across the groups.
+    """Group identical processes and line up every patch across the groups, the
+    patches that differ between groups first.
 
     Returns ``{"processes": N, "groups": [...], "patches": [...]}``: each group
     has a ``label`` and its ``members`` (documents, by rank); each patch has
@@ -122,32 +118,48 @@ def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         document["_records"] = records
         signature = tuple(sorted((name, _status_key(record)) for name, record in records.items()))
         by_signature.setdefault(signature, []).append(document)
-    groups = [{"label": group_label(members), "members": members}
+    groups: List[Dict[str, Any]] = [{"label": group_label(members), "members": members}
               for members in by_signature.values()]
     patches = []
     for name, target in names.items():
+        firsts = [group["members"][0]["_records"].get(name) for group in groups]
+        differs = len({_status_key(first) for first in firsts}) > 1
         cells = []
-        for group in groups:
-            members = group["members"]
-            first = members[0]["_records"].get(name)
-            reasons: List[str] = []
-            for member in members:
-                record = member["_records"].get(name)
-                if record is not None and len(reasons) <= REASONS_SHOWN:
-                    detail = detail_of(record)
-                    if detail and detail not in reasons:
-                        reasons.append(detail)
+        for group, first in zip(groups, firsts):
             cell = dict(first) if first is not None else {"name": name, "target": target,
                                                          "status": ABSENT,
                                                          "reason": "not registered"}
-            cell["reasons"] = reasons
+            # Every member's reason only where the patch differs (what a reader
+            # studies); elsewhere the first member speaks for its group. Keeps
+            # merging at one dict lookup per process and agreeing patch.
+            members = group["members"] if differs else group["members"][:1]
+            cell["reasons"] = _distinct_reasons(member["_records"].get(name)
+                                                for member in members)
             cells.append(cell)
-        keys = {_status_key(cell if cell["status"] != ABSENT else None) for cell in cells}
-        patches.append({"name": name, "target": target, "differs": len(keys) > 1,
-                        "cells": cells})
+        patches.append({"name": name, "target": target, "differs": differs, "cells": cells})
     for document in documents:
         document.pop("_records", None)
+    # What differs first: that is what a reader of a thousand ranks came for.
+    patches.sort(key=lambda patch: not patch["differs"])
     return {"processes": len(documents), "groups": groups, "patches": patches}
+
+
+def _distinct_reasons(records: Iterable[Optional[Dict[str, Any]]]) -> List[str]:
+    """The first ``REASONS_SHOWN + 1`` distinct details of the records (one more than
+    shown, so that a reader learns there are more)."""
+    reasons: List[str] = []
+    for record in records:
+        detail = detail_of(record) if record is not None else "not registered"
+        if detail and detail not in reasons:
+            reasons.append(detail)
+            if len(reasons) > REASONS_SHOWN:
+                break
+    return reasons
+
+
+def short_label(label: str, width: int = 36) -> str:
+    """A group's label cut to ``width`` for a column header (the full one is listed above)."""
+    return label if len(label) <= width else label[:width - 3].rsplit(",", 1)[0] + ", ..."
 
 
 def _same_everywhere(patch: Dict[str, Any]) -> bool:
@@ -166,6 +178,10 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     them (every patch with ``all``) as a patch-by-group matrix, then each
     differing patch's status and reasons per group."""
     groups, patches = merged["groups"], merged["patches"]
+    if merged["processes"] == 1:
+        document = groups[0]["members"][0]
+        return (f"{document.get('path', '')}: rank {document.get('rank', '?')}, "
+                f"pid {document.get('pid', '?')}\n" + render_table(document["patches"], all=all))
     lines = [f"{merged['processes']} reports, {len(groups)} "
              f"group{'s' if len(groups) != 1 else ''} of identical processes:"]
     for index, group in enumerate(groups):
@@ -179,7 +195,7 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     shown = patches if all else differing
     lines.append("")
     if len(groups) <= MATRIX_COLUMNS:
-        header = ["PATCH", "TARGET"] + [f"{group_name(index)}: {group['label'].upper()}"
+        header = ["PATCH", "TARGET"] + [f"{group_name(index)}: {short_label(group['label']).upper()}"
                                         for index, group in enumerate(groups)]
         rows = [header] + [[patch["name"], patch["target"]] +
                            [_cell_text(cell) for cell in patch["cells"]] for patch in shown]
@@ -196,11 +212,11 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     lines.append(f"{len(differing)} patch(es) differ between processes:")
     for patch in differing:
         lines.append(f"  {patch['name']} ({patch['target']})")
-        for index, (group, cell) in enumerate(zip(groups, patch["cells"])):
+        for group, cell in zip(groups, patch["cells"]):
             reasons = cell["reasons"][:REASONS_SHOWN]
             more = "; ..." if len(cell["reasons"]) > REASONS_SHOWN else ""
             text = f" ({'; '.join(reasons)}{more})" if reasons else ""
-            lines.append(f"    {group['label']}: {_cell_text(cell)}{text}")
+            lines.append(f"    {short_label(group['label'], 60)}: {_cell_text(cell)}{text}")
     return "\n".join(lines)
 
 

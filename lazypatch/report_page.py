@@ -15,7 +15,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Dict, List
 
-from .merging import group_name
+from .merging import group_name, short_label
 from .reporting import change_diff
 
 STYLE = """
@@ -37,11 +37,21 @@ details { margin: 0.4em 0; } summary { cursor: pointer; }
 .note { color: #555; }
 """
 
-# Inline, no library: one checkbox hides the rows that are the same everywhere.
+# Inline, no library: one checkbox (or the address ending in #differences) hides
+# the rows that are the same everywhere; the count line is written by the
+# script so that a reader (and the browser test) can see the script ran.
 SCRIPT = """
-document.getElementById("only-differences").addEventListener("change", function (event) {
-  document.body.classList.toggle("only-differences", event.target.checked);
-});
+(function () {
+  var box = document.getElementById("only-differences");
+  function apply() { document.body.classList.toggle("only-differences", box.checked); }
+  box.addEventListener("change", apply);
+  if (window.location.hash === "#differences") { box.checked = true; }
+  apply();
+  var rows = document.querySelectorAll("#matrix tr.differs, #matrix tr.same");
+  var differing = document.querySelectorAll("#matrix tr.differs").length;
+  document.getElementById("counted").textContent =
+    differing + " of " + rows.length + " patches differ between processes";
+})();
 """
 
 
@@ -74,9 +84,10 @@ def _matrix(merged: Dict[str, Any]) -> List[str]:
     groups = merged["groups"]
     parts = ["<h2>Patches by process</h2>",
              '<label><input type="checkbox" id="only-differences"> only the patches that '
-             'differ between processes</label>',
+             'differ between processes</label> <span id="counted" class="note"></span>',
              '<table id="matrix"><tr><th>patch</th><th>target</th>' +
-             "".join(f"<th>{group_name(index)}<br><small>{escape(group['label'])}</small></th>"
+             "".join(f"<th>{group_name(index)}<br><small>{escape(short_label(group['label']))}"
+                     f"</small></th>"
                      for index, group in enumerate(groups)) + "</tr>"]
     for patch in merged["patches"]:
         row_class = "differs" if patch["differs"] else "same"

@@ -87,7 +87,7 @@ def target_distribution(target: str) -> "Tuple[str, Optional[str]]":
     """(distribution, version) of the package a target module belongs to, read from
     installed metadata without importing it; (top-level name, None) when no
     installed distribution provides it (a local module, the standard library)."""
-    from .distributions import import_name_providers, installed_version
+    from .distributions import canonical_name, import_name_providers, installed_version
     top = target.split(".", 1)[0]
     # Most distributions are named as they import (torch, numpy, mmdet): one
     # listing lookup. The others (mmcv-lite -> mmcv) need the top-level map.
@@ -96,7 +96,7 @@ def target_distribution(target: str) -> "Tuple[str, Optional[str]]":
         return top, version
     providers = import_name_providers(top)
     if providers:
-        return providers[0]
+        return canonical_name(providers[0][0]), providers[0][1]
     return top, None
 
 
