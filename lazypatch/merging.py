@@ -17,7 +17,15 @@ import glob
 import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .reporting import ReportFileError, cannot_apply_here, detail_of, format_table, load_report, render_table
+from .reporting import (
+    ReportFileError,
+    cannot_apply_here,
+    detail_of,
+    format_table,
+    hidden_summary,
+    load_report,
+    render_table,
+)
 
 ABSENT = "absent"              # the patch is not registered in that process
 MATRIX_COLUMNS = 8             # more groups than this: listed per patch, not as columns
@@ -174,9 +182,10 @@ def _cell_text(cell: Dict[str, Any]) -> str:
 
 
 def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
-    """The merged view as text: the groups, then the patches that differ between
-    them (every patch with ``all``) as a patch-by-group matrix, then each
-    differing patch's status and reasons per group."""
+    """The merged view as text: the groups, then a patch-by-group matrix of the
+    patches that differ between groups (of every patch that can apply, when all
+    processes agree; of every patch with ``all``), then each differing patch's
+    status and reasons per group. One report renders as its own table."""
     groups, patches = merged["groups"], merged["patches"]
     if merged["processes"] == 1:
         document = groups[0]["members"][0]
@@ -186,25 +195,30 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
              f"group{'s' if len(groups) != 1 else ''} of identical processes:"]
     for index, group in enumerate(groups):
         lines.append(f"  {group_name(index)}: {group['label']}: identical")
-    if len(groups) == 1:
-        # Every process says the same: the single-process table says it once.
-        lines.append("")
-        lines.append(render_table(groups[0]["members"][0]["patches"], all=all))
-        return "\n".join(lines)
     differing = [patch for patch in patches if patch["differs"]]
-    shown = patches if all else differing
+    noise = [] if all else [patch for patch in patches if _same_everywhere(patch)]
+    if all:
+        shown = patches
+    elif len(groups) == 1:
+        # Every process says the same: the one column is the useful table.
+        shown = [patch for patch in patches if not _same_everywhere(patch)]
+    else:
+        shown = differing
     lines.append("")
-    if len(groups) <= MATRIX_COLUMNS:
+    if len(groups) <= MATRIX_COLUMNS and shown:
         header = ["PATCH", "TARGET"] + [f"{group_name(index)}: {short_label(group['label']).upper()}"
                                         for index, group in enumerate(groups)]
         rows = [header] + [[patch["name"], patch["target"]] +
                            [_cell_text(cell) for cell in patch["cells"]] for patch in shown]
         lines.append(format_table([row + [""] for row in rows]))
-    same = len(patches) - len(differing)
-    if same and not all:
-        noise = sum(1 for patch in patches if _same_everywhere(patch))
-        lines.append(f"{same} patch(es) the same in every process (`--all` shows them"
-                     + (f"; {noise} of them cannot apply anywhere)" if noise else ")"))
+    agreeing = len(patches) - len(differing) - len(noise) - \
+        sum(1 for patch in shown if not patch["differs"])
+    if agreeing:
+        lines.append(f"{agreeing} patch(es) with the same status in every process not shown "
+                     f"(`--all` shows them)")
+    if noise:
+        lines.append(f"{len(noise)} not shown, the same in every process (`--all` shows them):")
+        lines += ["  " + line for line in hidden_summary([patch["cells"][0] for patch in noise])]
     if not differing:
         lines.append("every patch has the same status in every process")
         return "\n".join(lines)

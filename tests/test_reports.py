@@ -55,7 +55,11 @@ def test_report_written_at_exit_per_rank_and_rendered_with_differences(interpret
                for line in lines)
     assert not any(line.startswith("demo.ok") for line in lines)
     # (the built-in packs' patches agree too: counted in the same line)
-    assert any(" patch(es) the same in every process (`--all` shows" in line
+    # demo.ok and the built-in packs' patches waiting for their targets: counted, not listed
+    assert any(line.endswith(" patch(es) with the same status in every process not shown "
+                             "(`--all` shows them)") for line in lines), lines
+    # the built-in packs' patches that wait for or lack their targets: one summary
+    assert any(line.endswith(" not shown, the same in every process (`--all` shows them):")
                for line in lines), lines
     assert "1 patch(es) differ between processes:" in result.stdout
     differing = result.stdout.split("differ between processes:")[1]
