@@ -437,16 +437,19 @@ def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         _usage_error("report", str(error))
         return USAGE_ERROR
     merged = merge(documents)
-    if arguments.format == "json":
-        import json
-        print(json.dumps(merged_as_json(merged), indent=2, default=str))
-    else:
-        print(render_merged(merged, all=arguments.all))
+    diffs = ""
     if arguments.diff:
         from .reporting import render_diffs
-        print()
-        print(render_diffs(documents[0]["patches"] if len(merged["groups"]) == 1 else
-                           [cell for patch in merged["patches"] for cell in patch["cells"]]))
+        # each group's first process speaks for the group: one diff per patch and change
+        diffs = render_diffs([cell for patch in merged["patches"] for cell in patch["cells"]])
+    if arguments.format == "json":
+        import json
+        document = merged_as_json(merged)
+        if arguments.diff:
+            document["diff"] = diffs
+        print(json.dumps(document, indent=2, default=str))
+    else:
+        print(render_merged(merged, all=arguments.all) + (f"\n\n{diffs}" if diffs else ""))
     if arguments.html:
         from .files import atomic_write
         from .report_page import render_page

@@ -53,8 +53,10 @@ def _provided_notes(patch: "RegisteredPatch") -> "List[str]":
     return lines
 
 
-def record_of(patch: "RegisteredPatch") -> PatchRecord:
-    """The report record of a patch at this moment."""
+def record_of(patch: "RegisteredPatch",
+              packages: "Optional[Dict[str, Tuple[str, Optional[str]]]]" = None) -> PatchRecord:
+    """The report record of a patch at this moment; ``packages`` remembers
+    ``target_distribution`` answers across the records of one report."""
     with STATE.lock:
         changes = [described_change(change) for context in patch.live
                    for change in context.changes]
@@ -77,7 +79,13 @@ def record_of(patch: "RegisteredPatch") -> PatchRecord:
         if plugin is not None:
             record["source"] = f"plugin {plugin.distribution} ({plugin.value})"
         providers = list(patch.note_providers)
-    record["package"], record["version"] = target_distribution(record["target"])
+    top = patch.target.split(".", 1)[0]
+    if packages is None or top not in packages:
+        found = target_distribution(top)
+        if packages is None:
+            packages = {}
+        packages[top] = found
+    record["package"], record["version"] = packages[top]
     if providers:   # user code: called without the lock
         record["notes"] = record["notes"] + _provided_notes(patch)
     return record
@@ -122,7 +130,7 @@ def replacement_of(change: "Any") -> "Any":
 
 def code_location(value: "Any") -> "Optional[Dict[str, Any]]":
     """``{"file", "line", "name"}`` of a Python function (or the function inside a
-    method, classmethod, staticmethod or partial-free wrapper); None for anything else."""
+    bound method, classmethod or staticmethod); None for anything else (classes, builtins)."""
     function = getattr(value, "__func__", value)
     code = getattr(function, "__code__", None)
     if code is None or not isinstance(getattr(code, "co_filename", None), str):
@@ -135,7 +143,8 @@ def report() -> "List[PatchRecord]":
     """A record of every registered patch, in registration order."""
     with STATE.lock:
         patches = STATE.catalog.patches()
-    return [record_of(patch) for patch in patches]
+    packages: "Dict[str, Tuple[str, Optional[str]]]" = {}   # many patches, few packages
+    return [record_of(patch, packages) for patch in patches]
 
 
 def format_table(rows: "Sequence[Sequence[str]]") -> str:

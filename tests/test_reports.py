@@ -197,6 +197,10 @@ def test_diff_shows_the_source_of_each_replaced_function_against_its_replacement
     from_file = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--diff",
                                          str(report)])
     assert "+    return type(x) is str" in from_file.stdout
+    as_json = json.loads(interpreter.run_command(
+        [sys.executable, "-m", "lazypatch", "report", "--diff", "--format", "json",
+         str(report)]).stdout)
+    assert "+    return type(x) is str" in as_json["diff"]
     (interpreter.root / "actionable_patches.py").rename(interpreter.root / "moved.py")
     gone = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--diff",
                                     str(report)])
