@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from . import events as _events
 from .importer import LazyPatchFinder, install_finder
 from .requirements import parse_requirements
 from .selection import decide_at_registration
@@ -221,11 +222,15 @@ def add(patch: RegisteredPatch) -> None:
 def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
              name: "Optional[str]" = None, priority: object = 0,
              requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
-             enabled: object = True) -> str:
-    """Validate, index and, if the target is already imported, apply a patch; its name."""
+             enabled: object = True, events: "Optional[Any]" = None) -> str:
+    """Validate, index and, if the target is already imported, apply a patch; its name.
+    ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
     patch = build(function, target, phase=phase, name=name, priority=priority,
                   requires=requires, tags=tags, enabled=enabled)
+    actions = _events.validate(events, patch.name) if events is not None else None
     add(patch)
+    if actions:
+        _events.declare(patch.name, actions)
     ensure_finder()
     # Only a target that is imported (or being imported) needs the application
     # machinery now; at activation none is, and application is loaded on the
