@@ -175,7 +175,7 @@ class RegistryPatch(BasePatch):
         self.registry = registry
         self.module_cls = module_cls
         self.module_factory = module_factory
-        self.register_name: str = name or getattr(module_cls, "__name__", "")
+        self.register_name: str = str(name or getattr(module_cls, "__name__", ""))
         self.force = bool(force)
         self.precheck = precheck
 
