@@ -175,14 +175,13 @@ def write_report(path: str) -> str:
 
 def unpatch(name: str) -> None:
     """Undo patch ``name`` exactly, on every module object it touched, and keep it from
-    re-applying (its aliases too). Imports nothing. Raises ``UndoError`` if part of it
+    re-applying (its aliases and submodule stand-ins too). Imports nothing. Raises ``UndoError`` if part of it
     could not be restored."""
     patch = STATE.catalog.find(name)
     application = _application()
-    if getattr(patch.function, "lazypatch_path", None) is not None:
-        from .paths import aliases_of
-        for alias in reversed(aliases_of(name)):
-            application.unpatch(STATE.catalog.find(alias), f"undone by unpatch({name!r})")
+    from .paths import derived_from
+    for derived in derived_from(name):   # aliases, stand-ins of submodules
+        application.unpatch(STATE.catalog.find(derived), f"undone by unpatch({name!r})")
     application.unpatch(patch, "undone by unpatch()")
 
 

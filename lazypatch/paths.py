@@ -332,6 +332,18 @@ def aliases_of(patch_name: str) -> "List[str]":
                 if getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
 
 
+def derived_from(patch_name: str) -> "List[str]":
+    """Patches declared on behalf of ``patch_name``, which ``unpatch(patch_name)`` undoes
+    too: its aliases and the stand-ins made on demand for submodules of a stand-in
+    (``<name>.sub:<module>``), deepest first."""
+    prefix = f"{patch_name}.sub:"
+    with STATE.lock:
+        found = [patch for patch in STATE.catalog.by_name.values()
+                 if patch.name.startswith(prefix)
+                 or getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
+    return [patch.name for patch in sorted(found, key=lambda patch: -len(patch.target))]
+
+
 def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
             rebind: bool = False, priority: int = 0, requires: "Iterable[str]" = (),
             tags: "Iterable[str]" = (), enabled: bool = True,
@@ -380,4 +392,4 @@ def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: boo
 
 
 __all__ = ["replace", "wrap", "split_path", "PathPatch", "aliases_of", "declare_path",
-           "move_patch", "module_exists"]
+           "move_patch", "module_exists", "derived_from"]

@@ -544,15 +544,13 @@ class Patcher:
             self._legacy.restore()
             self._legacy = None
         from ..application import unpatch
-        from ..paths import aliases_of
+        from ..paths import derived_from
         for name in reversed(self.names):
             patch = STATE.catalog.by_name.get(name)
             if patch is None:
                 continue
-            for alias in aliases_of(name):
-                unpatch(STATE.catalog.by_name[alias], "undone by the DrivingSDK patcher")
-            for submodule in _submodule_stand_ins(name):
-                unpatch(submodule, "undone by the DrivingSDK patcher")
+            for derived in derived_from(name):   # aliases, stand-ins of submodules
+                unpatch(STATE.catalog.by_name[derived], "undone by the DrivingSDK patcher")
             unpatch(patch, "undone by the DrivingSDK patcher")
         self._applied = False
 
@@ -623,15 +621,6 @@ def _stand_in(path: str) -> str:
     from ..boundaries import stand_in
     return stand_in(path, {"__getattr__": _stub_getattr}, name=_unique(
         f"{NAME_PREFIX}.skip_import:{path}"), tags=(TAG,), submodules=True)
-
-
-def _submodule_stand_ins(name: str) -> "List[Any]":
-    """The stand-ins declared on demand below stand-in ``name`` (``<name>.sub:...``)."""
-    prefix = f"{name}.sub:"
-    with STATE.lock:
-        return sorted((patch for patch in STATE.catalog.by_name.values()
-                       if patch.name.startswith(prefix)),
-                      key=lambda patch: -len(patch.target))
 
 
 def _unique(base: str) -> str:
