@@ -12,6 +12,8 @@ every process it activates.
 
 from __future__ import annotations
 
+import sys
+
 from . import registration as _registration
 from .configuration import declare_variable, setting
 from .errors import (
@@ -21,12 +23,6 @@ from .errors import (
     PatchError,
     PatchFailedWarning,
     UndoError,
-)
-from .events import (
-    PatchAppliedWarning,
-    PatchSkippedWarning,
-    clear_event_actions,
-    set_event_action,
 )
 from .requirements import installed_version, parse_requirements, version_matches
 from .selection import matches, set_strict
@@ -49,7 +45,18 @@ __version__ = "0.1.0"
 # Public names whose modules nothing on the activation path needs: imported on
 # first use (PEP 562), so that `import lazypatch.auto` stays within its budget.
 _LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes", "StandInError": "boundaries",
-               "PatchContext": "ledger"}
+               "PatchContext": "ledger", "set_event_action": "events",
+               "clear_event_actions": "events", "PatchAppliedWarning": "events",
+               "PatchSkippedWarning": "events"}
+
+# The event-action settings (events.py), declared here so that they are known (not
+# reported as typos, listed by `lazypatch run --help`) without importing events.py
+# at activation: it is loaded only when a rule is set (benchmarks/COSTS.md).
+EVENT_VARIABLES = ("LAZYPATCH_ON_APPLY", "LAZYPATCH_ON_SKIP", "LAZYPATCH_ON_FAILURE")
+for _variable in EVENT_VARIABLES:
+    declare_variable(_variable, f"what a patch does on {_variable[13:].lower()}: silent, "
+                                f"log[:level], warn, raise or exit; 'selector=action' "
+                                f"items set it for a pack (tag:x) or a patch")
 
 
 def __getattr__(name: str) -> "Any":
@@ -83,11 +90,16 @@ def _adopt_environment() -> None:
     # registers its own patches obeys them too. Activation adopts the same
     # (memoised) configuration again, so nothing warns twice.
     from .configuration import read
-    from .events import adopt_configured
     from .selection import configure
     configuration = read()
     configure(configuration)
-    adopt_configured(configuration)   # LAZYPATCH_ON_APPLY/_SKIP/_FAILURE (events.py)
+    # LAZYPATCH_ON_APPLY/_SKIP/_FAILURE: events.py is imported only when one is set
+    # (or was, so that a reset forgets it), never on the plain activation path.
+    import os
+    if "lazypatch.events" in sys.modules or any(
+            name in os.environ or name in configuration.extra for name in EVENT_VARIABLES):
+        from .events import adopt_configured
+        adopt_configured(configuration)
 
 
 _adopt_environment()
@@ -240,8 +252,9 @@ def reset() -> None:
     except BaseException as error:   # forget everything first, then report
         failure = error
     STATE.forget_everything()
-    from .events import RULES
-    RULES.forget()
+    events = sys.modules.get(f"{__name__}.events")
+    if events is not None:
+        events.RULES.forget()
     _adopt_environment()
     if failure is not None:
         raise failure

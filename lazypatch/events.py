@@ -36,7 +36,6 @@ added without touching ``state``); ``lazypatch.reset()`` clears them.
 
 from __future__ import annotations
 
-from .configuration import declare_variable
 from .selection import matches
 from .state import STATE
 
@@ -62,16 +61,13 @@ LOG_LEVEL_NAMES = ("debug", "info", "warning", "error", "critical")
 
 DEFAULTS = {APPLY: SILENT, SKIP: SILENT, FAILURE: WARN}
 
+# Declared (declare_variable) by the package's __init__, which reads them without
+# importing this module.
 VARIABLES = {
     APPLY: "LAZYPATCH_ON_APPLY",
     SKIP: "LAZYPATCH_ON_SKIP",
     FAILURE: "LAZYPATCH_ON_FAILURE",
 }
-_MEANING = ("what a patch {} does: silent, log[:level], warn, raise or exit; "
-            "'selector=action' items set it for a pack (tag:x) or patch")
-for _event, _variable in VARIABLES.items():
-    declare_variable(_variable, _MEANING.format({APPLY: "applying", SKIP: "being skipped",
-                                                 FAILURE: "failing"}[_event]))
 
 
 class PatchAppliedWarning(UserWarning):

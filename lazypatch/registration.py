@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from . import events as _events
 from .importer import LazyPatchFinder, install_finder
 from .requirements import parse_requirements
 from .selection import decide_at_registration
@@ -227,10 +226,14 @@ def register(function: "Callable[..., Any]", target: object, *, phase: str = AFT
     ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
     patch = build(function, target, phase=phase, name=name, priority=priority,
                   requires=requires, tags=tags, enabled=enabled)
-    actions = _events.validate(events, patch.name) if events is not None else None
+    actions = None
+    if events is not None:   # events.py only when asked: activation does not load it
+        from .events import validate
+        actions = validate(events, patch.name)
     add(patch)
     if actions:
-        _events.declare(patch.name, actions)
+        from .events import declare
+        declare(patch.name, actions)
     ensure_finder()
     # Only a target that is imported (or being imported) needs the application
     # machinery now; at activation none is, and application is loaded on the
