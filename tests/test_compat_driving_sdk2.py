@@ -331,6 +331,41 @@ def test_configure_patcher_logging_strict_and_quiet_modes(interpreter):
     assert result["warnings"] == 0
 
 
+def test_chained_default_patcher_selects_builtin_packs_and_restores_them(interpreter):
+    interpreter.write(MODEL)
+    result = interpreter.run_json("""
+    import json, sys
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import default_patcher, Patch, AtomicPatch
+
+    class MyPatch(Patch):
+        @classmethod
+        def patches(cls, options=None):
+            return [AtomicPatch("my_model.layers.helper", lambda x: ("npu helper", x))]
+
+    # FEATURES.md, "链式调用" (profiling and the brake belong to the training pack's tests)
+    (default_patcher
+        .skip_import("flash_attn", "torch_scatter")
+        .add(MyPatch)
+        .apply())
+    imported = [m for m in ("torch", "numpy", "mmcv", "my_model") if m in sys.modules]
+    enabled = sorted({tag for r in lazypatch.report() if r.enabled
+                      for tag in r.tags if tag in ("ascend", "numpy", "openmmlab")})
+    import my_model.layers, flash_attn
+    inside = my_model.layers.helper(1)
+    default_patcher.restore()
+    still_enabled = [r.name for r in lazypatch.report() if r.enabled
+                     and {"ascend", "numpy", "openmmlab"} & set(r.tags)]
+    print(json.dumps({"imported": imported, "enabled": enabled, "inside": inside,
+                      "after": my_model.layers.helper(1), "still_enabled": still_enabled,
+                      "flash_attn_gone": "flash_attn" not in sys.modules}))
+    """, timeout=300)
+    assert result["imported"] == []                        # apply() imports no target
+    assert result["enabled"] == ["ascend", "numpy", "openmmlab"]
+    assert result["inside"] == ["npu helper", 1] and result["after"] == ["cuda helper", 1]
+    assert result["still_enabled"] == [] and result["flash_attn_gone"] is True
+
+
 @pytest.mark.parametrize("call, message", [
     ("AtomicPatch('my_model.f')", "replacement or target_wrapper"),
     ("AtomicPatch('toplevel', print)", "dotted path"),

@@ -173,7 +173,7 @@ print(json.dumps({"first": first, "third": third,
 
 
 def test_bad_configured_actions_warn_naming_the_variable_and_are_ignored(interpreter):
-    interpreter.write(MODULES)
+    interpreter.write({**MODULES, "settings.toml": "[lazypatch]\non_apply = \"silent\"\n"})
     result = interpreter.run_json("""
 import json, warnings
 with warnings.catch_warnings(record=True) as caught:
@@ -184,14 +184,16 @@ with warnings.catch_warnings(record=True) as caught:
     import target_a
 print(json.dumps({"warnings": [[w.category.__name__, str(w.message)] for w in caught],
                   "actions": lazypatch.event_actions("p")}))
-""", env={"LAZYPATCH_ON_FAILURE": "explode,tag:x=raise", "LAZYPATCH_ON_SKIP": "=warn"})
+""", env={"LAZYPATCH_ON_FAILURE": "explode,tag:x=raise", "LAZYPATCH_ON_SKIP": "=warn",
+          "LAZYPATCH_CONFIG": "settings.toml"})
     messages = [message for category, message in result["warnings"]
                 if category == "ConfigurationWarning"]
     assert any("LAZYPATCH_ON_FAILURE" in message and "'explode' is not an action" in message
                for message in messages)
     assert any("LAZYPATCH_ON_SKIP" in message and "no selector" in message
                for message in messages)
-    assert not any("unknown environment variable" in message for message in messages)
+    assert not any("unknown environment variable" in message or "unknown key" in message
+                   for message in messages)         # declared: env names and TOML keys
     assert len(messages) == 2                     # said once, not again at activation
     assert result["actions"] == {"apply": "silent", "skip": "silent", "failure": "warn"}
 
