@@ -34,13 +34,15 @@ patch                           target                                        de
                                 torch_npu's ``GradScaler`` (mmcv 1.x)
 ``ascend.pseudo_sampler``       mmdet ``PseudoSampler.sample`` without the    on
                                 redundant ``unique`` (a host sort)
-``ascend.nuscenes_box``         mmdet3d nuScenes ``output_to_nusc_box``:      on
+``ascend.nuscenes_metric``      mmdet3d nuScenes ``output_to_nusc_box``:      on
                                 boxes read once, rotations in closed form
 ==============================  ============================================  =========
 
 Every patch requires the ``torch_npu`` and ``mx_driving`` distributions
 (checked in installed metadata, nothing imported); without them each reports
-``skipped``. Multi-scale deformable attention, deformable convolution and
+``skipped``. Names follow DrivingSDK's where they match (``pseudo_sampler``,
+``nuscenes_metric``), so its ``disable_patches(...)`` names turn them off too.
+Multi-scale deformable attention, deformable convolution and
 voxelization are the OpenMMLab pack's (``openmmlab.mx_driving.*``).
 
 This file only declares: implementations import torch/mmcv when their target
@@ -162,9 +164,9 @@ def pseudo_sampler(pseudo_sampler_module, patch):
     patch_pseudo_sampler(pseudo_sampler_module, patch)
 
 
-@lazypatch.when_imported(NUSCENES_METRIC, name=f"{PACK}.nuscenes_box", requires=ASCEND,
+@lazypatch.when_imported(NUSCENES_METRIC, name=f"{PACK}.nuscenes_metric", requires=ASCEND,
                          tags=(PACK, "mmdet3d", "nuscenes"))
-def nuscenes_box(nuscenes_metric, patch):
+def nuscenes_metric(metric_module, patch):
     """mmdet3d nuScenes output_to_nusc_box: boxes read once, rotations in closed form."""
     from .nuscenes import patch_output_to_nusc_box
-    patch_output_to_nusc_box(nuscenes_metric, patch)
+    patch_output_to_nusc_box(metric_module, patch)

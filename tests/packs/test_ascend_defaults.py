@@ -120,7 +120,7 @@ def convert():
     return out, error
 
 patched, patched_error = convert()
-record = ascend_report()["ascend.nuscenes_box"]
+record = ascend_report()["ascend.nuscenes_metric"]
 replaced = metric.output_to_nusc_box is not original
 lazypatch.unpatch_all()
 plain, plain_error = convert()
@@ -170,12 +170,12 @@ from mmdet.models.task_modules.samplers import PseudoSampler
 import mmdet3d.evaluation.metrics.nuscenes_metric as metric
 records = ascend_report()
 print(json.dumps({name: [records[name].status, records[name].reason]
-                  for name in ("ascend.pseudo_sampler", "ascend.nuscenes_box")}
+                  for name in ("ascend.pseudo_sampler", "ascend.nuscenes_metric")}
                  | {"kept": [PseudoSampler().sample(None, None, None),
                              metric.output_to_nusc_box(None)]}))
 ''')
     for name, copied_from in (("ascend.pseudo_sampler", "mmdet 3.3.0"),
-                              ("ascend.nuscenes_box", "mmdet3d 1.4.0")):
+                              ("ascend.nuscenes_metric", "mmdet3d 1.4.0")):
         status, reason = result[name]
         assert status == "skipped" and "differs from the version this patch copied" in reason
         assert copied_from in reason
@@ -363,3 +363,26 @@ print(json.dumps({
     # Power-of-two scales cancel exactly: the same training as without scaling.
     assert result["same"] == [True, True, True]
     assert result["replaced"] and result["restored"]
+
+
+def test_ascend_fake_drivingsdk_names_turn_the_new_defaults_off_in_the_compat_builder(interpreter):
+    interpreter.write(ASCEND_FAKES)
+    result = interpreter.run_json('''
+import json
+import lazypatch
+from lazypatch.compat.mx_driving import default_patcher_builder
+with default_patcher_builder.disable_patches("pseudo_sampler", "nuscenes_metric").build():
+    from mmdet.models.task_modules.samplers import PseudoSampler
+    import mmdet3d.evaluation.metrics.nuscenes_metric as metric
+    inside = {"sampler": PseudoSampler.sample.__module__,
+              "nuscenes": metric.output_to_nusc_box.__module__,
+              "statuses": {r.name: r.status for r in lazypatch.report()
+                           if r.name in ("ascend.pseudo_sampler", "ascend.nuscenes_metric",
+                                         "ascend.optim_wrapper_clip")}}
+print(json.dumps(inside))
+''')
+    assert result["sampler"] == "mmdet.models.task_modules.samplers.pseudo_sampler"
+    assert result["nuscenes"] == "mmdet3d.evaluation.metrics.nuscenes_metric"
+    assert result["statuses"]["ascend.pseudo_sampler"] != "applied"
+    assert result["statuses"]["ascend.nuscenes_metric"] != "applied"
+    assert result["statuses"]["ascend.optim_wrapper_clip"] == "applied"

@@ -16,7 +16,7 @@ ASCEND_PATCHES = {
     "ascend.tensor_bool_index", "ascend.batch_matmul", "ascend.optim_wrapper_clip",
     "ascend.sparse_conv", "ascend.mmcv1_optimizer_hook", "ascend.mmcv1_scatter_stream",
     "ascend.mmcv1_ddp", "ascend.mmcv1_fp16_scaler", "ascend.pseudo_sampler",
-    "ascend.nuscenes_box",
+    "ascend.nuscenes_metric",
 }
 MMCV1_PATCHES = {"ascend.mmcv1_optimizer_hook", "ascend.mmcv1_scatter_stream", "ascend.mmcv1_ddp",
                  "ascend.mmcv1_fp16_scaler"}
