@@ -45,7 +45,8 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_LOG": "level of the 'lazypatch' logger: " + ", ".join(LOG_LEVELS),
     "LAZYPATCH_LOG_ALL_RANKS": "1 logs informational messages on every rank, not only rank 0",
     "LAZYPATCH_MODULES": "comma-separated modules of extra patches to import at activation",
-    "LAZYPATCH_REPORT": "path of a JSON report written at exit; {rank} and {pid} are filled in",
+    "LAZYPATCH_REPORT": "path of a JSON report written at exit; {host}, {node}, {rank}, "
+                        "{local_rank}, {worker} and {pid} are filled in",
     "LAZYPATCH_CONFIG": "path of a TOML file with the same settings (keys in lower case)",
     "LAZYPATCH_PLUGINS": "0 skips plugin packs from installed distributions",
     "LAZYPATCH_CACHE_DIR": "directory of the plugin-pack cache (default ~/.cache/lazypatch)",
@@ -62,6 +63,8 @@ INTERNAL_VARIABLES: "Dict[str, str]" = {
                                      "so that child processes do not print it again",
     "LAZYPATCH_TOLD": "which configuration messages a parent process already printed for "
                       "the same settings, so that its children do not repeat them",
+    "LAZYPATCH_WORKER": "the name of the Ray or Dask worker this process is, set by "
+                        "lazypatch.integrations for {worker} in report paths",
 }
 
 # Launchers' rank variables, most specific first: torchrun sets RANK and
@@ -184,6 +187,14 @@ class Configuration:
         # LAZYPATCH_* name -> (file, key) of every TOML key read, checked by
         # warn_unknown_settings once the packs have declared their variables.
         self.file_keys: "Dict[str, Tuple[str, str]]" = {}
+        # The run's settings as LAZYPATCH_* names (environment and files merged, the
+        # file path and internal variables left out) and their fingerprint; when
+        # PYTHONLAZYPATCH came from the launching process, its fingerprint and the
+        # settings this process changed: name -> (the launcher's value, this one's).
+        self.settings: "Dict[str, str]" = {}
+        self.fingerprint = ""
+        self.driver_fingerprint = ""
+        self.driver_differences: "Dict[str, Tuple[str, str]]" = {}
 
 
 def _load_toml(path: str, what: str) -> "Optional[dict]":
@@ -296,9 +307,10 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     # activation and must not make the same settings be read (and warned about) again.
     # Keys first, values only for ours: os.environ decodes every item it hands out.
     key = tuple(sorted((name, source[name]) for name in source
-                       if name.startswith("LAZYPATCH") and (name == "LAZYPATCH" or
-                                                            name.startswith("LAZYPATCH_"))
-                       and name not in INTERNAL_VARIABLES)) + (_current_directory(),)
+                       if (name.startswith("LAZYPATCH") and (name == "LAZYPATCH" or
+                                                             name.startswith("LAZYPATCH_"))
+                           and name not in INTERNAL_VARIABLES) or name == PORTABLE_VARIABLE
+                       )) + (_current_directory(),)
     if _last_read is not None and _last_read[0] == key:
         return _last_read[1]
     global _told
@@ -379,13 +391,25 @@ def _read(source: "Mapping[str, str]") -> Configuration:
     environment: "Dict[str, str]" = {name: source[name] for name in source
                                      if name.startswith("LAZYPATCH")}
     configuration = Configuration()
-    # Precedence, lowest first: pyproject.toml, the LAZYPATCH_CONFIG file, the environment.
-    merged = _from_pyproject(configuration.file_keys)
-    config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
-    if config_path:
-        merged.update(_from_file(config_path, configuration.file_keys))
+    portable = source.get(PORTABLE_VARIABLE)
+    driver = decode_settings(portable) if portable is not None else None
+    if driver is not None:
+        # The launching process read its files already (a node of its own may have
+        # neither the LAZYPATCH_CONFIG file nor the same pyproject.toml): its
+        # settings replace the file layers; this process's environment still wins.
+        merged = dict(driver[1])
+    else:
+        # Precedence, lowest first: pyproject.toml, the LAZYPATCH_CONFIG file, the environment.
+        merged = _from_pyproject(configuration.file_keys)
+        config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
+        if config_path:
+            merged.update(_from_file(config_path, configuration.file_keys))
     merged.update({key: value for key, value in environment.items()
                    if key == "LAZYPATCH" or key.startswith("LAZYPATCH_")})
+    configuration.settings = run_settings(merged)
+    configuration.fingerprint = settings_fingerprint(configuration.settings)
+    if driver is not None:
+        _compare_with_driver(configuration, driver)
     configuration.active = parse_flag("LAZYPATCH", merged.get("LAZYPATCH"), default=True)
     configuration.disable = split_list(merged.get("LAZYPATCH_DISABLE", ""))
     configuration.enable = split_list(merged.get("LAZYPATCH_ENABLE", ""))
@@ -440,3 +464,199 @@ def setting(name: str, default: str = "") -> str:
     if configuration is not None:
         return configuration.extra.get(name, default)
     return default
+
+
+# --- one portable activation ------------------------------------------------
+# Launchers that start processes on other machines forward only some variables:
+# DeepSpeed's multi-node runner those whose names start with PYTHON, MLFLOW, MV2,
+# UCX (its EXPORT_ENVS) and the accelerator's, MPI launchers what -x/-genv name.
+# Every LAZYPATCH_* setting would be dropped there, so `lazypatch run` also puts
+# the whole run's settings in this one PYTHON-prefixed variable.
+PORTABLE_VARIABLE = "PYTHONLAZYPATCH"
+PORTABLE_VERSION = "v1"
+# Characters kept as they are in the encoded value: none is special to a shell,
+# inside double quotes (DeepSpeed's pdsh runner writes `export NAME="VALUE";`)
+# or out of them, so the value survives every launcher's command line unquoted.
+_PORTABLE_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,/+-@")
+
+
+def run_settings(merged: "Mapping[str, str]") -> "Dict[str, str]":
+    """The settings that make a run what it is: every LAZYPATCH* value but the
+    configuration file's path (its content is merged in) and lazypatch's own
+    bookkeeping, and no empty value (empty means "not set")."""
+    return {name: value for name, value in merged.items()
+            if name not in NOT_IN_FILES and value.strip()
+            and (name == "LAZYPATCH" or name.startswith("LAZYPATCH_"))}
+
+
+def settings_fingerprint(settings: "Mapping[str, str]") -> str:
+    """Eight hex digits that are equal exactly when two processes' settings are."""
+    return _fingerprint("\n".join(f"{name}={settings[name]}" for name in sorted(settings)))
+
+
+def _quote(text: str) -> str:
+    return "".join(character if character in _PORTABLE_SAFE else
+                   "".join("%%%02X" % byte for byte in character.encode("utf-8"))
+                   for character in text)
+
+
+def _unquote(text: str) -> str:
+    if "%" not in text:
+        return text
+    pieces = text.split("%")
+    data = bytearray(pieces[0].encode("utf-8"))
+    for piece in pieces[1:]:
+        data += bytes.fromhex(piece[:2]) if len(piece) >= 2 else b"?"
+        data += piece[2:].encode("utf-8")
+    return data.decode("utf-8", "replace")
+
+
+def encode_settings(settings: "Mapping[str, str]") -> str:
+    """``v1:<fingerprint>:disable=a%2Ab:strict=1``: the settings in one value that a
+    shell, ``mpirun -x`` and DeepSpeed's runner pass on unchanged (keys are the
+    variable names without ``LAZYPATCH_``, in lower case)."""
+    entries = [PORTABLE_VERSION, settings_fingerprint(settings)]
+    for name in sorted(settings):
+        key = "lazypatch" if name == "LAZYPATCH" else name[len("LAZYPATCH_"):].lower()
+        entries.append(f"{_quote(key)}={_quote(settings[name])}")
+    return ":".join(entries)
+
+
+def decode_settings(value: str) -> "Optional[Tuple[str, Dict[str, str]]]":
+    """The launching process's (fingerprint, settings) from ``encode_settings``'s
+    value, or None with a warning when the value is not one."""
+    # Open MPI's `-x NAME="VALUE"` given without a shell (DeepSpeed's OpenMPIRunner
+    # does that) keeps the quotes in the value.
+    text = value.strip().strip('"').strip("'")
+    entries = text.split(":")
+    settings: "Dict[str, str]" = {}
+    try:
+        if len(entries) < 2 or entries[0] != PORTABLE_VERSION:
+            raise ValueError(f"it does not start with {PORTABLE_VERSION}:")
+        for entry in entries[2:]:
+            key, separator, encoded = entry.partition("=")
+            if not separator or not key:
+                raise ValueError(f"{entry!r} is not key=value")
+            key = _unquote(key).upper()
+            settings["LAZYPATCH" if key == "LAZYPATCH" else "LAZYPATCH_" + key] = _unquote(encoded)
+    except ValueError as error:
+        alert(f"lazypatch: {PORTABLE_VARIABLE}={value[:80]!r} is not the value `lazypatch "
+              f"run` writes ({error}); ignoring it, so this process uses its own "
+              f"LAZYPATCH_* settings", ConfigurationWarning)
+        return None
+    if settings_fingerprint(settings) != entries[1]:
+        alert(f"lazypatch: {PORTABLE_VARIABLE} was changed on its way (its fingerprint "
+              f"{entries[1]} does not match its settings); ignoring it, so this process "
+              f"uses its own LAZYPATCH_* settings", ConfigurationWarning)
+        return None
+    return entries[1], settings
+
+
+def _compare_with_driver(configuration: Configuration,
+                         driver: "Tuple[str, Dict[str, str]]") -> None:
+    """Record, and say once, which settings of this process are not the launcher's."""
+    fingerprint, settings = driver
+    configuration.driver_fingerprint = fingerprint
+    if configuration.fingerprint == fingerprint:
+        return
+    here = configuration.settings
+    differences = {name: (settings.get(name, ""), here.get(name, ""))
+                   for name in sorted(set(settings) | set(here))
+                   if settings.get(name, "") != here.get(name, "")}
+    configuration.driver_differences = differences
+    listed = "; ".join(f"{name}={theirs!r} there, {ours!r} here"
+                       for name, (theirs, ours) in differences.items())
+    alert(f"lazypatch: this process's settings differ from those of the process that "
+          f"launched the run ({PORTABLE_VARIABLE} fingerprint {fingerprint}, here "
+          f"{configuration.fingerprint}): {listed}. This process's own LAZYPATCH_* "
+          f"variables win; unset them here to run what the launcher runs",
+          ConfigurationWarning)
+
+
+def portable_value(environ: "Optional[Mapping[str, str]]" = None) -> str:
+    """The PYTHONLAZYPATCH value for processes started with ``environ`` (default:
+    this process's environment): the settings they would read, files merged in.
+
+    Reads quietly: a bad value is reported by the processes that use it.
+    """
+    _quiet.append(True)
+    try:
+        configuration = _read(os.environ if environ is None else environ)
+    finally:
+        _quiet.pop()
+    return encode_settings(configuration.settings)
+
+
+def settings_facts(configuration: "Optional[Configuration]" = None) -> "Dict[str, object]":
+    """For reports: this process's settings fingerprint, the launcher's (``""`` when
+    no PYTHONLAZYPATCH arrived) and the settings that differ from the launcher's."""
+    configuration = configuration or STATE.configuration
+    if configuration is None:
+        return {"fingerprint": "", "driver_fingerprint": "", "differences": {}}
+    return {"fingerprint": configuration.fingerprint,
+            "driver_fingerprint": configuration.driver_fingerprint,
+            "differences": {name: {"driver": theirs, "here": ours} for name, (theirs, ours)
+                            in configuration.driver_differences.items()}}
+
+
+# --- who this process is, for report paths and reports --------------------
+# Launchers' variables, most specific first. torchrun: GROUP_RANK and LOCAL_RANK;
+# DeepSpeed's launch: CROSS_RANK (its node) and LOCAL_RANK; Slurm: SLURM_NODEID and
+# SLURM_LOCALID; Open MPI: OMPI_COMM_WORLD_LOCAL_RANK; MPICH's Hydra: MPI_LOCALRANKID.
+NODE_VARIABLES = ("GROUP_RANK", "CROSS_RANK", "SLURM_NODEID", "NODE_RANK")
+LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "MPI_LOCALRANKID")
+WORKER_VARIABLE = "LAZYPATCH_WORKER"
+# Modules that make a process without a rank a launcher agent: torchrun's (and
+# torch.distributed.launch's) elastic agent, DeepSpeed's runner and per-node launcher.
+AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch",
+                 "deepspeed.launcher.runner", "deepspeed.launcher.launch")
+
+
+def _first_number(variables: "Tuple[str, ...]", environment: "Mapping[str, str]") -> "Optional[int]":
+    for variable in variables:
+        value = environment.get(variable, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def host_name() -> str:
+    """This machine's name, without importing socket."""
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return uname().nodename or "localhost"
+    return os.environ.get("COMPUTERNAME", "localhost")   # Windows has no os.uname
+
+
+def process_role(environ: "Optional[Mapping[str, str]]" = None) -> str:
+    """``rank`` (a launcher gave it a rank), ``worker`` (a Ray or Dask worker),
+    ``agent`` (a launcher's own process: torchrun's agent, DeepSpeed's launcher)
+    or ``process``."""
+    import sys
+    environment = os.environ if environ is None else environ
+    if rank_variable(environment):
+        return "rank"
+    if environment.get(WORKER_VARIABLE):
+        return "worker"
+    if any(name in sys.modules for name in AGENT_MODULES):
+        return "agent"
+    return "process"
+
+
+def process_identity(environ: "Optional[Mapping[str, str]]" = None) -> "Dict[str, object]":
+    """Who this process is: host, node, rank, local_rank, worker, pid and role.
+
+    A launcher agent has no rank (None): it must not pass for rank 0. Without a
+    launcher, node, rank and local rank are 0; worker is the Ray or Dask worker's
+    name, else ``main``.
+    """
+    environment = os.environ if environ is None else environ
+    role = process_role(environment)
+    node = _first_number(NODE_VARIABLES, environment)
+    local_rank = _first_number(LOCAL_RANK_VARIABLES, environment)
+    return {"host": host_name(), "node": 0 if node is None else node,
+            "rank": None if role == "agent" else current_rank(environment),
+            "local_rank": 0 if local_rank is None else local_rank,
+            "worker": environment.get(WORKER_VARIABLE, "") or "main",
+            "pid": os.getpid(), "role": role}

@@ -1,0 +1,92 @@
+"""Ray: the same patches in every worker of a Ray job, tasks and actors alike.
+
+Ray workers are started by the raylet of their node, not by the driver, so
+they inherit none of the driver's environment, and ``lazypatch run`` around
+the driver never reaches them. ``runtime_env()`` returns a runtime environment
+that does: the driver's settings as ``PYTHONLAZYPATCH`` in ``env_vars`` and a
+``worker_process_setup_hook`` that activates lazypatch in each worker, chained
+with the user's own hook (lazypatch first, then theirs)::
+
+    import ray
+    from lazypatch.integrations.ray import runtime_env
+    ray.init(runtime_env=runtime_env({"pip": ["..."]}))
+    SomeActor.options(runtime_env=runtime_env()).remote()
+    TorchTrainer(..., run_config=RunConfig(...))   # inherits the job's runtime_env
+
+A worker has imported Ray and its dependencies before the hook runs: patches
+of those targets apply late (with ``LatePatchWarning`` when a module global
+still holds an original) and the report lists them under ``imported_before``.
+For a driver you cannot edit, ``RAY_RUNTIME_ENV_HOOK`` set to
+``lazypatch.integrations.ray.runtime_env_hook`` makes every ``ray.init`` and
+job submission of that process do the same.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Dict, Mapping, Optional, Union
+
+from ..configuration import PORTABLE_VARIABLE
+from . import activate_worker, driver_settings
+
+SETUP_HOOK = "lazypatch.integrations.ray.setup_worker"
+
+Hook = Union[str, Callable[[], Any]]
+
+
+def runtime_env(user_env: Optional[Mapping[str, Any]] = None, *,
+                settings: Optional[str] = None) -> Dict[str, Any]:
+    """``user_env`` (a dict or ``ray.runtime_env.RuntimeEnv``; not modified) plus what
+    activates lazypatch in every worker with this driver's settings.
+
+    ``settings`` is a PYTHONLAZYPATCH value (default: the settings this process runs
+    with). A ``PYTHONLAZYPATCH`` the user put in ``env_vars`` is kept. The user's
+    ``worker_process_setup_hook`` (a callable or ``"module.function"``) still runs,
+    after lazypatch's activation.
+    """
+    merged: Dict[str, Any] = dict(user_env or {})
+    env_vars = dict(merged.get("env_vars") or {})
+    env_vars.setdefault(PORTABLE_VARIABLE, driver_settings() if settings is None else settings)
+    merged["env_vars"] = env_vars
+    user_hook = merged.get("worker_process_setup_hook")
+    if user_hook is None or user_hook == SETUP_HOOK or _is_ours(user_hook):
+        merged["worker_process_setup_hook"] = user_hook or SETUP_HOOK
+    else:
+        # A partial of a module-level function: Ray pickles callable hooks to send
+        # them to the workers, and a closure defined here would pickle by value.
+        merged["worker_process_setup_hook"] = functools.partial(setup_worker, user_hook)
+    return merged
+
+
+def runtime_env_hook(user_env: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """For ``RAY_RUNTIME_ENV_HOOK``: Ray calls it with the runtime env of every
+    ``ray.init`` and job submission, and uses what it returns."""
+    return runtime_env(user_env)
+
+
+def _is_ours(hook: Any) -> bool:
+    return isinstance(hook, functools.partial) and hook.func is setup_worker
+
+
+def setup_worker(user_hook: Optional[Hook] = None) -> None:
+    """Ray's worker setup hook: activate lazypatch in this worker, then run ``user_hook``."""
+    activate_worker(_worker_name(), "", "ray worker")
+    if user_hook is None:
+        return
+    if isinstance(user_hook, str):
+        # Ray's own form: "module.function", imported in the worker.
+        module_name, _, function_name = user_hook.rpartition(".")
+        module = __import__(module_name, fromlist=[function_name])
+        user_hook = getattr(module, function_name)
+    user_hook()
+
+
+def _worker_name() -> str:
+    """``ray-`` and the first 12 hex digits of this worker's id (``ray-<pid>`` if Ray
+    cannot say yet)."""
+    import os
+    try:
+        import ray
+        return "ray-" + ray.get_runtime_context().get_worker_id()[:12]
+    except Exception:   # an older Ray or a context not ready: the pid still tells workers apart
+        return f"ray-{os.getpid()}"

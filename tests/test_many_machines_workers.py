@@ -1,0 +1,183 @@
+"""Ray and Dask workers patched with the driver's settings, on real clusters.
+
+Each cluster is started by the driver on the loopback only (Ray: ``ray.init`` with
+``_node_ip_address="127.0.0.1"``, no dashboard; Dask: a ``LocalCluster`` on
+127.0.0.1 without a dashboard) and stopped in a ``finally``. The driver removes
+every LAZYPATCH* variable from its environment after activating and before the
+cluster starts, so the workers inherit none of them: the settings reach them
+only through lazypatch's integration, as on the workers of a cluster someone
+else started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("ray")   # requirements/dev.txt installs both; a bare checkout may not have them
+pytest.importorskip("distributed")
+
+WORKER_PACKAGES = {
+    "demo_target/__init__.py": "VALUE = 'original'\nOTHER = 'original'\n",
+    "demo_patches.py": """
+        import lazypatch
+
+        @lazypatch.when_imported("demo_target", name="demo.value")
+        def value(module, patch):
+            patch.setattr(module, "VALUE", "patched")
+
+        @lazypatch.when_imported("demo_target", name="demo.other")
+        def other(module, patch):
+            patch.setattr(module, "OTHER", "patched")
+
+        # A target every worker imported before lazypatch could activate there.
+        @lazypatch.when_imported("FRAMEWORK", name="demo.framework")
+        def framework(module, patch):
+            patch.setattr(module, "LAZYPATCH_DEMO", "patched late")
+    """,
+    "user_hook.py": """
+        import os, sys
+
+        def setup():
+            # The user's own setup hook runs after lazypatch activated.
+            lazypatch_module = sys.modules.get("lazypatch")
+            active = bool(lazypatch_module and lazypatch_module.activation_info()["active"])
+            os.environ["USER_HOOK_SAW"] = "active" if active else "inactive"
+    """,
+    "probe.py": """
+        import os
+
+        def probe(*_):
+            import demo_target, lazypatch, FRAMEWORK
+            info = lazypatch.activation_info()
+            return {"pid": os.getpid(), "activated_by": info["activated_by"],
+                    "value": demo_target.VALUE, "other": demo_target.OTHER,
+                    "framework": getattr(FRAMEWORK, "LAZYPATCH_DEMO", "original"),
+                    "imported_before": info["imported_before"], "settings": info["settings"],
+                    "user_hook": os.environ.get("USER_HOOK_SAW", "did not run"),
+                    "lazypatch_variables": sorted(name for name in os.environ
+                                                  if name.startswith("LAZYPATCH_")
+                                                  and name != "LAZYPATCH_WORKER")}
+    """,
+}
+
+# The driver activates with these settings, then forgets them before its cluster
+# starts. (Guarded: Dask's spawned workers run this file again as __mp_main__.)
+DRIVER_PREAMBLE = """
+import json, os, sys
+if __name__ == "__main__":
+    import lazypatch.auto
+    driver_settings = lazypatch.activation_info()["settings"]
+    for name in [name for name in os.environ
+                 if name.startswith(("LAZYPATCH", "PYTHONLAZYPATCH"))]:
+        del os.environ[name]
+"""
+
+RAY_DRIVER = DRIVER_PREAMBLE + """
+import ray
+from lazypatch.integrations.ray import runtime_env
+from probe import probe
+
+@ray.remote
+def task(index):
+    return probe()
+
+@ray.remote
+class Actor:
+    def probe(self):
+        return probe()
+
+if __name__ == "__main__":
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False,
+             runtime_env=runtime_env({"worker_process_setup_hook": "user_hook.setup",
+                                      "env_vars": {"OMP_NUM_THREADS": "1"}}))
+    try:
+        results = ray.get([task.remote(index) for index in range(2)], timeout=120)
+        actor = Actor.remote()
+        results.append(ray.get(actor.probe.remote(), timeout=120))
+        ray.kill(actor)
+    finally:
+        ray.shutdown()
+    print(json.dumps({"driver": driver_settings, "workers": results}))
+"""
+
+DASK_DRIVER = DRIVER_PREAMBLE + """
+from distributed import Client, LocalCluster
+from lazypatch.integrations.dask import LazypatchWorkerPlugin
+from probe import probe
+
+if __name__ == "__main__":
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None, worker_dashboard_address=None)
+    try:
+        with Client(cluster) as client:
+            client.register_plugin(LazypatchWorkerPlugin())
+            results = list(client.run(probe).values())
+            results += client.gather(client.map(probe, range(4), pure=False))
+    finally:
+        cluster.close()
+    print(json.dumps({"driver": driver_settings, "workers": results}))
+"""
+
+
+def run_driver(interpreter, framework: str, driver: str):
+    interpreter.write({name: source.replace("FRAMEWORK", framework)
+                       for name, source in WORKER_PACKAGES.items()})
+    interpreter.write({"driver.py": driver})
+    reports = interpreter.root / "reports"
+    result = interpreter.run_command(
+        [sys.executable, "driver.py"],
+        env={"LAZYPATCH_MODULES": "demo_patches", "LAZYPATCH_DISABLE": "demo.other",
+             "LAZYPATCH_REPORT": str(reports / "{worker}-{pid}.json"),
+             "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"},
+        timeout=150)
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    return outcome, reports
+
+
+def check_workers(outcome, reports, framework: str, source: str) -> None:
+    workers = outcome["workers"]
+    for seen in workers:
+        assert seen["lazypatch_variables"] == []   # nothing of the driver's environment
+        assert seen["activated_by"] == source
+        assert (seen["value"], seen["other"]) == ("patched", "original")
+        assert seen["settings"]["driver_fingerprint"] == outcome["driver"]["fingerprint"]
+        assert seen["settings"]["differences"] == {}
+        # Imported before the hook ran: patched late, and said so.
+        assert seen["framework"] == "patched late" and framework in seen["imported_before"]
+    worker_pids = {seen["pid"] for seen in workers}
+    documents = {}
+    for path in reports.glob("*.json"):
+        document = json.loads(path.read_text())
+        documents[document["pid"]] = (path, document)
+    assert worker_pids <= set(documents)
+    for pid in worker_pids:
+        path, document = documents[pid]
+        assert document["role"] == "worker" and path.name == f"{document['worker']}-{pid}.json"
+        assert framework in document["imported_before"]
+        statuses = {record["name"]: record["status"] for record in document["patches"]}
+        assert statuses["demo.value"] == "applied" and statuses["demo.other"] == "disabled"
+        assert statuses["demo.framework"] == "applied"
+
+
+@pytest.mark.xdist_group("ray")
+def test_ray_tasks_and_actors_run_the_drivers_patches(interpreter):
+    outcome, reports = run_driver(interpreter, "ray", RAY_DRIVER)
+    assert len(outcome["workers"]) == 3
+    assert all(seen["user_hook"] == "active" for seen in outcome["workers"])
+    assert all(json.loads(path.read_text())["worker"].startswith("ray-")
+               for path in reports.glob("ray-*.json"))
+    check_workers(outcome, reports, "ray", "ray worker")
+
+
+@pytest.mark.xdist_group("dask")
+def test_dask_workers_run_the_clients_patches_through_the_worker_plugin(interpreter):
+    outcome, reports = run_driver(interpreter, "distributed", DASK_DRIVER)
+    assert len({seen["pid"] for seen in outcome["workers"]}) == 2
+    check_workers(outcome, reports, "distributed", "dask worker plugin")
+    assert {path.name.split("-")[0] for path in reports.glob("dask-*.json")} == {"dask"}
+    assert os.path.isdir(reports)
