@@ -71,6 +71,7 @@ import json, os, sys
 if __name__ == "__main__":
     import lazypatch.auto
     driver_settings = lazypatch.activation_info()["settings"]
+    report_directory = os.path.dirname(lazypatch.activation_info()["report_path"])
     for name in [name for name in os.environ
                  if name.startswith(("LAZYPATCH", "PYTHONLAZYPATCH"))]:
         del os.environ[name]
@@ -80,6 +81,23 @@ RAY_DRIVER = DRIVER_PREAMBLE + """
 import ray
 from lazypatch.integrations.ray import runtime_env
 from probe import probe
+
+def wait_for_reports(pids):
+    # Ray ends its workers with SIGKILL at shutdown: a worker's report is the one its
+    # lazypatch-report thread last wrote. Wait (bounded) until each shows the patch.
+    import glob, time
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        written = set()
+        for path in glob.glob(os.path.join(report_directory, "*.json")):
+            with open(path) as handle:
+                document = json.load(handle)
+            if any(record["name"] == "demo.value" and record["status"] == "applied"
+                   for record in document["patches"]):
+                written.add(document["pid"])
+        if pids <= written:
+            return
+        time.sleep(0.2)
 
 @ray.remote
 def task(index):
@@ -99,7 +117,7 @@ if __name__ == "__main__":
         results = ray.get([task.remote(index) for index in range(2)], timeout=120)
         actor = Actor.remote()
         results.append(ray.get(actor.probe.remote(), timeout=120))
-        ray.kill(actor)
+        wait_for_reports({seen["pid"] for seen in results})
     finally:
         ray.shutdown()
     print(json.dumps({"driver": driver_settings, "workers": results}))

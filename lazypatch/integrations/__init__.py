@@ -37,3 +37,39 @@ def activate_worker(worker_name: str, settings: str, source: str) -> bool:
         os.environ.setdefault(WORKER_VARIABLE, worker_name)
     from ..activation import activate
     return activate(source)
+
+
+def keep_report_current(interval: float = 0.5) -> None:
+    """Rewrite this worker's report (LAZYPATCH_REPORT) whenever a patch changed, from a
+    daemon thread, besides the usual report at exit.
+
+    Ray ends its workers with SIGKILL when the cluster or the job goes away, and a
+    killed process runs no exit handler: without this, a Ray worker's report would
+    never be written. Each write is atomic, so a kill mid-write leaves the last one.
+    """
+    configuration = STATE.configuration
+    if configuration is None or not configuration.report_path or not STATE.activation.activated_by:
+        return
+    import threading
+    import time
+
+    from ..reporting import write_report
+    path, started = configuration.report_path, time.time()
+
+    def state_signature() -> tuple:
+        return tuple((patch.status, patch.application_count, len(patch.live))
+                     for patch in list(STATE.catalog.by_name.values()))
+
+    def watch() -> None:
+        written = None
+        while True:
+            signature = state_signature()
+            if signature != written:
+                try:
+                    write_report(path, started)
+                    written = signature
+                except Exception:   # a full disk: the report at exit (if any) says it
+                    pass
+            time.sleep(interval)
+
+    threading.Thread(target=watch, name="lazypatch-report", daemon=True).start()

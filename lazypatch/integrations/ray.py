@@ -23,11 +23,10 @@ job submission of that process do the same.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 from ..configuration import PORTABLE_VARIABLE
-from . import activate_worker, driver_settings
+from . import activate_worker, driver_settings, keep_report_current
 
 SETUP_HOOK = "lazypatch.integrations.ray.setup_worker"
 
@@ -49,13 +48,28 @@ def runtime_env(user_env: Optional[Mapping[str, Any]] = None, *,
     env_vars.setdefault(PORTABLE_VARIABLE, driver_settings() if settings is None else settings)
     merged["env_vars"] = env_vars
     user_hook = merged.get("worker_process_setup_hook")
-    if user_hook is None or user_hook == SETUP_HOOK or _is_ours(user_hook):
+    if user_hook is None or user_hook == SETUP_HOOK or isinstance(user_hook, ChainedSetupHook):
         merged["worker_process_setup_hook"] = user_hook or SETUP_HOOK
     else:
-        # A partial of a module-level function: Ray pickles callable hooks to send
-        # them to the workers, and a closure defined here would pickle by value.
-        merged["worker_process_setup_hook"] = functools.partial(setup_worker, user_hook)
+        merged["worker_process_setup_hook"] = ChainedSetupHook(user_hook)
     return merged
+
+
+class ChainedSetupHook:
+    """lazypatch's activation, then the user's hook, as one ``worker_process_setup_hook``.
+
+    An instance of a module-level class: Ray pickles a callable hook to send it to
+    the workers (a closure would be pickled by value, lazypatch's code with it), and
+    names it by ``__name__`` in its messages, which ``functools.partial`` lacks.
+    """
+
+    def __init__(self, user_hook: Hook) -> None:
+        self.user_hook = user_hook
+        self.__name__ = "lazypatch then " + (user_hook if isinstance(user_hook, str) else
+                                             getattr(user_hook, "__name__", repr(user_hook)))
+
+    def __call__(self) -> None:
+        setup_worker(self.user_hook)
 
 
 def runtime_env_hook(user_env: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -64,13 +78,10 @@ def runtime_env_hook(user_env: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     return runtime_env(user_env)
 
 
-def _is_ours(hook: Any) -> bool:
-    return isinstance(hook, functools.partial) and hook.func is setup_worker
-
-
 def setup_worker(user_hook: Optional[Hook] = None) -> None:
     """Ray's worker setup hook: activate lazypatch in this worker, then run ``user_hook``."""
     activate_worker(_worker_name(), "", "ray worker")
+    keep_report_current()   # Ray kills its workers: no exit handler runs there
     if user_hook is None:
         return
     if isinstance(user_hook, str):
