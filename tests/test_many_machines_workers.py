@@ -199,3 +199,68 @@ def test_dask_workers_run_the_clients_patches_through_the_worker_plugin(interpre
     check_workers(outcome, reports, "distributed", "dask worker plugin")
     assert {path.name.split("-")[0] for path in reports.glob("dask-*.json")} == {"dask"}
     assert os.path.isdir(reports)
+
+
+DASK_CLIENT = """
+import json, sys
+from distributed import Client
+from probe import probe
+
+with Client(scheduler_file=sys.argv[1], timeout=60) as client:
+    client.wait_for_workers(1, timeout=60)
+    results = list(client.run(probe).values())
+    client.shutdown()   # the scheduler and its workers stop (their reports are written)
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.xdist_group("dask")
+def test_dask_worker_command_with_the_preload_activates_with_the_forwarded_settings(interpreter):
+    """`dask worker --preload lazypatch.integrations.dask`, started by hand on a "node"
+    whose environment has only the PYTHONLAZYPATCH value, no LAZYPATCH_* variable."""
+    import subprocess
+
+    from lazypatch import configuration
+    interpreter.write({name: source.replace("FRAMEWORK", "distributed")
+                       for name, source in WORKER_PACKAGES.items()})
+    interpreter.write({"client.py": DASK_CLIENT})
+    reports = interpreter.root / "reports"
+    settings = {"LAZYPATCH_MODULES": "demo_patches", "LAZYPATCH_DISABLE": "demo.other",
+                "LAZYPATCH_REPORT": str(reports / "{worker}-{pid}.json")}
+    dask = os.path.join(os.path.dirname(sys.executable), "dask")
+    scheduler_file = str(interpreter.root / "scheduler.json")
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith(("LAZYPATCH", "PYTHONLAZYPATCH"))}
+    environment.update({"PYTHONPATH": str(interpreter.root), "OMP_NUM_THREADS": "1",
+                        "PYTHONDONTWRITEBYTECODE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    worker_environment = dict(environment, **{
+        configuration.PORTABLE_VARIABLE: configuration.encode_settings(settings)})
+    started = []
+    try:
+        started.append(subprocess.Popen(
+            [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--scheduler-file", scheduler_file], cwd=interpreter.root, env=environment,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        started.append(subprocess.Popen(
+            [dask, "worker", "--scheduler-file", scheduler_file, "--host", "127.0.0.1",
+             "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--name", "node-a",
+             "--preload", "lazypatch.integrations.dask"], cwd=interpreter.root,
+            env=worker_environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        client = subprocess.run([sys.executable, "client.py", scheduler_file],
+                                cwd=interpreter.root, env=environment, capture_output=True,
+                                text=True, timeout=120)
+        assert client.returncode == 0, client.stderr
+        for process in started:
+            process.wait(timeout=60)
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    (seen,) = json.loads(client.stdout.strip().splitlines()[-1])
+    assert seen["activated_by"] == "dask preload" and seen["lazypatch_variables"] == []
+    assert (seen["value"], seen["other"]) == ("patched", "original")
+    assert seen["settings"]["driver_fingerprint"] == configuration.settings_fingerprint(settings)
+    assert seen["settings"]["differences"] == {}
+    document = json.loads((reports / f"dask-node-a-{seen['pid']}.json").read_text())
+    assert document["role"] == "worker" and "distributed" in document["imported_before"]
