@@ -52,6 +52,8 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_CACHE_DIR": "directory of the plugin-pack cache (default ~/.cache/lazypatch)",
 }
 
+WORKER_VARIABLE = "LAZYPATCH_WORKER"
+
 # Set by lazypatch itself, never by users: accepted silently in the
 # environment, refused in files, and named in no message or help text.
 INTERNAL_VARIABLES: "Dict[str, str]" = {
@@ -407,7 +409,6 @@ def _read(source: "Mapping[str, str]") -> Configuration:
     merged.update({key: value for key, value in environment.items()
                    if key == "LAZYPATCH" or key.startswith("LAZYPATCH_")})
     configuration.settings = run_settings(merged)
-    configuration.fingerprint = settings_fingerprint(configuration.settings)
     if driver is not None:
         _compare_with_driver(configuration, driver)
     configuration.active = parse_flag("LAZYPATCH", merged.get("LAZYPATCH"), default=True)
@@ -466,18 +467,15 @@ def setting(name: str, default: str = "") -> str:
     return default
 
 
+
 # --- one portable activation ------------------------------------------------
 # Launchers that start processes on other machines forward only some variables:
 # DeepSpeed's multi-node runner those whose names start with PYTHON, MLFLOW, MV2,
 # UCX (its EXPORT_ENVS) and the accelerator's, MPI launchers what -x/-genv name.
 # Every LAZYPATCH_* setting would be dropped there, so `lazypatch run` also puts
-# the whole run's settings in this one PYTHON-prefixed variable.
+# the whole run's settings in this one PYTHON-prefixed variable (``portable.py``
+# encodes it; it is imported only when the variable is there or being written).
 PORTABLE_VARIABLE = "PYTHONLAZYPATCH"
-PORTABLE_VERSION = "v1"
-# Characters kept as they are in the encoded value: none is special to a shell,
-# inside double quotes (DeepSpeed's pdsh runner writes `export NAME="VALUE";`)
-# or out of them, so the value survives every launcher's command line unquoted.
-_PORTABLE_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,/+-@")
 
 
 def run_settings(merged: "Mapping[str, str]") -> "Dict[str, str]":
@@ -494,62 +492,29 @@ def settings_fingerprint(settings: "Mapping[str, str]") -> str:
     return _fingerprint("\n".join(f"{name}={settings[name]}" for name in sorted(settings)))
 
 
-def _quote(text: str) -> str:
-    return "".join(character if character in _PORTABLE_SAFE else
-                   "".join("%%%02X" % byte for byte in character.encode("utf-8"))
-                   for character in text)
-
-
-def _unquote(text: str) -> str:
-    if "%" not in text:
-        return text
-    pieces = text.split("%")
-    data = bytearray(pieces[0].encode("utf-8"))
-    for piece in pieces[1:]:
-        data += bytes.fromhex(piece[:2]) if len(piece) >= 2 else b"?"
-        data += piece[2:].encode("utf-8")
-    return data.decode("utf-8", "replace")
-
-
 def encode_settings(settings: "Mapping[str, str]") -> str:
-    """``v1:<fingerprint>:disable=a%2Ab:strict=1``: the settings in one value that a
-    shell, ``mpirun -x`` and DeepSpeed's runner pass on unchanged (keys are the
-    variable names without ``LAZYPATCH_``, in lower case)."""
-    entries = [PORTABLE_VERSION, settings_fingerprint(settings)]
-    for name in sorted(settings):
-        key = "lazypatch" if name == "LAZYPATCH" else name[len("LAZYPATCH_"):].lower()
-        entries.append(f"{_quote(key)}={_quote(settings[name])}")
-    return ":".join(entries)
+    """The PYTHONLAZYPATCH value of ``settings`` (see ``portable.encode``)."""
+    from .portable import encode
+    return encode(settings, settings_fingerprint(settings))
 
 
 def decode_settings(value: str) -> "Optional[Tuple[str, Dict[str, str]]]":
-    """The launching process's (fingerprint, settings) from ``encode_settings``'s
-    value, or None with a warning when the value is not one."""
-    # Open MPI's `-x NAME="VALUE"` given without a shell (DeepSpeed's OpenMPIRunner
-    # does that) keeps the quotes in the value.
-    text = value.strip().strip('"').strip("'")
-    entries = text.split(":")
-    settings: "Dict[str, str]" = {}
+    """The launching process's (fingerprint, settings) from a PYTHONLAZYPATCH value,
+    or None with a warning when the value is not one or was changed on its way."""
+    from .portable import decode
     try:
-        if len(entries) < 2 or entries[0] != PORTABLE_VERSION:
-            raise ValueError(f"it does not start with {PORTABLE_VERSION}:")
-        for entry in entries[2:]:
-            key, separator, encoded = entry.partition("=")
-            if not separator or not key:
-                raise ValueError(f"{entry!r} is not key=value")
-            key = _unquote(key).upper()
-            settings["LAZYPATCH" if key == "LAZYPATCH" else "LAZYPATCH_" + key] = _unquote(encoded)
+        fingerprint, settings = decode(value)
     except ValueError as error:
         alert(f"lazypatch: {PORTABLE_VARIABLE}={value[:80]!r} is not the value `lazypatch "
               f"run` writes ({error}); ignoring it, so this process uses its own "
               f"LAZYPATCH_* settings", ConfigurationWarning)
         return None
-    if settings_fingerprint(settings) != entries[1]:
+    if settings_fingerprint(settings) != fingerprint:
         alert(f"lazypatch: {PORTABLE_VARIABLE} was changed on its way (its fingerprint "
-              f"{entries[1]} does not match its settings); ignoring it, so this process "
+              f"{fingerprint} does not match its settings); ignoring it, so this process "
               f"uses its own LAZYPATCH_* settings", ConfigurationWarning)
         return None
-    return entries[1], settings
+    return fingerprint, settings
 
 
 def _compare_with_driver(configuration: Configuration,
@@ -557,6 +522,7 @@ def _compare_with_driver(configuration: Configuration,
     """Record, and say once, which settings of this process are not the launcher's."""
     fingerprint, settings = driver
     configuration.driver_fingerprint = fingerprint
+    configuration.fingerprint = settings_fingerprint(configuration.settings)
     if configuration.fingerprint == fingerprint:
         return
     here = configuration.settings
@@ -593,70 +559,9 @@ def settings_facts(configuration: "Optional[Configuration]" = None) -> "Dict[str
     configuration = configuration or STATE.configuration
     if configuration is None:
         return {"fingerprint": "", "driver_fingerprint": "", "differences": {}}
+    if not configuration.fingerprint:   # computed when first asked: activation needs none
+        configuration.fingerprint = settings_fingerprint(configuration.settings)
     return {"fingerprint": configuration.fingerprint,
             "driver_fingerprint": configuration.driver_fingerprint,
             "differences": {name: {"driver": theirs, "here": ours} for name, (theirs, ours)
                             in configuration.driver_differences.items()}}
-
-
-# --- who this process is, for report paths and reports --------------------
-# Launchers' variables, most specific first. torchrun: GROUP_RANK and LOCAL_RANK;
-# DeepSpeed's launch: CROSS_RANK (its node) and LOCAL_RANK; Slurm: SLURM_NODEID and
-# SLURM_LOCALID; Open MPI: OMPI_COMM_WORLD_LOCAL_RANK; MPICH's Hydra: MPI_LOCALRANKID.
-NODE_VARIABLES = ("GROUP_RANK", "CROSS_RANK", "SLURM_NODEID", "NODE_RANK")
-LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                        "MPI_LOCALRANKID")
-WORKER_VARIABLE = "LAZYPATCH_WORKER"
-# Modules that make a process without a rank a launcher agent: torchrun's (and
-# torch.distributed.launch's) elastic agent, DeepSpeed's runner and per-node launcher.
-AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch",
-                 "deepspeed.launcher.runner", "deepspeed.launcher.launch")
-
-
-def _first_number(variables: "Tuple[str, ...]", environment: "Mapping[str, str]") -> "Optional[int]":
-    for variable in variables:
-        value = environment.get(variable, "").strip()
-        if value.isdigit():
-            return int(value)
-    return None
-
-
-def host_name() -> str:
-    """This machine's name, without importing socket."""
-    uname = getattr(os, "uname", None)
-    if uname is not None:
-        return uname().nodename or "localhost"
-    return os.environ.get("COMPUTERNAME", "localhost")   # Windows has no os.uname
-
-
-def process_role(environ: "Optional[Mapping[str, str]]" = None) -> str:
-    """``rank`` (a launcher gave it a rank), ``worker`` (a Ray or Dask worker),
-    ``agent`` (a launcher's own process: torchrun's agent, DeepSpeed's launcher)
-    or ``process``."""
-    import sys
-    environment = os.environ if environ is None else environ
-    if rank_variable(environment):
-        return "rank"
-    if environment.get(WORKER_VARIABLE):
-        return "worker"
-    if any(name in sys.modules for name in AGENT_MODULES):
-        return "agent"
-    return "process"
-
-
-def process_identity(environ: "Optional[Mapping[str, str]]" = None) -> "Dict[str, object]":
-    """Who this process is: host, node, rank, local_rank, worker, pid and role.
-
-    A launcher agent has no rank (None): it must not pass for rank 0. Without a
-    launcher, node, rank and local rank are 0; worker is the Ray or Dask worker's
-    name, else ``main``.
-    """
-    environment = os.environ if environ is None else environ
-    role = process_role(environment)
-    node = _first_number(NODE_VARIABLES, environment)
-    local_rank = _first_number(LOCAL_RANK_VARIABLES, environment)
-    return {"host": host_name(), "node": 0 if node is None else node,
-            "rank": None if role == "agent" else current_rank(environment),
-            "local_rank": 0 if local_rank is None else local_rank,
-            "worker": environment.get(WORKER_VARIABLE, "") or "main",
-            "pid": os.getpid(), "role": role}

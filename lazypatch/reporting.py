@@ -223,7 +223,7 @@ def expand_path(template: str) -> str:
     """
     if "{" not in template:
         return template
-    from .configuration import process_identity
+    from .processes import process_identity
     identity = process_identity()
     for name in REPORT_PLACEHOLDERS:
         value = identity[name]
@@ -243,8 +243,9 @@ def write_report(path: str, started: float = 0.0) -> str:
     import json
     import sys
 
-    from .configuration import process_identity, rank_variable, settings_facts
+    from .configuration import rank_variable, settings_facts
     from .files import atomic_write
+    from .processes import process_identity
     target = expand_path(path)
     variable = rank_variable()
     if variable is None and "{rank}" in path and _written_by_ranked_process(target, started):

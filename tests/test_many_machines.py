@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-from hypothesis import given, settings as hypothesis_settings, strategies
+from hypothesis import given, strategies
+from hypothesis import settings as hypothesis_settings
 
 from lazypatch import configuration
 from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY

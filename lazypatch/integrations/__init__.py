@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 
-from ..configuration import (PORTABLE_VARIABLE, WORKER_VARIABLE, encode_settings,
-                             portable_value)
+from ..configuration import PORTABLE_VARIABLE, WORKER_VARIABLE, encode_settings, portable_value
 from ..state import STATE
 
 
