@@ -67,6 +67,8 @@ INTERNAL_VARIABLES: "Dict[str, str]" = {
                       "the same settings, so that its children do not repeat them",
     "LAZYPATCH_WORKER": "the name of the Ray or Dask worker this process is, set by "
                         "lazypatch.integrations for {worker} in report paths",
+    "LAZYPATCH_RAY_USER_HOOK": "the user's own RAY_RUNTIME_ENV_HOOK, which `lazypatch run` "
+                               "replaced by lazypatch's and which lazypatch's runs first",
 }
 
 # Launchers' rank variables, most specific first: torchrun sets RANK and

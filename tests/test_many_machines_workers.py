@@ -264,3 +264,58 @@ def test_dask_worker_command_with_the_preload_activates_with_the_forwarded_setti
     assert seen["settings"]["differences"] == {}
     document = json.loads((reports / f"dask-node-a-{seen['pid']}.json").read_text())
     assert document["role"] == "worker" and "distributed" in document["imported_before"]
+
+
+# A Ray driver that knows nothing of lazypatch, run under `lazypatch run`: before its
+# cluster starts it drops everything lazypatch put in its environment (the bootstrap
+# on PYTHONPATH too) but Ray's own hook, as if the workers belonged to a cluster
+# started elsewhere. The user's own RAY_RUNTIME_ENV_HOOK still runs.
+PLAIN_RAY_DRIVER = """
+import json, os, sys
+import ray
+from probe import probe
+
+def user_env_hook(runtime_env):
+    runtime_env = dict(runtime_env or {})
+    runtime_env["env_vars"] = dict(runtime_env.get("env_vars") or {}, USER_ENV_HOOK="ran")
+    return runtime_env
+
+@ray.remote
+def task():
+    return dict(probe(), user_env_hook=os.environ.get("USER_ENV_HOOK", "did not run"))
+
+if __name__ == "__main__":
+    import lazypatch
+    driver_settings = lazypatch.activation_info()["settings"]
+    for name in [name for name in os.environ if name.startswith(("LAZYPATCH_", "PYTHONLAZYPATCH"))
+                 and name != "LAZYPATCH_RAY_USER_HOOK"]:
+        del os.environ[name]
+    os.environ["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__))
+    ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False)
+    try:
+        results = ray.get([task.remote()], timeout=120)
+    finally:
+        ray.shutdown()
+    print(json.dumps({"driver": driver_settings, "workers": results}))
+"""
+
+
+@pytest.mark.xdist_group("ray")
+def test_lazypatch_run_around_an_unchanged_ray_driver_reaches_its_workers(interpreter):
+    interpreter.write({name: source.replace("FRAMEWORK", "ray")
+                       for name, source in WORKER_PACKAGES.items()})
+    interpreter.write({"driver.py": PLAIN_RAY_DRIVER})
+    result = interpreter.run_command(
+        [sys.executable, "-m", "lazypatch", "run", "--modules", "demo_patches",
+         "--disable", "demo.other", "--", sys.executable, "driver.py"],
+        env={"RAY_RUNTIME_ENV_HOOK": "driver.user_env_hook", "RAY_USAGE_STATS_ENABLED": "0",
+             "OMP_NUM_THREADS": "1"}, timeout=150)
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    (seen,) = outcome["workers"]
+    assert seen["user_env_hook"] == "ran"
+    assert seen["lazypatch_variables"] == ["LAZYPATCH_RAY_USER_HOOK"]   # nothing else came
+    assert seen["activated_by"] == "ray worker"
+    assert (seen["value"], seen["other"]) == ("patched", "original")
+    assert seen["settings"]["driver_fingerprint"] == outcome["driver"]["fingerprint"]
+    assert seen["framework"] == "patched late" and "ray" in seen["imported_before"]

@@ -16,9 +16,9 @@ with the user's own hook (lazypatch first, then theirs)::
 A worker has imported Ray and its dependencies before the hook runs: patches
 of those targets apply late (with ``LatePatchWarning`` when a module global
 still holds an original) and the report lists them under ``imported_before``.
-For a driver you cannot edit, ``RAY_RUNTIME_ENV_HOOK`` set to
-``lazypatch.integrations.ray.runtime_env_hook`` makes every ``ray.init`` and
-job submission of that process do the same.
+``lazypatch run`` sets ``RAY_RUNTIME_ENV_HOOK`` to ``runtime_env_hook``, so a
+driver run under it needs no change: every ``ray.init`` and job submission
+of that process does the same (after the user's own ``RAY_RUNTIME_ENV_HOOK``).
 """
 
 from __future__ import annotations
@@ -72,10 +72,38 @@ class ChainedSetupHook:
         setup_worker(self.user_hook)
 
 
+# Ray's driver passes the runtime env of each ray.init and job submission through
+# the function RAY_RUNTIME_ENV_HOOK names ("module.function"). `lazypatch run` names
+# ours and keeps a hook the user had named in USER_HOOK_VARIABLE, which ours runs first.
+RUNTIME_ENV_HOOK_VARIABLE = "RAY_RUNTIME_ENV_HOOK"
+RUNTIME_ENV_HOOK = "lazypatch.integrations.ray.runtime_env_hook"
+USER_HOOK_VARIABLE = "LAZYPATCH_RAY_USER_HOOK"
+
+
+def install_runtime_env_hook(environment: Dict[str, str]) -> None:
+    """Make every ``ray.init`` of processes started with ``environment`` add lazypatch's
+    activation to its runtime env (after the user's own RAY_RUNTIME_ENV_HOOK, if any)."""
+    current = environment.get(RUNTIME_ENV_HOOK_VARIABLE, "").strip()
+    if current and current != RUNTIME_ENV_HOOK:
+        environment[USER_HOOK_VARIABLE] = current
+    environment[RUNTIME_ENV_HOOK_VARIABLE] = RUNTIME_ENV_HOOK
+
+
 def runtime_env_hook(user_env: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """For ``RAY_RUNTIME_ENV_HOOK``: Ray calls it with the runtime env of every
     ``ray.init`` and job submission, and uses what it returns."""
+    import os
+    chained = os.environ.get(USER_HOOK_VARIABLE, "").strip()
+    if chained:
+        user_env = _load(chained)(user_env)
     return runtime_env(user_env)
+
+
+def _load(dotted: str) -> Callable[..., Any]:
+    """The function ``"module.function"`` names (Ray's form for hooks)."""
+    module_name, _, function_name = dotted.rpartition(".")
+    module = __import__(module_name, fromlist=[function_name])
+    return getattr(module, function_name)
 
 
 def setup_worker(user_hook: Optional[Hook] = None) -> None:
@@ -84,12 +112,9 @@ def setup_worker(user_hook: Optional[Hook] = None) -> None:
     keep_report_current()   # Ray kills its workers: no exit handler runs there
     if user_hook is None:
         return
-    if isinstance(user_hook, str):
-        # Ray's own form: "module.function", imported in the worker.
-        module_name, _, function_name = user_hook.rpartition(".")
-        module = __import__(module_name, fromlist=[function_name])
-        user_hook = getattr(module, function_name)
-    user_hook()
+    # Ray's own form, "module.function", is imported in the worker.
+    hook = _load(user_hook) if isinstance(user_hook, str) else user_hook
+    hook()
 
 
 def _worker_name() -> str:
