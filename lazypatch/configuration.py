@@ -318,7 +318,10 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     if _last_read is not None and _last_read[0] == key:
         return _last_read[1]
     global _told
-    fingerprint = _fingerprint(repr(key))
+    # PYTHONLAZYPATCH left out: `lazypatch run` adds it for its command, which must
+    # still see the messages the `lazypatch run` process itself said as told.
+    fingerprint = _fingerprint(repr(tuple(
+        item for item in key if not (isinstance(item, tuple) and item[0] == PORTABLE_VARIABLE))))
     told = os.environ.get(TOLD_VARIABLE, "").split(":")
     _told = (fingerprint, set(told[1].split(",")) if told[0] == fingerprint and
              len(told) > 1 else set())
