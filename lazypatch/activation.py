@@ -206,10 +206,13 @@ def _announce_device_redirect(configuration: "_configuration.Configuration") -> 
 def activation_info() -> "Dict[str, object]":
     """Whether and how this process activated lazypatch: ``activated_by`` ("" when not),
     ``milliseconds``, ``imported_before`` (watched targets imported earlier), ``strict``,
-    ``report_path`` and ``sources`` (patch name -> where activation registered it from)."""
+    ``report_path``, ``sources`` (patch name -> where activation registered it from) and
+    ``settings`` (this process's settings fingerprint, the launcher's from PYTHONLAZYPATCH,
+    the differences)."""
     info = STATE.activation
     configuration = STATE.configuration
     return {"active": bool(info.activated_by), "activated_by": info.activated_by,
             "milliseconds": info.milliseconds, "imported_before": list(info.imported_before),
             "strict": STATE.strict, "sources": dict(info.sources),
-            "report_path": configuration.report_path if configuration is not None else ""}
+            "report_path": configuration.report_path if configuration is not None else "",
+            "settings": _configuration.settings_facts(configuration)}

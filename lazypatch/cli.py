@@ -20,7 +20,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from .configuration import LOG_LEVELS
+from .configuration import LOG_LEVELS, PORTABLE_VARIABLE, portable_value
+from .integrations.ray import install_runtime_env_hook
 
 USAGE_ERROR = 2
 PROBLEMS_FOUND = 1
@@ -268,6 +269,12 @@ def run_environment(arguments: argparse.Namespace,
     # The bootstrap compares this with its own interpreter and stays inert
     # under another Python or environment.
     environment["LAZYPATCH_RUN_PYTHON"] = f"{sys.prefix}|{sys.implementation.cache_tag}"
+    # The same settings once more in one PYTHON* variable: the one form that
+    # multi-node launchers (DeepSpeed's runner, mpirun -x PYTHON*) carry to other nodes.
+    environment[PORTABLE_VARIABLE] = portable_value(environment)
+    # Ray workers inherit nothing from the driver: each ray.init adds the activation
+    # to its runtime env through Ray's hook (lazypatch.integrations.ray).
+    install_runtime_env_hook(environment)
     return environment
 
 

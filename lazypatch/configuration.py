@@ -45,11 +45,14 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_LOG": "level of the 'lazypatch' logger: " + ", ".join(LOG_LEVELS),
     "LAZYPATCH_LOG_ALL_RANKS": "1 logs informational messages on every rank, not only rank 0",
     "LAZYPATCH_MODULES": "comma-separated modules of extra patches to import at activation",
-    "LAZYPATCH_REPORT": "path of a JSON report written at exit; {rank} and {pid} are filled in",
+    "LAZYPATCH_REPORT": "path of a JSON report written at exit; {host}, {node}, {rank}, "
+                        "{local_rank}, {worker} and {pid} are filled in",
     "LAZYPATCH_CONFIG": "path of a TOML file with the same settings (keys in lower case)",
     "LAZYPATCH_PLUGINS": "0 skips plugin packs from installed distributions",
     "LAZYPATCH_CACHE_DIR": "directory of the plugin-pack cache (default ~/.cache/lazypatch)",
 }
+
+WORKER_VARIABLE = "LAZYPATCH_WORKER"
 
 # Set by lazypatch itself, never by users: accepted silently in the
 # environment, refused in files, and named in no message or help text.
@@ -62,6 +65,10 @@ INTERNAL_VARIABLES: "Dict[str, str]" = {
                                      "so that child processes do not print it again",
     "LAZYPATCH_TOLD": "which configuration messages a parent process already printed for "
                       "the same settings, so that its children do not repeat them",
+    "LAZYPATCH_WORKER": "the name of the Ray or Dask worker this process is, set by "
+                        "lazypatch.integrations for {worker} in report paths",
+    "LAZYPATCH_RAY_USER_HOOK": "the user's own RAY_RUNTIME_ENV_HOOK, which `lazypatch run` "
+                               "replaced by lazypatch's and which lazypatch's runs first",
 }
 
 # Launchers' rank variables, most specific first: torchrun sets RANK and
@@ -184,6 +191,14 @@ class Configuration:
         # LAZYPATCH_* name -> (file, key) of every TOML key read, checked by
         # warn_unknown_settings once the packs have declared their variables.
         self.file_keys: "Dict[str, Tuple[str, str]]" = {}
+        # The run's settings as LAZYPATCH_* names (environment and files merged, the
+        # file path and internal variables left out) and their fingerprint; when
+        # PYTHONLAZYPATCH came from the launching process, its fingerprint and the
+        # settings this process changed: name -> (the launcher's value, this one's).
+        self.settings: "Dict[str, str]" = {}
+        self.fingerprint = ""
+        self.driver_fingerprint = ""
+        self.driver_differences: "Dict[str, Tuple[str, str]]" = {}
 
 
 def _load_toml(path: str, what: str) -> "Optional[dict]":
@@ -296,13 +311,17 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     # activation and must not make the same settings be read (and warned about) again.
     # Keys first, values only for ours: os.environ decodes every item it hands out.
     key = tuple(sorted((name, source[name]) for name in source
-                       if name.startswith("LAZYPATCH") and (name == "LAZYPATCH" or
-                                                            name.startswith("LAZYPATCH_"))
-                       and name not in INTERNAL_VARIABLES)) + (_current_directory(),)
+                       if (name.startswith("LAZYPATCH") and (name == "LAZYPATCH" or
+                                                             name.startswith("LAZYPATCH_"))
+                           and name not in INTERNAL_VARIABLES) or name == PORTABLE_VARIABLE
+                       )) + (_current_directory(),)
     if _last_read is not None and _last_read[0] == key:
         return _last_read[1]
     global _told
-    fingerprint = _fingerprint(repr(key))
+    # PYTHONLAZYPATCH left out: `lazypatch run` adds it for its command, which must
+    # still see the messages the `lazypatch run` process itself said as told.
+    fingerprint = _fingerprint(repr(tuple(
+        item for item in key if not (isinstance(item, tuple) and item[0] == PORTABLE_VARIABLE))))
     told = os.environ.get(TOLD_VARIABLE, "").split(":")
     _told = (fingerprint, set(told[1].split(",")) if told[0] == fingerprint and
              len(told) > 1 else set())
@@ -379,13 +398,24 @@ def _read(source: "Mapping[str, str]") -> Configuration:
     environment: "Dict[str, str]" = {name: source[name] for name in source
                                      if name.startswith("LAZYPATCH")}
     configuration = Configuration()
-    # Precedence, lowest first: pyproject.toml, the LAZYPATCH_CONFIG file, the environment.
-    merged = _from_pyproject(configuration.file_keys)
-    config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
-    if config_path:
-        merged.update(_from_file(config_path, configuration.file_keys))
+    portable = source.get(PORTABLE_VARIABLE)
+    driver = decode_settings(portable) if portable is not None else None
+    if driver is not None:
+        # The launching process read its files already (a node of its own may have
+        # neither the LAZYPATCH_CONFIG file nor the same pyproject.toml): its
+        # settings replace the file layers; this process's environment still wins.
+        merged = dict(driver[1])
+    else:
+        # Precedence, lowest first: pyproject.toml, the LAZYPATCH_CONFIG file, the environment.
+        merged = _from_pyproject(configuration.file_keys)
+        config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
+        if config_path:
+            merged.update(_from_file(config_path, configuration.file_keys))
     merged.update({key: value for key, value in environment.items()
                    if key == "LAZYPATCH" or key.startswith("LAZYPATCH_")})
+    configuration.settings = run_settings(merged)
+    if driver is not None:
+        _compare_with_driver(configuration, driver)
     configuration.active = parse_flag("LAZYPATCH", merged.get("LAZYPATCH"), default=True)
     configuration.disable = split_list(merged.get("LAZYPATCH_DISABLE", ""))
     configuration.enable = split_list(merged.get("LAZYPATCH_ENABLE", ""))
@@ -440,3 +470,103 @@ def setting(name: str, default: str = "") -> str:
     if configuration is not None:
         return configuration.extra.get(name, default)
     return default
+
+
+
+# --- one portable activation ------------------------------------------------
+# Launchers that start processes on other machines forward only some variables:
+# DeepSpeed's multi-node runner those whose names start with PYTHON, MLFLOW, MV2,
+# UCX (its EXPORT_ENVS) and the accelerator's, MPI launchers what -x/-genv name.
+# Every LAZYPATCH_* setting would be dropped there, so `lazypatch run` also puts
+# the whole run's settings in this one PYTHON-prefixed variable (``portable.py``
+# encodes it; it is imported only when the variable is there or being written).
+PORTABLE_VARIABLE = "PYTHONLAZYPATCH"
+
+
+def run_settings(merged: "Mapping[str, str]") -> "Dict[str, str]":
+    """The settings that make a run what it is: every LAZYPATCH* value but the
+    configuration file's path (its content is merged in) and lazypatch's own
+    bookkeeping, and no empty value (empty means "not set")."""
+    return {name: value for name, value in merged.items()
+            if name not in NOT_IN_FILES and value.strip()
+            and (name == "LAZYPATCH" or name.startswith("LAZYPATCH_"))}
+
+
+def settings_fingerprint(settings: "Mapping[str, str]") -> str:
+    """Eight hex digits that are equal exactly when two processes' settings are."""
+    return _fingerprint("\n".join(f"{name}={settings[name]}" for name in sorted(settings)))
+
+
+def encode_settings(settings: "Mapping[str, str]") -> str:
+    """The PYTHONLAZYPATCH value of ``settings`` (see ``portable.encode``)."""
+    from .portable import encode
+    return encode(settings, settings_fingerprint(settings))
+
+
+def decode_settings(value: str) -> "Optional[Tuple[str, Dict[str, str]]]":
+    """The launching process's (fingerprint, settings) from a PYTHONLAZYPATCH value,
+    or None with a warning when the value is not one or was changed on its way."""
+    from .portable import decode
+    try:
+        fingerprint, settings = decode(value)
+    except ValueError as error:
+        alert(f"lazypatch: {PORTABLE_VARIABLE}={value[:80]!r} is not the value `lazypatch "
+              f"run` writes ({error}); ignoring it, so this process uses its own "
+              f"LAZYPATCH_* settings", ConfigurationWarning)
+        return None
+    if settings_fingerprint(settings) != fingerprint:
+        alert(f"lazypatch: {PORTABLE_VARIABLE} was changed on its way (its fingerprint "
+              f"{fingerprint} does not match its settings); ignoring it, so this process "
+              f"uses its own LAZYPATCH_* settings", ConfigurationWarning)
+        return None
+    return fingerprint, settings
+
+
+def _compare_with_driver(configuration: Configuration,
+                         driver: "Tuple[str, Dict[str, str]]") -> None:
+    """Record, and say once, which settings of this process are not the launcher's."""
+    fingerprint, settings = driver
+    configuration.driver_fingerprint = fingerprint
+    configuration.fingerprint = settings_fingerprint(configuration.settings)
+    if configuration.fingerprint == fingerprint:
+        return
+    here = configuration.settings
+    differences = {name: (settings.get(name, ""), here.get(name, ""))
+                   for name in sorted(set(settings) | set(here))
+                   if settings.get(name, "") != here.get(name, "")}
+    configuration.driver_differences = differences
+    listed = "; ".join(f"{name}={theirs!r} there, {ours!r} here"
+                       for name, (theirs, ours) in differences.items())
+    alert(f"lazypatch: this process's settings differ from those of the process that "
+          f"launched the run ({PORTABLE_VARIABLE} fingerprint {fingerprint}, here "
+          f"{configuration.fingerprint}): {listed}. This process's own LAZYPATCH_* "
+          f"variables win; unset them here to run what the launcher runs",
+          ConfigurationWarning)
+
+
+def portable_value(environ: "Optional[Mapping[str, str]]" = None) -> str:
+    """The PYTHONLAZYPATCH value for processes started with ``environ`` (default:
+    this process's environment): the settings they would read, files merged in.
+
+    Reads quietly: a bad value is reported by the processes that use it.
+    """
+    _quiet.append(True)
+    try:
+        configuration = _read(os.environ if environ is None else environ)
+    finally:
+        _quiet.pop()
+    return encode_settings(configuration.settings)
+
+
+def settings_facts(configuration: "Optional[Configuration]" = None) -> "Dict[str, object]":
+    """For reports: this process's settings fingerprint, the launcher's (``""`` when
+    no PYTHONLAZYPATCH arrived) and the settings that differ from the launcher's."""
+    configuration = configuration or STATE.configuration
+    if configuration is None:
+        return {"fingerprint": "", "driver_fingerprint": "", "differences": {}}
+    if not configuration.fingerprint:   # computed when first asked: activation needs none
+        configuration.fingerprint = settings_fingerprint(configuration.settings)
+    return {"fingerprint": configuration.fingerprint,
+            "driver_fingerprint": configuration.driver_fingerprint,
+            "differences": {name: {"driver": theirs, "here": ours} for name, (theirs, ours)
+                            in configuration.driver_differences.items()}}

@@ -81,15 +81,22 @@ def compressed_ranges(numbers: Iterable[int]) -> str:
 
 
 def group_label(members: Sequence[Dict[str, Any]]) -> str:
-    """``rank 3``, ``ranks 0-5, 7-1023``, ``ranks 0-1 (4 processes)``, ``pid 4242``."""
+    """``rank 3``, ``ranks 0-5, 7-1023``, ``ranks 0-1 (4 processes)``, ``agent pid 17``, ``pid 4242``."""
     ranks = [member["rank"] for member in members if isinstance(member.get("rank"), int)]
-    unranked = [member for member in members if not isinstance(member.get("rank"), int)]
+    # A launcher's own process (torchrun's agent) has no rank; it is named as an agent.
+    agents = [member for member in members if member.get("role") == "agent"]
+    unranked = [member for member in members
+                if not isinstance(member.get("rank"), int) and member.get("role") != "agent"]
     parts = []
     if ranks:
         distinct = len(set(ranks))
         parts.append(("rank " if distinct == 1 else "ranks ") + compressed_ranges(ranks))
         if distinct != len(ranks):      # DataLoader workers, agents: several per rank
             parts[-1] += f" ({len(ranks)} processes)"
+    if len(agents) == 1:
+        parts.append(f"agent pid {agents[0].get('pid', '?')}")
+    elif agents:
+        parts.append(f"{len(agents)} launcher agents")
     if len(unranked) == 1:
         parts.append(f"pid {unranked[0].get('pid', '?')}")
     elif unranked:
@@ -189,8 +196,10 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     groups, patches = merged["groups"], merged["patches"]
     if merged["processes"] == 1:
         document = groups[0]["members"][0]
-        return (f"{document.get('path', '')}: rank {document.get('rank', '?')}, "
-                f"pid {document.get('pid', '?')}\n" + render_table(document["patches"], all=all))
+        label = group_label([document])
+        if "pid" not in label:
+            label += f", pid {document.get('pid', '?')}"
+        return f"{document.get('path', '')}: {label}\n" + render_table(document["patches"], all=all)
     lines = [f"{merged['processes']} reports, {len(groups)} "
              f"group{'s' if len(groups) != 1 else ''} of identical processes:"]
     for index, group in enumerate(groups):

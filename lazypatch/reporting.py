@@ -352,10 +352,24 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
     return "\n".join(lines)
 
 
+REPORT_PLACEHOLDERS = ("host", "node", "rank", "local_rank", "worker", "pid")
+
+
 def expand_path(template: str) -> str:
-    """Fill ``{rank}`` and ``{pid}`` in a report path."""
-    from .configuration import current_rank
-    return template.replace("{rank}", str(current_rank())).replace("{pid}", str(os.getpid()))
+    """Fill ``{host}``, ``{node}``, ``{rank}``, ``{local_rank}``, ``{worker}`` and ``{pid}``
+    in a report path; a launcher agent's ``{rank}`` is ``agent``, never a rank's number.
+
+    Plain replacement, not ``str.format``: other braces in a path stay as written.
+    """
+    if "{" not in template:
+        return template
+    from .processes import process_identity
+    identity = process_identity()
+    for name in REPORT_PLACEHOLDERS:
+        value = identity[name]
+        text = "agent" if value is None else str(value)
+        template = template.replace("{" + name + "}", text.replace(os.sep, "_"))
+    return template
 
 
 def write_report(path: str, started: float = 0.0) -> str:
@@ -369,8 +383,9 @@ def write_report(path: str, started: float = 0.0) -> str:
     import json
     import sys
 
-    from .configuration import current_rank, rank_variable
+    from .configuration import rank_variable, settings_facts
     from .files import atomic_write
+    from .processes import process_identity
     target = expand_path(path)
     variable = rank_variable()
     if variable is None and "{rank}" in path and _written_by_ranked_process(target, started):
@@ -379,9 +394,14 @@ def write_report(path: str, started: float = 0.0) -> str:
     directory = os.path.dirname(target)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    document = {"pid": os.getpid(), "rank": current_rank(), "rank_variable": variable,
-                "argv": list(sys.argv), "python": sys.executable,
-                "patches": report()}
+    document = dict(process_identity())   # host, node, rank (None for an agent), role...
+    document.update({"rank_variable": variable, "argv": list(sys.argv),
+                     "python": sys.executable, "settings": settings_facts(),
+                     # Targets imported before activation (a Ray or Dask worker's own
+                     # modules): their patches were applied late.
+                     "activated_by": STATE.activation.activated_by,
+                     "imported_before": list(STATE.activation.imported_before),
+                     "patches": report()})
     atomic_write(target, json.dumps(document, indent=2, default=str))
     return target
 
