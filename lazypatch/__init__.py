@@ -25,7 +25,7 @@ from .errors import (
     UndoError,
 )
 from .requirements import installed_version, parse_requirements, version_matches
-from .selection import matches, set_strict
+from .selection import declare_opt_in_pack, matches, set_strict
 from .slots import ATTRIBUTE
 from .state import AFTER, BEFORE, STATE, STATUSES
 
@@ -392,4 +392,5 @@ __all__ = [
     "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
     "replace", "wrap", "StandInError", "registry_entry", "set_event_action",
     "clear_event_actions", "event_actions", "PatchAppliedWarning", "PatchSkippedWarning",
+    "declare_opt_in_pack",
 ]

@@ -38,9 +38,7 @@ before, and undo removes it again, so ``import`` fails as it did before.
 from __future__ import annotations
 
 import sys
-from types import ModuleType
 
-from .application import apply
 from .registration import FIRST, ensure_finder, register, validate_target
 from .slots import ITEM
 from .state import AFTER, BEFORE, STATE
@@ -59,6 +57,11 @@ class StandInError(AttributeError):
     An ``AttributeError``, so that ``hasattr``/``getattr(m, x, default)``
     feature checks keep answering "no" instead of crashing.
     """
+
+
+# ``type(sys)`` is ModuleType: importing ``types`` for it would cost activation
+# about 1M instructions (packs declare stand-ins at activation).
+ModuleType = type(sys)
 
 
 class StandInModule(ModuleType):
@@ -286,6 +289,7 @@ def stand_in(module_name: str, attributes: "Optional[Mapping[str, Any]]" = None,
     if existing is not None and enabled:
         # Imported already: the patch says at once that it is not needed ("skipped"),
         # rather than waiting as a before-import patch for a reload.
+        from .application import apply  # loaded on first need: activation stays lean
         apply(STATE.catalog.by_name[patch_name], existing)
     return patch_name
 
@@ -358,6 +362,7 @@ def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]
     if existing is not None and enabled:
         # Imported already: from now on `import module_name` gives the replacement;
         # modules that imported it earlier keep their reference (the report's notes say so).
+        from .application import apply  # loaded on first need: activation stays lean
         apply(STATE.catalog.by_name[patch_name], existing)
     return patch_name
 
@@ -394,6 +399,7 @@ def notify_module_loaded(module: "Any", name: "Optional[str]" = None) -> "List[s
     ensure_finder()
     for patch in list(STATE.catalog.by_target.get(target, ())):
         if patch.phase == AFTER:
+            from .application import apply
             apply(patch, module)
     return [patch.name for patch in STATE.catalog.by_target.get(target, ())
             if patch.is_applied_to(module)]

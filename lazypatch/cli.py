@@ -353,6 +353,9 @@ def _activate_here(purpose: str) -> None:
         os.environ.pop("LAZYPATCH")
     from .activation import activate
     activate(f"lazypatch {purpose}")
+    # Opt-in packs register only when named; here every patch is to be seen.
+    from .selection import load_opt_in_packs
+    load_opt_in_packs(["*"])
 
 
 def registered_patches() -> List[Dict[str, Any]]:

@@ -58,8 +58,59 @@ def matches(selector: str, patch: "RegisteredPatch") -> bool:
     return patch.name.startswith(selector + ".")
 
 
+def _could_name(selector: object, pack: str) -> bool:
+    """Whether ``selector`` may choose a patch of ``pack`` (its name, a name under it,
+    its tag, ``*``, or a glob whose literal start is compatible). Errs towards yes:
+    loading a pack too many costs time, one too few loses the user's choice."""
+    if not isinstance(selector, str):
+        return False
+    if selector.startswith("tag:"):
+        selector = selector[4:]
+    if selector == pack or selector.startswith(pack + "."):
+        return True
+    if is_glob(selector):
+        literal = selector
+        for character in "*?[":
+            literal = literal.split(character, 1)[0]
+        return pack.startswith(literal) or literal.startswith(pack + ".")
+    return False
+
+
+def load_opt_in_packs(selectors: "Iterable[object]") -> None:
+    """Import every declared opt-in pack that one of ``selectors`` may name, so that
+    its patches exist before the selectors are matched. A pack is imported once."""
+    selectors = list(selectors)
+    with STATE.lock:
+        wanted = [(pack, module) for pack, module in STATE.opt_in_packs.items()
+                  if any(_could_name(selector, pack) for selector in selectors)]
+        for pack, _ in wanted:
+            del STATE.opt_in_packs[pack]
+    for _, module in wanted:
+        # Outside the lock: the pack's import registers patches (which take it).
+        __import__(module)
+
+
+def declare_opt_in_pack(name: str, module: str) -> None:
+    """Remember that importing ``module`` registers pack ``name``, whose every patch is
+    off by default; it is imported now if the configuration's rules name it, else
+    when a selector first does (``enable()``, ``lazypatch list``)."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise ValueError(f"an opt-in pack name is one word such as 'device', got {name!r}")
+    if not isinstance(module, str) or not module:
+        raise ValueError(f"pack {name!r}: module must be a module name such as "
+                         f"'my_packs.{name}', got {module!r}")
+    with STATE.lock:
+        STATE.opt_in_packs[name] = module
+        rules = STATE.enable_rules + STATE.disable_rules
+    load_opt_in_packs(rules)
+
+
 def select(selectors: "Iterable[str]") -> "Tuple[List[RegisteredPatch], List[str]]":
-    """Patches matching any selector (name, glob or tag), by order, and unmatched selectors."""
+    """Patches matching any selector (name, glob or tag), by order, and unmatched selectors.
+    Opt-in packs a selector may name are imported first."""
+    selectors = list(selectors)
+    if STATE.opt_in_packs:
+        load_opt_in_packs(selectors)
     chosen = {}
     unmatched = []
     with STATE.lock:
@@ -110,6 +161,8 @@ def configure(configuration: "Configuration") -> "List[RegisteredPatch]":
             decide_at_registration(patch)
             if patch.enabled and not was_enabled:
                 newly_enabled.append(patch)
+    if STATE.opt_in_packs:   # their patches are decided (and applied) as they register
+        load_opt_in_packs(list(configuration.enable) + list(configuration.disable))
     return newly_enabled
 
 

@@ -240,6 +240,10 @@ class EngineState:
         self.finder: "Any" = None                 # the LazyPatchFinder, made on first need
         self.enable_rules: "List[str]" = []       # selectors from configuration, applied to
         self.disable_rules: "List[str]" = []      # patches registered later too
+        # Opt-in packs (every patch off by default): pack name -> the module whose
+        # import registers them, imported only once a selector names the pack
+        # (selection.load_opt_in_packs), so activation does not pay for them.
+        self.opt_in_packs: "Dict[str, str]" = {}
         self.strict = False
         # The configuration.Configuration in force (typed loosely: configuration
         # imports this module, and the arrow must point one way only).
@@ -278,6 +282,7 @@ class EngineState:
             self.strict = False
             self.class_declarations = []
             self.plugin_entries = {}
+            self.opt_in_packs = {}
             self.application_count = 0
             if self.finder is not None:
                 self.finder.forget_replacements()

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 import os
 
+#: Packs whose every patch is off by default. Activation only declares them
+#: (``lazypatch.declare_opt_in_pack``): one is imported, and its patches registered,
+#: when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list`` names it. Their
+#: dozens of registrations would otherwise cost every process about 3M instructions
+#: each (benchmarks/COSTS.md) for patches that almost never run.
+OPT_IN = ("cuda_extensions", "device")
+
 
 def pack_names() -> list:
     """The built-in packs, in a stable order (found by listing this folder)."""
@@ -31,9 +38,17 @@ def load_packs() -> None:
     import sys
     from _warnings import warn
 
+    import lazypatch
     from lazypatch import ConfigurationWarning
+
+    from . import _opt_in_settings  # noqa: F401
     for name in pack_names():
         try:
+            if name in OPT_IN:
+                # Its patches are registered when a selector names the pack; its
+                # settings are declared by _opt_in_settings, imported above.
+                lazypatch.declare_opt_in_pack(name, f"{__name__}.{name}")
+                continue
             __import__(f"{__name__}.{name}")
         except Exception as error:
             message = (f"lazypatch: built-in pack {name!r} failed to load: "

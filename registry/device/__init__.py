@@ -19,26 +19,13 @@ from __future__ import annotations
 
 import lazypatch
 
+from .. import _opt_in_settings  # noqa: F401  (the pack's variables, declared once)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List
 
 TAGS = ["device"]
-
-lazypatch.declare_variable(
-    "LAZYPATCH_DEVICE",
-    "device pack: target device type for CUDA code (npu, cpu, or another torch device "
-    "type); default: the NPU when torch_npu sees one, else the CPU")
-lazypatch.declare_variable(
-    "LAZYPATCH_CUDA_AVAILABLE",
-    "device pack: 1 makes torch.cuda.is_available() return True (default: honest)")
-lazypatch.declare_variable(
-    "LAZYPATCH_CUDA_AVAILABLE_EXCLUDE",
-    "device pack: comma-separated modules (and their submodules) that still get the "
-    "honest torch.cuda.is_available() when LAZYPATCH_CUDA_AVAILABLE=1")
-lazypatch.declare_variable(
-    "LAZYPATCH_ALLOW_INTERNAL_FORMAT",
-    "device pack: 1 keeps torch_npu's private (internal) tensor formats allowed")
 
 
 def _declare(target: str, name: str, priority: float = 0):

@@ -76,11 +76,16 @@ print(json.dumps({"changed": changed, "failed": failed, "redirected": redirected
 
 
 def test_off_by_default_changes_nothing_and_imports_no_torch(interpreter):
-    """Without LAZYPATCH_ENABLE=device, activation imports no torch, and torch is untouched."""
+    """Without LAZYPATCH_ENABLE=device, activation imports neither the pack nor torch, and
+    torch is untouched, also once the pack is named (and disabled) later."""
     activate_first = ("import sys\nimport lazypatch.auto\n"
                       "TORCH_BEFORE = 'torch' in sys.modules\nimport torch,")
     result = interpreter.run_json(OWNERS.replace("import torch,", activate_first, 1) + '''
 import json, lazypatch
+pack_loaded_by_activation = "lazypatch.registry.device" in sys.modules
+registered_by_activation = [r["name"] for r in lazypatch.report() if "device" in r["tags"]]
+# An opt-in pack registers when named: then every patch is there, and disabled.
+lazypatch.disable("device")
 statuses = {r["name"]: r["status"] for r in lazypatch.report() if "device" in r["tags"]}
 try:
     torch.zeros(1, device="cuda")
@@ -88,10 +93,14 @@ try:
 except Exception as exc:
     error = type(exc).__name__
 print(json.dumps({"torch_before": TORCH_BEFORE, "statuses": statuses, "error": error,
+                  "pack_loaded": pack_loaded_by_activation,
+                  "registered_by_activation": registered_by_activation,
                   "wrapped": [n for n, o in OWNERS.items() for v in vars(o).values()
                               if type(v).__name__ == "FunctionWrapper"]}))
 ''')
     assert result["torch_before"] is False
+    # Opt-in: activation neither imports the pack nor registers its patches.
+    assert result["pack_loaded"] is False and result["registered_by_activation"] == []
     assert result["statuses"] and set(result["statuses"].values()) == {"disabled"}
     assert "device.factories" in result["statuses"]
     assert result["error"] in ("AssertionError", "RuntimeError")
