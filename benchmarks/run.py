@@ -79,6 +79,8 @@ MEASUREMENTS: Dict[str, Measurement] = {
         env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
     "packs": lambda env, s, count: packs.measure(quick=s is not FULL),
     "tracker": lambda env, s, count: packs.measure(quick=s is not FULL, modules=("bench_tracker",)),
+    "report-merge": lambda env, s, count: packs.measure(quick=s is not FULL,
+                                                        modules=("bench_report_merge",)),
 }
 
 

@@ -12,6 +12,8 @@ every process it activates.
 
 from __future__ import annotations
 
+import sys
+
 from . import registration as _registration
 from .configuration import declare_variable, setting
 from .errors import (
@@ -43,7 +45,18 @@ __version__ = "0.1.0"
 # Public names whose modules nothing on the activation path needs: imported on
 # first use (PEP 562), so that `import lazypatch.auto` stays within its budget.
 _LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes", "StandInError": "boundaries",
-               "PatchContext": "ledger"}
+               "PatchContext": "ledger", "set_event_action": "events",
+               "clear_event_actions": "events", "PatchAppliedWarning": "events",
+               "PatchSkippedWarning": "events"}
+
+# The event-action settings (events.py), declared here so that they are known (not
+# reported as typos, listed by `lazypatch run --help`) without importing events.py
+# at activation: it is loaded only when a rule is set (benchmarks/COSTS.md).
+EVENT_VARIABLES = ("LAZYPATCH_ON_APPLY", "LAZYPATCH_ON_SKIP", "LAZYPATCH_ON_FAILURE")
+for _variable in EVENT_VARIABLES:
+    declare_variable(_variable, f"what a patch does on {_variable[13:].lower()}: silent, "
+                                f"log[:level], warn, raise or exit; 'selector=action' "
+                                f"items set it for a pack (tag:x) or a patch")
 
 
 def __getattr__(name: str) -> "Any":
@@ -78,7 +91,15 @@ def _adopt_environment() -> None:
     # (memoised) configuration again, so nothing warns twice.
     from .configuration import read
     from .selection import configure
-    configure(read())
+    configuration = read()
+    configure(configuration)
+    # LAZYPATCH_ON_APPLY/_SKIP/_FAILURE: events.py is imported only when one is set
+    # (or was, so that a reset forgets it), never on the plain activation path.
+    import os
+    if "lazypatch.events" in sys.modules or any(
+            name in os.environ or name in configuration.extra for name in EVENT_VARIABLES):
+        from .events import adopt_configured
+        adopt_configured(configuration)
 
 
 _adopt_environment()
@@ -87,50 +108,55 @@ _adopt_environment()
 def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
              name: "Optional[str]" = None, priority: int = 0,
              requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
-             enabled: bool = True) -> str:
+             enabled: bool = True, events: "Optional[Dict[str, str]]" = None) -> str:
     """Register ``function`` as a patch on module ``target``; return its name.
 
     The non-decorator form of ``when_imported``/``before_import`` (``phase``
     is ``"after"`` or ``"before"``). Applies at once if the target is already
     imported; never imports it. Bad arguments raise TypeError/ValueError
-    naming the fix, and register nothing.
+    naming the fix, and register nothing. ``events`` sets this patch's own
+    event actions, such as ``{"failure": "raise", "skip": "log"}``.
     """
     return _registration.register(function, target, phase=phase, name=name, priority=priority,
-                                  requires=requires, tags=tags, enabled=enabled)
+                                  requires=requires, tags=tags, enabled=enabled, events=events)
 
 
 def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
-               requires: "Iterable[str]", tags: "Iterable[str]",
-               enabled: bool) -> "Callable[[PatchFunction], PatchFunction]":
+               requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
+               events: "Optional[Dict[str, str]]" = None
+               ) -> "Callable[[PatchFunction], PatchFunction]":
     _registration.validate_target(target)          # fail at the decorator line, not later
     requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
         _registration.register(function, target, phase=phase, name=name, priority=priority,
-                               requires=requirements, tags=tags, enabled=enabled)
+                               requires=requirements, tags=tags, enabled=enabled,
+                               events=events)
         return function
     return decorate
 
 
 def when_imported(target: str, *, name: "Optional[str]" = None, priority: int = 0,
                   requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
-                  enabled: bool = True) -> "Callable[[PatchFunction], PatchFunction]":
+                  enabled: bool = True, events: "Optional[Dict[str, str]]" = None
+                  ) -> "Callable[[PatchFunction], PatchFunction]":
     """Decorator: call the function as ``fn(module)`` or ``fn(module, patch)`` right
     after ``target``'s body has run (at once if it already has). Returns it unchanged.
 
     Patches on one module run by ascending ``priority``, ties in registration
     order. ``requires`` are PEP 508 strings checked against installed
-    distributions; unmet means status ``skipped``.
+    distributions; unmet means status ``skipped``. ``events``: see ``register``.
     """
-    return _decorator(target, AFTER, name, priority, requires, tags, enabled)
+    return _decorator(target, AFTER, name, priority, requires, tags, enabled, events)
 
 
 def before_import(target: str, *, name: "Optional[str]" = None, priority: int = 0,
                   requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
-                  enabled: bool = True) -> "Callable[[PatchFunction], PatchFunction]":
+                  enabled: bool = True, events: "Optional[Dict[str, str]]" = None
+                  ) -> "Callable[[PatchFunction], PatchFunction]":
     """Decorator: call the function with the new, still empty module object of
     ``target`` just before its body runs. Same arguments as ``when_imported``."""
-    return _decorator(target, BEFORE, name, priority, requires, tags, enabled)
+    return _decorator(target, BEFORE, name, priority, requires, tags, enabled, events)
 
 
 def report() -> "List[PatchRecord]":
@@ -145,11 +171,12 @@ def report() -> "List[PatchRecord]":
 
 
 def render_report(records: "Optional[List[Any]]" = None, format: str = "table",
-                  all: bool = False) -> str:
+                  all: bool = False, diff: bool = False) -> str:
     """Render report records (default: the current ``report()``) as ``"table"`` or ``"json"``;
-    the table summarises patches that are off by default or cannot apply here unless ``all``."""
+    the table summarises patches that are off by default or cannot apply here unless ``all``;
+    ``diff`` adds the source diff of every replaced function, original against replacement."""
     from .reporting import render
-    return render(report() if records is None else records, format, all=all)
+    return render(report() if records is None else records, format, all=all, diff=diff)
 
 
 def write_report(path: str) -> str:
@@ -161,8 +188,14 @@ def write_report(path: str) -> str:
 
 def unpatch(name: str) -> None:
     """Undo patch ``name`` exactly, on every module object it touched, and keep it from
-    re-applying. Imports nothing. Raises ``UndoError`` if part of it could not be restored."""
-    _application().unpatch(STATE.catalog.find(name), "undone by unpatch()")
+    re-applying (its aliases and submodule stand-ins too). Imports nothing. Raises ``UndoError`` if part of it
+    could not be restored."""
+    patch = STATE.catalog.find(name)
+    application = _application()
+    from .paths import derived_from
+    for derived in derived_from(name):   # aliases, stand-ins of submodules
+        application.unpatch(STATE.catalog.find(derived), f"undone by unpatch({name!r})")
+    application.unpatch(patch, "undone by unpatch()")
 
 
 def unpatch_all() -> None:
@@ -220,6 +253,9 @@ def reset() -> None:
     except BaseException as error:   # forget everything first, then report
         failure = error
     STATE.forget_everything()
+    events = sys.modules.get(f"{__name__}.events")
+    if events is not None:
+        events.RULES.forget()
     _adopt_environment()
     if failure is not None:
         raise failure
@@ -255,12 +291,14 @@ def source_drift(owner: "Any", name: str, pinned: "Iterable[str]",
 
 def stand_in(module_name: str, attributes: "Optional[Dict[str, Any]]" = None, *,
              name: "Optional[str]" = None, tags: "Iterable[str]" = (),
-             enabled: bool = True) -> str:
+             enabled: bool = True, submodules: bool = False) -> str:
     """Provide an empty module for ``module_name`` (any depth, missing parents too) when
     nothing installed provides it, carrying ``attributes``; reading any other public
-    attribute raises ``StandInError`` naming the patch. Returns the patch name."""
+    attribute raises ``StandInError`` naming the patch. With ``submodules``, every
+    ``module_name.x`` imported gets a stand-in too. Returns the patch name."""
     from .boundaries import stand_in as declare
-    return declare(module_name, attributes, name=name, tags=tags, enabled=enabled)
+    return declare(module_name, attributes, name=name, tags=tags, enabled=enabled,
+                   submodules=submodules)
 
 
 def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]" = None,
@@ -292,26 +330,54 @@ def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
             rebind: bool = False, priority: int = 0, requires: "Iterable[str]" = (),
             tags: "Iterable[str]" = (), enabled: bool = True,
             precheck: "Optional[Callable[[], Any]]" = None,
-            runtime_check: "Optional[Callable[..., Any]]" = None) -> str:
+            runtime_check: "Optional[Callable[..., Any]]" = None,
+            aliases: "Iterable[str]" = (), events: "Optional[Dict[str, str]]" = None) -> str:
     """Replace the attribute at dotted ``path`` ("pkg.mod.Class.method", or
     "pkg.mod:Class.method") with ``replacement`` (or a "pkg.mod:attr" string) when the
     module that holds it is imported; imports nothing now. ``precheck()`` false at that
     time: skipped; ``runtime_check(*args, **kwargs)`` false for a call: the original
-    runs. Returns the patch name."""
+    runs; ``aliases``: other paths bound to the same original (re-exports), rebound
+    too, each when its module is imported. Returns the patch name."""
     from .paths import replace as declare
     return declare(path, replacement, name=name, rebind=rebind, priority=priority,
                    requires=requires, tags=tags, enabled=enabled, precheck=precheck,
-                   runtime_check=runtime_check)
+                   runtime_check=runtime_check, aliases=aliases, events=events)
 
 
 def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: bool = False,
          priority: int = 0, requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
-         enabled: bool = True) -> str:
+         enabled: bool = True, aliases: "Iterable[str]" = (),
+         events: "Optional[Dict[str, str]]" = None) -> str:
     """Wrap the callable at dotted ``path`` with ``wrapper(wrapped, instance, args,
-    kwargs)`` when the module that holds it is imported. Returns the patch name."""
+    kwargs)`` when the module that holds it is imported (``aliases`` as for
+    ``replace``). Returns the patch name."""
     from .paths import wrap as declare
     return declare(path, wrapper, name=name, rebind=rebind, priority=priority,
-                   requires=requires, tags=tags, enabled=enabled)
+                   requires=requires, tags=tags, enabled=enabled, aliases=aliases,
+                   events=events)
+
+
+def registry_entry(registry: str, key: str, replacement: "Any", *,
+                   name: "Optional[str]" = None, priority: int = 0,
+                   requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
+                   enabled: bool = True, events: "Optional[Dict[str, str]]" = None,
+                   force: bool = True, precheck: "Optional[Callable[[], Any]]" = None) -> str:
+    """Make entry ``key`` of the mmengine/mmcv registry at ``registry`` ("mmdet.registry:MODELS")
+    give ``replacement`` (or a "pkg.mod:attr" string) once that module is imported, so
+    ``build`` returns it; a key that did not exist is added. Undone exactly (an added
+    entry removed, a replaced one restored). ``force=False`` fails rather than replace.
+    Returns the patch name."""
+    from .registry_entries import registry_entry as declare
+    return declare(registry, key, replacement, name=name, priority=priority,
+                   requires=requires, tags=tags, enabled=enabled, events=events,
+                   force=force, precheck=precheck)
+
+
+def event_actions(name: str) -> "Dict[str, str]":
+    """What each event (apply, skip, failure) does for patch ``name`` now: ``silent``,
+    ``log[:level]``, ``warn``, ``raise`` or ``exit`` (see ``set_event_action``)."""
+    from .events import actions_of
+    return actions_of(STATE.catalog.find(name))
 
 
 
@@ -324,5 +390,6 @@ __all__ = [
     "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning",
     "STATUSES", "matches", "patches", "declare_variable", "setting", "source_drift",
     "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
-    "replace", "wrap", "StandInError",
+    "replace", "wrap", "StandInError", "registry_entry", "set_event_action",
+    "clear_event_actions", "event_actions", "PatchAppliedWarning", "PatchSkippedWarning",
 ]

@@ -28,7 +28,8 @@ from __future__ import annotations
 import sys
 from time import perf_counter
 
-from .errors import LatePatchWarning, PatchConflictWarning, PatchError, PatchFailedWarning, SkipPatch
+from . import events as _events
+from .errors import LatePatchWarning, PatchConflictWarning, SkipPatch
 from .importer import (
     defer_until_executed,
     defer_until_import_released,
@@ -65,6 +66,7 @@ _by_target = STATE.catalog.by_target
 _claims = STATE.claims
 _ledger = STATE.ledger
 _lock = STATE.lock
+_event_rules = _events.RULES
 
 
 def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
@@ -168,6 +170,7 @@ def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
                 patch.status, patch.reason = SKIPPED, reason
                 patch.remember(f"skipped: {reason}")
             _debug("patch %s skipped: %s", patch.name, reason)
+            _events.on_skipped(patch, reason)
             return
     context = PatchContext(patch.name, module, _ledger)
     try:
@@ -190,6 +193,8 @@ def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
             patch.notes = list(context.notes)
             patch.status, patch.reason = SKIPPED, skip.reason
             patch.remember(f"skipped: {skip.reason}")
+        if not getattr(skip, "lazypatch_waiting", False):
+            _events.on_skipped(patch, skip.reason)
         return
     except Exception as error:
         _fail(patch, context, error, started)
@@ -249,6 +254,17 @@ def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
                patch.target, len(context.changes), patch.duration_ms)
     if late:
         _warn_late(patch, context)
+    if _event_rules.active:
+        _applied_event(patch, context)
+
+
+def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
+    """The apply event (events.py); ``raise``/``exit`` undo this application first."""
+    action = _events.on_applied(patch, len(context.changes))
+    if action is not None:
+        message = _events.applied_message(patch, len(context.changes))
+        _revert_context(patch, context, REVERTED, f"undone: its apply action is {action!r}")
+        _events.act(patch, _events.APPLY, action, message)
 
 
 def _undo_quietly(context: PatchContext) -> "Optional[str]":
@@ -277,16 +293,11 @@ def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
         patch.reason = describe_exception(error) + rollback_note
         patch.error = trace
         patch.remember(f"failed: {patch.reason}")
-        strict = STATE.strict
-    consequence = ("Strict mode (LAZYPATCH_STRICT=1) stops the import" if strict
-                   else "The import continues unpatched by it")
+    action = _events.action_for(patch, _events.FAILURE)
     message = (f"lazypatch: patch {patch.name!r} on {patch.target!r} failed and was rolled "
                f"back ({len(context.changes)} change(s) undone): {patch.reason}. "
-               f"{consequence}; disable it with LAZYPATCH_DISABLE={patch.name}")
-    if strict:
-        raise PatchError(message, patch_name=patch.name, target=patch.target) from error
-    from .notices import notify  # only on this path: see benchmarks/COSTS.md
-    notify(message, PatchFailedWarning, stacklevel=3)
+               f"{_events.consequence(action)}; disable it with LAZYPATCH_DISABLE={patch.name}")
+    _events.act(patch, _events.FAILURE, action, message, error)
 
 
 def _record_conflict(change: "Change", others: "List[Change]") -> None:

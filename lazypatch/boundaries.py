@@ -14,6 +14,13 @@ changes goes through its ``patch`` context, so undo is exact:
   ``patch.setattr``. Parents that are missing get bare stand-ins of their own.
   Where the real module is installed, it is imported and the patch reports
   itself ``skipped``.
+* ``stand_in("flash_attn", submodules=True)``: the stand-in's ``__path__`` is
+  one marker entry that a path hook of ours answers (``StandInPathFinder``):
+  importing ``flash_attn.any.depth`` declares, on demand, a stand-in of its
+  own for that name (patch ``<name>.sub:<module>``, same attributes, same
+  tags, so selecting the name selects it), and the finder's boundary spec
+  provides it, so every submodule is recorded and undone like the first.
+  The path hook stays on ``sys.path_hooks`` (it answers only its markers).
 * ``replace_module("apex", "my_pkg.apex_shim")``: the finder answers for the
   name before any other finder, so the real body never runs; the patch
   resolves the replacement then (not at registration) and provides it.
@@ -83,7 +90,7 @@ def resolve(reference: "Any") -> "Any":
     """The object a ``"package.module:attribute.path"`` string names (importing the
     module now), the module itself for ``"package.module"``; other values as they are."""
     if not isinstance(reference, str):
-        return reference
+        return reference.produce() if isinstance(reference, Deferred) else reference
     module_name, _, attributes = reference.partition(":")
     validate_target(module_name)
     from importlib import import_module
@@ -109,6 +116,20 @@ def validate_reference(reference: "Any", what: str) -> None:
                              f"'package.module:attribute'")
 
 
+class Deferred:
+    """A value computed by ``produce()`` when the patch applies (``resolve`` calls it):
+    for replacements that can only be built once their module exists."""
+
+    def __init__(self, produce: "Callable[[], Any]", description: str = "") -> None:
+        if not callable(produce):
+            raise TypeError(f"Deferred needs a callable taking no argument, got {produce!r}")
+        self.produce = produce
+        self.description = description or getattr(produce, "__qualname__", repr(produce))
+
+    def __repr__(self) -> str:
+        return f"<value made by {self.description} when applied>"
+
+
 class Boundary:
     """One declared boundary: where its module comes from when the finder asks."""
 
@@ -117,6 +138,9 @@ class Boundary:
     def __init__(self, module_name: str) -> None:
         self.module_name = module_name
         self.patch_name = ""
+        self.submodules = False          # stand_in(..., submodules=True)
+        self.attributes: "Dict[str, Any]" = {}
+        self.tags: "List[str]" = []
 
     def spec(self, fullname: str) -> "Any":
         from importlib.machinery import ModuleSpec
@@ -181,6 +205,9 @@ def _stand_in_function(declaration: Boundary, attributes: "Dict[str, Any]") -> "
             patch.skip(f"{declaration.module_name!r} is installed (or provided otherwise): "
                        f"the stand-in is not needed")
         _take_over_entry(patch, declaration.module_name, module, module)
+        if declaration.submodules:
+            _install_path_hook()
+            patch.setattr(module, "__path__", [STAND_IN_PATH_PREFIX + declaration.module_name])
         for key, value in attributes.items():
             patch.setattr(module, key, value)
     provide_stand_in.__doc__ = f"Stand-in for {declaration.module_name}, which is not installed"
@@ -233,17 +260,24 @@ def _tags(tags: "Iterable[str]") -> "List[str]":
 
 def stand_in(module_name: str, attributes: "Optional[Mapping[str, Any]]" = None, *,
              name: "Optional[str]" = None, tags: "Iterable[str]" = (),
-             enabled: bool = True) -> str:
+             enabled: bool = True, submodules: bool = False) -> str:
     """Provide an empty module (carrying ``attributes``) for ``module_name`` when nothing
-    installed provides it, at any depth, missing parents included; return the patch name."""
+    installed provides it, at any depth, missing parents included; with ``submodules``,
+    any ``module_name.x.y`` imported gets one too. Return the patch name."""
     validate_target(module_name)
     if attributes is not None and not all(isinstance(key, str) and key.isidentifier()
                                           for key in attributes):
         raise ValueError(f"stand_in({module_name!r}): attributes must be a mapping of "
                          f"identifier names to values, got {attributes!r}")
+    if not isinstance(submodules, bool):
+        raise TypeError(f"stand_in({module_name!r}): submodules must be True or False, "
+                        f"got {submodules!r}")
     declaration = Boundary(module_name)
     declaration.patch_name = name or f"stand_in:{module_name}"
+    declaration.submodules = submodules
+    declaration.attributes = dict(attributes or {})
     chosen_tags = _tags(tags)
+    declaration.tags = chosen_tags
     patch_name = register(_stand_in_function(declaration, dict(attributes or {})), module_name,
                           phase=BEFORE, name=declaration.patch_name, priority=FIRST,
                           tags=chosen_tags, enabled=enabled)
@@ -254,6 +288,54 @@ def stand_in(module_name: str, attributes: "Optional[Mapping[str, Any]]" = None,
         # rather than waiting as a before-import patch for a reload.
         apply(STATE.catalog.by_name[patch_name], existing)
     return patch_name
+
+
+# The __path__ entry of a stand-in with submodules; only our path hook answers it.
+STAND_IN_PATH_PREFIX = "<lazypatch stand-in>"
+
+
+class StandInPathFinder:
+    """The path-entry finder of a stand-in's ``__path__``: declares a stand-in for the
+    submodule being imported (once) and returns the spec the engine's finder makes."""
+
+    def __init__(self, parent: str) -> None:
+        self.parent = parent
+
+    def find_spec(self, fullname: str, target: "Any" = None) -> "Any":
+        declaration = _submodule_declaration(self.parent)
+        if declaration is None or fullname.rpartition(".")[0] != self.parent:
+            return None
+        if not _stand_in_declared(fullname):
+            stand_in(fullname, declaration.attributes,
+                     name=f"{declaration.patch_name}.sub:{fullname}",
+                     tags=declaration.tags, submodules=True)
+        finder = STATE.finder
+        return finder._boundary_spec(fullname, takes_over=False) if finder is not None else None
+
+    def invalidate_caches(self) -> None:
+        """Nothing cached: the declarations are read on each import."""
+
+
+def _submodule_declaration(module_name: str) -> "Optional[Boundary]":
+    """The enabled stand-in declaration of ``module_name`` that provides submodules."""
+    for patch in STATE.catalog.by_target.get(module_name, ()):
+        boundary = getattr(patch.function, "lazypatch_boundary", None)
+        if boundary is not None and boundary.submodules and patch.enabled and patch.live:
+            return boundary
+    return None
+
+
+def _stand_in_path_hook(entry: str) -> StandInPathFinder:
+    if not isinstance(entry, str) or not entry.startswith(STAND_IN_PATH_PREFIX):
+        raise ImportError("not a lazypatch stand-in path entry")
+    return StandInPathFinder(entry[len(STAND_IN_PATH_PREFIX):])
+
+
+def _install_path_hook() -> None:
+    """Put the stand-ins' path hook on ``sys.path_hooks`` once (first, so no other hook
+    is asked about our marker entries)."""
+    if _stand_in_path_hook not in sys.path_hooks:
+        sys.path_hooks.insert(0, _stand_in_path_hook)
 
 
 def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]" = None,
@@ -318,4 +400,4 @@ def notify_module_loaded(module: "Any", name: "Optional[str]" = None) -> "List[s
 
 
 __all__ = ["stand_in", "replace_module", "inject", "notify_module_loaded", "resolve",
-           "StandInModule", "StandInError", "BOUNDARY_TAG"]
+           "StandInModule", "StandInError", "BOUNDARY_TAG", "Deferred"]

@@ -117,15 +117,25 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
 
     report = commands.add_parser(
         "report", help="render report files written by LAZYPATCH_REPORT",
-        description="Render one report file as a table, or several (one per rank or "
-                    "process) side by side with the patches whose status differs.")
-    report.add_argument("files", nargs="+", metavar="FILE", help="JSON report file(s)")
+        description="Render one report file as a table, or merge any number (one per rank "
+                    "or process; files, glob patterns or directories) into one view: "
+                    "identical processes grouped, only the patches that differ shown.")
+    report.add_argument("files", nargs="+", metavar="FILE",
+                        help="JSON report file(s), glob pattern(s) ('out/*.json') or "
+                             "director(ies) holding them")
     report.add_argument("--format", choices=("table", "json"), default="table",
                         help="table (default) or json")
     report.add_argument("--all", action="store_true",
                         help="every patch; by default the ones that cannot apply on the "
                              "host (off by default, a requirement unmet) are summarised "
-                             "in one line per pack")
+                             "in one line per pack, and with several reports only the "
+                             "patches that differ are listed")
+    report.add_argument("--html", metavar="PATH",
+                        help="also write one self-contained HTML page (no network) with "
+                             "the patch-by-process matrix and each patch's details")
+    report.add_argument("--diff", action="store_true",
+                        help="for each replaced function, the source diff original against "
+                             "replacement (read from the source files named in the report)")
 
     site = commands.add_parser(
         "site", help="activate lazypatch at every interpreter start of this environment",
@@ -439,19 +449,37 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 # --- report ---------------------------------------------------------------
 
 def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .reporting import ReportFileError, differences, load_report, render_many
+    from .merging import load_reports, merge, merged_as_json, render_merged
+    from .reporting import ReportFileError
     try:
-        documents = [load_report(path) for path in arguments.files]
+        documents = load_reports(arguments.files)
     except ReportFileError as error:
         _usage_error("report", str(error))
         return USAGE_ERROR
+    merged = merge(documents)
+    diffs = ""
+    if arguments.diff:
+        from .reporting import render_diffs
+        # each group's first process speaks for the group: one diff per patch and change
+        diffs = render_diffs([cell for patch in merged["patches"] for cell in patch["cells"]])
     if arguments.format == "json":
         import json
-        print(json.dumps({"reports": documents,
-                          "differences": [item["name"] for item in differences(documents)]},
-                         indent=2, default=str))
+        document = merged_as_json(merged)
+        if arguments.diff:
+            document["diff"] = diffs
+        print(json.dumps(document, indent=2, default=str))
     else:
-        print(render_many(documents, all=arguments.all))
+        print(render_merged(merged, all=arguments.all) + (f"\n\n{diffs}" if diffs else ""))
+    if arguments.html:
+        from .files import atomic_write
+        from .report_page import render_page
+        try:
+            atomic_write(arguments.html, render_page(merged, diff=arguments.diff))
+        except OSError as error:
+            print(f"lazypatch report: cannot write --html {arguments.html}: {error}",
+                  file=sys.stderr)
+            return PROBLEMS_FOUND
+        print(f"wrote {arguments.html}", file=sys.stderr)
     return 0
 
 

@@ -21,6 +21,17 @@ initialized module" error; declared by path it attaches to ``pkg.sub``.
 ``"pkg.mod:Class.attr"`` says where the module ends, and the patch is
 registered on ``pkg.mod`` itself. Replacements given as strings are
 resolved only when the patch is applied.
+
+``aliases``: other dotted paths bound to the same original (a re-export such
+as ``mmdet.models.FPN`` of ``mmdet.models.necks.fpn.FPN``). Each alias is a
+patch of its own, named ``<name>.alias:<path>`` (so selecting the name selects
+it, and ``unpatch(name)`` undoes it too), registered and resolved like the
+main path, when its own module is imported. Once the main path is applied, an
+alias that holds the original is rebound to the very object the main path now
+holds (one wrapper, not two); an alias that reaches the same attribute (the
+same class by another path) has nothing more to change and says so; an alias
+that holds something else fails, naming both. Applied before the main path,
+an alias makes the same change on its own.
 """
 
 from __future__ import annotations
@@ -29,8 +40,16 @@ import sys
 
 from .application import apply_to_imported
 from .boundaries import resolve, validate_reference
+from .events import waiting
 from .registration import register, validate_target
-from .slots import ATTRIBUTE, MISSING, is_unloaded_lazy_module, own_dict, read_slot
+from .slots import (
+    ATTRIBUTE,
+    MISSING,
+    is_unloaded_lazy_module,
+    own_dict,
+    read_slot,
+    write_slot,
+)
 from .state import STATE
 
 TYPE_CHECKING = False
@@ -73,6 +92,9 @@ class PathPatch:
         self.fixed = fixed
         self.change = change
         self.patch_name = ""
+        # (owner, attribute, value before, value after) of the last application,
+        # for the aliases to compare against; None until applied.
+        self.applied: "Optional[Tuple[Any, str, Any, Any]]" = None
 
     def apply(self, module: "Any", patch: "Any") -> None:
         """The patch function: walk to the owner, then change its attribute."""
@@ -84,13 +106,16 @@ class PathPatch:
                 if not self.fixed and isinstance(owner, type(sys)) and \
                         hasattr(owner, "__path__") and _module_exists(submodule):
                     self._move_to(submodule, self.attributes[depth + 1:])
-                    patch.skip(f"waiting for {submodule!r} to be imported ({self.path!r} is "
-                               f"inside it); applied when it is")
+                    raise waiting(f"waiting for {submodule!r} to be imported ({self.path!r} "
+                                  f"is inside it); applied when it is")
                 where = ".".join([self.module] + self.attributes[:depth])
                 raise AttributeError(f"{where!r} has no attribute {attribute!r}, so {self.path!r} "
                                      f"cannot be patched (renamed or moved in this version?)")
             owner = found
-        self.change(patch, owner, self.attributes[-1])
+        attribute = self.attributes[-1]
+        before = _current_value(owner, attribute)
+        self.change(patch, owner, attribute)
+        self.applied = (owner, attribute, before, _current_value(owner, attribute))
 
     @staticmethod
     def _step(owner: "Any", attribute: str) -> "Any":
@@ -113,18 +138,40 @@ class PathPatch:
 
     def _move_to(self, module: str, attributes: "List[str]") -> None:
         """Register the patch on ``module`` from now on (the finder then watches it)."""
-        with STATE.lock:
-            registered = STATE.catalog.by_name.get(self.patch_name)
-            if registered is None:
-                return
-            STATE.catalog.remove(registered)
-            registered.target = module
-            STATE.catalog.add(registered)
-            self.module, self.attributes = module, attributes
-        # In sys.modules but still executing, or an unloaded lazy module: applied
-        # when its body ends, as registration would do.
-        if module in sys.modules:
-            apply_to_imported(registered)
+        previous = (self.module, self.attributes)
+        self.module, self.attributes = module, attributes   # before: moving may apply it
+        if not move_patch(self.patch_name, module):
+            self.module, self.attributes = previous
+
+
+def move_patch(patch_name: str, module: str) -> bool:
+    """Register patch ``patch_name`` on ``module`` from now on (the finder then watches it);
+    applied at once if ``module`` is imported by then. False if no such patch."""
+    with STATE.lock:
+        registered = STATE.catalog.by_name.get(patch_name)
+        if registered is None:
+            return False
+        STATE.catalog.remove(registered)
+        registered.target = module
+        STATE.catalog.add(registered)
+    # In sys.modules but still executing, or an unloaded lazy module: applied
+    # when its body ends, as registration would do.
+    if module in sys.modules:
+        apply_to_imported(registered)
+    return True
+
+
+def module_exists(name: str) -> bool:
+    """Whether the finders can find ``name``; its parent is imported, so nothing runs."""
+    return _module_exists(name)
+
+
+def _current_value(owner: "Any", attribute: str) -> "Any":
+    """The raw value in the owner's own slot, else what attribute lookup finds (inherited)."""
+    value = read_slot(ATTRIBUTE, owner, attribute)
+    if value is MISSING:
+        value = getattr(owner, attribute, MISSING)
+    return value
 
 
 def _still_executing(module: "Any") -> bool:
@@ -184,40 +231,132 @@ def _wrap_value(wrapper: "Any") -> "Callable[[Any, Any, str], None]":
     return change
 
 
-def _declare(path: str, change: "Callable[[Any, Any, str], None]", description: str,
-             default_name: str, *, name: "Optional[str]", rebind: bool, priority: int,
-             requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
-             precheck: "Optional[Callable[[], Any]]" = None) -> str:
+def _alias_change(main: PathPatch, own_change: "Callable[[Any, Any, str], None]",
+                  rebind: bool) -> "Callable[[Any, Any, str], None]":
+    """Give the alias what the main path now holds, when it holds the same original."""
+    def change(patch: "Any", owner: "Any", attribute: str) -> None:
+        registered = STATE.catalog.by_name.get(main.patch_name)
+        applied = main.applied
+        if applied is None or registered is None or not registered.live:
+            own_change(patch, owner, attribute)   # the main path is not applied (yet)
+            return
+        main_owner, main_attribute, original, installed = applied
+        if main_owner is owner and main_attribute == attribute:
+            patch.note(f"the same attribute as {main.path!r} (reached by another path): "
+                       f"already changed by {main.patch_name!r}")
+            return
+        current = _current_value(owner, attribute)
+        if current is installed:
+            # A copy made while the main path was live (`from x import y` ran after it):
+            # recorded as holding the original, so that undo gives it the original back.
+            write_slot(ATTRIBUTE, owner, attribute, original)
+            patch.setattr(owner, attribute, installed, rebind=rebind)
+            return
+        if current is not original:
+            raise AttributeError(
+                f"alias {getattr(owner, '__name__', owner)}.{attribute} holds {current!r}, "
+                f"not the original of {main.path!r} ({original!r}): it is not a re-export "
+                f"of it here, so it is left alone")
+        patch.setattr(owner, attribute, installed, rebind=rebind)
+    return change
+
+
+def declare_path(path: str, change: "Callable[[Any, Any, str], None]", description: str,
+                 default_name: str, *, name: "Optional[str]", rebind: bool, priority: int,
+                 requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
+                 precheck: "Optional[Callable[[], Any]]" = None,
+                 aliases: "Iterable[str]" = (), events: "Optional[Any]" = None) -> str:
+    """Register ``change(patch, owner, attribute)`` for the attribute at ``path`` (and its
+    aliases), run when the module holding it is imported; return the patch name."""
     module, attributes, fixed = split_path(path)
     if not isinstance(rebind, bool):
         raise TypeError(f"rebind must be True or False, got {rebind!r}")
     if precheck is not None and not callable(precheck):
         raise TypeError(f"precheck must be a callable taking no argument, got {precheck!r}")
+    alias_paths = _validate_aliases(path, aliases)
     change.rebind = rebind  # type: ignore[attr-defined]
     declaration = PathPatch(path, module, attributes, fixed, change)
     declaration.patch_name = name or default_name
+    patch_name = _register_path(declaration, description, precheck, priority=priority,
+                                requires=requires, tags=tags, enabled=enabled, events=events)
+    for alias in alias_paths:
+        alias_module, alias_attributes, alias_fixed = split_path(alias)
+        alias_declaration = PathPatch(alias, alias_module, alias_attributes, alias_fixed,
+                                      _alias_change(declaration, change, rebind))
+        alias_declaration.patch_name = f"{patch_name}.alias:{alias}"
+        _register_path(alias_declaration, f"{description} (alias {alias})", precheck,
+                       priority=priority, requires=requires, tags=tags, enabled=enabled,
+                       events=events, alias_of=patch_name)
+    return patch_name
 
+
+def _validate_aliases(path: str, aliases: "Iterable[str]") -> "List[str]":
+    if isinstance(aliases, str):
+        raise TypeError(f"aliases of {path!r} must be a list of dotted paths, got the "
+                        f"string {aliases!r} (write aliases=[{aliases!r}])")
+    try:
+        chosen = list(aliases)
+    except TypeError:
+        raise TypeError(f"aliases of {path!r} must be a list of dotted paths, "
+                        f"got {aliases!r}") from None
+    for alias in chosen:
+        split_path(alias)   # refuses a malformed path now, at the declaration line
+        if alias == path:
+            raise ValueError(f"alias {alias!r} is the path itself")
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"aliases of {path!r} repeat a path: {chosen!r}")
+    return chosen
+
+
+def _register_path(declaration: PathPatch, description: str,
+                   precheck: "Optional[Callable[[], Any]]", *, priority: int,
+                   requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
+                   events: "Optional[Any]", alias_of: str = "") -> str:
     def apply_by_path(target_module: "Any", patch: "Any") -> None:
         if precheck is not None and not precheck():
             patch.skip(f"precheck {getattr(precheck, '__qualname__', precheck)!r} said no")
         declaration.apply(target_module, patch)
     apply_by_path.__doc__ = description
     apply_by_path.lazypatch_path = declaration  # type: ignore[attr-defined]
-    return register(apply_by_path, module, name=declaration.patch_name, priority=priority,
-                    requires=requires, tags=tags, enabled=enabled)
+    if alias_of:
+        apply_by_path.lazypatch_alias_of = alias_of  # type: ignore[attr-defined]
+    return register(apply_by_path, declaration.module, name=declaration.patch_name,
+                    priority=priority, requires=requires, tags=tags, enabled=enabled,
+                    events=events)
+
+
+def aliases_of(patch_name: str) -> "List[str]":
+    """Names of the alias patches declared with ``patch_name`` (undone with it)."""
+    with STATE.lock:
+        return [patch.name for patch in STATE.catalog.by_name.values()
+                if getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
+
+
+def derived_from(patch_name: str) -> "List[str]":
+    """Patches declared on behalf of ``patch_name``, which ``unpatch(patch_name)`` undoes
+    too: its aliases and the stand-ins made on demand for submodules of a stand-in
+    (``<name>.sub:<module>``), deepest first."""
+    prefix = f"{patch_name}.sub:"
+    with STATE.lock:
+        found = [patch for patch in STATE.catalog.by_name.values()
+                 if patch.name.startswith(prefix)
+                 or getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
+    return [patch.name for patch in sorted(found, key=lambda patch: -len(patch.target))]
 
 
 def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
             rebind: bool = False, priority: int = 0, requires: "Iterable[str]" = (),
             tags: "Iterable[str]" = (), enabled: bool = True,
             precheck: "Optional[Callable[[], Any]]" = None,
-            runtime_check: "Optional[Callable[..., Any]]" = None) -> str:
+            runtime_check: "Optional[Callable[..., Any]]" = None,
+            aliases: "Iterable[str]" = (), events: "Optional[Any]" = None) -> str:
     """Replace the attribute at dotted ``path`` with ``replacement`` (an object or a
     ``"package.module:attribute"`` string resolved when applied) once its module is
     imported; return the patch name.
 
     ``precheck()`` is asked when the patch applies (false: ``skipped``);
-    ``runtime_check(*args, **kwargs)`` on every call (false: the original runs).
+    ``runtime_check(*args, **kwargs)`` on every call (false: the original runs);
+    ``aliases`` are other paths bound to the same original, rebound too.
     """
     validate_reference(replacement, f"replace({path!r}, ...): the replacement")
     if runtime_check is not None and not callable(runtime_check):
@@ -227,25 +366,30 @@ def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
         getattr(replacement, "__qualname__", repr(replacement))
     change = _replace_value(replacement) if runtime_check is None else \
         _checked_replacement(replacement, runtime_check)
-    return _declare(path, change, f"Replace {path} with {described}",
+    return declare_path(path, change, f"Replace {path} with {described}",
                     f"replace:{path}", name=name, rebind=rebind, priority=priority,
-                    requires=requires, tags=tags, enabled=enabled, precheck=precheck)
+                    requires=requires, tags=tags, enabled=enabled, precheck=precheck,
+                    aliases=aliases, events=events)
 
 
 def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: bool = False,
          priority: int = 0, requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
-         enabled: bool = True) -> str:
+         enabled: bool = True, aliases: "Iterable[str]" = (),
+         events: "Optional[Any]" = None) -> str:
     """Wrap the callable at dotted ``path`` with ``wrapper(wrapped, instance, args,
-    kwargs)`` (or a string naming one) once its module is imported; the patch name."""
+    kwargs)`` (or a string naming one) once its module is imported; the patch name.
+    ``aliases``: other paths bound to the same original, given the same wrapper."""
     if not isinstance(wrapper, str) and not callable(wrapper):
         raise TypeError(f"wrap({path!r}, ...): the wrapper must be callable as "
                         f"wrapper(wrapped, instance, args, kwargs) or a 'pkg.mod:name' string")
     validate_reference(wrapper, f"wrap({path!r}, ...): the wrapper")
     described = wrapper if isinstance(wrapper, str) else \
         getattr(wrapper, "__qualname__", repr(wrapper))
-    return _declare(path, _wrap_value(wrapper), f"Wrap {path} with {described}",
+    return declare_path(path, _wrap_value(wrapper), f"Wrap {path} with {described}",
                     f"wrap:{path}", name=name, rebind=rebind, priority=priority,
-                    requires=requires, tags=tags, enabled=enabled)
+                    requires=requires, tags=tags, enabled=enabled, aliases=aliases,
+                    events=events)
 
 
-__all__ = ["replace", "wrap", "split_path", "PathPatch"]
+__all__ = ["replace", "wrap", "split_path", "PathPatch", "aliases_of", "declare_path",
+           "move_patch", "module_exists", "derived_from"]

@@ -221,11 +221,19 @@ def add(patch: RegisteredPatch) -> None:
 def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
              name: "Optional[str]" = None, priority: object = 0,
              requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
-             enabled: object = True) -> str:
-    """Validate, index and, if the target is already imported, apply a patch; its name."""
+             enabled: object = True, events: "Optional[Any]" = None) -> str:
+    """Validate, index and, if the target is already imported, apply a patch; its name.
+    ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
     patch = build(function, target, phase=phase, name=name, priority=priority,
                   requires=requires, tags=tags, enabled=enabled)
+    actions = None
+    if events is not None:   # events.py only when asked: activation does not load it
+        from .events import validate
+        actions = validate(events, patch.name)
     add(patch)
+    if actions:
+        from .events import declare
+        declare(patch.name, actions)
     ensure_finder()
     # Only a target that is imported (or being imported) needs the application
     # machinery now; at activation none is, and application is loaded on the

@@ -17,7 +17,7 @@ from .state import STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Dict, List, Sequence
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
 
     from .state import RegisteredPatch
 
@@ -53,10 +53,13 @@ def _provided_notes(patch: "RegisteredPatch") -> "List[str]":
     return lines
 
 
-def record_of(patch: "RegisteredPatch") -> PatchRecord:
-    """The report record of a patch at this moment."""
+def record_of(patch: "RegisteredPatch",
+              packages: "Optional[Dict[str, Tuple[str, Optional[str]]]]" = None) -> PatchRecord:
+    """The report record of a patch at this moment; ``packages`` remembers
+    ``target_distribution`` answers across the records of one report."""
     with STATE.lock:
-        changes = [change.as_dict() for context in patch.live for change in context.changes]
+        changes = [described_change(change) for context in patch.live
+                   for change in context.changes]
         untracked = list(patch.untracked())
         record = PatchRecord(
             name=patch.name, target=patch.target, phase=patch.phase, status=patch.status,
@@ -76,16 +79,72 @@ def record_of(patch: "RegisteredPatch") -> PatchRecord:
         if plugin is not None:
             record["source"] = f"plugin {plugin.distribution} ({plugin.value})"
         providers = list(patch.note_providers)
+    top = patch.target.split(".", 1)[0]
+    if packages is None or top not in packages:
+        found = target_distribution(top)
+        if packages is None:
+            packages = {}
+        packages[top] = found
+    record["package"], record["version"] = packages[top]
     if providers:   # user code: called without the lock
         record["notes"] = record["notes"] + _provided_notes(patch)
     return record
+
+
+def target_distribution(target: str) -> "Tuple[str, Optional[str]]":
+    """(distribution, version) of the package a target module belongs to, read from
+    installed metadata without importing it; (top-level name, None) when no
+    installed distribution provides it (a local module, the standard library)."""
+    from .distributions import canonical_name, import_name_providers, installed_version
+    top = target.split(".", 1)[0]
+    # Most distributions are named as they import (torch, numpy, mmdet): one
+    # listing lookup. The others (mmcv-lite -> mmcv) need the top-level map.
+    version = installed_version(top)
+    if version is not None:
+        return top, version
+    providers = import_name_providers(top)
+    if providers:
+        return canonical_name(providers[0][0]), providers[0][1]
+    return top, None
+
+
+def described_change(change: "Any") -> "Dict[str, Any]":
+    """A ledger change as a record entry; a replaced function also gets where the
+    original and its replacement are defined (``original_code``/``replacement_code``),
+    so that ``lazypatch report --diff`` can read both sources later."""
+    described = change.as_dict()
+    original, replacement = code_location(change.before), code_location(replacement_of(change))
+    if original and replacement:
+        described["original_code"] = original
+        described["replacement_code"] = replacement
+    return described
+
+
+def replacement_of(change: "Any") -> "Any":
+    """The object a change put in place; for ``patch.wrap``, the user's wrapper function."""
+    after = change.after
+    if change.action == "wrap":
+        return getattr(after, "_self_wrapper", after)
+    return after
+
+
+def code_location(value: "Any") -> "Optional[Dict[str, Any]]":
+    """``{"file", "line", "name"}`` of a Python function (or the function inside a
+    bound method, classmethod or staticmethod); None for anything else (classes, builtins)."""
+    function = getattr(value, "__func__", value)
+    code = getattr(function, "__code__", None)
+    if code is None or not isinstance(getattr(code, "co_filename", None), str):
+        return None
+    return {"file": code.co_filename, "line": code.co_firstlineno,
+            "name": getattr(function, "__qualname__", code.co_name)}
 
 
 def report() -> "List[PatchRecord]":
     """A record of every registered patch, in registration order."""
     with STATE.lock:
         patches = STATE.catalog.patches()
-    return [record_of(patch) for patch in patches]
+    packages: "Dict[str, Tuple[str, Optional[str]]]" = {}   # many patches, few packages
+    return [record_of(patch, packages) for patch in patches]
 
 
 def format_table(rows: "Sequence[Sequence[str]]") -> str:
@@ -103,14 +162,92 @@ def format_table(rows: "Sequence[Sequence[str]]") -> str:
     return "\n".join(lines)
 
 
-def render(records: "Sequence[Dict[str, Any]]", format: str = "table", all: bool = False) -> str:
-    """Records as a JSON document or a text table (see ``render_table`` for ``all``)."""
+def render(records: "Sequence[Dict[str, Any]]", format: str = "table", all: bool = False,
+           diff: bool = False) -> str:
+    """Records as a JSON document or a text table (see ``render_table`` for ``all``);
+    with ``diff``, the table is followed by the source diff of every replaced function
+    (``render_diffs``; in JSON, each such change gets a ``diff`` text)."""
     if format == "json":
         import json
+        if diff:
+            records = [dict(record, changes=[dict(change, diff=change_diff(record, change))
+                                             if "original_code" in change else change
+                                             for change in record.get("changes") or ()])
+                       for record in records]
         return json.dumps(list(records), indent=2, default=str)
     if format != "table":
         raise ValueError(f"unknown report format {format!r}; use one of {', '.join(FORMATS)}")
-    return render_table(records, all=all)
+    table = render_table(records, all=all)
+    return table + "\n\n" + render_diffs(records) if diff else table
+
+
+def function_source(location: "Dict[str, Any]") -> "Optional[List[str]]":
+    """The source lines of the function defined at ``location`` (file and first line),
+    read from its file now; None when the file is not readable here."""
+    import inspect
+    import linecache
+    lines = linecache.getlines(str(location.get("file", "")))
+    line = int(location.get("line") or 0)
+    if not lines or not 0 < line <= len(lines):
+        return None
+    try:
+        return inspect.getblock(lines[line - 1:])
+    except (SyntaxError, IndentationError):   # tokenize gives up on broken text
+        return lines[line - 1:line]
+
+
+def change_diff(record: "Dict[str, Any]", change: "Dict[str, Any]") -> str:
+    """Unified diff of one replaced function, original against replacement; or why not."""
+    import difflib
+    original, replacement = change["original_code"], change["replacement_code"]
+    before, after = function_source(original), function_source(replacement)
+    if before is None or after is None:
+        missing = original if before is None else replacement
+        return (f"source not available here: {missing.get('file')}:{missing.get('line')} "
+                f"cannot be read on this machine")
+    text = "".join(difflib.unified_diff(
+        before, after, fromfile=f"{original['name']} (original, {original['file']}:"
+                                f"{original['line']})",
+        tofile=f"{replacement['name']} (replacement, {replacement['file']}:"
+               f"{replacement['line']})"))
+    return text or "identical source"
+
+
+def render_diffs(records: "Sequence[Dict[str, Any]]") -> str:
+    """For every replaced function in the records, a heading and the unified diff of its
+    source, original against replacement (each patch once, even if records repeat)."""
+    sections: "List[str]" = []
+    seen: "set" = set()
+    for record in records:
+        for change in record.get("changes") or ():
+            if "original_code" not in change:
+                continue
+            key = (record.get("name"), change.get("target"), change.get("key"))
+            if key in seen:
+                continue
+            seen.add(key)
+            sections.append(f"diff of {record.get('name', '')}: {change.get('action')} "
+                            f"{change.get('target')}.{change.get('key')}\n"
+                            + change_diff(record, change).rstrip("\n"))
+    return "\n\n".join(sections) or "no replaced function in these records (nothing to diff)"
+
+
+def package_summary(records: "Sequence[Dict[str, Any]]") -> "List[str]":
+    """One line per package the records' targets belong to: ``numpy 2.1.3: 3 applied,
+    1 skipped``, packages in first-seen order, statuses by ``STATUS_ORDER``."""
+    counts: "Dict[str, Dict[str, int]]" = {}
+    for record in records:
+        package = str(record.get("package") or str(record.get("target", "")).split(".")[0])
+        version = record.get("version")
+        label = f"{package} {version}" if version else f"{package} (no installed distribution)"
+        statuses = counts.setdefault(label, {})
+        status = str(record.get("status", ""))
+        statuses[status] = statuses.get(status, 0) + 1
+    rank = {status: position for position, status in enumerate(STATUS_ORDER)}
+    return [f"{label}: " + ", ".join(f"{count} {status}" for status, count in
+                                     sorted(statuses.items(),
+                                            key=lambda item: rank.get(item[0], len(rank))))
+            for label, statuses in counts.items()]
 
 
 # Rows in the order a reader needs them: what went wrong, what changed the
@@ -204,6 +341,9 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
     if hidden:
         lines.append(f"{len(hidden)} not shown (`--all` or all=True shows them):")
         lines += ["  " + line for line in hidden_summary(hidden)]
+    if shown and any("package" in record for record in shown):
+        lines.append("by package:")
+        lines += ["  " + line for line in package_summary(shown)]
     counts: "Dict[str, int]" = {}
     for record in records:
         counts[record.get("status", "")] = counts.get(record.get("status", ""), 0) + 1
@@ -299,86 +439,3 @@ def load_report(path: str) -> "Dict[str, Any]":
                               f"'patches' list of records, as LAZYPATCH_REPORT writes)")
     document.setdefault("path", path)
     return document
-
-
-def process_label(document: "Dict[str, Any]", duplicate_ranks: bool) -> str:
-    """``rank 1`` or, when ranks repeat (DataLoader workers), ``rank 0 pid 4242``."""
-    label = f"rank {document.get('rank', '?')}"
-    if duplicate_ranks:
-        label += f" pid {document.get('pid', '?')}"
-    return label
-
-
-def differences(documents: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]":
-    """Patches whose status is not the same in every report (a patch missing
-    from a report counts as status ``absent``)."""
-    names: "List[str]" = []
-    for document in documents:
-        for record in document["patches"]:
-            if record.get("name") not in names:
-                names.append(record.get("name"))
-    found = []
-    for name in names:
-        per_process = []
-        for document in documents:
-            record = next((item for item in document["patches"] if item.get("name") == name), None)
-            per_process.append(record or {"status": "absent", "reason": "not registered"})
-        if len({record.get("status") for record in per_process}) > 1:
-            found.append({"name": name, "records": per_process})
-    return found
-
-
-def render_many(documents: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
-    """Several processes' reports: one status column per process, then the
-    patches whose status differs between them with each process's reason."""
-    if len(documents) == 1:
-        document = documents[0]
-        heading = (f"{document.get('path', '')}: rank {document.get('rank', '?')}, "
-                   f"pid {document.get('pid', '?')}")
-        return heading + "\n" + render_table(document["patches"], all=all)
-    ranks = [document.get("rank") for document in documents]
-    duplicate = len(set(ranks)) != len(ranks)
-    labels = [process_label(document, duplicate) for document in documents]
-    order = sorted(range(len(documents)), key=lambda index: (str(ranks[index]), labels[index]))
-    documents = [documents[index] for index in order]
-    labels = [labels[index] for index in order]
-    targets: "Dict[str, str]" = {}
-    names: "List[str]" = []
-    statuses: "Dict[str, Dict[int, str]]" = {}
-    noise: "Dict[str, Dict[str, Any]]" = {}   # name -> a record, while every process hides it
-    for column, document in enumerate(documents):
-        for record in document["patches"]:
-            name = record.get("name", "")
-            if name not in statuses:
-                names.append(name)
-                statuses[name] = {}
-                noise[name] = record
-            targets[name] = record.get("target", "")
-            statuses[name][column] = record.get("status", "")
-            if not cannot_apply_here(record):
-                noise.pop(name, None)
-    hidden = [] if all else [record for name, record in noise.items()]
-    if hidden:
-        names = [name for name in names if name not in noise]
-    header = ["PATCH", "TARGET"] + [label.upper() for label in labels]
-    rows = [header] + [[name, targets[name]] +
-                       [statuses[name].get(column, "absent") for column in range(len(labels))]
-                       for name in names]
-    lines = [format_table([row + [""] for row in rows])]
-    if hidden:
-        lines.append(f"{len(hidden)} not shown, the same in every process (`--all` shows them):")
-        lines += ["  " + line for line in hidden_summary(hidden)]
-    lines.append(f"{len(documents)} reports: " + ", ".join(
-        f"{label} ({document.get('path', '')})" for label, document in zip(labels, documents)))
-    different = differences(documents)
-    if not different:
-        lines.append("every patch has the same status in every process")
-        return "\n".join(lines)
-    lines.append("")
-    lines.append(f"{len(different)} patch(es) differ between processes:")
-    for item in different:
-        lines.append(f"  {item['name']}")
-        for label, record in zip(labels, item["records"]):
-            reason = record.get("reason") or ""
-            lines.append(f"    {label}: {record.get('status')}" + (f" ({reason})" if reason else ""))
-    return "\n".join(lines)

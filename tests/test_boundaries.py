@@ -168,6 +168,35 @@ def test_stand_in_at_depth_creates_parents_carries_attributes_and_names_the_patc
         "stand_in:flash_attn.ops.triton.parent:flash_attn.ops": "applied"}
 
 
+def test_stand_in_with_submodules_provides_any_depth_and_unpatch_takes_all_back(interpreter):
+    result = interpreter.run_json("""
+    import json, sys, lazypatch
+    name = lazypatch.stand_in("cuda_ext", attributes={"AVAILABLE": False}, submodules=True)
+    from cuda_ext.ops.deep import AVAILABLE
+    import cuda_ext.ops.deep as deep
+    try:
+        deep.fused_kernel
+        error = ""
+    except lazypatch.StandInError as caught:
+        error = str(caught)
+    names = sorted(r.name for r in lazypatch.report())
+    lazypatch.unpatch(name)
+    left = sorted(m for m in sys.modules if m.startswith("cuda_ext"))
+    try:
+        import cuda_ext.ops
+        again = "imported"
+    except ImportError:
+        again = "ImportError"
+    print(json.dumps({"available": AVAILABLE, "error": error, "names": names, "left": left,
+                      "again": again}))
+    """)
+    deep = "stand_in:cuda_ext.sub:cuda_ext.ops.sub:cuda_ext.ops.deep"
+    assert result["available"] is False
+    assert f"patch {deep!r}" in result["error"] and "cuda_ext.ops.deep.fused_kernel" in result["error"]
+    assert result["names"] == ["stand_in:cuda_ext", "stand_in:cuda_ext.sub:cuda_ext.ops", deep]
+    assert result["left"] == [] and result["again"] == "ImportError"
+
+
 def test_unpatching_a_stand_in_makes_the_import_fail_again_and_leaves_nothing(interpreter):
     result = interpreter.run_json("""
     import json, sys, lazypatch

@@ -46,12 +46,29 @@ def test_report_written_at_exit_per_rank_and_rendered_with_differences(interpret
     result = interpreter.run_command([sys.executable, "-m", "lazypatch", "report",
                                       *map(str, files)])
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["PATCH", "TARGET", "RANK", "0", "RANK", "1"]
-    assert any(line.split() == ["demo.ok", "demo_target", "applied", "applied"] for line in lines)
+    assert lines[:3] == ["2 reports, 2 groups of identical processes:",
+                         "  A: rank 0: identical", "  B: rank 1: identical"]
+    header = next(line for line in lines if line.startswith("PATCH"))
+    assert header.split() == ["PATCH", "TARGET", "A:", "RANK", "0", "B:", "RANK", "1"]
+    # only the difference is a row; the patch that agrees is counted, not listed
+    assert any(line.split() == ["demo.rank_dependent", "demo_target", "applied", "failed"]
+               for line in lines)
+    assert not any(line.startswith("demo.ok") for line in lines)
+    # (the built-in packs' patches agree too: counted in the same line)
+    # demo.ok and the built-in packs' patches waiting for their targets: counted, not listed
+    assert any(line.endswith(" patch(es) with the same status in every process not shown "
+                             "(`--all` shows them)") for line in lines), lines
+    # the built-in packs' patches that wait for or lack their targets: one summary
+    assert any(line.endswith(" not shown, the same in every process (`--all` shows them):")
+               for line in lines), lines
     assert "1 patch(es) differ between processes:" in result.stdout
     differing = result.stdout.split("differ between processes:")[1]
     assert "demo.rank_dependent" in differing and "demo.ok" not in differing
     assert "rank 1: failed (RuntimeError: no device on this rank" in differing
+    everything = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--all",
+                                          *map(str, files)])
+    assert any(line.split() == ["demo.ok", "demo_target", "applied", "applied"]
+               for line in everything.stdout.splitlines())
 
     single = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", str(files[0])])
     assert "rank 0" in single.stdout.splitlines()[0] and "STATUS" in single.stdout
@@ -77,3 +94,115 @@ def test_report_command_names_the_fix_for_a_bad_file(interpreter):
                                          check=False)
         assert result.returncode == 2, result.stderr
         assert message in result.stderr
+
+
+# --- reports users can act on: package versions, a summary by package, source diffs ---
+
+ACTIONABLE = {
+    "demo_target.py": """
+        def compute(x):
+            return x + 1
+    """,
+    "actionable_patches.py": """
+        import lazypatch
+
+        def is_str_without_isinstance(x):
+            # a replacement whose source differs from the original
+            return type(x) is str
+
+        def compute_twice(x):
+            return (x + 1) * 2
+
+        @lazypatch.when_imported("mmengine.utils", name="demo.is_str")
+        def is_str(module, patch):
+            patch.setattr(module, "is_str", is_str_without_isinstance)
+
+        @lazypatch.when_imported("mmcv.cnn", name="demo.mmcv_waits")
+        def mmcv_waits(module, patch):
+            patch.setattr(module, "ANYTHING", 1)
+
+        @lazypatch.when_imported("demo_target", name="demo.wrapped")
+        def wrapped(module, patch):
+            patch.wrap(module, "compute", lambda wrapped, instance, args, kwargs: compute_twice(*args))
+    """,
+}
+
+REPORT_AND_RENDER = """
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import lazypatch.auto, lazypatch, mmengine.utils, demo_target
+    assert "mmcv" not in sys.modules   # versions come from metadata, not from importing
+    lazypatch.write_report(sys.argv[1])
+    print(json.dumps({"records": lazypatch.report(), "table": lazypatch.render_report(),
+                      "diff": lazypatch.render_report(diff=True),
+                      "json": json.loads(lazypatch.render_report(format="json", diff=True))},
+                     default=str))
+"""
+
+
+def _installed(distribution: str) -> str:
+    from importlib import metadata
+    return metadata.version(distribution)
+
+
+def test_every_record_names_its_package_version_and_the_table_groups_by_package(interpreter):
+    interpreter.write(ACTIONABLE)
+    result = interpreter.run_json(REPORT_AND_RENDER, env={"LAZYPATCH_MODULES": "actionable_patches",
+                                                          "LAZYPATCH_PLUGINS": "0"},
+                                  args=[str(interpreter.root / "report.json")])
+    records = {record["name"]: record for record in result["records"]}
+    assert (records["demo.is_str"]["package"], records["demo.is_str"]["version"]) == \
+        ("mmengine", _installed("mmengine"))
+    # imported as mmcv, installed as mmcv-lite: found through the top-level names
+    assert (records["demo.mmcv_waits"]["package"], records["demo.mmcv_waits"]["version"]) == \
+        ("mmcv-lite", _installed("mmcv-lite"))
+    assert (records["demo.wrapped"]["package"], records["demo.wrapped"]["version"]) == \
+        ("demo_target", None)
+    lines = result["table"].splitlines()
+    by_package = lines[lines.index("by package:") + 1:-1]
+    # (the built-in packs' patches on the same packages are counted there too)
+    mmengine = next(line for line in by_package
+                    if line.startswith(f"  mmengine {_installed('mmengine')}: "))
+    assert mmengine.split(": ")[1].startswith("1 applied"), by_package
+    assert any(line.startswith(f"  mmcv-lite {_installed('mmcv-lite')}: ")
+               and "pending" in line for line in by_package), by_package
+    assert "  demo_target (no installed distribution): 1 applied" in by_package
+    assert "diff of" not in result["table"]   # diffs only on demand
+
+
+def test_diff_shows_the_source_of_each_replaced_function_against_its_replacement(interpreter):
+    interpreter.write(ACTIONABLE)
+    report = interpreter.root / "report.json"
+    result = interpreter.run_json(REPORT_AND_RENDER, env={"LAZYPATCH_MODULES": "actionable_patches",
+                                                          "LAZYPATCH_PLUGINS": "0"},
+                                  args=[str(report)])
+    diff = result["diff"]
+    assert diff.startswith(result["table"])
+    section = diff.split("diff of demo.is_str: setattr mmengine.utils.is_str\n", 1)[1]
+    section = section.split("\n\n", 1)[0]
+    assert "--- is_str (original, " in section and "mmengine/utils/misc.py:" in section
+    assert "+++ is_str_without_isinstance (replacement, " in section
+    assert "-    return isinstance(x, str)" in section
+    assert "+    # a replacement whose source differs from the original" in section
+    assert "+    return type(x) is str" in section
+    # patch.wrap: the wrapper function against the wrapped original
+    wrapped = diff.split("diff of demo.wrapped: wrap demo_target.compute\n", 1)[1]
+    assert "-def compute(x):" in wrapped and "lambda wrapped, instance, args, kwargs" in wrapped
+    # JSON: the diff text travels with the change
+    changes = next(record for record in result["json"]
+                   if record["name"] == "demo.is_str")["changes"]
+    assert "+    return type(x) is str" in changes[0]["diff"]
+
+    # the same from the report file, and an honest answer once a source file is gone
+    from_file = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--diff",
+                                         str(report)])
+    assert "+    return type(x) is str" in from_file.stdout
+    as_json = json.loads(interpreter.run_command(
+        [sys.executable, "-m", "lazypatch", "report", "--diff", "--format", "json",
+         str(report)]).stdout)
+    assert "+    return type(x) is str" in as_json["diff"]
+    (interpreter.root / "actionable_patches.py").rename(interpreter.root / "moved.py")
+    gone = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--diff",
+                                    str(report)])
+    assert "source not available here: " in gone.stdout
+    assert "actionable_patches.py:4 cannot be read on this machine" in gone.stdout

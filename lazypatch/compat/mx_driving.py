@@ -30,6 +30,8 @@ import warnings
 
 from .. import application
 from ..errors import PatchFailedWarning
+from ..events import waiting
+from ..paths import module_exists, move_patch
 from ..registration import register, validate_target
 from ..reporting import report
 from ..state import STATE
@@ -92,20 +94,70 @@ def _unique_name(base: str) -> str:
     return f"{base}#{number}"
 
 
-def _legacy_patch_function(patch_object: Patch, module_name: str) -> "Callable[[Any, Any], None]":
+def _legacy_patch_function(patch_object: Patch, module_name: str,
+                           patch_name: str) -> "Callable[[Any, Any], None]":
     """Adapt ``func(module, options)`` to lazypatch's ``fn(module, patch)``, recording
-    its plain assignments so that they are undone with the patch."""
+    its plain assignments so that they are undone with the patch.
+
+    The function always receives module ``module_name`` (usually the root package). When
+    it reaches for a submodule that package does not import (``pkg.sub.attr`` on a
+    ``pkg`` whose ``__init__`` never imports ``pkg.sub``), CPython raises "partially
+    initialized module 'pkg' has no attribute 'sub'": the patch runs when ``pkg``'s body
+    ends. That failure is recognised, rolled back, and the patch moves to ``pkg.sub``
+    (reported ``skipped``, "waiting for 'pkg.sub'"); it runs again when that is imported.
+    """
     root = module_name.partition(".")[0]
 
     def apply_legacy_patch(module: "Any", patch: "Any") -> None:
+        target = sys.modules.get(module_name, module)
+        _bind_imported_submodules(getattr(module, "__name__", module_name), module_name)
         copies = snapshot(root)
         try:
-            patch_object.func(module, patch_object.options)
+            try:
+                patch_object.func(target, patch_object.options)
+            except AttributeError as error:
+                submodule = _submodule_not_imported(error)
+                if submodule is None:
+                    raise
+                move_patch(patch_name, submodule)
+                raise waiting(f"waiting for {submodule!r} to be imported (the patch "
+                              f"function reaches into it); applied when it is") from None
         finally:   # also on failure: the engine's rollback then covers these changes
             record_plain_assignments(copies, patch)
     apply_legacy_patch.__doc__ = (patch_object.func.__doc__ or
                                   f"DrivingSDK-style patch {patch_object.name} on {module_name}")
     return apply_legacy_patch
+
+
+def _submodule_not_imported(error: AttributeError) -> "Optional[str]":
+    """The submodule a failed attribute read wanted, when it exists but is not imported."""
+    owner, attribute = getattr(error, "obj", None), getattr(error, "name", None)
+    if not isinstance(owner, type(sys)) or not isinstance(attribute, str) or \
+            not hasattr(owner, "__path__"):
+        return None
+    submodule = f"{owner.__name__}.{attribute}"
+    if submodule in sys.modules or not module_exists(submodule):
+        return None
+    return submodule
+
+
+def _bind_imported_submodules(current: str, root: str) -> None:
+    """Bind ``current`` and its imported parents below ``root`` on their parents now.
+
+    CPython binds a submodule on its package right after the submodule's body ran
+    (``_bootstrap._find_and_load_unlocked``); a patch running at the end of that body
+    comes just before, so ``pkg.sub`` would still be missing. The binding made here
+    is the very one the import system is about to make.
+    """
+    if not current.startswith(root + "."):
+        return
+    parts = current.split(".")
+    for depth in range(len(root.split(".")) + 1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        parent, child = sys.modules.get(".".join(parts[:depth - 1])), parts[depth - 1]
+        module = sys.modules.get(name)
+        if parent is not None and module is not None and child not in vars(parent):
+            setattr(parent, child, module)
 
 
 class Patcher:
@@ -170,7 +222,7 @@ class Patcher:
                                     category=PatchFailedWarning)
             self._quiet_filters.append(warnings.filters[0])
         self.names.append(name)
-        register(_legacy_patch_function(patch_object, module_name), module_name,
+        register(_legacy_patch_function(patch_object, module_name, name), module_name,
                  name=name, priority=patch_object.priority, tags=(NAME_PREFIX,))
 
     def _blacklisted(self, name: str) -> bool:

@@ -29,11 +29,20 @@ patch                           target                                        de
                                 (never fires on mmcv 2.x)
 ``ascend.mmcv1_ddp``            mmcv 1.x ``MMDistributedDataParallel`` ->    on
                                 ``NPUDistributedDataParallel`` (mmcv 1.x)
+``ascend.mmcv1_fp16_scaler``    mmcv 1.x ``Fp16OptimizerHook`` and            on
+                                ``GradientCumulativeFp16OptimizerHook``:
+                                torch_npu's ``GradScaler`` (mmcv 1.x)
+``ascend.pseudo_sampler``       mmdet ``PseudoSampler.sample`` without the    on
+                                redundant ``unique`` (a host sort)
+``ascend.nuscenes_metric``      mmdet3d nuScenes ``output_to_nusc_box``:      on
+                                boxes read once, rotations in closed form
 ==============================  ============================================  =========
 
 Every patch requires the ``torch_npu`` and ``mx_driving`` distributions
 (checked in installed metadata, nothing imported); without them each reports
-``skipped``. Multi-scale deformable attention, deformable convolution and
+``skipped``. Names follow DrivingSDK's where they match (``pseudo_sampler``,
+``nuscenes_metric``), so its ``disable_patches(...)`` names turn them off too.
+Multi-scale deformable attention, deformable convolution and
 voxelization are the OpenMMLab pack's (``openmmlab.mx_driving.*``).
 
 This file only declares: implementations import torch/mmcv when their target
@@ -53,6 +62,8 @@ ASCEND = ["torch_npu", "mx_driving"]
 # report why nothing happened.
 ASCEND_MMCV1 = ASCEND + ["mmcv<2.0.0"]
 RESNET = "mmdet.models.backbones.resnet"
+PSEUDO_SAMPLER = "mmdet.models.task_modules.samplers.pseudo_sampler"
+NUSCENES_METRIC = "mmdet3d.evaluation.metrics.nuscenes_metric"
 
 
 @lazypatch.when_imported(RESNET, name=f"{PACK}.resnet_add_relu", requires=ASCEND,
@@ -134,3 +145,28 @@ def mmcv1_ddp(parallel, patch):
     """mmcv 1.x MMDistributedDataParallel -> NPUDistributedDataParallel (mmcv 1.x only)."""
     from .mmcv1 import patch_distributed_data_parallel
     patch_distributed_data_parallel(parallel, patch)
+
+
+@lazypatch.when_imported("mmcv.runner.hooks.optimizer", name=f"{PACK}.mmcv1_fp16_scaler",
+                         requires=ASCEND_MMCV1, tags=(PACK, "mmcv", "mmcv1", "optim", "fp16"))
+def mmcv1_fp16_scaler(optimizer_hooks, patch):
+    """mmcv 1.x FP16 optimizer hooks (plain and gradient-cumulative): torch_npu's GradScaler
+    instead of CUDA's, which disables itself without CUDA (mmcv.runner is gone in mmcv 2)."""
+    from .mmcv1 import patch_fp16_grad_scaler
+    patch_fp16_grad_scaler(optimizer_hooks, patch)
+
+
+@lazypatch.when_imported(PSEUDO_SAMPLER, name=f"{PACK}.pseudo_sampler", requires=ASCEND,
+                         tags=(PACK, "mmdet", "sampler"))
+def pseudo_sampler(pseudo_sampler_module, patch):
+    """mmdet PseudoSampler.sample without Tensor.unique (nonzero's indices are already unique)."""
+    from .samplers import patch_pseudo_sampler
+    patch_pseudo_sampler(pseudo_sampler_module, patch)
+
+
+@lazypatch.when_imported(NUSCENES_METRIC, name=f"{PACK}.nuscenes_metric", requires=ASCEND,
+                         tags=(PACK, "mmdet3d", "nuscenes"))
+def nuscenes_metric(metric_module, patch):
+    """mmdet3d nuScenes output_to_nusc_box: boxes read once, rotations in closed form."""
+    from .nuscenes import patch_output_to_nusc_box
+    patch_output_to_nusc_box(metric_module, patch)

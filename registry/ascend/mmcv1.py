@@ -9,6 +9,9 @@
   ``mmcv.device.npu.NPUDistributedDataParallel``, in every module that holds
   the name (``mmcv.parallel`` re-exports it), as DrivingSDK's ``ddp`` patch
   does for the defining module only.
+* FP16 hooks: ``Fp16OptimizerHook`` and ``GradientCumulativeFp16OptimizerHook``
+  scale losses with torch_npu's ``GradScaler`` instead of CUDA's, as DrivingSDK's
+  ``optimizer_hooks`` patch does by redefining the four hook classes.
 """
 
 from __future__ import annotations
@@ -70,3 +73,23 @@ def patch_distributed_data_parallel(parallel: ModuleType, patch: lazypatch.Patch
     rebound = patch.rebind(original, replacement, exclude=(distributed,) + keep)
     patch.note(f"MMDistributedDataParallel -> NPUDistributedDataParallel "
                f"(also in {', '.join(rebound) or 'no other module'})")
+
+
+def patch_fp16_grad_scaler(optimizer_hooks: ModuleType, patch: lazypatch.PatchContext) -> None:
+    """mmcv 1.x ``Fp16OptimizerHook`` / ``GradientCumulativeFp16OptimizerHook``: loss
+    scaling by torch_npu's ``GradScaler``.
+
+    mmcv 1.x binds ``GradScaler`` from ``torch.cuda.amp`` at import; without CUDA
+    that scaler disables itself (a warning, then ``scale(loss)`` is ``loss``), so
+    FP16 gradients underflow on the NPU. The hooks look the name up in their
+    module when they are built, so the module global is what changes.
+    """
+    if "GradScaler" not in optimizer_hooks.__dict__:
+        patch.skip("this mmcv's FP16 hooks use no GradScaler (its torch < 1.6 path)")
+    importlib.import_module("torch_npu")   # registers torch.npu
+    scaler = getattr(getattr(getattr(torch, "npu", None), "amp", None), "GradScaler", None)
+    if scaler is None:
+        patch.skip("torch.npu.amp.GradScaler is missing (torch_npu too old)")
+    patch.setattr(optimizer_hooks, "GradScaler", scaler)
+    patch.note("Fp16OptimizerHook and GradientCumulativeFp16OptimizerHook scale losses with "
+               "torch.npu.amp.GradScaler (fused clipping: ascend.mmcv1_optimizer_hook)")

@@ -8,11 +8,13 @@ from; a patch refuses to install its copy when the installed source differs
 (a new mmdet version, or another patch already replaced the method), through
 ``lazypatch.source_drift``.
 ``tests/packs/test_ascend_*`` fails when the tested version's source changes.
+The rewritten PseudoSampler.sample and nuScenes ``output_to_nusc_box`` are
+pinned the same way: they compute what the pinned upstream computes.
 """
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 import lazypatch
 
@@ -28,10 +30,23 @@ PINNED_SOURCES: Dict[str, FrozenSet[str]] = {
     "ResNet.forward": frozenset({
         "3d2f14c8f0a1f6d7830f965f2447ef6c7b8551fb002af0f79d0eefa2686b823d",
     }),
+    # mmdet/models/task_modules/samplers/pseudo_sampler.py
+    "PseudoSampler.sample": frozenset({
+        "90a9d3c963b8074e4e769d5366fa1f677364bed28ebdbaed241984c833d5cfcc",
+    }),
+    # Recorded from mmdet3d 1.4.0 (mmdet3d/evaluation/metrics/nuscenes_metric.py).
+    "nuscenes_metric.output_to_nusc_box": frozenset({
+        "09449001ce10377b901f1a417e6f689deec6b77f472421f90e380d8269e84ea9",
+    }),
 }
 
+#: Key prefix of ``PINNED_SOURCES`` -> the upstream release the copy was made from.
+COPIED_FROM = {"nuscenes_metric": "mmdet3d 1.4.0"}
 
-def drift_reason(owner: type, method: str) -> Optional[str]:
-    """Why the copy of ``owner.method`` must not be installed, or None when it may."""
-    return lazypatch.source_drift(owner, method, PINNED_SOURCES[f"{owner.__name__}.{method}"],
-                                  copied_from="mmdet 3.3.0")
+
+def drift_reason(owner: Any, method: str) -> Optional[str]:
+    """Why the copy of ``owner.method`` (a class's method, or a module's function)
+    must not be installed, or None when it may."""
+    owner_name = owner.__name__.rpartition(".")[2]
+    return lazypatch.source_drift(owner, method, PINNED_SOURCES[f"{owner_name}.{method}"],
+                                  copied_from=COPIED_FROM.get(owner_name, "mmdet 3.3.0"))

@@ -15,9 +15,11 @@ ASCEND_PATCHES = {
     "ascend.resnet_add_relu", "ascend.resnet_maxpool", "ascend.resnet_fp16",
     "ascend.tensor_bool_index", "ascend.batch_matmul", "ascend.optim_wrapper_clip",
     "ascend.sparse_conv", "ascend.mmcv1_optimizer_hook", "ascend.mmcv1_scatter_stream",
-    "ascend.mmcv1_ddp",
+    "ascend.mmcv1_ddp", "ascend.mmcv1_fp16_scaler", "ascend.pseudo_sampler",
+    "ascend.nuscenes_metric",
 }
-MMCV1_PATCHES = {"ascend.mmcv1_optimizer_hook", "ascend.mmcv1_scatter_stream", "ascend.mmcv1_ddp"}
+MMCV1_PATCHES = {"ascend.mmcv1_optimizer_hook", "ascend.mmcv1_scatter_stream", "ascend.mmcv1_ddp",
+                 "ascend.mmcv1_fp16_scaler"}
 
 
 def test_ascend_pack_without_npu_stack_skips_every_patch_and_imports_nothing(interpreter):
@@ -25,6 +27,7 @@ def test_ascend_pack_without_npu_stack_skips_every_patch_and_imports_nothing(int
 watched = ("torch", "torch_npu", "mx_driving", "mmcv", "mmdet", "mmengine", "numpy")
 after_declaring = sorted(name for name in watched if name in sys.modules)
 import torch, mmengine.optim, mmcv.ops, mmdet.models.backbones.resnet
+import mmdet3d.evaluation.metrics.nuscenes_metric
 try:
     import mmcv.parallel            # mmcv 1.x only
 except ImportError as error:

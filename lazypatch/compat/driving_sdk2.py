@@ -1,0 +1,353 @@
+"""The DrivingSDK patcher 2.0 API, as a thin layer over lazypatch's declarations.
+
+Porting a DrivingSDK 2.0 ``patch.py`` means changing its import line::
+
+    from mx_driving.patcher import Patcher, Patch, AtomicPatch, RegistryPatch, replace_with
+    # becomes
+    from lazypatch.compat.driving_sdk2 import (Patcher, Patch, AtomicPatch, RegistryPatch,
+                                               replace_with)
+
+What each piece becomes:
+
+* ``AtomicPatch(target, replacement, aliases, precheck, runtime_check,
+  replacement_wrapper, target_wrapper)``: ``lazypatch.replace`` by dotted
+  path (with ``aliases``; ``target_wrapper`` replaces the target with
+  ``target_wrapper(original)``), applied when the module holding the target is
+  imported, not when ``apply()`` runs; nothing is imported by ``apply()``.
+* ``RegistryPatch(registry, module_cls, name, force, precheck, module_factory)``:
+  ``lazypatch.registry_entry``; undone exactly.
+* ``skip_import``: a stand-in whose attributes are inert stubs (DrivingSDK's
+  semantics: any attribute is a stub, calling one returns None), for the
+  module and any submodule; ``replace_import``: ``lazypatch.replace_module``
+  (``replace_with.module(base, **exports)`` builds the module when it is
+  imported); ``inject_import``: a patch on the target module that sets the
+  name (and extends ``__all__``) when the target is imported, leaving an
+  existing attribute alone, as DrivingSDK does.
+* ``configure_patcher_logging(on_apply, on_skip, on_fail, on_error)``: event
+  actions (``lazypatch.set_event_action``) for the patches of these patchers
+  (tag ``driving_sdk``): ``debug``/``info``/``warning``/``error`` log at that
+  level, ``exception`` raises ``PatchError``, ``exit`` exits, ``silent``.
+* ``print_info(diff=True)``: the status of every patch from ``lazypatch.report()``,
+  and for each applied replacement the unified diff of the original's source
+  against the replacement's: the report's ``change_diff`` where it has one,
+  else ``difflib`` here (and always here for a ``runtime_check`` patch, whose
+  recorded change is the dispatching wrapper).
+* The pieces live in ``driving_sdk2_patches`` (patch declarations, ``with_imports``)
+  and ``driving_sdk2_imports`` (stubs, ``replace_with``, ``inject_import``).
+* ``with_profiling``, ``brake_at``, ``allow_internal_format`` and the built-in
+  packs of ``default_patcher`` are those of the 1.0 layer (``mx_driving``).
+* Leaving ``with patcher:`` (or ``restore()``) undoes everything exactly.
+"""
+
+from __future__ import annotations
+
+from ..boundaries import Deferred
+from ..events import set_event_action
+from ..registration import register, validate_target
+from ..state import STATE
+from . import mx_driving
+from .driving_sdk2_imports import (
+    ImportReplacementSpec,
+    Stub,
+    inject_function,
+    replace_with,
+    stub_getattr,
+)
+from .driving_sdk2_patches import TAG, AtomicPatch, BasePatch, Patch, RegistryPatch, with_imports
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+NAME_PREFIX = "driving_sdk"
+
+
+# --- the patcher ----------------------------------------------------------------------
+
+EVENT_ACTIONS = {"debug": "log:debug", "info": "log:info", "warning": "log:warning",
+                 "error": "log:error", "exception": "raise", "exit": "exit",
+                 "silent": "silent"}
+
+
+def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Optional[str]" = None,
+                              on_fail: "Optional[str]" = None,
+                              on_error: "Optional[str]" = None) -> None:
+    """What applying, skipping and failing do for the patches of DrivingSDK patchers
+    (``on_error``, an unexpected error, is a failure here too; ``on_fail`` wins)."""
+    chosen = {"apply": on_apply, "skip": on_skip, "failure": on_fail or on_error}
+    for event, value in chosen.items():
+        if value is None:
+            continue
+        action = EVENT_ACTIONS.get(str(value).lower()) if isinstance(value, str) else None
+        if action is None:
+            raise ValueError(f"configure_patcher_logging: {value!r} is not an action; use one "
+                             f"of {', '.join(EVENT_ACTIONS)}")
+        set_event_action(event, action, selector=f"tag:{TAG}")
+
+
+def set_patcher_log_level(level: "Any") -> None:
+    """The threshold of the ``lazypatch`` logger (where these patchers log)."""
+    import logging
+    logging.getLogger("lazypatch").setLevel(level)
+
+
+class Patcher:
+    """Collects patches and import controls; ``apply()`` declares them (each applies when
+    its module is imported); ``restore()`` or leaving ``with`` undoes everything."""
+
+    def __init__(self, *, builtin_tags: "Iterable[str]" = ()) -> None:
+        self._entries: "List[Tuple[Any, Optional[Dict[str, Any]]]]" = []
+        self._blacklist: "Set[str]" = set()
+        self.builtin_tags = tuple(builtin_tags)
+        self.names: "List[str]" = []           # lazypatch patch names declared by this patcher
+        self._declared: "List[Tuple[BasePatch, str, str]]" = []   # (patch, group, name)
+        self._profiling: "Optional[Tuple[str, int]]" = None
+        self._brake_step: "Optional[int]" = None
+        self._internal_format = False
+        self._legacy: "Optional[mx_driving.Patcher]" = None
+        self._applied = False
+
+    # -- collecting ---------------------------------------------------------------
+
+    def add(self, *items: "Any", options: "Optional[Dict[str, Any]]" = None) -> "Patcher":
+        """Add ``Patch`` classes (with ``options``) or ``AtomicPatch``/``RegistryPatch``."""
+        for item in items:
+            if isinstance(item, type) and callable(getattr(item, "patches", None)):
+                self._entries.append((item, options))
+            elif isinstance(item, BasePatch):
+                self._entries.append((item, None))
+            else:
+                raise TypeError(f"Patcher.add: expected a Patch class or an AtomicPatch / "
+                                f"RegistryPatch, got {item!r}")
+        return self
+
+    def disable(self, *names: "Any") -> "Patcher":
+        """Leave out patches by name, ``Patch`` class or patch object."""
+        for item in names:
+            name = item if isinstance(item, str) else getattr(item, "name", None)
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"Patcher.disable: expected a patch name, Patch class or "
+                                f"patch, got {item!r}")
+            self._blacklist.add(name)
+        return self
+
+    def skip_import(self, *module_paths: str) -> "Patcher":
+        """Imports of these modules (and any submodule) succeed with inert stubs, where
+        nothing installed provides them. Declared now, as in DrivingSDK."""
+        for path in module_paths:
+            validate_target(path)
+            self.names.append(_stand_in(path))
+        return self
+
+    def replace_import(self, module_path: str, replacement: "Any" = None, *,
+                       base_module: "Optional[str]" = None,
+                       exports: "Optional[Dict[str, Any]]" = None, **attrs: "Any") -> "Patcher":
+        """``import module_path`` gives ``replacement`` (a module path, or
+        ``replace_with.module(...)``); the compatible forms ``base_module=``/``exports=``
+        and keyword exports build a module the same way."""
+        validate_target(module_path)
+        if replacement is not None and (base_module is not None or exports or attrs):
+            raise ValueError(f"replace_import({module_path!r}): give the replacement, or "
+                             f"base_module/exports, not both")
+        if replacement is None:
+            replacement = ImportReplacementSpec(base_module, {**(exports or {}), **attrs})
+        if isinstance(replacement, ImportReplacementSpec):
+            spec = replacement
+            value: "Any" = Deferred(lambda: spec.build(module_path),
+                                    f"replace_with.module for {module_path}")
+        elif isinstance(replacement, str):
+            value = replacement
+        else:
+            raise TypeError(f"replace_import({module_path!r}, ...): the replacement must be a "
+                            f"module path or replace_with.module(...), got {replacement!r}")
+        from ..boundaries import replace_module
+        self.names.append(replace_module(module_path, value, name=_unique(
+            f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,)))
+        return self
+
+    def inject_import(self, source_module: str, class_name: str,
+                      target_module: str) -> "Patcher":
+        """``from target_module import class_name`` works: the name is taken from
+        ``source_module`` when ``target_module`` is imported (an existing one is kept)."""
+        validate_target(source_module)
+        validate_target(target_module)
+        if not isinstance(class_name, str) or not class_name.isidentifier():
+            raise ValueError(f"inject_import: {class_name!r} is not an identifier")
+        self.names.append(register(
+            inject_function(source_module, class_name), target_module,
+            name=_unique(f"{NAME_PREFIX}.inject_import:{target_module}.{class_name}"),
+            tags=(TAG,)))
+        return self
+
+    def with_profiling(self, path: str, level: int = 0, **_schedule: "Any") -> "Patcher":
+        """Profile training steps into ``path`` (the 1.0 layer's training pack)."""
+        from ..registry.training.settings import ProfileSettings
+        ProfileSettings(path, level)
+        self._profiling = (path, level)
+        return self
+
+    def brake_at(self, step: int) -> "Patcher":
+        """Stop training cleanly after step ``step``."""
+        from ..registry.training.settings import check_step
+        self._brake_step = check_step(step)
+        return self
+
+    def allow_internal_format(self, allow: bool = True) -> "Patcher":
+        self._internal_format = bool(allow)
+        return self
+
+    def disallow_internal_format(self) -> "Patcher":
+        return self.allow_internal_format(False)
+
+    # -- applying ----------------------------------------------------------------------
+
+    def _collect(self) -> "List[Tuple[BasePatch, str]]":
+        collected: "List[Tuple[BasePatch, str]]" = []
+        for item, options in self._entries:
+            if isinstance(item, BasePatch):
+                collected.append((item, ""))
+                continue
+            if item.name in self._blacklist:
+                continue
+            for patch in item.patches(options):
+                if not isinstance(patch, BasePatch):
+                    raise TypeError(f"{item.__name__}.patches() returned {patch!r}, not an "
+                                    f"AtomicPatch / RegistryPatch")
+                collected.append((patch, item.name))
+        return [(patch, group) for patch, group in collected
+                if patch.name not in self._blacklist]
+
+    def apply(self, allow_internal_format: "Optional[bool]" = None) -> "Patcher":
+        """Declare every patch; each applies when its module is imported. Imports nothing."""
+        if self._applied:
+            return self
+        self._applied = True
+        if allow_internal_format is not None:
+            self._internal_format = bool(allow_internal_format)
+        for patch, group in self._collect():
+            base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else \
+                f"{NAME_PREFIX}.{patch.name}"
+            name = patch.declare(_unique(base))
+            self.names.append(name)
+            self._declared.append((patch, group, name))
+        self._legacy = mx_driving.Patcher({}, sorted(self._blacklist), self._internal_format,
+                                          builtin_tags=self.builtin_tags,
+                                          profiling=self._profiling, brake_step=self._brake_step)
+        self._legacy.apply()
+        return self
+
+    @property
+    def is_applied(self) -> bool:
+        return self._applied
+
+    def restore(self) -> None:
+        """Undo everything, newest first (aliases with their patch). Imports nothing."""
+        if self._legacy is not None:
+            self._legacy.restore()
+            self._legacy = None
+        from ..application import unpatch
+        from ..paths import derived_from
+        for name in reversed(self.names):
+            patch = STATE.catalog.by_name.get(name)
+            if patch is None:
+                continue
+            for derived in derived_from(name):   # aliases, stand-ins of submodules
+                unpatch(STATE.catalog.by_name[derived], "undone by the DrivingSDK patcher")
+            unpatch(patch, "undone by the DrivingSDK patcher")
+        self._applied = False
+
+    def __enter__(self) -> "Patcher":
+        return self.apply()
+
+    def __exit__(self, *exc_info: "Any") -> None:
+        self.restore()
+
+    # -- reporting -----------------------------------------------------------------
+
+    def print_info(self, diff: bool = False) -> "Patcher":
+        """Print each declared patch's status grouped by module; with ``diff``, the source
+        diff of every applied replacement against its original."""
+        print(self.info(diff=diff))
+        return self
+
+    def info(self, diff: bool = False) -> str:
+        from ..reporting import report
+        records = {record.name: record for record in report()}
+        groups: "Dict[str, List[str]]" = {}
+        for patch, _group, name in self._declared:
+            record = records.get(name)
+            status = record.status if record is not None else "disabled"
+            module = patch.name.split(".", 1)[0]
+            lines = groups.setdefault(module, [])
+            reason = f" ({record.reason})" if record is not None and record.reason else ""
+            lines.append(f"  [{status}] {patch.describe()}{reason}")
+            if diff and status == "applied" and isinstance(patch, AtomicPatch):
+                lines.extend("    " + line for line in _diff_lines(patch, name, record))
+        total = sum(len(lines) for lines in groups.values())
+        out = ["=" * 70, f"  DrivingSDK patcher (lazypatch): {len(self._declared)} patches in "
+                         f"{len(groups)} modules", "=" * 70]
+        for module, lines in groups.items():
+            out.append(f"[{module}]")
+            out.extend(lines)
+        if not total:
+            out.append("  (nothing declared: call apply() first)")
+        out.append("=" * 70)
+        return "\n".join(out)
+
+
+def _diff_lines(patch: AtomicPatch, name: str, record: "Any") -> "List[str]":
+    """The report's own source diff of the patch's changes where it offers one
+    (``reporting.change_diff``); otherwise, and for a ``runtime_check`` patch (whose
+    change is the dispatching wrapper, not the replacement), ``_source_diff``."""
+    from .. import reporting
+    change_diff = getattr(reporting, "change_diff", None)
+    if change_diff is not None and patch.runtime_check is None:
+        texts = [change_diff(record, change) for change in (record.get("changes") or ())
+                 if "original_code" in change]
+        if texts:
+            return "\n".join(texts).splitlines()
+    return _source_diff(patch, name)
+
+
+def _source_diff(patch: AtomicPatch, name: str) -> "List[str]":
+    """Unified diff of the original's source against the replacement's."""
+    import difflib
+    import inspect
+    registered = STATE.catalog.by_name.get(name)
+    declaration = getattr(getattr(registered, "function", None), "lazypatch_path", None)
+    applied = getattr(declaration, "applied", None)
+    if applied is None:
+        return ["(no source: not applied)"]
+    original = applied[2]
+    replacement = patch.resolved_replacement() if patch.replacement is not None else applied[3]
+
+    def source(value: "Any") -> "List[str]":
+        value = getattr(value, "__func__", value)      # staticmethod / classmethod
+        value = getattr(value, "__wrapped__", value)
+        try:
+            return inspect.getsource(value).splitlines()
+        except (OSError, TypeError):
+            return [f"<no source for {value!r}>"]
+    return list(difflib.unified_diff(source(original), source(replacement),
+                                     fromfile=f"original {patch.target}",
+                                     tofile="replacement", lineterm="")) or ["(same source)"]
+
+
+def _stand_in(path: str) -> str:
+    from ..boundaries import stand_in
+    return stand_in(path, {"__getattr__": stub_getattr}, name=_unique(
+        f"{NAME_PREFIX}.skip_import:{path}"), tags=(TAG,), submodules=True)
+
+
+def _unique(base: str) -> str:
+    name, number = base, 2
+    while name in STATE.catalog.by_name:
+        name, number = f"{base}#{number}", number + 1
+    return name
+
+
+default_patcher = Patcher(builtin_tags=mx_driving.DEFAULT_TAGS)
+
+__all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "replace_with",
+           "with_imports",
+           "configure_patcher_logging", "set_patcher_log_level", "default_patcher", "Stub"]

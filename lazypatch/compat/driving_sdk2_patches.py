@@ -1,0 +1,240 @@
+"""DrivingSDK 2.0's patch declarations (``AtomicPatch``, ``RegistryPatch``, ``Patch``,
+``with_imports``) over ``lazypatch.replace`` / ``registry_entry``; see ``driving_sdk2``."""
+
+from __future__ import annotations
+
+import sys
+
+from ..boundaries import Deferred, resolve
+from ..paths import declare_path, replace, split_path
+from ..registry_entries import registry_entry
+from . import mx_driving
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Tuple
+
+TAG = "driving_sdk"
+
+
+class BasePatch:
+    """A declaration a ``Patcher`` turns into lazypatch patches when it applies."""
+
+    name = ""
+
+    def declare(self, patch_name: str) -> str:   # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.name
+
+
+def _no_argument_check(check: "Optional[Callable[..., Any]]",
+                       available: "Dict[str, Any]") -> "Optional[Callable[[], Any]]":
+    """A precheck callable as lazypatch wants it (no argument); DrivingSDK also passes
+    the constructor's arguments by name to a precheck that asks for them."""
+    if check is None:
+        return None
+    if not callable(check):
+        raise TypeError(f"precheck must be callable, got {check!r}")
+    import inspect
+    try:
+        wanted = [name for name in inspect.signature(check).parameters]
+    except (TypeError, ValueError):
+        wanted = []
+    if not wanted:
+        return check
+
+    def asked() -> "Any":
+        return check(**{name: available[name] for name in wanted if name in available})
+    asked.__qualname__ = getattr(check, "__qualname__", "precheck")
+    return asked
+
+
+class AtomicPatch(BasePatch):
+    """Replace (or wrap) the attribute at ``target``; see the module docstring."""
+
+    def __init__(self, target: str, replacement: "Any" = None, *,
+                 aliases: "Optional[List[str]]" = None,
+                 precheck: "Optional[Callable[..., Any]]" = None,
+                 runtime_check: "Optional[Callable[..., Any]]" = None,
+                 replacement_wrapper: "Optional[Callable[[Any], Any]]" = None,
+                 target_wrapper: "Optional[Callable[[Any], Any]]" = None) -> None:
+        if replacement is None and target_wrapper is None:
+            raise ValueError(f"AtomicPatch({target!r}): either replacement or target_wrapper "
+                             f"must be provided")
+        split_path(target)   # a malformed target fails here, at the declaration
+        for what, value in (("runtime_check", runtime_check),
+                            ("replacement_wrapper", replacement_wrapper),
+                            ("target_wrapper", target_wrapper)):
+            if value is not None and not callable(value):
+                raise TypeError(f"AtomicPatch({target!r}): {what} must be callable, got {value!r}")
+        self.target = target
+        self.replacement = replacement
+        self.aliases = list(aliases or [])
+        self.precheck = precheck
+        self.runtime_check = runtime_check
+        self.replacement_wrapper = replacement_wrapper
+        self.target_wrapper = target_wrapper
+
+    @property
+    def name(self) -> str:   # type: ignore[override]
+        return self.target
+
+    def resolved_replacement(self) -> "Any":
+        """The replacement object (resolved, wrapped as declared)."""
+        value = resolve(self.replacement)
+        return self.replacement_wrapper(value) if self.replacement_wrapper else value
+
+    def declare(self, patch_name: str) -> str:
+        precheck = _no_argument_check(self.precheck, {
+            "target": self.target, "replacement": self.replacement, "aliases": self.aliases,
+            "runtime_check": self.runtime_check, "target_wrapper": self.target_wrapper,
+            "replacement_wrapper": self.replacement_wrapper})
+        if self.replacement is not None:
+            value = self.replacement if self.replacement_wrapper is None else \
+                Deferred(self.resolved_replacement, f"replacement_wrapper of {self.target}")
+            return replace(self.target, value, name=patch_name, precheck=precheck,
+                           runtime_check=self.runtime_check, aliases=self.aliases, tags=(TAG,))
+        return declare_path(self.target, _target_wrapper_change(self.target_wrapper),
+                            f"Wrap {self.target} with target_wrapper "
+                            f"{getattr(self.target_wrapper, '__qualname__', '')}",
+                            patch_name, name=patch_name, rebind=False, priority=0, requires=(),
+                            tags=(TAG,), enabled=True, precheck=precheck, aliases=self.aliases)
+
+    def __repr__(self) -> str:
+        return f"AtomicPatch({self.target!r})"
+
+
+def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], None]":
+    from ..paths import _replace_value
+
+    def change(patch: "Any", owner: "Any", attribute: str) -> None:
+        original = getattr(owner, attribute)   # as DrivingSDK reads it (bound for classes)
+        _replace_value(target_wrapper(original))(patch, owner, attribute)
+    change.rebind = False  # type: ignore[attr-defined]
+    return change
+
+
+class RegistryPatch(BasePatch):
+    """Register ``module_cls`` (or ``module_factory()``) as ``name`` in ``registry``."""
+
+    def __init__(self, registry: str, module_cls: "Any" = None, *,
+                 name: "Optional[str]" = None, force: bool = True,
+                 precheck: "Optional[Callable[..., Any]]" = None,
+                 module_factory: "Optional[Callable[[], Any]]" = None) -> None:
+        if module_cls is None and module_factory is None:
+            raise ValueError("RegistryPatch: either module_cls or module_factory must be provided")
+        if module_cls is None and name is None:
+            raise ValueError("RegistryPatch: name is required when using module_factory")
+        if module_factory is not None and not callable(module_factory):
+            raise TypeError(f"RegistryPatch: module_factory must be callable, got "
+                            f"{module_factory!r}")
+        split_path(registry)
+        self.registry = registry
+        self.module_cls = module_cls
+        self.module_factory = module_factory
+        self.register_name: str = str(name or getattr(module_cls, "__name__", ""))
+        self.force = bool(force)
+        self.precheck = precheck
+
+    @property
+    def name(self) -> str:   # type: ignore[override]
+        return f"{self.registry}.{self.register_name}"
+
+    def declare(self, patch_name: str) -> str:
+        value = self.module_cls if self.module_factory is None else \
+            Deferred(self.module_factory, f"module_factory of {self.name}")
+        precheck = _no_argument_check(self.precheck, {
+            "registry": self.registry, "module_cls": self.module_cls,
+            "name": self.register_name, "force": self.force,
+            "module_factory": self.module_factory})
+        return registry_entry(self.registry, self.register_name, value, name=patch_name,
+                              tags=(TAG,), force=self.force, precheck=precheck)
+
+    def __repr__(self) -> str:
+        return f"RegistryPatch({self.registry}, {self.register_name})"
+
+
+class _PatchMeta(type):
+    """``Patch(func, options)`` (the 1.0 form) gives the 1.0 layer's ``Patch``;
+    subclasses with a ``patches()`` classmethod are the 2.0 form."""
+
+    def __call__(cls, *args: "Any", **kwargs: "Any") -> "Any":
+        if cls is Patch and args and callable(args[0]) and not isinstance(args[0], type):
+            return mx_driving.Patch(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Patch(metaclass=_PatchMeta):
+    """A group of patches: subclasses return them from ``patches(options)``; ``name``
+    defaults to the class name."""
+
+    name: "Optional[str]" = None
+
+    def __init_subclass__(cls, **kwargs: "Any") -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name") is None:
+            cls.name = cls.__name__
+
+    @classmethod
+    def patches(cls, options: "Optional[Dict[str, Any]]" = None) -> "List[BasePatch]":
+        raise NotImplementedError(f"{cls.__name__}.patches(options) must return a list of "
+                                  f"AtomicPatch / RegistryPatch")
+
+
+def with_imports(*import_specs: "Any",
+                 apply_decorators: "Optional[List[Tuple[str, Dict[str, Any]]]]" = None
+                 ) -> "Callable[[Any], Any]":
+    """Declare what a replacement imports, done on its first call (so declaring a patch
+    imports nothing): ``"module"``, ``("module", "name")``, ``("module", "name", "alias")``
+    bind into the function's module globals, as DrivingSDK does; ``"@expression"``
+    strings and ``apply_decorators=[("pkg.mod.decorator", {kwargs})]`` decorate it then."""
+    for spec in import_specs:
+        if isinstance(spec, str) and (spec.startswith("@") or spec):
+            continue
+        if isinstance(spec, tuple) and len(spec) in (2, 3) and all(isinstance(part, str)
+                                                                  for part in spec):
+            continue
+        raise TypeError(f"with_imports: {spec!r} must be 'module', ('module', 'name'), "
+                        f"('module', 'name', 'alias') or '@decorator(...)'")
+
+    def decorate(function: "Any") -> "Any":
+        import functools
+        ready: "List[Any]" = []
+
+        @functools.wraps(function)
+        def call(*args: "Any", **kwargs: "Any") -> "Any":
+            if not ready:
+                ready.append(_prepared(function, import_specs, apply_decorators or []))
+            return ready[0](*args, **kwargs)
+        return call
+    return decorate
+
+
+def _prepared(function: "Any", specs: "Tuple[Any, ...]",
+              apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Any":
+    from importlib import import_module
+    namespace = function.__globals__
+    expressions = []
+    for spec in specs:
+        if isinstance(spec, str) and spec.startswith("@"):
+            expressions.append(spec[1:])
+        elif isinstance(spec, str):
+            import_module(spec)
+            top = spec.partition(".")[0]
+            namespace[top] = sys.modules[top]
+        else:
+            module_name, attribute = spec[0], spec[1]
+            value = getattr(import_module(module_name), attribute)
+            namespace[spec[2] if len(spec) == 3 else attribute] = value
+    result = function
+    for path, arguments in apply_decorators:
+        module_name, _, attribute = path.rpartition(".")
+        result = getattr(import_module(module_name), attribute)(**arguments)(result)
+    for expression in reversed(expressions):
+        result = eval(expression, namespace)(result)  # noqa: S307 - the patch author's own text
+    return result
+
+
+__all__ = ["BasePatch", "AtomicPatch", "RegistryPatch", "Patch", "with_imports", "TAG"]

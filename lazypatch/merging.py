@@ -1,0 +1,264 @@
+"""Merging the report files of many processes into one view: identical processes grouped.
+
+A job of 1,024 ranks writes 1,024 report files, and nearly all of them say
+the same thing. Processes whose patches all have the same status (and the
+same target package version) form one group ("ranks 0-1023: identical"); the
+view is a patch-by-group matrix restricted to the patches whose status is
+not the same in every group, with each group's reasons below. Merging is
+one pass over the records (linear in the number of reports).
+
+Loaded only by ``lazypatch report`` and the HTML page (``report_page``),
+never at activation.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .reporting import (
+    ReportFileError,
+    cannot_apply_here,
+    detail_of,
+    format_table,
+    hidden_summary,
+    load_report,
+    render_table,
+)
+
+ABSENT = "absent"              # the patch is not registered in that process
+MATRIX_COLUMNS = 8             # more groups than this: listed per patch, not as columns
+REASONS_SHOWN = 3              # distinct reasons listed per group and patch
+
+
+def report_paths(arguments: Sequence[str]) -> List[str]:
+    """Report files named by files, glob patterns and directories (every ``*.json``
+    inside), each once, in the order given; raises ReportFileError for a pattern
+    or directory that names no file."""
+    paths: List[str] = []
+    seen = set()
+    for argument in arguments:
+        if os.path.isdir(argument):
+            found = sorted(glob.glob(os.path.join(argument, "*.json")))
+            where = f"directory {argument}"
+        elif glob.has_magic(argument) and not os.path.exists(argument):
+            found = sorted(glob.glob(argument))
+            where = f"pattern {argument}"
+        else:
+            found, where = [argument], ""
+        if not found:
+            raise ReportFileError(f"{where}: no report file (*.json) found; write them with "
+                                  f"LAZYPATCH_REPORT='out/report-{{rank}}.json'")
+        for path in found:
+            if path not in seen:
+                seen.add(path)
+                paths.append(path)
+    return paths
+
+
+def load_reports(arguments: Sequence[str]) -> List[Dict[str, Any]]:
+    """Every report file the arguments name (see ``report_paths``), loaded and checked."""
+    return [load_report(path) for path in report_paths(arguments)]
+
+
+def _sort_key(document: Dict[str, Any]) -> Tuple[int, int, str]:
+    rank = document.get("rank")
+    if isinstance(rank, int):
+        return (0, rank, str(document.get("pid", "")))
+    return (1, 0, str(document.get("pid", "")))
+
+
+def compressed_ranges(numbers: Iterable[int]) -> str:
+    """``0-5, 7, 9-1023`` for the sorted distinct numbers given."""
+    runs: List[List[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
+
+
+def group_label(members: Sequence[Dict[str, Any]]) -> str:
+    """``rank 3``, ``ranks 0-5, 7-1023``, ``ranks 0-1 (4 processes)``, ``pid 4242``."""
+    ranks = [member["rank"] for member in members if isinstance(member.get("rank"), int)]
+    unranked = [member for member in members if not isinstance(member.get("rank"), int)]
+    parts = []
+    if ranks:
+        distinct = len(set(ranks))
+        parts.append(("rank " if distinct == 1 else "ranks ") + compressed_ranges(ranks))
+        if distinct != len(ranks):      # DataLoader workers, agents: several per rank
+            parts[-1] += f" ({len(ranks)} processes)"
+    if len(unranked) == 1:
+        parts.append(f"pid {unranked[0].get('pid', '?')}")
+    elif unranked:
+        parts.append(f"{len(unranked)} processes without a rank")
+    return "; ".join(parts)
+
+
+def _status_key(record: Optional[Dict[str, Any]]) -> Tuple[str, str]:
+    if record is None:
+        return (ABSENT, "")
+    return (str(record.get("status", "")), str(record.get("version") or ""))
+
+
+def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """Group identical processes and line up every patch across the groups, the
+    patches that differ between groups first.
+
+    Returns ``{"processes": N, "groups": [...], "patches": [...]}``: each group
+    has a ``label`` and its ``members`` (documents, by rank); each patch has
+    ``name``, ``target``, ``differs`` and ``cells``, one per group, each a record
+    of that group's first member (or an ``absent`` stand-in) plus ``reasons``,
+    the distinct details within the group.
+    """
+    documents = sorted(documents, key=_sort_key)
+    names: Dict[str, str] = {}                 # name -> target, in first-seen order
+    by_signature: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
+    for document in documents:
+        records = {}
+        for record in document["patches"]:
+            name = str(record.get("name", ""))
+            records[name] = record
+            if name not in names:
+                names[name] = str(record.get("target", ""))
+        document["_records"] = records
+        signature = tuple(sorted((name, _status_key(record)) for name, record in records.items()))
+        by_signature.setdefault(signature, []).append(document)
+    groups: List[Dict[str, Any]] = [{"label": group_label(members), "members": members}
+              for members in by_signature.values()]
+    patches = []
+    for name, target in names.items():
+        firsts = [group["members"][0]["_records"].get(name) for group in groups]
+        differs = len({_status_key(first) for first in firsts}) > 1
+        cells = []
+        for group, first in zip(groups, firsts):
+            cell = dict(first) if first is not None else {"name": name, "target": target,
+                                                         "status": ABSENT,
+                                                         "reason": "not registered"}
+            # Every member's reason only where the patch differs (what a reader
+            # studies); elsewhere the first member speaks for its group. Keeps
+            # merging at one dict lookup per process and agreeing patch.
+            members = group["members"] if differs else group["members"][:1]
+            cell["reasons"] = _distinct_reasons(member["_records"].get(name)
+                                                for member in members)
+            cells.append(cell)
+        patches.append({"name": name, "target": target, "differs": differs, "cells": cells})
+    for document in documents:
+        document.pop("_records", None)
+    # What differs first: that is what a reader of a thousand ranks came for.
+    patches.sort(key=lambda patch: not patch["differs"])
+    return {"processes": len(documents), "groups": groups, "patches": patches}
+
+
+def _distinct_reasons(records: Iterable[Optional[Dict[str, Any]]]) -> List[str]:
+    """The first ``REASONS_SHOWN + 1`` distinct details of the records (one more than
+    shown, so that a reader learns there are more)."""
+    reasons: List[str] = []
+    for record in records:
+        detail = detail_of(record) if record is not None else "not registered"
+        if detail and detail not in reasons:
+            reasons.append(detail)
+            if len(reasons) > REASONS_SHOWN:
+                break
+    return reasons
+
+
+def short_label(label: str, width: int = 36) -> str:
+    """A group's label cut to ``width`` for a column header (the full one is listed above)."""
+    return label if len(label) <= width else label[:width - 3].rsplit(",", 1)[0] + ", ..."
+
+
+def _same_everywhere(patch: Dict[str, Any]) -> bool:
+    """A patch that cannot apply anywhere (off by default, requirement unmet) is noise."""
+    return not patch["differs"] and all(cannot_apply_here(cell) for cell in patch["cells"]
+                                        if cell["status"] != ABSENT)
+
+
+def _cell_text(cell: Dict[str, Any]) -> str:
+    version = cell.get("version")
+    return f"{cell['status']} ({version})" if version else str(cell["status"])
+
+
+def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
+    """The merged view as text: the groups, then a patch-by-group matrix of the
+    patches that differ between groups (of every patch that can apply, when all
+    processes agree; of every patch with ``all``), then each differing patch's
+    status and reasons per group. One report renders as its own table."""
+    groups, patches = merged["groups"], merged["patches"]
+    if merged["processes"] == 1:
+        document = groups[0]["members"][0]
+        return (f"{document.get('path', '')}: rank {document.get('rank', '?')}, "
+                f"pid {document.get('pid', '?')}\n" + render_table(document["patches"], all=all))
+    lines = [f"{merged['processes']} reports, {len(groups)} "
+             f"group{'s' if len(groups) != 1 else ''} of identical processes:"]
+    for index, group in enumerate(groups):
+        lines.append(f"  {group_name(index)}: {group['label']}: identical")
+    differing = [patch for patch in patches if patch["differs"]]
+    noise = [] if all else [patch for patch in patches if _same_everywhere(patch)]
+    if all:
+        shown = patches
+    elif len(groups) == 1:
+        # Every process says the same: the one column is the useful table.
+        shown = [patch for patch in patches if not _same_everywhere(patch)]
+    else:
+        shown = differing
+    lines.append("")
+    if len(groups) <= MATRIX_COLUMNS and shown:
+        header = ["PATCH", "TARGET"] + [f"{group_name(index)}: {short_label(group['label']).upper()}"
+                                        for index, group in enumerate(groups)]
+        rows = [header] + [[patch["name"], patch["target"]] +
+                           [_cell_text(cell) for cell in patch["cells"]] for patch in shown]
+        lines.append(format_table([row + [""] for row in rows]))
+    agreeing = len(patches) - len(differing) - len(noise) - \
+        sum(1 for patch in shown if not patch["differs"])
+    if agreeing:
+        lines.append(f"{agreeing} patch(es) with the same status in every process not shown "
+                     f"(`--all` shows them)")
+    if noise:
+        lines.append(f"{len(noise)} not shown, the same in every process (`--all` shows them):")
+        lines += ["  " + line for line in hidden_summary([patch["cells"][0] for patch in noise])]
+    if not differing:
+        lines.append("every patch has the same status in every process")
+        return "\n".join(lines)
+    lines.append("")
+    lines.append(f"{len(differing)} patch(es) differ between processes:")
+    for patch in differing:
+        lines.append(f"  {patch['name']} ({patch['target']})")
+        for group, cell in zip(groups, patch["cells"]):
+            reasons = cell["reasons"][:REASONS_SHOWN]
+            more = "; ..." if len(cell["reasons"]) > REASONS_SHOWN else ""
+            text = f" ({'; '.join(reasons)}{more})" if reasons else ""
+            lines.append(f"    {short_label(group['label'], 60)}: {_cell_text(cell)}{text}")
+    return "\n".join(lines)
+
+
+def group_name(index: int) -> str:
+    """``A``, ``B``, ... ``Z``, ``AA``: short names for the matrix's columns."""
+    name = ""
+    index += 1
+    while index:
+        index, remainder = divmod(index - 1, 26)
+        name = chr(ord("A") + remainder) + name
+    return name
+
+
+def merged_as_json(merged: Dict[str, Any]) -> Dict[str, Any]:
+    """The merged view as plain data: groups by label and report paths, patches with
+    one status per group (the full records stay in the report files)."""
+    return {
+        "processes": merged["processes"],
+        "groups": [{"name": group_name(index), "label": group["label"],
+                    "processes": len(group["members"]),
+                    "reports": [member.get("path", "") for member in group["members"]]}
+                   for index, group in enumerate(merged["groups"])],
+        "patches": [{"name": patch["name"], "target": patch["target"],
+                     "differs": patch["differs"],
+                     "statuses": [cell["status"] for cell in patch["cells"]],
+                     "versions": [cell.get("version") for cell in patch["cells"]],
+                     "reasons": [cell["reasons"] for cell in patch["cells"]]}
+                    for patch in merged["patches"]],
+        "differences": [patch["name"] for patch in merged["patches"] if patch["differs"]],
+    }
+

@@ -1,0 +1,158 @@
+"""One self-contained HTML page of a merged report: the patch-by-process matrix and details.
+
+The page must open anywhere a report file can be copied to (a login node, a
+laptop, an air-gapped cluster): no network, so its style and script are
+inline and it links to nothing outside itself. Columns are the groups of
+identical processes (``merging.merge``), so 10,000 ranks that agree make one
+column, and the page's size follows the number of distinct behaviours, not
+the number of processes.
+
+Loaded only by ``lazypatch report --html``, never at activation.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any, Dict, List
+
+from .merging import group_name, short_label
+from .reporting import change_diff
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #c8c8cc; padding: 0.25em 0.6em; text-align: left; }
+th { background: #f0f0f3; }
+td.status { font-weight: 600; text-align: center; }
+.applied { background: #dff3e2; } .failed { background: #f9d6d5; }
+.reverted { background: #e4ecfa; } .skipped { background: #f4f0dc; }
+.pending { background: #f1f1f1; } .disabled { background: #ececec; color: #666; }
+.absent { background: #fde9cf; }
+tr.differs > td:first-child { border-left: 0.4em solid #d1242f; }
+tr.differs { outline: 2px solid #d1242f; }
+body.only-differences tr.same { display: none; }
+pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+details { margin: 0.4em 0; } summary { cursor: pointer; }
+.note { color: #555; }
+"""
+
+# Inline, no library: one checkbox (or the address ending in #differences) hides
+# the rows that are the same everywhere; the count line is written by the
+# script so that a reader (and the browser test) can see the script ran.
+SCRIPT = """
+(function () {
+  var box = document.getElementById("only-differences");
+  function apply() { document.body.classList.toggle("only-differences", box.checked); }
+  box.addEventListener("change", apply);
+  if (window.location.hash === "#differences") { box.checked = true; }
+  apply();
+  var rows = document.querySelectorAll("#matrix tr.differs, #matrix tr.same");
+  var differing = document.querySelectorAll("#matrix tr.differs").length;
+  document.getElementById("counted").textContent =
+    differing + " of " + rows.length + " patches differ between processes";
+})();
+"""
+
+
+def _anchor(name: str) -> str:
+    return "patch-" + "".join(character if character.isalnum() else "-" for character in name)
+
+
+def _cell(cell: Dict[str, Any]) -> str:
+    status = escape(str(cell.get("status", "")))
+    version = cell.get("version")
+    title = escape("; ".join(cell.get("reasons") or ()), quote=True)
+    text = status + (f"<br><small>{escape(str(version))}</small>" if version else "")
+    return f'<td class="status {status}" title="{title}">{text}</td>'
+
+
+def _groups_section(groups: List[Dict[str, Any]]) -> List[str]:
+    parts = ["<h2>Groups of identical processes</h2>", "<table id=\"groups\">",
+             "<tr><th>group</th><th>processes</th><th>count</th><th>report files</th></tr>"]
+    for index, group in enumerate(groups):
+        paths = [str(member.get("path", "")) for member in group["members"]]
+        shown = ", ".join(escape(path) for path in paths[:3]) + \
+            (f", ... ({len(paths) - 3} more)" if len(paths) > 3 else "")
+        parts.append(f"<tr><td>{group_name(index)}</td><td>{escape(group['label'])}: identical"
+                     f"</td><td>{len(group['members'])}</td><td>{shown}</td></tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _matrix(merged: Dict[str, Any]) -> List[str]:
+    groups = merged["groups"]
+    parts = ["<h2>Patches by process</h2>",
+             '<label><input type="checkbox" id="only-differences"> only the patches that '
+             'differ between processes</label> <span id="counted" class="note"></span>',
+             '<table id="matrix"><tr><th>patch</th><th>target</th>' +
+             "".join(f"<th>{group_name(index)}<br><small>{escape(short_label(group['label']))}"
+                     f"</small></th>"
+                     for index, group in enumerate(groups)) + "</tr>"]
+    for patch in merged["patches"]:
+        row_class = "differs" if patch["differs"] else "same"
+        parts.append(f'<tr class="{row_class}"><td><a href="#{_anchor(patch["name"])}">'
+                     f'{escape(patch["name"])}</a></td><td>{escape(patch["target"])}</td>'
+                     + "".join(_cell(cell) for cell in patch["cells"]) + "</tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _details(merged: Dict[str, Any], diff: bool) -> List[str]:
+    parts = ["<h2>Details</h2>"]
+    for patch in merged["patches"]:
+        first = next((cell for cell in patch["cells"] if cell.get("status") != "absent"),
+                     patch["cells"][0])
+        mark = " (differs between processes)" if patch["differs"] else ""
+        parts.append(f'<details id="{_anchor(patch["name"])}"{" open" if patch["differs"] else ""}>'
+                     f"<summary><b>{escape(patch['name'])}</b> on "
+                     f"{escape(patch['target'])}{mark}</summary><ul>")
+        package, version = first.get("package"), first.get("version")
+        if package:
+            parts.append(f"<li>package: {escape(str(package))} "
+                         f"{escape(str(version or '(no installed distribution)'))}</li>")
+        for label, key in (("description", "description"), ("source", "source"),
+                           ("phase", "phase")):
+            if first.get(key):
+                parts.append(f"<li>{label}: {escape(str(first[key]))}</li>")
+        for index, (group, cell) in enumerate(zip(merged["groups"], patch["cells"])):
+            reasons = "; ".join(cell.get("reasons") or ())
+            parts.append(f"<li>{group_name(index)} ({escape(group['label'])}): "
+                         f'<span class="{escape(str(cell.get("status")))}">'
+                         f"{escape(str(cell.get('status')))}</span>"
+                         + (f" <span class=\"note\">{escape(reasons)}</span>" if reasons else ""))
+            changes = cell.get("changes") or ()
+            if changes:
+                parts.append("<ul>" + "".join(
+                    f"<li>{escape(str(change.get('action')))} {escape(str(change.get('target')))}"
+                    f".{escape(str(change.get('key')))}</li>" for change in changes) + "</ul>")
+            if cell.get("error"):
+                parts.append(f"<pre>{escape(str(cell['error']))}</pre>")
+            parts.append("</li>")
+        if diff:
+            for change in first.get("changes") or ():
+                if "original_code" in change:
+                    parts.append(f"<p>source diff of {escape(str(change.get('target')))}."
+                                 f"{escape(str(change.get('key')))}:</p>"
+                                 f'<pre class="diff">{escape(change_diff(first, change))}</pre>')
+        parts.append("</ul></details>")
+    return parts
+
+
+def render_page(merged: Dict[str, Any], diff: bool = False) -> str:
+    """The merged report (``merging.merge``) as one HTML document with inline style
+    and script and no outside reference; ``diff`` adds each replaced function's
+    source diff to its patch's details."""
+    differing = sum(1 for patch in merged["patches"] if patch["differs"])
+    title = (f"lazypatch report: {merged['processes']} processes, "
+             f"{len(merged['groups'])} group(s), {differing} patch(es) differ")
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>{escape(title)}</h1>",
+             '<p class="note">Each column is a group of processes in which every patch has '
+             "the same status; rows outlined in red differ between groups.</p>"]
+    parts += _groups_section(merged["groups"])
+    parts += _matrix(merged)
+    parts += _details(merged, diff)
+    parts.append(f"<script>{SCRIPT}</script></body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,112 @@
+"""The CUDA-extension pack: pure-PyTorch stand-ins for CUDA-only extensions.
+
+Off by default (tag ``cuda_extensions``); turn it on with
+``LAZYPATCH_ENABLE=cuda_extensions``. Where ``flash_attn``, ``torch_scatter``
+or ``apex`` is NOT installed, importing it then gives a module whose
+functions and classes are written with plain PyTorch, so CUDA-era code runs
+on the CPU or an NPU (slower, same numbers up to floating-point order):
+
+=================================  =============================================
+module                             what the stand-in carries
+=================================  =============================================
+``flash_attn``,                    ``flash_attn_func``, ``flash_attn_kvpacked_func``,
+``flash_attn.flash_attn_interface`` ``flash_attn_qkvpacked_func``, ``flash_attn_varlen_func``
+                                   via ``scaled_dot_product_attention``
+``torch_scatter``                  ``scatter``, ``scatter_sum``/``add``/``mul``/``mean``/
+                                   ``max``/``min``, ``segment_csr``, ``gather_csr``
+``apex``, ``apex.amp``             ``amp.initialize`` (O0/O1 via ``torch.autocast``),
+                                   ``amp.scale_loss`` (dynamic loss scaling),
+                                   ``master_params``, ``state_dict``, ``load_state_dict``
+``apex.optimizers``                ``FusedAdam`` (``torch.optim.Adam``; ``adam_w_mode``
+                                   means decoupled weight decay, as AdamW)
+``apex.normalization``             ``FusedLayerNorm``, ``FusedRMSNorm``
+=================================  =============================================
+
+Each module is two patches: ``cuda_extensions.<module>`` (an import boundary,
+``lazypatch.stand_in``) provides the empty module only when nothing installed
+provides it, and ``cuda_extensions.<module>.pytorch`` fills it when it is
+imported. A module that is really installed is imported and left alone (both
+report ``skipped``). Unsupported arguments (``alibi_slopes``, ``softcap``,
+``amsgrad``, opt levels O2/O3, ...) raise ``NotImplementedError`` naming the
+argument, never a silently different computation.
+
+This file only declares (standard library and lazypatch): torch is imported
+by the implementations, when one of these modules is imported.
+"""
+
+from __future__ import annotations
+
+import lazypatch
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Tuple
+
+PACK = "cuda_extensions"
+TAGS = (PACK,)
+#: Set on every stand-in this pack provides: the fill patch acts on those only.
+MARKER = "__lazypatch_pure_pytorch__"
+
+FLASH_ATTENTION = ("flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func",
+                   "flash_attn_varlen_func")
+
+#: In place of an implementation: the names are the module's own submodules, imported
+#: by the fill patch (the real ``apex/__init__`` imports them too).
+SUBMODULES = ""
+
+#: module -> (implementation submodule of this pack, names it provides). Parents
+#: come before their children so that each parent has its own named stand-in.
+STAND_INS: "dict[str, Tuple[str, Tuple[str, ...]]]" = {
+    "flash_attn": ("flash_attention", FLASH_ATTENTION),
+    "flash_attn.flash_attn_interface": ("flash_attention", FLASH_ATTENTION),
+    "torch_scatter": ("scatter", ("scatter", "scatter_sum", "scatter_add", "scatter_mul",
+                                  "scatter_mean", "scatter_max", "scatter_min", "segment_csr",
+                                  "gather_csr")),
+    "apex": (SUBMODULES, ("amp", "optimizers", "normalization")),
+    "apex.amp": ("apex_amp", ("initialize", "scale_loss", "master_params", "state_dict",
+                              "load_state_dict")),
+    "apex.optimizers": ("apex_modules", ("FusedAdam",)),
+    "apex.normalization": ("apex_modules", ("FusedLayerNorm", "FusedRMSNorm")),
+}
+
+
+def _fill_function(module_name: str, implementation: str, names: "Tuple[str, ...]") -> "Any":
+    def fill(module: "Any", patch: "Any") -> None:
+        if MARKER not in vars(module):
+            patch.skip(f"{module_name!r} is installed: the real one is used, untouched")
+        from importlib import import_module
+        if implementation == SUBMODULES:
+            # Importing a submodule stand-in binds it on this module (its own patch
+            # records that), as the real package's imports would.
+            for name in names:
+                try:
+                    import_module(f"{module_name}.{name}")
+                except ModuleNotFoundError as error:
+                    if error.name != f"{module_name}.{name}":
+                        raise
+                    # That stand-in was turned off: its import fails on its own.
+                    patch.note(f"{module_name}.{name} is not provided (turned off)")
+            return
+        else:
+            source = import_module(f"{__name__}.{implementation}")
+            values = {name: getattr(source, name) for name in names}
+        for name, value in values.items():
+            patch.setattr(module, name, value)
+        patch.note(f"pure-PyTorch {', '.join(names)}")
+    fill.__doc__ = f"Fill the stand-in of {module_name} with pure-PyTorch {', '.join(names)}"
+    fill.__qualname__ = f"fill_{module_name.replace('.', '_')}"
+    return fill
+
+
+def _declare(module_name: str, implementation: str, names: "Tuple[str, ...]") -> None:
+    """The boundary (an empty, marked module when nothing installed provides it) and the
+    patch that fills it; both off by default."""
+    patch_name = f"{PACK}.{module_name}"
+    lazypatch.stand_in(module_name, attributes={MARKER: PACK}, name=patch_name, tags=TAGS,
+                       enabled=False)
+    lazypatch.when_imported(module_name, name=f"{patch_name}.pytorch", tags=TAGS,
+                            enabled=False)(_fill_function(module_name, implementation, names))
+
+
+for _module_name, (_implementation, _names) in STAND_INS.items():
+    _declare(_module_name, _implementation, _names)

@@ -1,0 +1,428 @@
+"""lazypatch.compat.driving_sdk2: DrivingSDK patcher 2.0's documented examples, lazily and undone.
+
+The examples of DrivingSDK's ``mx_driving/patcher/README.md`` and
+``FEATURES.md`` (skip_import, replace_import with replace_with, inject_import,
+AtomicPatch with aliases / precheck / runtime_check / target_wrapper /
+replacement_wrapper, Patch classes, RegistryPatch, with_imports,
+configure_patcher_logging, print_info(diff=True)) run with only their import
+line changed, against packages written to disk and the real mmengine / mmdet,
+each in a fresh interpreter. Also the 1.0 custom-patch pattern of the seed
+whose function reaches a submodule its package does not import.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# The model of the examples: my_model/ops/gaussian.py (README, "具体示例").
+MODEL = {
+    "my_model/__init__.py": "",
+    "my_model/ops/__init__.py": "from .gaussian import compute_gaussian_weights\n",
+    "my_model/ops/gaussian.py": """
+        import math
+        import torch
+
+        def compute_gaussian_weights(distances, sigma):
+            '''Gaussian kernel weights (the CUDA version).'''
+            variance = 2.0 * sigma * sigma
+            weights = torch.exp(-distances * distances / variance)
+            norm_factor = 1.0 / (sigma * math.sqrt(2 * math.pi))
+            return weights * norm_factor
+    """,
+    "my_model/layers.py": """
+        class Block:
+            def forward(self, x):
+                return ("cuda block", x)
+
+        def helper(x):
+            return ("cuda helper", x)
+    """,
+    # A fake torch_npu (there is no NPU here): the one fused op the example calls.
+    "torch_npu/__init__.py": """
+        import torch
+        CALLS = []
+
+        def npu_exp(tensor):
+            CALLS.append(tensor.dtype)
+            return torch.exp(tensor)
+    """,
+}
+
+# README, "Step 3": only the import lines differ from the documentation.
+GAUSSIAN_PATCH = """
+from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch, with_imports
+import torch
+
+class GaussianWeightsPatch(Patch):
+    name = "gaussian_weights"
+
+    @classmethod
+    def patches(cls, options=None):
+        return [
+            AtomicPatch(
+                "my_model.ops.gaussian.compute_gaussian_weights",
+                cls._compute_gaussian_weights_npu,
+                aliases=["my_model.ops.compute_gaussian_weights"],
+                runtime_check=cls._check_fp32,
+            ),
+        ]
+
+    @staticmethod
+    def _check_fp32(distances, sigma):
+        return distances.dtype == torch.float32
+
+    @staticmethod
+    @with_imports("math", "torch_npu")
+    def _compute_gaussian_weights_npu(distances, sigma):
+        variance = 2.0 * sigma * sigma
+        weights = torch_npu.npu_exp(-distances * distances / variance)  # noqa: F821
+        norm_factor = 1.0 / (sigma * math.sqrt(2 * math.pi))  # noqa: F821
+        return weights * norm_factor
+"""
+
+
+def test_fake_torch_npu_gaussian_example_with_runtime_check_alias_and_diff(interpreter):
+    interpreter.write({**MODEL, "patch.py": GAUSSIAN_PATCH})
+    result = interpreter.run_json("""
+    import json, sys, io, contextlib, torch
+    from patch import GaussianWeightsPatch, Patcher
+    patcher = Patcher()
+    patcher.add(GaussianWeightsPatch)
+    patcher.apply()
+    imported_by_apply = [m for m in ("my_model", "torch_npu") if m in sys.modules]
+    from my_model.ops import compute_gaussian_weights       # the alias the model uses
+    import torch_npu
+    distances = torch.tensor([0.0, 1.0, 2.0])
+    fp32 = compute_gaussian_weights(distances, 1.0)
+    fp64 = compute_gaussian_weights(distances.double(), 1.0)   # falls back to the original
+    calls = [str(dtype) for dtype in torch_npu.CALLS]
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        patcher.print_info(diff=True)
+    patcher.restore()
+    import my_model.ops
+    torch_npu.CALLS.clear()
+    my_model.ops.compute_gaussian_weights(distances, 1.0)
+    print(json.dumps({"imported": imported_by_apply, "fp32": fp32.tolist(),
+                      "fp64": fp64.tolist(), "calls": calls, "info": shown.getvalue(),
+                      "after_restore": len(torch_npu.CALLS)}))
+    """, timeout=300)
+    assert result["imported"] == []
+    assert result["calls"] == ["torch.float32"]          # only the fp32 call took the NPU path
+    assert result["fp32"] == pytest.approx(result["fp64"], rel=1e-6)
+    info = result["info"]
+    assert "[applied] my_model.ops.gaussian.compute_gaussian_weights" in info
+    assert "-    weights = torch.exp(-distances * distances / variance)" in info
+    assert "+        weights = torch_npu.npu_exp(-distances * distances / variance)" in info
+    assert result["after_restore"] == 0
+
+
+IMPORT_CONTROL = {
+    **MODEL,
+    "projects/__init__.py": "",
+    "projects/ops/__init__.py": "",
+    "projects/ops/cuda_op.py": "raise ImportError('needs the CUDA extension')\n",
+    "projects/ops/npu_op.py": "def run():\n    return 'npu run'\n",
+    "projects/models/__init__.py": "__all__ = ['Existing']\nExisting = 'kept'\n",
+    "projects/models/sparsedrive_v1.py": "class V1SparseDrive:\n    pass\nExisting = 'other'\n",
+    "old_module.py": "raise ImportError('cuda only')\n",
+    "new_module.py": "def special():\n    return 'template'\ndef other():\n    return 'other'\n",
+}
+
+
+def test_skip_replace_and_inject_import_examples(interpreter):
+    interpreter.write(IMPORT_CONTROL)
+    result = interpreter.run_json("""
+    import json, sys
+    from lazypatch.compat.driving_sdk2 import Patcher, replace_with
+
+    class NPUImpl:
+        pass
+
+    patcher = Patcher()
+    patcher.skip_import("flash_attn", "torch_scatter")
+    patcher.replace_import("projects.ops.cuda_op", "projects.ops.npu_op")
+    patcher.replace_import("projects.ops.kernels", replace_with.module(MyFunction=NPUImpl))
+    patcher.replace_import("old_module", replace_with.module("new_module", special=lambda: "custom"))
+    patcher.replace_import("legacy_form", MyFunction=NPUImpl)          # the compatible form
+    patcher.inject_import("projects.models.sparsedrive_v1", "V1SparseDrive", "projects.models")
+    patcher.inject_import("projects.models.sparsedrive_v1", "Existing", "projects.models")
+    patcher.apply()
+    imported_early = [m for m in ("projects", "new_module", "flash_attn") if m in sys.modules]
+
+    from flash_attn.flash_attn_interface import flash_attn_func
+    from flash_attn.any.deep.path import anything
+    import torch_scatter
+    from projects.ops.cuda_op import run
+    from projects.ops.kernels import MyFunction
+    import old_module
+    from legacy_form import MyFunction as Legacy
+    from projects.models import V1SparseDrive, Existing
+    import projects.models
+    outcome = {
+        "imported_early": imported_early,
+        "stub_call": flash_attn_func(1, 2), "stub_bool": bool(anything),
+        "scatter_attr": repr(torch_scatter.scatter_add)[:20],
+        "run": run(), "kernel": MyFunction is NPUImpl, "legacy": Legacy is NPUImpl,
+        "template": [old_module.special(), old_module.other()],
+        "injected": V1SparseDrive.__name__, "existing": Existing,
+        "all": projects.models.__all__,
+    }
+    patcher.restore()
+    outcome["after"] = sorted(m for m in sys.modules
+                              if m.split(".")[0] in ("flash_attn", "torch_scatter", "old_module",
+                                                     "legacy_form") or m == "projects.ops.cuda_op")
+    outcome["injected_after"] = hasattr(projects.models, "V1SparseDrive")
+    outcome["all_after"] = projects.models.__all__
+    try:
+        import flash_attn
+        outcome["import_after"] = "imported"
+    except ImportError:
+        outcome["import_after"] = "ImportError"
+    print(json.dumps(outcome))
+    """)
+    assert result["imported_early"] == []
+    assert result["stub_call"] is None and result["stub_bool"] is False
+    assert result["scatter_attr"].startswith("<driving_sdk stub")
+    assert result["run"] == "npu run" and result["kernel"] and result["legacy"]
+    assert result["template"] == ["custom", "other"]
+    assert result["injected"] == "V1SparseDrive"
+    assert result["existing"] == "kept"                    # an existing name is left alone
+    assert result["all"] == ["Existing", "V1SparseDrive"]
+    assert result["after"] == []                           # every stand-in and replacement gone
+    assert result["injected_after"] is False and result["all_after"] == ["Existing"]
+    assert result["import_after"] == "ImportError"
+
+
+def test_atomic_patch_wrappers_precheck_and_disable(interpreter):
+    interpreter.write(MODEL)
+    result = interpreter.run_json("""
+    import json
+    from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch
+
+    def add_stream_sync(original):          # FEATURES.md, target_wrapper
+        def wrapper(self, *args, **kwargs):
+            return ("synced",) + original(self, *args, **kwargs)
+        return wrapper
+
+    def add_logging(func):                  # FEATURES.md, replacement_wrapper
+        def wrapper(*args, **kwargs):
+            return ("logged", func(*args, **kwargs))
+        return wrapper
+
+    class Layers(Patch):
+        @classmethod
+        def patches(cls, options=None):
+            return [
+                AtomicPatch("my_model.layers.Block.forward", target_wrapper=add_stream_sync),
+                AtomicPatch("my_model.layers.helper", lambda x: ("npu helper", x),
+                            replacement_wrapper=add_logging),
+                AtomicPatch("my_model.layers.missing", lambda: None,
+                            precheck=lambda target: target.endswith("never")),
+            ]
+
+    class Unwanted(Patch):
+        @classmethod
+        def patches(cls, options=None):
+            return [AtomicPatch("my_model.layers.helper", lambda x: "unwanted")]
+
+    patcher = Patcher().add(Layers, Unwanted).disable(Unwanted)
+    with patcher:
+        import my_model.layers as layers
+        inside = [layers.Block().forward(1), layers.helper(2)]
+        import lazypatch
+        statuses = {r.name: r.status for r in lazypatch.report()
+                    if r.name.startswith("driving_sdk")}
+    print(json.dumps({"inside": inside, "statuses": statuses,
+                      "after": [layers.Block().forward(1), layers.helper(2)]}))
+    """)
+    assert result["inside"] == [["synced", "cuda block", 1], ["logged", ["npu helper", 2]]]
+    assert result["statuses"] == {
+        "driving_sdk.Layers.my_model.layers.Block.forward": "applied",
+        "driving_sdk.Layers.my_model.layers.helper": "applied",
+        "driving_sdk.Layers.my_model.layers.missing": "skipped"}       # precheck said no
+    assert result["after"] == [["cuda block", 1], ["cuda helper", 2]]
+
+
+def test_registry_patch_on_real_mmdet_registry_with_class_and_factory(interpreter):
+    result = interpreter.run_json("""
+    import lazypatch.auto
+    import json
+    from lazypatch.compat.driving_sdk2 import Patcher, RegistryPatch
+
+    class MyNeck:
+        def __init__(self, **config):
+            self.config = config
+
+    def create_hook():                           # FEATURES.md, module_factory
+        from mmengine.hooks import Hook
+        class MyHook(Hook):
+            pass
+        return MyHook
+
+    patcher = Patcher().add(
+        RegistryPatch("mmdet.registry.MODELS", MyNeck, name="FPN"),
+        RegistryPatch("mmengine.registry.HOOKS", name="MyHook", module_factory=create_hook),
+    )
+    patcher.apply()
+    from mmdet.registry import MODELS
+    from mmengine.registry import HOOKS
+    built = MODELS.build(dict(type="FPN", in_channels=[4], out_channels=4, num_outs=1))
+    hook = HOOKS.build(dict(type="MyHook"))
+    # force=False: an entry registered by the time the patch applies is not replaced.
+    careful = Patcher().add(RegistryPatch("mmdet.registry.MODELS", MyNeck, name="RPNHead",
+                                          force=False))
+    import warnings
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        careful.apply()
+    import lazypatch
+    statuses = {r.name: r.status for r in lazypatch.report() if r.name.startswith("driving_sdk")}
+    careful.restore()
+    patcher.restore()
+    restored = MODELS.build(dict(type="FPN", in_channels=[4, 8], out_channels=4, num_outs=2))
+    print(json.dumps({"built": type(built).__name__, "hook": type(hook).__name__,
+                      "statuses": statuses, "restored": type(restored).__name__,
+                      "hook_gone": HOOKS.get("MyHook") is None}))
+    """, timeout=300)
+    assert result["built"] == "MyNeck" and result["hook"] == "MyHook"
+    assert result["statuses"] == {"driving_sdk.mmdet.registry.MODELS.FPN": "applied",
+                                  "driving_sdk.mmengine.registry.HOOKS.MyHook": "applied",
+                                  "driving_sdk.mmdet.registry.MODELS.RPNHead": "failed"}
+    assert result["restored"] == "FPN" and result["hook_gone"] is True
+
+
+def test_configure_patcher_logging_strict_and_quiet_modes(interpreter):
+    interpreter.write(MODEL)
+    result = interpreter.run_json("""
+    import json, logging, warnings
+    from lazypatch.compat.driving_sdk2 import (Patcher, AtomicPatch, configure_patcher_logging,
+                                               set_patcher_log_level)
+    records = []
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.levelname)
+    logging.getLogger("lazypatch").addHandler(Keep())
+    set_patcher_log_level(logging.INFO)
+
+    # FEATURES.md, "严格模式": a failure raises PatchError from the import
+    configure_patcher_logging(on_apply="info", on_skip="warning", on_fail="exception",
+                              on_error="exception")
+    Patcher().add(AtomicPatch("my_model.layers.renamed", lambda: None),
+                  AtomicPatch("my_model.ops.gaussian.compute_gaussian_weights", lambda *a: 0),
+                  ).apply()
+    import lazypatch
+    try:
+        import my_model.layers
+        strict = "imported"
+    except lazypatch.PatchError as error:
+        strict = "PatchError"
+    import my_model.ops.gaussian                      # applies: logged at INFO
+    # "安静模式": a failure is only logged at WARNING
+    configure_patcher_logging(on_apply="debug", on_skip="silent", on_fail="warning",
+                              on_error="error")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import my_model.layers
+    print(json.dumps({"strict": strict, "records": records, "warnings": len(caught)}))
+    """, timeout=300)
+    assert result["strict"] == "PatchError"
+    assert result["records"] == ["INFO", "WARNING"]
+    assert result["warnings"] == 0
+
+
+def test_chained_default_patcher_selects_builtin_packs_and_restores_them(interpreter):
+    interpreter.write(MODEL)
+    result = interpreter.run_json("""
+    import json, sys
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import default_patcher, Patch, AtomicPatch
+
+    class MyPatch(Patch):
+        @classmethod
+        def patches(cls, options=None):
+            return [AtomicPatch("my_model.layers.helper", lambda x: ("npu helper", x))]
+
+    # FEATURES.md, "链式调用" (profiling and the brake belong to the training pack's tests)
+    (default_patcher
+        .skip_import("flash_attn", "torch_scatter")
+        .add(MyPatch)
+        .apply())
+    imported = [m for m in ("torch", "numpy", "mmcv", "my_model") if m in sys.modules]
+    enabled = sorted({tag for r in lazypatch.report() if r.enabled
+                      for tag in r.tags if tag in ("ascend", "numpy", "openmmlab")})
+    import my_model.layers, flash_attn
+    inside = my_model.layers.helper(1)
+    default_patcher.restore()
+    still_enabled = [r.name for r in lazypatch.report() if r.enabled
+                     and {"ascend", "numpy", "openmmlab"} & set(r.tags)]
+    print(json.dumps({"imported": imported, "enabled": enabled, "inside": inside,
+                      "after": my_model.layers.helper(1), "still_enabled": still_enabled,
+                      "flash_attn_gone": "flash_attn" not in sys.modules}))
+    """, timeout=300)
+    assert result["imported"] == []                        # apply() imports no target
+    assert result["enabled"] == ["ascend", "numpy", "openmmlab"]
+    assert result["inside"] == ["npu helper", 1] and result["after"] == ["cuda helper", 1]
+    assert result["still_enabled"] == [] and result["flash_attn_gone"] is True
+
+
+@pytest.mark.parametrize("call, message", [
+    ("AtomicPatch('my_model.f')", "replacement or target_wrapper"),
+    ("AtomicPatch('toplevel', print)", "dotted path"),
+    ("AtomicPatch('a.b', print, runtime_check=3)", "callable"),
+    ("RegistryPatch('mmdet.registry.MODELS')", "module_cls or module_factory"),
+    ("RegistryPatch('mmdet.registry.MODELS', module_factory=list)", "name is required"),
+    ("Patcher().add(42)", "Patch class"),
+    ("configure_patcher_logging(on_fail='loud')", "not an action"),
+    ("Patcher().replace_import('a.b', 'c', base_module='d')", "not both"),
+    ("with_imports(42)", "module"),
+])
+def test_bad_driving_sdk2_input_fails_at_the_call(forget_new_patches, call, message):
+    from lazypatch.compat import driving_sdk2
+    with pytest.raises((TypeError, ValueError), match=message):
+        eval(call, vars(driving_sdk2))
+
+
+# --- the seed's 1.0 custom-patch pattern: a patch on pkg that changes pkg.sub.attr ---
+
+SEED_PACKAGE = {
+    # pkg/__init__ does not import pkg.sub: the patch on "pkg" runs when pkg's body ends.
+    "pkg/__init__.py": "TOP = True\n",
+    "pkg/sub/__init__.py": "",
+    "pkg/sub/deeper.py": "def gpu_affine_func(x):\n    return ('gpu', x)\n",
+    "patch.py": """
+        from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+
+        def my_patch(pkg, options):
+            def npu_affine_func(x):
+                return ("npu", x, options["option1"])
+            pkg.sub.deeper.gpu_affine_func = npu_affine_func
+
+        builder = PatcherBuilder().add_module_patch("pkg", Patch(my_patch, {"option1": "x"}))
+    """,
+}
+
+
+def test_seed_pattern_patch_on_a_package_reaching_an_unimported_submodule(interpreter):
+    interpreter.write(SEED_PACKAGE)
+    result = interpreter.run_json("""
+    import json, warnings
+    from patch import builder
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # no failure warning may be emitted
+        with builder.build():
+            import pkg
+            import lazypatch
+            mine = lambda: [r for r in lazypatch.report() if r.name == "mx_driving.pkg.my_patch"][0]
+            waiting = (mine().status, mine().reason)
+            from pkg.sub.deeper import gpu_affine_func
+            inside = gpu_affine_func(1)
+            record = mine()
+    import pkg.sub.deeper
+    print(json.dumps({"waiting": waiting, "inside": inside, "applied_on": record.target,
+                      "status": record.status, "after": pkg.sub.deeper.gpu_affine_func(2)}))
+    """)
+    assert result["waiting"][0] == "skipped" and "waiting for 'pkg.sub'" in result["waiting"][1]
+    assert result["inside"] == ["npu", 1, "x"]
+    assert result["applied_on"] == "pkg.sub.deeper" and result["status"] == "applied"
+    assert result["after"] == ["gpu", 2]
