@@ -104,7 +104,6 @@ def build_config(embed_dims=32):
 def main():
     started = time.time()
     register_all_modules()
-    torch.manual_seed(0)
     print('mmdet %s, MultiScaleDeformableAttention from %s'
           % (mmdet.__version__, MultiScaleDeformableAttention.__module__))
     runner = Runner(
@@ -116,6 +115,10 @@ def main():
         train_cfg=dict(type='IterBasedTrainLoop', max_iters=ITERATIONS),
         optim_wrapper=dict(optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.0)),
         custom_hooks=[PrintLoss()], log_level='WARNING',
+        # The same losses and boxes on every run: without a seed mmengine's Runner draws a
+        # fresh one (its default is seed=None) and seeds torch, numpy and random with it.
+        # deterministic=True makes it call torch.use_deterministic_algorithms(True).
+        randomness=dict(seed=0, deterministic=True),
         default_hooks=dict(checkpoint=None, logger=dict(type='LoggerHook', interval=100)))
     runner.train()
 

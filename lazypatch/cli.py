@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .configuration import LOG_LEVELS, PORTABLE_VARIABLE, portable_value
 from .integrations.ray import install_runtime_env_hook
+from .state import STATUSES
 
 USAGE_ERROR = 2
 PROBLEMS_FOUND = 1
@@ -104,9 +105,15 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
                          help="only patches that are enabled and can apply on this host")
     listing.add_argument("--tag", action="append", default=[], metavar="TAG",
                          help="only patches with this tag; repeatable")
+    listing.add_argument("--status", action="append", default=[], choices=STATUSES,
+                         metavar="STATUS",
+                         help="only patches with this status in this process (pending: "
+                              "enabled, waiting for its target; disabled; skipped; applied "
+                              "when the target is already imported here); repeatable")
     listing.add_argument("--all", action="store_true",
                          help="also the patches that cannot apply on this host (a required "
-                              "distribution is missing), summarised otherwise")
+                              "distribution is missing) or are off by default, summarised "
+                              "otherwise unless a selector, --tag or --status picks them")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     report = commands.add_parser(
@@ -365,8 +372,8 @@ def registered_patches() -> List[Dict[str, Any]]:
     version here (``unmet`` says which): such a patch can never apply on this host.
     """
     from .reporting import report
-    keys = ("name", "target", "phase", "enabled", "status", "source", "tags", "requires",
-            "priority", "description")
+    keys = ("name", "target", "phase", "enabled", "status", "reason", "source", "tags",
+            "requires", "priority", "description")
     rows = []
     for record in report():
         row = {key: record[key] if key != "source" else (record[key] or "?") for key in keys}
@@ -388,9 +395,18 @@ def _selected(arguments: argparse.Namespace, rows: List[Dict[str, Any]]) -> List
         rows = [row for row in rows if row["name"] in names]
     if arguments.tag:
         rows = [row for row in rows if set(arguments.tag) & set(row["tags"])]
+    if arguments.status:
+        rows = [row for row in rows if row["status"] in arguments.status]
     if arguments.enabled:
         rows = [row for row in rows if row["enabled"] and row["applicable"]]
     return rows
+
+
+def _concerns_this_host(row: Dict[str, Any]) -> bool:
+    """Whether a list row is shown without --all: the report's rule (``cannot_apply_here``),
+    so that `list` and the report hide, and summarise, the same patches."""
+    from .reporting import cannot_apply_here
+    return not cannot_apply_here(dict(row, unmet_requirements=row["unmet"]))
 
 
 DESCRIPTION_WIDTH = 60   # the full text is in `lazypatch list --json`
@@ -407,11 +423,17 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         import json
         print(json.dumps(rows, indent=2, default=str))
         return 0
+    filtered = bool(arguments.patterns or arguments.tag or arguments.status or arguments.enabled)
     if not rows:
-        print("no patches registered" if not (arguments.patterns or arguments.tag or
-                                              arguments.enabled) else "no patch matches")
+        print("no patch matches" if filtered else "no patches registered")
         return 0
-    shown = rows if arguments.all else [row for row in rows if row["applicable"]]
+    from .reporting import format_table, hidden_summary, ordered
+    # What concerns this host first (the report's order: enabled before disabled);
+    # patches that cannot apply here or are off by default are summarised below
+    # unless asked for: by --all, or by a selector, tag or status that picked them.
+    picked = arguments.all or bool(arguments.patterns or arguments.tag or arguments.status)
+    shown = ordered(rows if picked else [row for row in rows if _concerns_this_host(row)])
+    hidden = [row for row in rows if not picked and not _concerns_this_host(row)]
     table = [["NAME", "TARGET", "ENABLED", "SOURCE", "TAGS", "REQUIRES", "DESCRIPTION"]]
     for row in shown:
         # "cannot" is explained below the table
@@ -419,16 +441,14 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         table.append([row["name"], row["target"], state, row["source"],
                       ",".join(row["tags"]), "; ".join(row["requires"]) or "-",
                       _shortened(row["description"], DESCRIPTION_WIDTH)])
-    from .reporting import format_table, hidden_summary
     print(format_table(table))
-    cannot = [row for row in rows if not row["applicable"]]
-    if cannot and arguments.all:
+    if any(not row["applicable"] for row in shown):
         print("ENABLED 'cannot': a required distribution is missing or at another version "
               "here, so the patch can never apply on this host")
-    elif cannot:
-        print(f"{len(cannot)} not shown (`--all` shows them):")
+    if hidden:
+        print(f"{len(hidden)} not shown (`--all` shows them):")
         for line in hidden_summary([dict(row, unmet_requirements=row["unmet"])
-                                    for row in cannot]):
+                                    for row in hidden]):
             print("  " + line)
     able = sum(1 for row in rows if row["enabled"] and row["applicable"])
     print(f"{len(rows)} patches, {able} enabled and able to apply here; none of their "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 
 from .errors import ConfigurationWarning
+from .notices import fingerprint, notify  # tiny: sys, os and the built-in _warnings
 from .state import STATE
 
 TYPE_CHECKING = False
@@ -69,6 +70,8 @@ INTERNAL_VARIABLES: "Dict[str, str]" = {
                         "lazypatch.integrations for {worker} in report paths",
     "LAZYPATCH_RAY_USER_HOOK": "the user's own RAY_RUNTIME_ENV_HOOK, which `lazypatch run` "
                                "replaced by lazypatch's and which lazypatch's runs first",
+    "LAZYPATCH_SAID": "fingerprints of the warnings a parent process showed, so that its "
+                      "children do not repeat them (notices.notify)",
 }
 
 # Launchers' rank variables, most specific first: torchrun sets RANK and
@@ -320,11 +323,11 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     global _told
     # PYTHONLAZYPATCH left out: `lazypatch run` adds it for its command, which must
     # still see the messages the `lazypatch run` process itself said as told.
-    fingerprint = _fingerprint(repr(tuple(
+    key_fingerprint = fingerprint(repr(tuple(
         item for item in key if not (isinstance(item, tuple) and item[0] == PORTABLE_VARIABLE))))
     told = os.environ.get(TOLD_VARIABLE, "").split(":")
-    _told = (fingerprint, set(told[1].split(",")) if told[0] == fingerprint and
-             len(told) > 1 else set())
+    _told = (settings_fingerprint, set(told[1].split(",")) if told[0] == settings_fingerprint
+             and len(told) > 1 else set())
     said = len(_said)
     _quiet.append(already_told(READING))
     try:
@@ -357,14 +360,6 @@ def _current_directory() -> str:
         return ""
 
 
-def _fingerprint(text: str) -> str:
-    """A stable hash (FNV-1a, 32 bits): ``hash()`` of a str differs between processes."""
-    value = 0x811C9DC5
-    for character in text:
-        value = ((value ^ ord(character)) * 0x01000193) & 0xFFFFFFFF
-    return "%08x" % value
-
-
 def already_told(phase: str) -> bool:
     """Whether a parent process already reported this phase for the same settings."""
     return phase in _told[1]
@@ -389,7 +384,6 @@ def alert(message: str, category: type = ConfigurationWarning) -> None:
     """A configuration warning, unless a parent process said it already."""
     if not (_quiet and _quiet[-1]):
         _said.append(message)
-        from .notices import notify  # only on this path: see benchmarks/COSTS.md
         notify(message, category)
 
 
@@ -424,7 +418,9 @@ def _read(source: "Mapping[str, str]") -> Configuration:
     configuration.log_all_ranks = parse_flag("LAZYPATCH_LOG_ALL_RANKS",
                                              merged.get("LAZYPATCH_LOG_ALL_RANKS"))
     configuration.modules = split_list(merged.get("LAZYPATCH_MODULES", ""))
-    configuration.report_path = merged.get("LAZYPATCH_REPORT", "").strip()
+    configuration.report_path = _from_files_made_absolute(
+        "LAZYPATCH_REPORT", merged.get("LAZYPATCH_REPORT", "").strip(), environment,
+        configuration.file_keys)
     configuration.plugins = parse_flag("LAZYPATCH_PLUGINS", merged.get("LAZYPATCH_PLUGINS"),
                                        default=True)
     configuration.extra = {key: value for key, value in merged.items()
@@ -461,14 +457,32 @@ def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> Non
     warn_unknown_settings(None, environ)
 
 
+def _from_files_made_absolute(variable: str, value: str, environment: "Mapping[str, str]",
+                              file_keys: "Dict[str, Tuple[str, str]]") -> str:
+    """``value`` of a path setting, a relative one from a TOML file joined to that
+    file's directory: `report = "out/r.json"` in a project's pyproject.toml means the
+    project's out/, whichever directory the program was started from (or changes to).
+    Values from the environment are left as given (`lazypatch run` made them absolute)."""
+    if not value or variable in environment or variable not in file_keys \
+            or variable not in path_variables():
+        return value
+    value = os.path.expanduser(value)   # TOML has no shell to expand `~/.cache/...`
+    if os.path.isabs(value):
+        return value
+    return os.path.join(os.path.dirname(os.path.abspath(file_keys[variable][0])), value)
+
+
 def setting(name: str, default: str = "") -> str:
-    """A pack setting: the environment variable, else the LAZYPATCH_CONFIG value."""
+    """A setting by its variable name (every setting, the engine's and the packs'): the
+    environment variable, else the LAZYPATCH_CONFIG file's or pyproject.toml's key
+    (a relative path there is relative to the file), else ``default``."""
     value = os.environ.get(name)
     if value is not None:
         return value
     configuration = STATE.configuration
-    if configuration is not None:
-        return configuration.extra.get(name, default)
+    if configuration is not None and name in configuration.extra:
+        return _from_files_made_absolute(name, configuration.extra[name], {},
+                                         configuration.file_keys)
     return default
 
 
@@ -494,7 +508,7 @@ def run_settings(merged: "Mapping[str, str]") -> "Dict[str, str]":
 
 def settings_fingerprint(settings: "Mapping[str, str]") -> str:
     """Eight hex digits that are equal exactly when two processes' settings are."""
-    return _fingerprint("\n".join(f"{name}={settings[name]}" for name in sorted(settings)))
+    return fingerprint("\n".join(f"{name}={settings[name]}" for name in sorted(settings)))
 
 
 def encode_settings(settings: "Mapping[str, str]") -> str:

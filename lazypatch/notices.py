@@ -18,10 +18,19 @@ import machinery, so ``import lazypatch.auto`` or the ``import torch`` that
 applied a failing patch, never ``sitecustomize.py:39``. When only start-up
 hooks are on the stack (``lazypatch run``, a ``.pth`` file), it is
 attributed to ``<lazypatch activation>``.
+
+Every warning is said once per process tree: ``lazypatch run`` and the site
+hook activate in every child Python process (DataLoader workers, torchrun
+ranks, ``subprocess``), and each would repeat what its parent said (a plugin
+that fails to import, a bad setting). A process that shows a message adds its
+fingerprint to ``LAZYPATCH_SAID`` in its environment, which the children it
+starts afterwards inherit; a child stays quiet about a message its parent
+already showed. Within one process the warnings filters decide, as usual.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from _warnings import warn_explicit  # the C half of warnings: no import cost
 
@@ -71,7 +80,12 @@ def notify(message: str, category: type, stacklevel: int = 2) -> None:
 
     ``stacklevel`` is accepted for callers written before the frames were walked
     here, and ignored: counting frames by hand pointed into lazypatch's own files.
+    Silent when a parent process already said the same (``LAZYPATCH_SAID``).
     """
+    key = fingerprint(category.__name__ + ": " + message)
+    if key in _said_by_parents():
+        return
+    _remember(key)
     frame = user_frame()
     try:
         if frame is not None:
@@ -100,3 +114,39 @@ def notify(message: str, category: type, stacklevel: int = 2) -> None:
 
 
 _START_UP_REGISTRY: dict = {}
+
+
+def fingerprint(text: str) -> str:
+    """A stable hash of ``text`` (FNV-1a, 32 bits, 8 hex digits): ``hash()`` of a str
+    differs between processes, and hashlib or zlib would be imported on the start-up path."""
+    value = 0x811C9DC5
+    for character in text:
+        value = ((value ^ ord(character)) * 0x01000193) & 0xFFFFFFFF
+    return "%08x" % value
+
+
+# Internal: set by lazypatch only (configuration.INTERNAL_VARIABLES names it).
+SAID_VARIABLE = "LAZYPATCH_SAID"
+# Fingerprints handed down, newest last: 9 bytes each, so the environment stays small
+# however chatty a program is (the oldest are forgotten first).
+MAX_HANDED_DOWN = 64
+_inherited: "Optional[frozenset]" = None
+
+
+def _said_by_parents() -> frozenset:
+    """The fingerprints this process's parents showed, as its environment had them at
+    the first warning (before this process added its own)."""
+    global _inherited
+    if _inherited is None:
+        _inherited = frozenset(os.environ.get(SAID_VARIABLE, "").split(",")) - {""}
+    return _inherited
+
+
+def _remember(key: str) -> None:
+    """Hand ``key`` down to the child processes started from now on."""
+    try:
+        said = [item for item in os.environ.get(SAID_VARIABLE, "").split(",") if item]
+        if key not in said:
+            os.environ[SAID_VARIABLE] = ",".join((said + [key])[-MAX_HANDED_DOWN:])
+    except Exception:   # an environment that cannot be written: children may repeat it
+        pass

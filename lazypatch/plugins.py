@@ -18,8 +18,9 @@ it costs about ten times the whole activation budget (benchmarks/COSTS.md).
 Instead this module lists the ``*.dist-info`` and
 ``*.egg-info`` directories on ``sys.path`` and reads only their
 ``entry_points.txt`` with plain string parsing. The result is cached per
-interpreter in a small text file (``$LAZYPATCH_CACHE_DIR``, else
-``$XDG_CACHE_HOME/lazypatch``, else ``~/.cache/lazypatch``), one section per
+interpreter in a small text file (the ``LAZYPATCH_CACHE_DIR`` setting: the
+variable or the ``cache_dir`` TOML key; else ``$XDG_CACHE_HOME/lazypatch``,
+else ``~/.cache/lazypatch``), one section per
 ``sys.path`` directory keyed by that directory's modification time:
 installing or removing a distribution adds or removes a directory entry,
 which changes the mtime and invalidates that section only; the
@@ -34,6 +35,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .configuration import setting
 from .errors import ConfigurationWarning
 from .state import AFTER, BEFORE, STATE
 
@@ -164,8 +166,9 @@ MAX_CACHED_DIRECTORIES = 64
 
 
 def cache_directory() -> str:
-    """Where the plugin cache lives (may not exist yet)."""
-    configured = os.environ.get("LAZYPATCH_CACHE_DIR", "").strip()
+    """Where the plugin cache lives (may not exist yet): the LAZYPATCH_CACHE_DIR setting
+    (environment, LAZYPATCH_CONFIG or pyproject.toml, as every setting), else the XDG one."""
+    configured = setting("LAZYPATCH_CACHE_DIR").strip()
     if configured:
         return configured
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or \

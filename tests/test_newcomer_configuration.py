@@ -147,3 +147,32 @@ def test_a_deleted_working_directory_does_not_stop_activation(interpreter):
         print("active", lazypatch.activation_info()["active"])
     """)
     assert result.stdout.split()[-2:] == ["active", "True"]
+
+
+def test_every_engine_setting_is_a_toml_key_too_with_paths_relative_to_their_file(interpreter):
+    # cache_dir was read from the environment only; a relative path in a file means the
+    # file's directory, wherever the program goes afterwards.
+    interpreter.write({"project/pyproject.toml": "[tool.lazypatch]\ncache_dir = 'plugin-cache'\n"
+                                                 "report = 'out/report-{pid}.json'\n",
+                       "project/sub/.keep": ""})
+    show = """
+        import json, os
+        os.chdir("project")           # its pyproject.toml is read at activation
+        import lazypatch.auto, lazypatch
+        os.chdir("sub")               # paths from the file still point into project/
+        from lazypatch.plugins import cache_directory
+        from lazypatch.state import STATE
+        print(json.dumps([cache_directory(), STATE.configuration.report_path,
+                          lazypatch.setting("LAZYPATCH_CACHE_DIR")]))
+    """
+    project = os.path.realpath(interpreter.root / "project")
+    result = interpreter.run(show)
+    cache, report, setting = json.loads(result.stdout.splitlines()[-1])
+    assert os.path.realpath(cache) == os.path.join(project, "plugin-cache") == \
+        os.path.realpath(setting)
+    assert os.path.isdir(cache)   # activation wrote the plugin cache there
+    assert os.path.realpath(report) == os.path.join(project, "out", "report-{pid}.json")
+    assert "Warning" not in result.stderr, result.stderr
+    # the environment wins, as given
+    overridden = interpreter.run(show, env={"LAZYPATCH_CACHE_DIR": "/nonexistent/elsewhere"})
+    assert json.loads(overridden.stdout.splitlines()[-1])[0] == "/nonexistent/elsewhere"

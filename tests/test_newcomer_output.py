@@ -170,3 +170,26 @@ def test_every_kind_of_row_has_a_detail():
     chosen_off = {"status": "disabled", "reason": "disabled by configuration",
                   "unmet_requirements": []}
     assert not cannot_apply_here(chosen_off)   # the user's own choice stays in the table
+
+
+def test_list_filters_by_status_and_summarises_what_is_off_by_default(interpreter):
+    interpreter.write(PACKS)
+    run = lambda *arguments: interpreter.run_command(  # noqa: E731
+        LAZYPATCH + ["list", *arguments], env=ENVIRONMENT).stdout
+    rows = lambda *arguments: [row["name"] for row in json.loads(run(*arguments, "--json"))]  # noqa: E731
+    disabled = rows("--status", "disabled")
+    assert [name for name in disabled if name.startswith("extra.")] == [
+        "extra.off0", "extra.off1", "extra.off2"]
+    assert "mine.works" not in disabled and "mine.works" in rows("--status", "pending")
+    assert rows("mine.*", "--status", "applied") == []
+    # the table: off-by-default patches are one summary line, as in the report...
+    default = run()
+    assert "extra.off0" not in default
+    assert "3 disabled by default (extra.*): enable with LAZYPATCH_ENABLE=extra" in default
+    # ...unless a filter asks for them, and what is enabled comes first
+    picked = [line.split()[0] for line in run("--status", "disabled", "--status",
+                                              "pending").splitlines()[1:]
+              if line.startswith(("mine.", "extra."))]
+    assert picked[:4] == ["mine.works", "mine.breaks", "mine.not_needed", "mine.waiting"]
+    assert picked[4:] == ["extra.off0", "extra.off1", "extra.off2"]
+    assert "--status" in interpreter.run_command(LAZYPATCH + ["list", "--help"]).stdout

@@ -97,3 +97,45 @@ def test_license_file_and_classifiers_match_the_metadata():
     versions = [line.rsplit(" ", 1)[1] for line in classifiers
                 if line.startswith("Programming Language :: Python :: 3.")]
     assert versions == ["3.10", "3.11", "3.12", "3.13", "3.14"]
+
+
+# A plugin pack that cannot be imported, and a malformed entry point of another
+# distribution: the parent says each once; its children, which activate too and meet
+# the same problems, stay quiet about them.
+BROKEN_PLUGINS = {
+    "site/broken_pack-1.0.dist-info/METADATA":
+        "Metadata-Version: 2.1\nName: broken-pack\nVersion: 1.0\n",
+    "site/broken_pack-1.0.dist-info/entry_points.txt":
+        "[lazypatch]\nplugin_target = broken_pack.fix:apply\n",
+    "site/broken_pack/__init__.py": "",
+    "site/broken_pack/fix.py": "import no_such_module_for_lazypatch_tests\n",
+    "site/garbled-2.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: garbled\nVersion: 2.0\n",
+    "site/garbled-2.0.dist-info/entry_points.txt": "[lazypatch]\nplugin_target = not valid!\n",
+    "plugin_target.py": "VALUE = 1\n",
+    "program.py": """
+        import subprocess, sys
+        import plugin_target
+        subprocess.run([sys.executable, "-c", "import plugin_target"], check=True)
+        subprocess.run([sys.executable, "-c", "import plugin_target"], check=True)
+    """,
+}
+
+
+def test_each_warning_is_said_once_per_process_tree(interpreter):
+    interpreter.write(BROKEN_PLUGINS)
+    environment = {"LAZYPATCH_CACHE_DIR": str(interpreter.root / "cache"),
+                   "PYTHONPATH": str(interpreter.root / "site"),
+                   "LAZYPATCH_LOG": "loud"}
+    result = interpreter.run_command(LAZYPATCH + ["run", "--", sys.executable, "program.py"],
+                                     env=environment)
+    found = _warnings(result.stderr)
+    failed = [line for line in found if "broken_pack.plugin_target" in line]
+    garbled = [line for line in found if "garbled" in line]
+    bad_level = [line for line in found if "LAZYPATCH_LOG='loud'" in line]
+    assert (len(failed), len(garbled), len(bad_level)) == (1, 1, 1), result.stderr
+    assert "no_such_module_for_lazypatch_tests" in failed[0]
+    # each process on its own (no parent said it) still warns
+    alone = interpreter.run_command([sys.executable, "-c", "import lazypatch.auto, "
+                                     "plugin_target"], env=environment)
+    assert len([line for line in _warnings(alone.stderr)
+                if "broken_pack.plugin_target" in line]) == 1, alone.stderr
