@@ -326,7 +326,7 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
     key_fingerprint = fingerprint(repr(tuple(
         item for item in key if not (isinstance(item, tuple) and item[0] == PORTABLE_VARIABLE))))
     told = os.environ.get(TOLD_VARIABLE, "").split(":")
-    _told = (settings_fingerprint, set(told[1].split(",")) if told[0] == settings_fingerprint
+    _told = (key_fingerprint, set(told[1].split(",")) if told[0] == key_fingerprint
              and len(told) > 1 else set())
     said = len(_said)
     _quiet.append(already_told(READING))

@@ -58,9 +58,9 @@ print(json.dumps({{"before": before, "untouched": untouched, "chosen": chosen,
 @pytest.mark.parametrize("selector", ["gpuish", "gpuish.shout", "gpuish.*", "tag:gpuish", "*"])
 def test_configuration_naming_the_pack_loads_it_at_declaration(interpreter, selector):
     interpreter.write(PACK)
-    result = interpreter.run_json(DECLARE + f"""
+    result = interpreter.run_json(DECLARE + """
 import gpuish_target
-print(json.dumps({{"loaded": "mypacks.gpuish" in sys.modules, "value": gpuish_target.VALUE}}))
+print(json.dumps({"loaded": "mypacks.gpuish" in sys.modules, "value": gpuish_target.VALUE}))
 """, env={"LAZYPATCH_ENABLE": selector})
     assert result == {"loaded": True, "value": "patched"}
 
@@ -76,11 +76,11 @@ print(json.dumps({"loaded": "mypacks.gpuish" in sys.modules}))
 
 def test_disable_by_name_loads_and_keeps_it_off(interpreter):
     interpreter.write(PACK)
-    result = interpreter.run_json(DECLARE + f"""
+    result = interpreter.run_json(DECLARE + """
 lazypatch.disable("gpuish.shout")
 import gpuish_target
-print(json.dumps({{"value": gpuish_target.VALUE,
-                  "status": [r["status"] for r in lazypatch.report() if r["name"] == "gpuish.shout"]}}))
+print(json.dumps({"value": gpuish_target.VALUE,
+                  "status": [r["status"] for r in lazypatch.report() if r["name"] == "gpuish.shout"]}))
 """)
     assert result == {"value": "original", "status": ["disabled"]}
 
