@@ -59,9 +59,12 @@ class StandInError(AttributeError):
     """
 
 
-# ``type(sys)`` is ModuleType: importing ``types`` for it would cost activation
-# about 1M instructions (packs declare stand-ins at activation).
-ModuleType = type(sys)
+if TYPE_CHECKING:
+    from types import ModuleType
+else:
+    # ``type(sys)`` is ModuleType: importing ``types`` for it would cost activation
+    # about 1M instructions when a pack declares stand-ins there.
+    ModuleType = type(sys)
 
 
 class StandInModule(ModuleType):
