@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from typing import Dict, List
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "device.json")
 
-CHILD = r'''
+SETUP = r'''
 import sys, json, time
 variant, steps, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if variant != "plain":
@@ -92,6 +93,9 @@ def step():
     if device == "cuda":
         torch.cuda.synchronize()
 
+'''
+
+TIMED = r'''
 def median_time(function, repeat, number, clock=time.perf_counter):
     times = []
     for _ in range(repeat):
@@ -134,8 +138,44 @@ print(json.dumps(result))
 '''
 
 
-def run_child(variant: str, steps: int, calls: int) -> Dict[str, float]:
-    """One interpreter running the loop in ``variant``; returns its medians (µs)."""
+CHILD = SETUP + TIMED
+
+# Under callgrind: only the steps inside operator.call are counted
+# (--toggle-collect on its C function, which neither torch nor the pack calls).
+COUNTED = SETUP + r'''
+import operator
+for _ in range(20):
+    step()
+
+def counted_steps():
+    for _ in range(steps):
+        step()
+
+operator.call(counted_steps)
+'''
+
+
+def valgrind_available() -> bool:
+    return shutil.which("valgrind") is not None and sys.version_info >= (3, 11)
+
+
+def step_instructions(variant: str, steps: int) -> float:
+    """Instructions per training step of ``variant``, counted by callgrind (deterministic)."""
+    environment = child_environment(variant)
+    environment["PYTHONHASHSEED"] = "0"
+    output = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                             "--collect-atstart=no", "--toggle-collect=_operator_call",
+                             sys.executable, "-c", textwrap.dedent(COUNTED), variant,
+                             str(steps), "0"], env=environment, cwd=ROOT,
+                            capture_output=True, text=True, check=True)
+    for line in output.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1]) / steps
+    raise RuntimeError(f"callgrind printed no 'Collected' line:\n{output.stderr[-2000:]}")
+
+
+def child_environment(variant: str) -> Dict[str, str]:
+    """This environment without LAZYPATCH_* settings, plus what ``variant`` enables."""
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith("LAZYPATCH")}
     environment.update({"OMP_NUM_THREADS": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
@@ -143,6 +183,12 @@ def run_child(variant: str, steps: int, calls: int) -> Dict[str, float]:
         environment["LAZYPATCH_ENABLE"] = "device"
     if variant == "mode":
         environment["LAZYPATCH_DISABLE"] = "device.factories"
+    return environment
+
+
+def run_child(variant: str, steps: int, calls: int) -> Dict[str, float]:
+    """One interpreter running the loop in ``variant``; returns its medians (µs)."""
+    environment = child_environment(variant)
     output = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), variant,
                              str(steps), str(calls)], env=environment, cwd=ROOT,
                             capture_output=True, text=True, check=True)
@@ -200,7 +246,16 @@ def run(quick: bool) -> List[Dict[str, object]]:
     def median(variant: str, key: str) -> float:
         return statistics.median(sample[key] for sample in samples[variant])
 
-    return [
+    counted: List[Dict[str, object]] = []
+    if not quick and valgrind_available():
+        # About ten minutes (torch imports under callgrind): the full run only.
+        plain, pack = step_instructions("plain", 50), step_instructions("pack", 50)
+        counted.append(row("training step, CUDA code + device pack (instructions)", pack,
+                           plain, "instructions/step", "callgrind, steps only (deterministic); "
+                           "baseline: the same loop written for the CPU"))
+        counted[-1].update({"budget": f"≤ {STEP_BUDGET}×",
+                            "verdict": "met" if pack / plain <= STEP_BUDGET else "missed"})
+    return counted + [
         step_row("training step, CUDA code + device pack (function replacement)", samples,
                  "pack", "baseline: the same loop written for the CPU, no lazypatch; "
                  "ratio: median of per-round paired ratios of thread CPU time", budget=True),
