@@ -14,7 +14,11 @@ interpreter, interleaved and repeated (median of the per-process medians):
 
 Also per-call costs of a redirected factory call (pack vs mode vs a plain
 CPU call) and of ``Tensor.to("cuda")`` against ``Tensor.to("cpu")``.
-Figures are ratios against the baseline measured in the same run.
+Figures are ratios against the baseline measured in the same run; the step
+ratio is the median of per-round ratios of the stepping thread's CPU time
+(each round runs the variants back to back, alternating their order; the
+wall-clock ratio is given alongside), next to a deterministic count of the
+Python calls a step makes, which machine load cannot blur.
 
 Run from the repository root::
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +40,7 @@ from typing import Dict, List
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "device.json")
 
-CHILD = r'''
+SETUP = r'''
 import sys, json, time
 variant, steps, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if variant != "plain":
@@ -88,19 +93,40 @@ def step():
     if device == "cuda":
         torch.cuda.synchronize()
 
-def median_time(function, repeat, number):
+'''
+
+TIMED = r'''
+def median_time(function, repeat, number, clock=time.perf_counter):
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         for _ in range(number):
             function()
-        times.append((time.perf_counter() - start) / number)
+        times.append((clock() - start) / number)
     return statistics.median(times)
 
 import statistics
 for _ in range(20):
     step()
 result = {"step_us": median_time(step, 7, steps) * 1e6}
+# The CPU time of this thread (torch runs single-threaded here, autograd included):
+# time the scheduler gives other processes on a shared machine is not counted.
+result["step_cpu_us"] = median_time(step, 7, steps, time.thread_time) * 1e6
+
+# Deterministic companion to the clock: how many Python-level and C-level
+# calls one step makes (the pack's work is Python calls; load does not change
+# the count).
+counts = {"call": 0, "c_call": 0}
+def count_calls(frame, event, arg):
+    if event in counts:
+        counts[event] += 1
+counted_steps = 10
+sys.setprofile(count_calls)
+for _ in range(counted_steps):
+    step()
+sys.setprofile(None)
+result["python_calls_per_step"] = counts["call"] / counted_steps
+result["c_calls_per_step"] = counts["c_call"] / counted_steps
 factory = lambda: torch.zeros(8, device=device)
 result["factory_us"] = median_time(factory, 7, calls) * 1e6
 small = torch.ones(8)
@@ -112,8 +138,44 @@ print(json.dumps(result))
 '''
 
 
-def run_child(variant: str, steps: int, calls: int) -> Dict[str, float]:
-    """One interpreter running the loop in ``variant``; returns its medians (µs)."""
+CHILD = SETUP + TIMED
+
+# Under callgrind: only the steps inside operator.call are counted
+# (--toggle-collect on its C function, which neither torch nor the pack calls).
+COUNTED = SETUP + r'''
+import operator
+for _ in range(20):
+    step()
+
+def counted_steps():
+    for _ in range(steps):
+        step()
+
+operator.call(counted_steps)
+'''
+
+
+def valgrind_available() -> bool:
+    return shutil.which("valgrind") is not None and sys.version_info >= (3, 11)
+
+
+def step_instructions(variant: str, steps: int) -> float:
+    """Instructions per training step of ``variant``, counted by callgrind (deterministic)."""
+    environment = child_environment(variant)
+    environment["PYTHONHASHSEED"] = "0"
+    output = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                             "--collect-atstart=no", "--toggle-collect=_operator_call",
+                             sys.executable, "-c", textwrap.dedent(COUNTED), variant,
+                             str(steps), "0"], env=environment, cwd=ROOT,
+                            capture_output=True, text=True, check=True)
+    for line in output.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1]) / steps
+    raise RuntimeError(f"callgrind printed no 'Collected' line:\n{output.stderr[-2000:]}")
+
+
+def child_environment(variant: str) -> Dict[str, str]:
+    """This environment without LAZYPATCH_* settings, plus what ``variant`` enables."""
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith("LAZYPATCH")}
     environment.update({"OMP_NUM_THREADS": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
@@ -121,6 +183,12 @@ def run_child(variant: str, steps: int, calls: int) -> Dict[str, float]:
         environment["LAZYPATCH_ENABLE"] = "device"
     if variant == "mode":
         environment["LAZYPATCH_DISABLE"] = "device.factories"
+    return environment
+
+
+def run_child(variant: str, steps: int, calls: int) -> Dict[str, float]:
+    """One interpreter running the loop in ``variant``; returns its medians (µs)."""
+    environment = child_environment(variant)
     output = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), variant,
                              str(steps), str(calls)], env=environment, cwd=ROOT,
                             capture_output=True, text=True, check=True)
@@ -133,24 +201,71 @@ def row(name: str, value: float, baseline: float, unit: str, note: str) -> Dict[
             "note": note}
 
 
+STEP_BUDGET = 1.05     # issue 20: the pack's step within 5% of the CPU-written loop
+
+
+def paired_ratio(samples: Dict[str, List[Dict[str, float]]], variant: str,
+                 key: str = "step_cpu_us") -> List[float]:
+    """Per round, ``variant``'s step time over the baseline's from the same round:
+    the processes of one round ran back to back, so slow drifts in machine load cancel."""
+    return [mine[key] / plain[key]
+            for mine, plain in zip(samples[variant], samples["plain"])]
+
+
+def step_row(name: str, samples: Dict[str, List[Dict[str, float]]], variant: str,
+             note: str, budget: bool) -> Dict[str, object]:
+    """The step-time row (thread CPU time): medians, the median of paired per-round
+    ratios and their range; the wall-clock ratio alongside, in the note."""
+    ratios = paired_ratio(samples, variant)
+    wall_ratios = paired_ratio(samples, variant, "step_us")
+    ratio = statistics.median(ratios)
+    result = row(name, statistics.median(sample["step_cpu_us"] for sample in samples[variant]),
+                 statistics.median(sample["step_cpu_us"] for sample in samples["plain"]),
+                 "µs CPU/step", f"{note}; wall clock: "
+                 f"{statistics.median(wall_ratios):.3f}× (median of paired ratios)")
+    result.update({"ratio": round(ratio, 3),
+                   "spread": f"paired ratios {min(ratios):.3f}–{max(ratios):.3f}, "
+                             f"n={len(ratios)}",
+                   "raw": {"paired_ratios": ratios, "paired_wall_ratios": wall_ratios}})
+    if budget:
+        result.update({"budget": f"≤ {STEP_BUDGET}×",
+                       "verdict": "met" if ratio <= STEP_BUDGET else "missed"})
+    return result
+
+
 def run(quick: bool) -> List[Dict[str, object]]:
     """Measure and return the table rows (also the runner's entry point)."""
-    rounds, steps, calls = (3, 50, 2000) if quick else (7, 200, 20000)
+    rounds, steps, calls = (4, 100, 2000) if quick else (8, 300, 20000)
     samples: Dict[str, List[Dict[str, float]]] = {"plain": [], "pack": [], "mode": []}
-    for _ in range(rounds):              # interleaved, so drift hits every variant alike
-        for variant in samples:
+    variants = list(samples)
+    for index in range(rounds):
+        # A B C, C B A, ...: drift during the run hits every variant alike.
+        for variant in (variants if index % 2 == 0 else variants[::-1]):
             samples[variant].append(run_child(variant, steps, calls))
 
     def median(variant: str, key: str) -> float:
         return statistics.median(sample[key] for sample in samples[variant])
 
-    plain_step = median("plain", "step_us")
-    return [
-        row("training step, CUDA code + device pack (function replacement)", median("pack", "step_us"),
-            plain_step, "µs/step", "baseline: the same loop written for the CPU, no lazypatch"),
-        row("training step, CUDA code + TorchFunctionMode factories",
-            median("mode", "step_us"), plain_step, "µs/step",
-            "alternative: factories redirected by a global TorchFunctionMode"),
+    counted: List[Dict[str, object]] = []
+    if not quick and valgrind_available():
+        # About ten minutes (torch imports under callgrind): the full run only.
+        plain, pack = step_instructions("plain", 50), step_instructions("pack", 50)
+        counted.append(row("training step, CUDA code + device pack (instructions)", pack,
+                           plain, "instructions/step", "callgrind, steps only (deterministic); "
+                           "baseline: the same loop written for the CPU"))
+        counted[-1].update({"budget": f"≤ {STEP_BUDGET}×",
+                            "verdict": "met" if pack / plain <= STEP_BUDGET else "missed"})
+    return counted + [
+        step_row("training step, CUDA code + device pack (function replacement)", samples,
+                 "pack", "baseline: the same loop written for the CPU, no lazypatch; "
+                 "ratio: median of per-round paired ratios of thread CPU time", budget=True),
+        row("Python calls per training step, CUDA code + device pack",
+            median("pack", "python_calls_per_step"), median("plain", "python_calls_per_step"),
+            "calls/step", "deterministic (sys.setprofile count); the pack's redirects are "
+            "Python calls, the rest of the step is torch's own"),
+        step_row("training step, CUDA code + TorchFunctionMode factories", samples, "mode",
+                 "alternative: factories redirected by a global TorchFunctionMode",
+                 budget=False),
         row("torch.zeros(8, device='cuda'), device pack", median("pack", "factory_us"),
             median("plain", "factory_us"), "µs/call", "baseline: torch.zeros(8, device='cpu')"),
         row("torch.zeros(8, device='cuda'), TorchFunctionMode", median("mode", "factory_us"),

@@ -15,7 +15,7 @@ from functools import wraps
 
 import lazypatch
 
-from .observe import record
+from .observe import counter, record
 from .target import flag, resolve, translate_index
 
 TYPE_CHECKING = False
@@ -80,13 +80,17 @@ _PASS_THROUGH = object()
 def redirect(name: str, original: "Any", device_position: "Optional[int]") -> "Callable[..., Any]":
     """A replacement for ``torch.cuda.<name>`` calling the target's implementation."""
     api = f"torch.cuda.{name}"
+    calls = counter(api)
 
     def redirected(*args: "Any", **kwargs: "Any") -> "Any":
-        implementation = _implementation(name, original)
+        implementation = _IMPLEMENTATIONS.get(name) or _implementation(name, original)
         if implementation is original:
             return original(*args, **kwargs)
-        record(api)
-        if device_position is not None:
+        if calls[0]:
+            calls[0] += 1
+        else:
+            record(api)
+        if device_position is not None and (args or kwargs):
             if len(args) > device_position:
                 args = (args[:device_position] + (translate_index(args[device_position]),)
                         + args[device_position + 1:])

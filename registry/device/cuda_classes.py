@@ -10,20 +10,25 @@ on the CPU) and forwards every call to it, unwrapping stream and event
 arguments. On a CPU-only torch the classes' C base is a dummy whose
 ``__init__`` raises, so ``__init__`` is patched too.
 
-``torch.cuda.device``, ``device_of``, ``StreamContext`` and ``stream()`` are
-left untouched: they only call ``torch.cuda`` functions (``_exchange_device``,
-``current_stream``, ``set_stream``), which the pack redirects.
+``torch.cuda.device``, ``device_of`` and ``StreamContext`` are left untouched:
+they only call ``torch.cuda`` functions (``_exchange_device``,
+``current_stream``, ``set_stream``), which the pack redirects. ``stream()``
+is replaced on the CPU target only, for speed: ``StreamContext.__init__`` asks
+``torch._utils._get_available_device_type()`` which accelerator is present
+(five backend probes, several µs) on every prefetch; on the CPU its answer
+(none) always makes the context select nothing, so the replacement builds
+that very context directly.
 """
 
 from __future__ import annotations
 
 from . import cuda_api
-from .observe import record
+from .observe import counter, record
 from .target import resolve, translate_index
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Tuple
+    from typing import Any, Callable, Dict, List, Tuple
 
 NATIVE = "_lazypatch_native"    # instance attribute holding the target's stream / event
 
@@ -55,14 +60,21 @@ def wrap_native(cls: type, value: "Any") -> "Any":
 
 def _forwarding_method(name: str, original: "Any") -> "Callable[..., Any]":
     """``cls.<name>`` calling the native object's method (the original when there is none)."""
+    wraps_event = name == "record_event"
+
     def method(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         target_object = vars(self).get(NATIVE)
         if target_object is None:
             return original(self, *args, **kwargs)
-        args = tuple(native(argument) for argument in args)
-        kwargs = {key: native(value) for key, value in kwargs.items()}
+        # Called per step by prefetchers (wait_stream): no generator, no dict
+        # rebuilt when there is nothing to unwrap.
+        if args:
+            args = ((native(args[0]),) if len(args) == 1
+                    else tuple([native(argument) for argument in args]))
+        if kwargs:
+            kwargs = {key: native(value) for key, value in kwargs.items()}
         result = getattr(target_object, name)(*args, **kwargs)
-        if name == "record_event" and result is not None:
+        if wraps_event and result is not None:
             import torch
             result = wrap_native(torch.cuda.Event, result)
         return result
@@ -170,16 +182,53 @@ def _stream_function(name: str, original: "Any", stream_class: type) -> "Callabl
     """``torch.cuda.current_stream``/``default_stream``: the target's stream, as a
     ``torch.cuda.Stream``."""
     api = f"torch.cuda.{name}"
+    # The last (native stream, its torch.cuda.Stream): the target answers with the
+    # same native stream call after call, so the wrapper is built once, not per call.
+    last: "List[Any]" = [None, None]
+    calls = counter(api)
+    resolved: "List[Any]" = []     # the implementation, once the target is known
 
     def function(device: "Any" = None) -> "Any":
-        implementation = _implementation(name)
+        implementation = resolved[0] if resolved else _implementation(name)
         if implementation is None:
             return original(device)
-        record(api)
+        if not resolved:
+            resolved.append(implementation)
+        if calls[0]:
+            calls[0] += 1
+        else:
+            record(api)
         if device is not None:
             device = translate_index(device)
-        return wrap_native(stream_class, implementation(device))
+        stream = implementation(device)
+        if stream is last[0] and stream is not None:
+            return last[1]
+        wrapped = wrap_native(stream_class, stream)
+        last[:] = [stream, wrapped]
+        return wrapped
     return _named(function, original)
+
+
+def _stream_context_function(original: "Any", context_class: type) -> "Callable[..., Any]":
+    """``torch.cuda.stream(s)``: on the CPU target, the ``StreamContext`` that torch
+    itself builds when no accelerator is present (``idx == -1``: entering and
+    leaving select nothing), without its per-call accelerator probe."""
+    calls = counter("torch.cuda.stream")
+
+    def stream(stream: "Any") -> "Any":
+        target = resolve()
+        if target is None or not target.is_cpu:
+            return original(stream)
+        if calls[0]:
+            calls[0] += 1
+        else:
+            record("torch.cuda.stream")
+        context = object.__new__(context_class)
+        context.stream = stream
+        context.idx = -1
+        context.src_prev_stream = context.dst_prev_stream = None
+        return context
+    return _named(stream, original)
 
 
 def _set_stream(original: "Any") -> "Callable[..., Any]":
@@ -235,6 +284,9 @@ def patch_cuda_classes(cuda: "Any", patch: "Any") -> None:
             patch.setattr(cuda, name, _stream_function(name, namespace[name], stream_class))
     if "set_stream" in namespace:
         patch.setattr(cuda, "set_stream", _set_stream(namespace["set_stream"]))
+    if "stream" in namespace and "StreamContext" in namespace:
+        patch.setattr(cuda, "stream", _stream_context_function(namespace["stream"],
+                                                               namespace["StreamContext"]))
     for name in ("_exchange_device", "_maybe_exchange_device"):
         if name in namespace:
             patch.setattr(cuda, name, _exchange(name, namespace[name]))
@@ -243,11 +295,16 @@ def patch_cuda_classes(cuda: "Any", patch: "Any") -> None:
 def record_stream_function(original: "Any") -> "Callable[..., Any]":
     """``Tensor.record_stream(stream)``: a no-op on the CPU (nothing is asynchronous),
     the target's stream elsewhere."""
+    calls = counter("Tensor.record_stream")
+
     def record_stream(self: "Any", stream: "Any") -> None:
         target = resolve()
         if target is None or target.passthrough:
             return original(self, stream)
-        record("Tensor.record_stream")
+        if calls[0]:
+            calls[0] += 1
+        else:
+            record("Tensor.record_stream")
         if target.is_cpu or self.device.type == "cpu":
             return None
         return original(self, native(stream))

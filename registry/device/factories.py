@@ -8,7 +8,7 @@ call and costs more per training step (see benchmarks/bench_device.py).
 
 from __future__ import annotations
 
-from .observe import record
+from .observe import counter, record
 from .target import translate
 
 TYPE_CHECKING = False
@@ -35,9 +35,23 @@ def device_keyword_function(api: str, original: "Callable[..., Any]") -> "Callab
     function about 0.6 µs (benchmarks/bench_device.py), and these are called
     in training loops. Works as a method too (``self`` is the first argument).
     """
+    calls = counter(api)
+
     def redirected(*args: "Any", **kwargs: "Any") -> "Any":
+        # Inlined rather than a call to translate_device_keyword: torch's own Python
+        # code calls these factories too (autograd's torch.ones_like per backward,
+        # with memory_format= but no device), and a second Python call per call
+        # is most of what the replacement costs.
         if kwargs:
-            translate_device_keyword(api, kwargs)
+            device = kwargs.get("device")
+            if device is not None:
+                translated = translate(device)
+                if translated is not device:
+                    kwargs["device"] = translated
+                    if calls[0]:
+                        calls[0] += 1
+                    else:
+                        record(api)
         return original(*args, **kwargs)
     return named_like(redirected, original)
 

@@ -8,8 +8,8 @@ really redirected something.
 
 from __future__ import annotations
 
-from .factories import device_keyword_function, named_like, translate_device_keyword
-from .observe import record
+from .factories import device_keyword_function, named_like
+from .observe import counter, record
 from .target import resolve, translate
 
 TYPE_CHECKING = False
@@ -23,15 +23,36 @@ TENSOR_NEW_METHODS = ("new_empty", "new_zeros", "new_ones", "new_full", "new_ten
 def to_function(api: str, original: "Callable[..., Any]") -> "Callable[..., Any]":
     """``original`` (a ``to`` method) with ``to(device)``, ``to(device, dtype)`` and
     ``to(device=...)`` translated; ``to(dtype)`` and ``to(tensor)`` pass through."""
+    import torch
+    device_type = torch.device
+    calls = counter(api)
+
+    # Per batch in every training loop: no Python call besides translate (itself
+    # a cache hit) on the way to the original.
     def to(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
+        redirected = False
         if args:
             first = args[0]
-            translated = translate(first)
-            if translated is not first:
-                args = (translated,) + args[1:]
-                record(api)
+            kind = type(first)
+            # Only these can name a CUDA device (translate's own test, done here so
+            # that .to(dtype) and .to(tensor) skip the call).
+            if kind is str or kind is device_type or kind is int:
+                translated = translate(first)
+                if translated is not first:
+                    args = (translated,) + args[1:]
+                    redirected = True
         if kwargs:
-            translate_device_keyword(api, kwargs)
+            device = kwargs.get("device")
+            if device is not None:
+                translated = translate(device)
+                if translated is not device:
+                    kwargs["device"] = translated
+                    redirected = True
+        if redirected:
+            if calls[0]:
+                calls[0] += 1
+            else:
+                record(api)
         return original(self, *args, **kwargs)
     return named_like(to, original)
 
@@ -49,15 +70,28 @@ def patch_tensor_methods(torch: "Any", patch: "Any") -> None:
     patch.setattr(tensor, "to", to_function("Tensor.to", tensor.to))
     original_cuda = tensor.cuda
 
+    preserve_format = torch.preserve_format
+    calls = counter("Tensor.cuda")
+
     def cuda(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         target = resolve()
         if target is None or target.passthrough:
             return original_cuda(self, *args, **kwargs)
-        record("Tensor.cuda")
+        if calls[0]:
+            calls[0] += 1
+        else:
+            record("Tensor.cuda")
+        if not args:      # x.cuda() / x.cuda(non_blocking=True): the per-batch cases
+            if not kwargs:
+                return base_to(self, target.default)
+            device = kwargs.get("device")
+            device = target.default if device is None else translate(device)
+            return base_to(self, device, non_blocking=kwargs.get("non_blocking", False),
+                           memory_format=kwargs.get("memory_format", preserve_format))
         device = _cuda_device(args, kwargs)
         return base_to(self, device if device is not None else target.default,
                        non_blocking=kwargs.get("non_blocking", False),
-                       memory_format=kwargs.get("memory_format", torch.preserve_format))
+                       memory_format=kwargs.get("memory_format", preserve_format))
     patch.setattr(tensor, "cuda", named_like(cuda, original_cuda))
 
     for name in TENSOR_NEW_METHODS:

@@ -59,12 +59,28 @@ def call_site() -> str:
 def record(api: str) -> None:
     """Count one redirected call of ``api``; remember where the first came from."""
     entry = COUNTS.get(api)
-    if entry is None:
+    if entry is None or not entry[0]:
         site = call_site()
-        COUNTS[api] = [1, site]
+        if entry is None:
+            COUNTS[api] = [1, site]
+        else:
+            entry[:] = [1, site]    # in place: wrappers hold this list (see counter)
         _log_first(api, site)
     else:
         entry[0] += 1
+
+
+def counter(api: str) -> "List[Any]":
+    """``api``'s ``[calls, first call site]`` entry, created now with no calls.
+
+    For wrappers on per-step paths: they keep the entry and write
+    ``if calls[0]: calls[0] += 1`` / ``else: record(api)``, one increment
+    instead of a function call and a dict lookup per redirected call.
+    """
+    entry = COUNTS.get(api)
+    if entry is None:
+        entry = COUNTS[api] = [0, ""]
+    return entry
 
 
 def _log_first(api: str, site: str) -> None:
@@ -77,4 +93,5 @@ def _log_first(api: str, site: str) -> None:
 def rows() -> "List[Dict[str, Any]]":
     """The report rows, most called first."""
     return [{"api": api, "calls": count, "first_call_site": site, "target": TARGET_TYPE[0]}
-            for api, (count, site) in sorted(COUNTS.items(), key=lambda item: -item[1][0])]
+            for api, (count, site) in sorted(COUNTS.items(), key=lambda item: -item[1][0])
+            if count]

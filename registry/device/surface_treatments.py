@@ -42,7 +42,8 @@ _CUDA_REDIRECTED = {
     "ExternalStream": "the same class; a CPU stream (the CUDA stream pointer cannot exist here)",
     "Event": "the same class; instances time with the wall clock (exact: CPU work is synchronous)",
     "StreamContext": "unchanged class; works through the redirected stream functions",
-    "stream": "unchanged; works through the redirected stream functions",
+    "stream": "a StreamContext that selects nothing (one CPU stream), built without "
+              "torch's per-call accelerator probe",
     "current_stream": "a torch.cuda.Stream standing for the CPU stream",
     "default_stream": "a torch.cuda.Stream standing for the CPU stream",
     "set_stream": "no-op",

@@ -37,7 +37,7 @@ def attribute_hook(numpy, patch):
 
 @lazypatch.when_imported("numpy", name=f"{PACK}.type_aliases", tags=TAGS)
 def type_aliases(numpy, patch):
-    """Restore np.float, np.int, np.object, np.float_, np.bool8... where NumPy lacks them."""
+    """Restore np.float, np.int, np.float_, np.bool8, np.sctypes... where NumPy lacks them."""
     from .aliases import TYPE_ALIASES
     from .hook import restore
     restore(numpy, patch, TYPE_ALIASES)
@@ -45,7 +45,7 @@ def type_aliases(numpy, patch):
 
 @lazypatch.when_imported("numpy", name=f"{PACK}.function_aliases", tags=TAGS)
 def function_aliases(numpy, patch):
-    """Restore np.in1d, np.trapz, np.product, np.alltrue... where NumPy lacks them."""
+    """Restore np.in1d, np.trapz, np.product, np.cast, np.deprecate... where NumPy lacks them."""
     from .aliases import FUNCTION_ALIASES
     from .hook import restore
     restore(numpy, patch, FUNCTION_ALIASES)

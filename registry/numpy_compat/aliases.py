@@ -7,15 +7,21 @@ builtin-type aliases (removed in 1.24), the NumPy 1.25 deprecations, and the
 NumPy 2.0 expired-attributes list (``numpy/_expired_attrs_2_0.py``).
 
 Builtin aliases return the *builtin* (``np.float is float`` was true in every
-NumPy that had it), so restored code behaves exactly as it did.
+NumPy that had it), so restored code behaves exactly as it did. Helpers that
+NumPy 2.0 expired without a same-named replacement (``np.sctypes``,
+``np.find_common_type``, ``np.deprecate``...) are rebuilt in
+:mod:`.numerictypes` and :mod:`.utilities` following NumPy 1.26.
 """
 
 from __future__ import annotations
 
 import builtins
+import importlib
 from typing import Any, Callable, Dict, Tuple
 
 import numpy
+
+from . import numerictypes, utilities
 
 Maker = Callable[[Any], Any]
 AliasTable = Dict[str, Tuple[Maker, str]]
@@ -28,6 +34,13 @@ def _attribute(name: str) -> Maker:
 
 def _value(value: Any) -> Maker:
     return lambda numpy_module: value
+
+
+def _submodule_attribute(submodule: str, name: str) -> Maker:
+    """A maker returning ``numpy.<submodule>.<name>``, importing the submodule
+    (NumPy 2 loads ``numpy.rec`` and others lazily, on first attribute access)."""
+    return lambda numpy_module: getattr(
+        importlib.import_module(f"{numpy_module.__name__}.{submodule}"), name)
 
 
 # --- types --------------------------------------------------------------------
@@ -68,6 +81,10 @@ TYPE_ALIASES.update({
         ("typeDict", "sctypeDict"),
     )
 })
+# Removed in 2.0: the lists of concrete scalar types per kind, as NumPy 1.26 built them.
+TYPE_ALIASES["sctypes"] = (
+    _value(numerictypes.SCTYPES),
+    "the dtypes themselves, listed explicitly (e.g. [np.int8, np.int16, np.int32, np.int64])")
 
 # --- constants ----------------------------------------------------------------
 # Removed in 2.0.
@@ -120,6 +137,14 @@ def asscalar(a: Any) -> Any:
     return a.item()
 
 
+def compare_chararrays(a1: Any, a2: Any, cmp: str, rstrip: bool) -> Any:
+    """``np.compare_chararrays``: ``np.char.compare_chararrays`` (same arguments)."""
+    # Resolved per call, not when numpy is imported: importing numpy.char costs
+    # 15-30 ms (numpy.strings), which every program importing numpy would pay.
+    return importlib.import_module(f"{numpy.__name__}.char").compare_chararrays(
+        a1, a2, cmp, rstrip)
+
+
 FUNCTION_ALIASES: AliasTable = {
     "in1d": (_value(in1d), "np.isin"),
     "trapz": (_attribute("trapezoid"), "np.trapezoid"),
@@ -135,4 +160,28 @@ FUNCTION_ALIASES: AliasTable = {
     "alen": (_value(alen), "len(a)"),
     "asscalar": (_value(asscalar), "a.item()"),
     "issubclass_": (_value(builtins.issubclass), "issubclass"),
+    # Expired in 2.0 (most deprecated in 1.25).
+    "find_common_type": (_value(numerictypes.find_common_type),
+                         "np.result_type (pass 0, 0.0 or 0j for scalar kinds) or np.promote_types"),
+    "cast": (lambda numpy_module: numerictypes.build_cast(), "np.asarray(a, dtype=dtype)"),
+    "maximum_sctype": (_value(numerictypes.maximum_sctype),
+                       "the largest dtype of the kind, named explicitly (e.g. np.float64, "
+                       "np.longdouble)"),
+    "obj2sctype": (_value(numerictypes.obj2sctype), "np.dtype(obj).type"),
+    "issctype": (_value(numerictypes.issctype), "issubclass(rep, np.generic)"),
+    "byte_bounds": (_submodule_attribute("lib.array_utils", "byte_bounds"),
+                    "np.lib.array_utils.byte_bounds"),
+    "set_string_function": (_value(utilities.set_string_function),
+                            "np.set_printoptions(formatter=...)"),
+    "compare_chararrays": (_value(compare_chararrays), "np.char.compare_chararrays"),
+    "format_parser": (_submodule_attribute("rec", "format_parser"), "np.rec.format_parser"),
+    "recfromcsv": (_value(utilities.recfromcsv),
+                   "np.genfromtxt(fname, delimiter=',', names=True, case_sensitive='lower', "
+                   "dtype=None).view(np.recarray)"),
+    "safe_eval": (_value(utilities.safe_eval), "ast.literal_eval"),
+    "deprecate": (_value(utilities.deprecate),
+                  "warnings.warn(message, DeprecationWarning) in the function "
+                  "(or the warnings.deprecated decorator)"),
+    "geterrobj": (_value(utilities.geterrobj),
+                  "np.geterr(), np.getbufsize() and np.geterrcall() (or np.errstate)"),
 }

@@ -110,6 +110,48 @@ def test_prefetcher_record_stream_and_streams(interpreter):
     assert without.returncode != 0
 
 
+def test_fast_paths_answer_as_the_general_ones(interpreter):
+    """The per-step shortcuts (torch.cuda.stream without torch's accelerator probe,
+    one torch.cuda.Stream per native stream, inlined counters) give what the general
+    paths give, and the report counts each redirected call."""
+    result = interpreter.run_json("""
+        import lazypatch.auto
+        import json
+        import torch
+        from lazypatch.registry.device import redirect_report
+        side = torch.cuda.Stream()
+        context = torch.cuda.stream(side)
+        general = torch.cuda.StreamContext(side)       # torch's own constructor
+        same_context = {attribute: getattr(context, attribute) == getattr(general, attribute)
+                        for attribute in ("stream", "idx", "src_prev_stream", "dst_prev_stream")}
+        with context:
+            inside = torch.cuda.current_stream()
+        batch = torch.ones(2, 3)
+        moved = [batch.cuda(), batch.cuda(non_blocking=True), batch.cuda(device="cuda:0"),
+                 batch.cuda(0), batch.to("cuda", non_blocking=True), batch.to(device="cuda"),
+                 batch.to(torch.float64), torch.zeros(2, device="cuda"),
+                 torch.ones_like(batch, memory_format=torch.preserve_format)]
+        counts = {row["api"]: row["calls"] for row in redirect_report()}
+        print(json.dumps({
+            "is_context": isinstance(context, torch.cuda.StreamContext),
+            "same_context": same_context,
+            "inside_is_default": inside == torch.cuda.default_stream(),
+            "current_is_stable": torch.cuda.current_stream() is torch.cuda.current_stream(),
+            "devices": [str(tensor.device) for tensor in moved],
+            "float64": str(moved[6].dtype),
+            "counts": counts}))
+    """, env=ENABLED)
+    assert result["is_context"] and all(result["same_context"].values()), result
+    assert result["inside_is_default"] and result["current_is_stable"]
+    assert result["devices"] == ["cpu"] * 9 and result["float64"] == "torch.float64"
+    counts = result["counts"]
+    assert counts["torch.cuda.stream"] == 1 and counts["Tensor.cuda"] == 4
+    assert counts["Tensor.to"] == 2 and counts["torch.zeros"] == 1
+    # Calls that redirected nothing are not counted, and APIs never called are absent.
+    assert "torch.ones_like" not in counts and "torch.empty" not in counts
+    assert all(calls > 0 for calls in counts.values())
+
+
 def test_legacy_tensor_types(interpreter):
     """torch.cuda.FloatTensor(n) / LongTensor(data), x.type(torch.cuda.HalfTensor),
     x.type("torch.cuda.FloatTensor"), set_default_tensor_type("torch.cuda.FloatTensor");
