@@ -13,6 +13,7 @@ imported is removed again afterwards.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import subprocess
@@ -478,6 +479,64 @@ def test_nms_rotated_matches_naive(ops):
     assert keep_l.tolist() == ref
     dets, keep_e = ops.nms_rotated(torch.zeros(0, 5), torch.zeros(0), 0.5)
     assert keep_e is None and dets.shape == (0, 5)
+
+
+def tied_and_degenerate_rotated(n: int, seed: int) -> "torch.Tensor":
+    """Random rotated boxes in a small area, with exact duplicates, zero-width
+    and zero-height boxes among them."""
+    boxes = random_rotated(n, seed=seed, scale=6)
+    boxes[1::7] = boxes[0::7][:boxes[1::7].shape[0]]   # duplicates
+    boxes[3::11, 2] = 0.0                               # zero width
+    boxes[5::13, 3] = 0.0                               # zero height
+    return boxes
+
+
+@pytest.mark.parametrize("seed", [31, 32])
+@pytest.mark.parametrize("block", [1, 5, 256])
+@pytest.mark.parametrize("thr", [0.0, 0.5, -0.1])
+def test_greedy_rotated_keep_equals_plain_greedy(seed, block, thr,
+                                                 monkeypatch):
+    rotated = importlib.import_module(f"{ext_pkg.__name__}.rotated")
+    monkeypatch.setattr(rotated, "GREEDY_BLOCK", block)
+    boxes = tied_and_degenerate_rotated(50, seed)
+    # Ties: a few equal scores; the order is the caller's (mmcv sorts).
+    scores = (torch.rand(50, generator=gen(seed + 100)) * 8).round()
+    order = scores.sort(dim=0, descending=True, stable=True)[1]
+    b = boxes.tolist()
+    ref = naive_greedy(50, order.tolist(),
+                       lambda i, j: naive_rotated_iou(b[i], b[j]) > thr)
+    kept = rotated.greedy_rotated_keep(boxes[order], thr)
+    assert order[kept].tolist() == ref
+
+
+@pytest.mark.parametrize("scale", [4.0, 40.0, 400.0])
+def test_greedy_rotated_keep_equals_all_pairs_greedy(scale):
+    rotated = importlib.import_module(f"{ext_pkg.__name__}.rotated")
+    greedy = importlib.import_module(f"{ext_pkg.__name__}._greedy")
+    boxes = random_rotated(400, seed=34, scale=scale)
+    boxes[::17, 2] = 0.0
+    iou = rotated.box_iou_rotated_matrix(boxes, boxes)
+    for thr in (0.1, 0.5):
+        all_pairs = greedy.greedy_keep(iou > thr)
+        assert torch.equal(rotated.greedy_rotated_keep(boxes, thr),
+                           all_pairs)
+
+
+def test_nms3d_on_degenerate_and_duplicate_boxes(ops):
+    boxes = random_boxes3d(40, seed=35, scale=4)
+    boxes[1::5] = boxes[0::5]
+    boxes[2::9, 3] = 0.0
+    scores = torch.rand(40, generator=gen(36))
+    order = scores.sort(0, descending=True)[1].tolist()
+    l3 = boxes.tolist()
+
+    def bev_iou(i, j):
+        p, q = naive_bev(l3[i]), naive_bev(l3[j])
+        inter = naive_clip_area(naive_rect(p), naive_rect(q))
+        return inter / max(p[2] * p[3] + q[2] * q[3] - inter, 1e-8)
+
+    ref = naive_greedy(40, order, lambda i, j: bev_iou(i, j) > 0.2)
+    assert ops.nms3d(boxes, scores, 0.2).tolist() == ref
 
 
 # ---------------------------------------------------------------------------
