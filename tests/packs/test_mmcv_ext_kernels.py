@@ -18,6 +18,7 @@ import math
 import os
 import subprocess
 import sys
+import textwrap
 from typing import Dict, List, Sequence, Tuple
 
 import mmcv  # noqa: F401  (the real mmcv-lite must be installed: requirements/stack.txt)
@@ -118,6 +119,57 @@ def test_package_import_does_not_import_torch_or_mmcv():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=env)
     assert done.returncode == 0, done.stderr
+
+
+# ---------------------------------------------------------------------------
+# every import path gets the provided mmcv._ext (fresh interpreters)
+# ---------------------------------------------------------------------------
+
+
+def test_load_ext_before_mmcv_ops_gets_the_pure_pytorch_ext(interpreter):
+    result = interpreter.run_json("""
+        import lazypatch.auto, lazypatch, json, sys
+        from mmcv.utils import ext_loader
+        ext = ext_loader.load_ext("_ext", ["ms_deform_attn_forward",
+                                           "get_indice_pairs_3d_forward"])
+        try:
+            ext.get_indice_pairs_3d_forward(None, None)
+            message = None
+        except NotImplementedError as error:
+            message = str(error)
+        import mmcv.ops, mmcv._ext
+        statuses = {r.name: r.status for r in lazypatch.report() if "mmcv_ext" in r.name}
+        same_attr = mmcv._ext is ext
+        lazypatch.unpatch("openmmlab.mmcv_ext")
+        print(json.dumps([ext.__lazypatch_provided__, message,
+                          sys.modules["mmcv.ops.nms"].ext_module is ext,
+                          same_attr, statuses, "mmcv._ext" in sys.modules]))
+    """, timeout=300)
+    provided, message, same_in_ops, same_attr, statuses, still_there = result
+    assert provided and same_in_ops and same_attr
+    assert "'get_indice_pairs_3d_forward'" in message and "install full mmcv" in message
+    # mmcv.ops took the early module over: undoing openmmlab.mmcv_ext removes it.
+    assert statuses == {"openmmlab.mmcv_ext": "applied",
+                        "openmmlab.mmcv_ext.before_mmcv_ops": "reverted"}
+    assert not still_there
+
+
+def test_plain_import_of_mmcv_ext_gets_it_and_fails_without_lazypatch(interpreter):
+    code = textwrap.dedent("""
+        import json, sys
+        import mmcv._ext
+        print(json.dumps([mmcv._ext.__spec__.origin, callable(mmcv._ext.nms),
+                          "torch.ops" in str(type(mmcv._ext.nms))]))
+    """)
+    origin, has_nms, _ = interpreter.run_json("import lazypatch.auto\n" + code,
+                                              timeout=300)
+    assert "pure PyTorch" in origin and has_nms
+    failed = interpreter.run(code, env={"LAZYPATCH": "0"}, check=False, timeout=300)
+    assert failed.returncode != 0 and "No module named 'mmcv._ext'" in failed.stderr
+    disabled = interpreter.run("import lazypatch.auto\n" + code,
+                               env={"LAZYPATCH_DISABLE": "openmmlab.mmcv_ext"},
+                               check=False, timeout=300)
+    assert disabled.returncode != 0 and "No module named 'mmcv._ext'" in disabled.stderr
 
 
 def _repo_root():
