@@ -36,9 +36,18 @@ except ImportError:
 @pytest.fixture(scope="module")
 def ops():
     """``mmcv.ops`` imported against the pure-PyTorch ``mmcv._ext``."""
+    from mmengine.registry import MODELS
     before = set(sys.modules)
     saved_ext = sys.modules.get("mmcv._ext")
     had_ops_attr = "ops" in vars(sys.modules["mmcv"])
+    # Another module of this session may have imported mmcv.ops (and removed
+    # it again): its layers are still registered, and mmengine refuses to
+    # register them twice. Set them aside while this module imports its own.
+    stale = {name: cls for name, cls in MODELS._module_dict.items()
+             if getattr(cls, "__module__", "").startswith("mmcv.ops")
+             and "mmcv.ops" not in sys.modules}
+    for name in stale:
+        del MODELS._module_dict[name]
     sys.modules["mmcv._ext"] = build_ext_module()
     try:
         import mmcv.ops
@@ -54,6 +63,9 @@ def ops():
             sys.modules.pop("mmcv._ext", None)
         if not had_ops_attr:
             vars(sys.modules["mmcv"]).pop("ops", None)
+        for name in stale:
+            MODELS._module_dict.pop(name, None)
+        MODELS._module_dict.update(stale)
 
 
 # -- test_nms.py ---------------------------------------------------------------
