@@ -9,15 +9,17 @@ coordinate ``l * size - 0.5`` exactly like the CUDA kernel's
 forward with autograd.
 
 When an input requires a gradient, the forward keeps its autograd graph
-(attached to the output tensor, so it lives exactly as long as the output
-does, as the graph of mmcv's own pytorch version would) and the backward
-uses it instead of running the forward again: fwd+bwd then costs what
-autograd through ``multi_scale_deformable_attn_pytorch`` costs.
+and the backward uses it instead of running the forward again: fwd+bwd then
+costs what autograd through ``multi_scale_deformable_attn_pytorch`` costs.
+The kept graph goes when the backward uses it or when any of the three input
+tensors is freed (mmcv's autograd Function saves them until its own graph
+goes, so a forward whose backward never comes does not pin memory longer
+than mmcv's own pytorch version would).
 """
 from __future__ import annotations
 
 import weakref
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -56,12 +58,22 @@ def msda_pytorch(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
     # (bs, nq, heads, levels, points) -> (bs*heads, 1, nq, levels, points)
     weights = attention_weights.transpose(1, 2).reshape(
         bs * num_heads, 1, nq, num_levels, num_points)
+    levels = _levels(value_spatial_shapes, value_level_start_index)
+    # One split, not a slice per level: the backward of split is one cat,
+    # where each slice's backward fills a value-sized zero tensor and adds.
+    sizes = [h * w for _, h, w in levels]
+    first = levels[0][0]
+    if all(start == first + sum(sizes[:index])
+           for index, (start, _, _) in enumerate(levels)):
+        pieces = value[:, first:first + sum(sizes)].split(sizes, dim=1)
+    else:   # levels not stored back to back: slice each one
+        pieces = tuple(value[:, start:start + size]
+                       for (start, _, _), size in zip(levels, sizes))
     out: Optional[torch.Tensor] = None
-    for level, (start, h, w) in enumerate(
-            _levels(value_spatial_shapes, value_level_start_index)):
+    for level, ((_, h, w), piece) in enumerate(zip(levels, pieces)):
         # (bs, h*w, heads, d) -> (bs*heads, d, h, w)
-        value_l = value[:, start:start + h * w].flatten(2).transpose(
-            1, 2).reshape(bs * num_heads, head_dim, h, w)
+        value_l = piece.flatten(2).transpose(1, 2).reshape(
+            bs * num_heads, head_dim, h, w)
         # (bs, nq, heads, points, 2) -> (bs*heads, nq, points, 2)
         grid_l = grids[:, :, :, level].transpose(1, 2).flatten(0, 1)
         sampled = F.grid_sample(value_l, grid_l, mode="bilinear",
@@ -75,12 +87,9 @@ def msda_pytorch(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
     return out.transpose(1, 2).contiguous()
 
 
-#: Forward outputs whose autograd graph the backward can reuse, keyed by the
-#: inputs (storage, version, shape); weak, so an entry goes with its output.
-_FORWARD_OUTPUTS: "weakref.WeakValueDictionary[tuple, torch.Tensor]" = (
-    weakref.WeakValueDictionary())
-
-_GRAPH_ATTRIBUTE = "_lazypatch_msda_graph"
+#: Forward graphs (output, leaves) the backward can reuse, keyed by the
+#: inputs (storage, version, shape); see the module docstring for lifetime.
+_FORWARD_GRAPHS: Dict[tuple, Tuple[torch.Tensor, List[torch.Tensor]]] = {}
 
 
 def _inputs_key(tensors: Sequence[torch.Tensor]) -> tuple:
@@ -112,21 +121,16 @@ def ms_deform_attn_forward(value: torch.Tensor,
         graph_output = msda_pytorch(leaves[0], value_spatial_shapes,
                                     value_level_start_index, leaves[1],
                                     leaves[2])
-    output = graph_output.detach()
-    setattr(output, _GRAPH_ATTRIBUTE, (graph_output, leaves))
-    _FORWARD_OUTPUTS[_inputs_key(inputs)] = output
-    return output
+    key = _inputs_key(inputs)
+    _FORWARD_GRAPHS[key] = (graph_output, leaves)
+    for tensor in inputs:
+        weakref.finalize(tensor, _FORWARD_GRAPHS.pop, key, None)
+    return graph_output.detach()
 
 
 def _kept_graph(inputs: Sequence[torch.Tensor]):
     """The (output, leaves) the forward kept for these inputs, used once."""
-    output = _FORWARD_OUTPUTS.pop(_inputs_key(inputs), None)
-    if output is None:
-        return None
-    graph = getattr(output, _GRAPH_ATTRIBUTE, None)
-    if graph is not None:
-        delattr(output, _GRAPH_ATTRIBUTE)
-    return graph
+    return _FORWARD_GRAPHS.pop(_inputs_key(inputs), None)
 
 
 def ms_deform_attn_backward(value: torch.Tensor,
