@@ -12,7 +12,9 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   was tested with (2.2.x).
 * ``openmmlab.mmcv_ext``: mmcv-lite has no compiled ``mmcv._ext``, so
   ``import mmcv.ops`` fails. Just before ``mmcv.ops`` executes, provide a
-  pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists.
+  pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists;
+  ``openmmlab.mmcv_ext.before_mmcv_ops`` provides it from ``import mmcv`` on,
+  for code that calls ``load_ext('_ext', ...)`` before ``mmcv.ops``.
 * ``openmmlab.mmengine_checkpoint_load``: torch >= 2.6 loads with
   ``weights_only=True`` by default, which refuses the message hub mmengine
   0.10 saves in every checkpoint, so ``Runner(resume=True)`` fails; mmengine's
@@ -71,6 +73,15 @@ def mmcv_ext(mmcv_ops, patch):
     """Provide a pure-PyTorch mmcv._ext when mmcv has no compiled one (mmcv-lite)."""
     from .ext_provision import provide_pure_pytorch_ext
     provide_pure_pytorch_ext(patch)
+
+
+# A member of the openmmlab.mmcv_ext family, so disabling that name disables both.
+@lazypatch.when_imported("mmcv", name=f"{PACK}.mmcv_ext.before_mmcv_ops",
+                         tags=(PACK, "ops", "mmcv"))
+def mmcv_ext_before_mmcv_ops(mmcv, patch):
+    """The same mmcv._ext for load_ext('_ext', ...) / import mmcv._ext before mmcv.ops."""
+    from .ext_provision import provide_ext_before_mmcv_ops
+    provide_ext_before_mmcv_ops(patch)
 
 
 @lazypatch.when_imported("mmengine.runner.checkpoint", name=f"{PACK}.mmengine_checkpoint_load",

@@ -13,10 +13,12 @@ imported is removed again afterwards.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import subprocess
 import sys
+import textwrap
 from typing import Dict, List, Sequence, Tuple
 
 import mmcv  # noqa: F401  (the real mmcv-lite must be installed: requirements/stack.txt)
@@ -117,6 +119,57 @@ def test_package_import_does_not_import_torch_or_mmcv():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=env)
     assert done.returncode == 0, done.stderr
+
+
+# ---------------------------------------------------------------------------
+# every import path gets the provided mmcv._ext (fresh interpreters)
+# ---------------------------------------------------------------------------
+
+
+def test_load_ext_before_mmcv_ops_gets_the_pure_pytorch_ext(interpreter):
+    result = interpreter.run_json("""
+        import lazypatch.auto, lazypatch, json, sys
+        from mmcv.utils import ext_loader
+        ext = ext_loader.load_ext("_ext", ["ms_deform_attn_forward",
+                                           "get_indice_pairs_3d_forward"])
+        try:
+            ext.get_indice_pairs_3d_forward(None, None)
+            message = None
+        except NotImplementedError as error:
+            message = str(error)
+        import mmcv.ops, mmcv._ext
+        statuses = {r.name: r.status for r in lazypatch.report() if "mmcv_ext" in r.name}
+        same_attr = mmcv._ext is ext
+        lazypatch.unpatch("openmmlab.mmcv_ext")
+        print(json.dumps([ext.__lazypatch_provided__, message,
+                          sys.modules["mmcv.ops.nms"].ext_module is ext,
+                          same_attr, statuses, "mmcv._ext" in sys.modules]))
+    """, timeout=300)
+    provided, message, same_in_ops, same_attr, statuses, still_there = result
+    assert provided and same_in_ops and same_attr
+    assert "'get_indice_pairs_3d_forward'" in message and "install full mmcv" in message
+    # mmcv.ops took the early module over: undoing openmmlab.mmcv_ext removes it.
+    assert statuses == {"openmmlab.mmcv_ext": "applied",
+                        "openmmlab.mmcv_ext.before_mmcv_ops": "reverted"}
+    assert not still_there
+
+
+def test_plain_import_of_mmcv_ext_gets_it_and_fails_without_lazypatch(interpreter):
+    code = textwrap.dedent("""
+        import json, sys
+        import mmcv._ext
+        print(json.dumps([mmcv._ext.__spec__.origin, callable(mmcv._ext.nms),
+                          "torch.ops" in str(type(mmcv._ext.nms))]))
+    """)
+    origin, has_nms, _ = interpreter.run_json("import lazypatch.auto\n" + code,
+                                              timeout=300)
+    assert "pure PyTorch" in origin and has_nms
+    failed = interpreter.run(code, env={"LAZYPATCH": "0"}, check=False, timeout=300)
+    assert failed.returncode != 0 and "No module named 'mmcv._ext'" in failed.stderr
+    disabled = interpreter.run("import lazypatch.auto\n" + code,
+                               env={"LAZYPATCH_DISABLE": "openmmlab.mmcv_ext"},
+                               check=False, timeout=300)
+    assert disabled.returncode != 0 and "No module named 'mmcv._ext'" in disabled.stderr
 
 
 def _repo_root():
@@ -307,6 +360,33 @@ def test_msda_gradcheck(ops):
             v, shapes, starts, locations, a, 64), (value, loc, attn))
 
 
+def test_msda_backward_reuses_the_forward_graph_and_lets_it_go(ops):
+    from mmcv.ops.multi_scale_deform_attn import (
+        MultiScaleDeformableAttnFunction,
+        multi_scale_deformable_attn_pytorch,
+    )
+    msda = importlib.import_module(f"{ext_pkg.__name__}.msda")
+    value, shapes, starts, loc, attn = msda_inputs(torch.float64, seed=2)
+    leaves = [t.requires_grad_() for t in (value, loc, attn)]
+    MultiScaleDeformableAttnFunction.apply(leaves[0], shapes, starts, leaves[1],
+                                           leaves[2], 64).square().sum().backward()
+    assert not msda._FORWARD_GRAPHS                     # used once, then dropped
+    ours = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    multi_scale_deformable_attn_pytorch(leaves[0], shapes, leaves[1],
+                                        leaves[2]).square().sum().backward()
+    for got, expected in zip(ours, (t.grad for t in leaves)):
+        torch.testing.assert_close(got, expected)
+    # A forward whose backward never comes: the graph goes with its inputs.
+    fresh = [t.detach().clone().requires_grad_() for t in leaves]
+    MultiScaleDeformableAttnFunction.apply(fresh[0], shapes, starts, fresh[1],
+                                           fresh[2], 64)
+    assert len(msda._FORWARD_GRAPHS) == 1
+    del fresh
+    assert not msda._FORWARD_GRAPHS
+
+
 # ---------------------------------------------------------------------------
 # NMS family
 # ---------------------------------------------------------------------------
@@ -478,6 +558,64 @@ def test_nms_rotated_matches_naive(ops):
     assert keep_l.tolist() == ref
     dets, keep_e = ops.nms_rotated(torch.zeros(0, 5), torch.zeros(0), 0.5)
     assert keep_e is None and dets.shape == (0, 5)
+
+
+def tied_and_degenerate_rotated(n: int, seed: int) -> "torch.Tensor":
+    """Random rotated boxes in a small area, with exact duplicates, zero-width
+    and zero-height boxes among them."""
+    boxes = random_rotated(n, seed=seed, scale=6)
+    boxes[1::7] = boxes[0::7][:boxes[1::7].shape[0]]   # duplicates
+    boxes[3::11, 2] = 0.0                               # zero width
+    boxes[5::13, 3] = 0.0                               # zero height
+    return boxes
+
+
+@pytest.mark.parametrize("seed", [31, 32])
+@pytest.mark.parametrize("block", [1, 5, 256])
+@pytest.mark.parametrize("thr", [0.0, 0.5, -0.1])
+def test_greedy_rotated_keep_equals_plain_greedy(seed, block, thr,
+                                                 monkeypatch):
+    rotated = importlib.import_module(f"{ext_pkg.__name__}.rotated")
+    monkeypatch.setattr(rotated, "GREEDY_BLOCK", block)
+    boxes = tied_and_degenerate_rotated(50, seed)
+    # Ties: a few equal scores; the order is the caller's (mmcv sorts).
+    scores = (torch.rand(50, generator=gen(seed + 100)) * 8).round()
+    order = scores.sort(dim=0, descending=True, stable=True)[1]
+    b = boxes.tolist()
+    ref = naive_greedy(50, order.tolist(),
+                       lambda i, j: naive_rotated_iou(b[i], b[j]) > thr)
+    kept = rotated.greedy_rotated_keep(boxes[order], thr)
+    assert order[kept].tolist() == ref
+
+
+@pytest.mark.parametrize("scale", [4.0, 40.0, 400.0])
+def test_greedy_rotated_keep_equals_all_pairs_greedy(scale):
+    rotated = importlib.import_module(f"{ext_pkg.__name__}.rotated")
+    greedy = importlib.import_module(f"{ext_pkg.__name__}._greedy")
+    boxes = random_rotated(400, seed=34, scale=scale)
+    boxes[::17, 2] = 0.0
+    iou = rotated.box_iou_rotated_matrix(boxes, boxes)
+    for thr in (0.1, 0.5):
+        all_pairs = greedy.greedy_keep(iou > thr)
+        assert torch.equal(rotated.greedy_rotated_keep(boxes, thr),
+                           all_pairs)
+
+
+def test_nms3d_on_degenerate_and_duplicate_boxes(ops):
+    boxes = random_boxes3d(40, seed=35, scale=4)
+    boxes[1::5] = boxes[0::5]
+    boxes[2::9, 3] = 0.0
+    scores = torch.rand(40, generator=gen(36))
+    order = scores.sort(0, descending=True)[1].tolist()
+    l3 = boxes.tolist()
+
+    def bev_iou(i, j):
+        p, q = naive_bev(l3[i]), naive_bev(l3[j])
+        inter = naive_clip_area(naive_rect(p), naive_rect(q))
+        return inter / max(p[2] * p[3] + q[2] * q[3] - inter, 1e-8)
+
+    ref = naive_greedy(40, order, lambda i, j: bev_iou(i, j) > 0.2)
+    assert ops.nms3d(boxes, scores, 0.2).tolist() == ref
 
 
 # ---------------------------------------------------------------------------

@@ -10,8 +10,17 @@ beyond one pixel outside give zero) is exactly ``grid_sample`` with
 ``padding_mode='zeros', align_corners=False`` once the pixel coordinate ``p``
 is normalised as ``(2p + 1) / size - 1``, so the im2col is one
 ``grid_sample`` call per batch. The backward kernels differentiate this same
-forward with autograd and add the results into the caller's buffers, as the
-CUDA kernels accumulate into theirs.
+forward with autograd for the input, mask, weight and bias gradients (the
+bilinear weights are continuous, so any derivative rule gives the same) and
+add the results into the caller's buffers, as the CUDA kernels accumulate
+into theirs.
+
+The offset gradient is not continuous: where a sample point falls exactly on
+a pixel row or column (zero offsets do that), the bilinear interpolation has
+no unique derivative. It is computed by mmcv's own rule
+(:func:`deform_offset_grad`) rather than by differentiating ``grid_sample``,
+whose normalised coordinates do not even round-trip (in float64 ``y = 0``
+comes back as ``-1.1e-16`` and floors to ``-1``).
 """
 from __future__ import annotations
 
@@ -38,16 +47,9 @@ def deform_im2col(input: torch.Tensor, offset: torch.Tensor,
     wo = _out_size(w, kw, stride[1], pad[1], dilation[1])
     k = kh * kw
     dg = deform_groups
-    dtype, dev = input.dtype, input.device
-    off = offset.to(dtype).view(b, dg, k, 2, ho, wo)
-    tap_i = torch.arange(kh, device=dev, dtype=dtype).repeat_interleave(kw)
-    tap_j = torch.arange(kw, device=dev, dtype=dtype).repeat(kh)
-    base_y = (torch.arange(ho, device=dev, dtype=dtype)[None, :, None] *
-              stride[0] - pad[0] + tap_i[:, None, None] * dilation[0])
-    base_x = (torch.arange(wo, device=dev, dtype=dtype)[None, None, :] *
-              stride[1] - pad[1] + tap_j[:, None, None] * dilation[1])
-    y = base_y + off[:, :, :, 0]  # (B, dg, K, Ho, Wo)
-    x = base_x + off[:, :, :, 1]
+    dtype = input.dtype
+    y, x = _sample_coordinates(offset, b, ho, wo, kernel, stride, pad,
+                               dilation, dg, dtype)  # (B, dg, K, Ho, Wo)
     grid = torch.stack([(2 * x + 1) / w - 1, (2 * y + 1) / h - 1], dim=-1)
     grid = grid.view(b * dg, k * ho, wo, 2)
     cols = F.grid_sample(input.reshape(b * dg, c // dg, h, w), grid,
@@ -57,6 +59,89 @@ def deform_im2col(input: torch.Tensor, offset: torch.Tensor,
     if mask is not None:
         cols = cols * mask.to(dtype).view(b, dg, 1, k, ho * wo)
     return cols.reshape(b, c, k, ho * wo)
+
+
+def _sample_coordinates(offset: torch.Tensor, batch: int, height_out: int,
+                        width_out: int, kernel: Tuple[int, int],
+                        stride: Tuple[int, int], pad: Tuple[int, int],
+                        dilation: Tuple[int, int], deform_groups: int,
+                        dtype: torch.dtype
+                        ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Pixel coordinates (y, x) of every sample, each (B, dg, K, Ho, Wo),
+    computed as mmcv does: integer base position plus the offset, in the
+    input's dtype."""
+    kh, kw = kernel
+    dev = offset.device
+    off = offset.to(dtype).view(batch, deform_groups, kh * kw, 2, height_out,
+                                width_out)
+    tap_i = torch.arange(kh, device=dev, dtype=dtype).repeat_interleave(kw)
+    tap_j = torch.arange(kw, device=dev, dtype=dtype).repeat(kh)
+    base_y = (torch.arange(height_out, device=dev, dtype=dtype)[None, :, None]
+              * stride[0] - pad[0] + tap_i[:, None, None] * dilation[0])
+    base_x = (torch.arange(width_out, device=dev, dtype=dtype)[None, None, :]
+              * stride[1] - pad[1] + tap_j[:, None, None] * dilation[1])
+    return base_y + off[:, :, :, 0], base_x + off[:, :, :, 1]
+
+
+def _columns_grad(grad_output: torch.Tensor, weight: torch.Tensor,
+                  groups: int) -> torch.Tensor:
+    """d(loss)/d(columns), (B, C, K, Ho*Wo): the weight's transpose applied
+    to the output gradient, per convolution group."""
+    cout, cg, kh, kw = weight.shape
+    b = grad_output.shape[0]
+    wmat = weight.view(groups, cout // groups, cg * kh * kw)
+    g = grad_output.reshape(b, groups, cout // groups, -1).to(wmat.dtype)
+    return torch.matmul(wmat.transpose(1, 2)[None], g).view(
+        b, groups * cg, kh * kw, -1)
+
+
+def deform_offset_grad(input: torch.Tensor, offset: torch.Tensor,
+                       mask: Optional[torch.Tensor],
+                       columns_grad: torch.Tensor, kernel: Tuple[int, int],
+                       stride: Tuple[int, int], pad: Tuple[int, int],
+                       dilation: Tuple[int, int],
+                       deform_groups: int) -> torch.Tensor:
+    """d(loss)/d(offset) by mmcv's rule (``get_coordinate_weight``), shaped
+    like ``offset``.
+
+    A sample point outside ``-1 < y < H``, ``-1 < x < W`` gets 0. Inside, the
+    corners are ``floorf`` of the coordinate (mmcv casts to float32 before
+    flooring, in every dtype) and the one above/right; corners outside the
+    image read as 0; the y derivative is ``(1-lx)(v3-v1) + lx(v4-v2)`` and the
+    x derivative ``(1-ly)(v2-v1) + ly(v4-v3)``, summed over the channels of
+    the deformable group, weighted by the columns' gradient and the mask.
+    """
+    b, c, h, w = input.shape
+    dg = deform_groups
+    k = kernel[0] * kernel[1]
+    dtype = input.dtype
+    ho, wo = offset.shape[-2:]
+    y, x = _sample_coordinates(offset, b, ho, wo, kernel, stride, pad,
+                               dilation, dg, dtype)
+    inside = (y > -1) & (x > -1) & (y < h) & (x < w)
+    y_low = torch.floor(y.float()).to(torch.long)
+    x_low = torch.floor(x.float()).to(torch.long)
+    ly, lx = y - y_low.to(dtype), x - x_low.to(dtype)
+    image = input.reshape(b, dg, 1, c // dg, h * w).expand(-1, -1, 4, -1, -1)
+    corner_y = torch.stack([y_low, y_low, y_low + 1, y_low + 1], dim=2)
+    corner_x = torch.stack([x_low, x_low + 1, x_low, x_low + 1], dim=2)
+    # (B, dg, 4 corners, K, Ho, Wo); corners off the image read as zero.
+    readable = ((corner_y >= 0) & (corner_y < h) & (corner_x >= 0) &
+                (corner_x < w) & inside[:, :, None])
+    flat = (corner_y.clamp(0, h - 1) * w + corner_x.clamp(0, w - 1))
+    flat = flat.view(b, dg, 4, 1, k * ho * wo).expand(-1, -1, -1, c // dg, -1)
+    values = image.gather(-1, flat).view(b, dg, 4, c // dg, k, ho * wo)
+    values = values * readable.view(b, dg, 4, 1, k, ho * wo).to(dtype)
+    v1, v2, v3, v4 = values.unbind(2)   # each (B, dg, C/dg, K, L)
+    ly = ly.view(b, dg, 1, k, ho * wo)
+    lx = lx.view(b, dg, 1, k, ho * wo)
+    d_y = (1 - lx) * (v3 - v1) + lx * (v4 - v2)
+    d_x = (1 - ly) * (v2 - v1) + ly * (v4 - v3)
+    weight = columns_grad.to(dtype).view(b, dg, c // dg, k, ho * wo)
+    if mask is not None:
+        weight = weight * mask.to(dtype).view(b, dg, 1, k, ho * wo)
+    grad = torch.stack([(d_y * weight).sum(2), (d_x * weight).sum(2)], dim=3)
+    return grad.view(offset.shape)
 
 
 def deform_conv2d_pytorch(input: torch.Tensor, offset: torch.Tensor,
@@ -153,9 +238,15 @@ def deform_conv_backward_input(input: torch.Tensor, offset: torch.Tensor,
                                      (padH, padW), (dilationH, dilationW),
                                      group, deformable_group)
 
-    g_in, g_off, _ = _grads(fn, (input, offset, weight), (True, True, False),
-                            gradOutput)
+    g_in, _, _ = _grads(fn, (input, offset, weight), (True, False, False),
+                        gradOutput)
     _accumulate(gradInput, g_in)
+    with torch.no_grad():
+        columns_grad = _columns_grad(gradOutput, weight.to(input.dtype), group)
+        g_off = deform_offset_grad(input, offset, None, columns_grad,
+                                   (weight.shape[2], weight.shape[3]), (dH, dW),
+                                   (padH, padW), (dilationH, dilationW),
+                                   deformable_group)
     _accumulate(gradOffset, g_off)
 
 
@@ -227,8 +318,16 @@ def modulated_deform_conv_backward(
 
     grads = _grads(fn, (input, offset, mask, weight,
                         bias if with_bias else None),
-                   (True, True, True, True, bool(with_bias)), grad_output)
+                   (True, False, True, True, bool(with_bias)), grad_output)
     for buffer, grad in zip(
             (grad_input, grad_offset, grad_mask, grad_weight, grad_bias),
             grads):
         _accumulate(buffer, grad)
+    with torch.no_grad():
+        columns_grad = _columns_grad(grad_output, weight.to(input.dtype),
+                                     group)
+        g_off = deform_offset_grad(input, offset, mask, columns_grad,
+                                   (kernel_h, kernel_w), (stride_h, stride_w),
+                                   (pad_h, pad_w), (dilation_h, dilation_w),
+                                   deformable_group)
+    _accumulate(grad_offset, g_off)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ._greedy import greedy_keep
-from .rotated import pairwise_intersection_area
+from .rotated import greedy_rotated_keep, pairwise_intersection_area
 
 _EPS = 1e-8
 
@@ -36,6 +36,11 @@ def _write_keep(keep_idx: torch.Tensor, keep: torch.Tensor,
     num_out.fill_(keep_idx.numel())
 
 
+def _bev_iou_of(inter: torch.Tensor, area_kept: torch.Tensor,
+                area_others: torch.Tensor) -> torch.Tensor:
+    return inter / (area_kept + area_others - inter).clamp(min=_EPS)
+
+
 def iou3d_nms3d_forward(boxes: torch.Tensor, keep: torch.Tensor,
                         num_out: torch.Tensor,
                         nms_overlap_thresh: float) -> None:
@@ -44,11 +49,8 @@ def iou3d_nms3d_forward(boxes: torch.Tensor, keep: torch.Tensor,
     ``boxes`` are already sorted by score; the kept row indices go into
     ``keep[:num_out]`` and their count into the 0-d ``num_out``.
     """
-    bev = _bev(boxes)
-    inter = pairwise_intersection_area(bev, bev)
-    area = bev[:, 2] * bev[:, 3]
-    iou = inter / (area[:, None] + area[None] - inter).clamp(min=_EPS)
-    _write_keep(greedy_keep(iou > nms_overlap_thresh), keep, num_out)
+    _write_keep(greedy_rotated_keep(_bev(boxes), float(nms_overlap_thresh),
+                                    _bev_iou_of), keep, num_out)
 
 
 def iou3d_nms3d_normal_forward(boxes: torch.Tensor, keep: torch.Tensor,

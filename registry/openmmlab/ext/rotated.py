@@ -16,9 +16,10 @@ angle sign before calling the kernel).
 """
 from __future__ import annotations
 
-import torch
+from typing import Callable
 
-from ._greedy import greedy_keep
+import numpy as np
+import torch
 
 #: Pairs handled per vectorized chunk; bounds peak memory (~1 KiB per pair).
 PAIR_CHUNK = 1 << 16
@@ -94,8 +95,14 @@ def _intersection_area_chunk(b1: torch.Tensor,
     first = ordered[:, :1].expand_as(ordered)
     ordered = torch.where(ordered_valid[..., None], ordered, first)
     area = 0.5 * _cross(ordered, ordered.roll(-1, dims=1)).sum(1).abs()
-    # Fewer than three vertices enclose nothing (mmcv returns 0 here too).
-    return torch.where(count > 2, area, torch.zeros_like(area))
+    # Fewer than three vertices enclose nothing (mmcv returns 0 here too). A
+    # box of zero area (a segment or a point) intersects nothing; without
+    # this test the inside test of a zero-width rectangle (projections on a
+    # zero-length side are all 0, so "within" it) takes the other box's
+    # corners in.
+    empty = (count <= 2) | (b1[:, 2] * b1[:, 3] < 1e-14) | (
+        b2[:, 2] * b2[:, 3] < 1e-14)
+    return torch.where(empty, torch.zeros_like(area), area)
 
 
 def rotated_intersection_area(boxes1: torch.Tensor,
@@ -124,16 +131,35 @@ def rotated_intersection_area(boxes1: torch.Tensor,
     return torch.cat(chunks)
 
 
+def _circumradii(boxes: torch.Tensor) -> torch.Tensor:
+    return 0.5 * torch.hypot(boxes[:, 2].double(), boxes[:, 3].double())
+
+
+def _circles_meet(distance, radius_sum):
+    # Small slack so rounding never drops a touching pair (works on tensors and
+    # on numpy arrays alike).
+    return distance <= radius_sum * (1 + 1e-6) + 1e-6
+
+
+#: Rows of the (rows, M) centre-distance block computed at once by
+#: :func:`candidate_pairs`; bounds its float64 temporaries to ~32 MiB.
+DISTANCE_BLOCK_ELEMENTS = 1 << 22
+
+
 def candidate_pairs(boxes1: torch.Tensor, boxes2: torch.Tensor):
     """Index pairs whose circumscribed circles meet (the only ones that can
     overlap); everything else has zero intersection and is skipped."""
-    c1, c2 = boxes1[:, :2], boxes2[:, :2]
-    r1 = 0.5 * torch.hypot(boxes1[:, 2], boxes1[:, 3])
-    r2 = 0.5 * torch.hypot(boxes2[:, 2], boxes2[:, 3])
-    dist = torch.cdist(c1.double(), c2.double())
-    # Small slack so rounding never drops a touching pair.
-    near = dist <= (r1[:, None] + r2[None]).double() * (1 + 1e-6) + 1e-6
-    return near.nonzero(as_tuple=True)
+    c1, c2 = boxes1[:, :2].double(), boxes2[:, :2].double()
+    r1, r2 = _circumradii(boxes1), _circumradii(boxes2)
+    rows = max(1, DISTANCE_BLOCK_ELEMENTS // max(1, boxes2.shape[0]))
+    firsts, seconds = [], []
+    for start in range(0, boxes1.shape[0], rows):
+        dist = torch.cdist(c1[start:start + rows], c2)
+        near = _circles_meet(dist, r1[start:start + rows, None] + r2[None])
+        i, j = near.nonzero(as_tuple=True)
+        firsts.append(i + start)
+        seconds.append(j)
+    return torch.cat(firsts), torch.cat(seconds)
 
 
 def pairwise_intersection_area(boxes1: torch.Tensor,
@@ -183,6 +209,110 @@ def box_iou_rotated(boxes1: torch.Tensor, boxes2: torch.Tensor,
     ious.copy_(result.reshape(ious.shape))
 
 
+IouOf = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _rotated_iou_of(inter: torch.Tensor, area_kept: torch.Tensor,
+                    area_others: torch.Tensor) -> torch.Tensor:
+    return _iou_from_inter(inter, area_kept, area_others, 0)
+
+
+#: Boxes decided together by :func:`greedy_rotated_keep`: each block costs
+#: two batched intersection calls, however many boxes it keeps.
+GREEDY_BLOCK = 256
+
+
+def _near_pairs(centres: np.ndarray, radii: np.ndarray, firsts: np.ndarray,
+                seconds: np.ndarray):
+    """The (first, second) index pairs, over ``firsts`` x ``seconds``, whose
+    circumscribed circles meet."""
+    gap = centres[seconds][None] - centres[firsts][:, None]
+    meet = _circles_meet(np.hypot(gap[..., 0], gap[..., 1]),
+                         radii[firsts][:, None] + radii[seconds][None])
+    rows, columns = np.nonzero(meet)
+    return firsts[rows], seconds[columns]
+
+
+def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
+                        iou_of: IouOf = _rotated_iou_of) -> torch.Tensor:
+    """Rows of ``boxes`` (priority order) kept by greedy NMS on rotated IoU.
+
+    Does the work of mmcv's kernel, batched: a kept box is compared only with
+    the later boxes that are not suppressed yet, and of those only with the
+    ones whose circumscribed circle meets its own (the others intersect it in
+    nothing). Boxes are decided in blocks of :data:`GREEDY_BLOCK` in priority
+    order: the block's surviving boxes against each other (one batch, then
+    the greedy pass), then the block's kept boxes against every later box
+    still alive (one batch). ``iou_of(intersection, kept_areas,
+    other_areas)`` turns areas into the overlap that suppresses when strictly
+    greater than ``iou_threshold``.
+
+    Returns the kept row indices (int64, ascending) on ``boxes.device``.
+    """
+    n = boxes.shape[0]
+    device = boxes.device
+    if n == 0:
+        return torch.empty(0, dtype=torch.long, device=device)
+    if iou_threshold < 0:
+        # Every pair's overlap (0 included) exceeds a negative threshold, so
+        # the first box suppresses all the others, as in the greedy loop.
+        return torch.zeros(1, dtype=torch.long, device=device)
+    boxes = boxes[:, :5]
+    # The bookkeeping (which boxes are alive, which pairs are near) runs on
+    # small host arrays; the polygon clipping runs as batched tensor ops.
+    centres = boxes[:, :2].detach().double().cpu().numpy()
+    radii = _circumradii(boxes).detach().cpu().numpy()
+    areas = boxes[:, 2] * boxes[:, 3]
+    alive = np.ones(n, dtype=bool)
+
+    def suppressing(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        """Mask over the near pairs given: does ``firsts`` suppress
+        ``seconds``?"""
+        if firsts.size == 0:
+            return np.zeros(0, dtype=bool)
+        first_t = torch.from_numpy(firsts).to(device)
+        second_t = torch.from_numpy(seconds).to(device)
+        inter = rotated_intersection_area(boxes[first_t], boxes[second_t])
+        overlap = iou_of(inter, areas[first_t], areas[second_t])
+        return (overlap > iou_threshold).cpu().numpy()
+
+    for start in range(0, n, GREEDY_BLOCK):
+        stop = min(start + GREEDY_BLOCK, n)
+        # Every box of the block was already compared with the kept boxes of
+        # earlier blocks; the survivors now decide among themselves.
+        block = start + np.flatnonzero(alive[start:stop])
+        if block.size == 0:
+            continue
+        firsts, seconds = _near_pairs(centres, radii, block, block)
+        later = firsts < seconds
+        firsts, seconds = firsts[later], seconds[later]
+        hits = suppressing(firsts, seconds)
+        suppresses = np.zeros((stop - start, stop - start), dtype=bool)
+        suppresses[firsts[hits] - start, seconds[hits] - start] = True
+        kept_in_block = block[_greedy_rows(suppresses, block - start)]
+        alive[start:stop] = False
+        alive[kept_in_block] = True
+        rest = stop + np.flatnonzero(alive[stop:])
+        if rest.size == 0 or kept_in_block.size == 0:
+            continue
+        firsts, seconds = _near_pairs(centres, radii, kept_in_block, rest)
+        alive[seconds[suppressing(firsts, seconds)]] = False
+    return torch.from_numpy(np.flatnonzero(alive)).to(device)
+
+
+def _greedy_rows(suppresses: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions in ``rows`` (ascending candidates) that greedy NMS keeps,
+    given ``suppresses[i, j]`` for i < j."""
+    removed = np.zeros(suppresses.shape[0], dtype=bool)
+    kept = []
+    for position, row in enumerate(rows):
+        if removed[row]:
+            continue
+        kept.append(position)
+        removed |= suppresses[row]
+    return np.asarray(kept, dtype=np.int64)
+
+
 def nms_rotated(dets: torch.Tensor, scores: torch.Tensor, order: torch.Tensor,
                 dets_sorted: torch.Tensor, labels: torch.Tensor,
                 iou_threshold: float, multi_label: bool) -> torch.Tensor:
@@ -197,6 +327,5 @@ def nms_rotated(dets: torch.Tensor, scores: torch.Tensor, order: torch.Tensor,
     """
     if dets.shape[0] == 0:
         return order.new_empty(0, dtype=torch.long)
-    boxes = dets_sorted[:, :5]
-    iou = box_iou_rotated_matrix(boxes, boxes, 0, False)
-    return order[greedy_keep(iou > iou_threshold)]
+    kept = greedy_rotated_keep(dets_sorted[:, :5], float(iou_threshold))
+    return order[kept.to(order.device)]
