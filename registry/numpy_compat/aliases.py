@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import importlib.util
+import sys
 from typing import Any, Callable, Dict, Tuple
 
 import numpy
@@ -36,11 +38,31 @@ def _value(value: Any) -> Maker:
     return lambda numpy_module: value
 
 
+class OnFirstUse:
+    """A restored value read from a NumPy submodule when the alias is first used.
+
+    Importing ``numpy.rec`` while the patch applies would bind ``rec`` on numpy
+    (the import system sets a submodule on its parent), a change the patch did
+    not make and could not undo; the hook resolves this on first access instead.
+    """
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def resolve(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
+
+
 def _submodule_attribute(submodule: str, name: str) -> Maker:
-    """A maker returning ``numpy.<submodule>.<name>``, importing the submodule
-    (NumPy 2 loads ``numpy.rec`` and others lazily, on first attribute access)."""
-    return lambda numpy_module: getattr(
-        importlib.import_module(f"{numpy_module.__name__}.{submodule}"), name)
+    """A maker for ``numpy.<submodule>.<name>``, resolved on first use (NumPy 2 loads
+    ``numpy.rec`` and others lazily); AttributeError now if this NumPy has no such
+    submodule, so the alias is not restored."""
+    def make(numpy_module: Any) -> Any:
+        module = f"{numpy_module.__name__}.{submodule}"
+        if module not in sys.modules and importlib.util.find_spec(module) is None:
+            raise AttributeError(f"{module} does not exist in this NumPy")
+        return OnFirstUse(module, name)
+    return make
 
 
 # --- types --------------------------------------------------------------------

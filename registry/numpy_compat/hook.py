@@ -12,7 +12,7 @@ from typing import Any, Callable, List, Optional, Set, Tuple
 
 import lazypatch
 
-from .aliases import AliasTable
+from .aliases import AliasTable, OnFirstUse
 
 _HOOK_MARK = "_lazypatch_numpy_compat_hook"
 
@@ -30,6 +30,8 @@ def _make_hook(numpy_getattr: Optional[Callable[[str], Any]]) -> Callable[[str],
         entry = ALIASES.get(name)
         if entry is not None:
             value, modern = entry
+            if isinstance(value, OnFirstUse):
+                value = value.resolve()
             if name not in _warned:
                 _warned.add(name)
                 message = (f"np.{name} was removed from NumPy; lazypatch restored it "
