@@ -176,14 +176,15 @@ def render_report(records: "Optional[List[Any]]" = None, format: str = "table",
     the table summarises patches that are off by default or cannot apply here unless ``all``;
     ``diff`` adds the source diff of every replaced function, original against replacement."""
     from .reporting import render
-    text = render(report() if records is None else records, format, all=all, diff=diff)
-    if records is None and format == "table" and STATE.opt_in_packs:
+    footer = ""
+    if records is None and STATE.opt_in_packs:
         # This process's own report: say which packs were never loaded here, since
         # none of their patches is in it (registry/__init__.py OPT_IN).
-        packs = ", ".join(sorted(STATE.opt_in_packs))
-        text += (f"\nopt-in packs not loaded here: {packs} (name one in LAZYPATCH_ENABLE, "
-                 f"or `lazypatch list --all`, to see its patches)")
-    return text
+        footer = (f"opt-in packs not loaded here: {', '.join(sorted(STATE.opt_in_packs))} "
+                  f"(name one in LAZYPATCH_ENABLE, or `lazypatch list --all`, to see its "
+                  f"patches)")
+    return render(report() if records is None else records, format, all=all, diff=diff,
+                  footer=footer)
 
 
 def write_report(path: str) -> str:

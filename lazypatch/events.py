@@ -251,7 +251,9 @@ def adopt_configured(configuration: "Configuration") -> None:
 def consequence(action: str) -> str:
     """What a failure's message says happens next."""
     if action == RAISE:
-        return "The import stops (on_failure=raise, or strict mode)"
+        # Name both ways this is asked for, so the user finds the switch they set.
+        return ("The import stops (strict mode, LAZYPATCH_STRICT=1 or set_strict(), or an "
+                "on_failure=raise action)")
     if action == EXIT:
         return "The program exits (on_failure=exit)"
     return "The import continues unpatched by it"

@@ -163,10 +163,11 @@ def format_table(rows: "Sequence[Sequence[str]]") -> str:
 
 
 def render(records: "Sequence[Dict[str, Any]]", format: str = "table", all: bool = False,
-           diff: bool = False) -> str:
-    """Records as a JSON document or a text table (see ``render_table`` for ``all``);
-    with ``diff``, the table is followed by the source diff of every replaced function
-    (``render_diffs``; in JSON, each such change gets a ``diff`` text)."""
+           diff: bool = False, footer: str = "") -> str:
+    """Records as a JSON document or a text table (see ``render_table`` for ``all``;
+    ``footer`` lines end the table); with ``diff``, the table is followed by the source
+    diff of every replaced function (``render_diffs``; in JSON, each such change gets a
+    ``diff`` text)."""
     if format == "json":
         import json
         if diff:
@@ -177,7 +178,7 @@ def render(records: "Sequence[Dict[str, Any]]", format: str = "table", all: bool
         return json.dumps(list(records), indent=2, default=str)
     if format != "table":
         raise ValueError(f"unknown report format {format!r}; use one of {', '.join(FORMATS)}")
-    table = render_table(records, all=all)
+    table = render_table(records, all=all) + ("\n" + footer if footer else "")
     return table + "\n\n" + render_diffs(records) if diff else table
 
 
