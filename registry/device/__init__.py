@@ -127,7 +127,9 @@ def load(torch: "Any", patch: "Any") -> None:
 def cuda_namespace(cuda: "Any", patch: "Any") -> None:
     """torch.cuda device, memory, seed, stream and event functions use the target's."""
     from .cuda_api import patch_cuda_namespace
+    from .cuda_classes import patch_cuda_classes
     patch_cuda_namespace(cuda, patch)
+    patch_cuda_classes(cuda, patch)
 
 
 @_declare("torch.cuda", "cuda_available")

@@ -105,14 +105,12 @@ def redirect(name: str, original: "Any", device_position: "Optional[int]") -> "C
 
 
 def patch_cuda_namespace(cuda: "Any", patch: "Any") -> None:
-    """Replace each name of ``REDIRECTED`` that this torch.cuda defines; patch the
-    stream and event classes in place."""
+    """Replace each name of ``REDIRECTED`` that this torch.cuda defines (the stream and
+    event classes are patched in place by ``cuda_classes``, which builds on this module)."""
     namespace = vars(cuda)
     for name, device_position in REDIRECTED.items():
         if name in namespace:
             patch.setattr(cuda, name, redirect(name, namespace[name], device_position))
-    from .cuda_classes import patch_cuda_classes
-    patch_cuda_classes(cuda, patch)
 
 
 def _excluded_modules() -> "Tuple[Tuple[str, ...], Tuple[str, ...]]":
