@@ -319,3 +319,96 @@ def test_lazypatch_run_around_an_unchanged_ray_driver_reaches_its_workers(interp
     assert (seen["value"], seen["other"]) == ("patched", "original")
     assert seen["settings"]["driver_fingerprint"] == outcome["driver"]["fingerprint"]
     assert seen["framework"] == "patched late" and "ray" in seen["imported_before"]
+
+
+SHIPPED_DRIVER = DRIVER_PREAMBLE + """
+import ray
+from lazypatch.integrations.ray import runtime_env
+
+# The patch package is importable here only through a path the driver adds and
+# drops again: the workers can get it only from Ray's py_modules.
+elsewhere = os.path.join(os.path.dirname(os.path.abspath(__file__)), "elsewhere")
+sys.path.insert(0, elsewhere)
+import shipped_patches
+sys.path.remove(elsewhere)
+
+@ray.remote
+def probe():
+    import demo_target, lazypatch, shipped_patches
+    return {"value": demo_target.VALUE, "file": shipped_patches.__file__,
+            "modules": lazypatch.activation_info()["settings"]["differences"]}
+
+if __name__ == "__main__":
+    ray.init(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False,
+             runtime_env=runtime_env({"env_vars": {"OMP_NUM_THREADS": "1"}},
+                                     patch_modules=["shipped_patches"]))
+    try:
+        seen = ray.get(probe.remote(), timeout=120)
+    finally:
+        ray.shutdown()
+    print(json.dumps({"seen": seen, "elsewhere": elsewhere}))
+"""
+
+
+@pytest.mark.xdist_group("ray")
+def test_ray_ships_the_users_patch_package_to_workers_that_cannot_import_it(interpreter):
+    interpreter.write({
+        "demo_target/__init__.py": "VALUE = 'original'\n",
+        "elsewhere/shipped_patches/__init__.py": """
+            import lazypatch
+
+            @lazypatch.when_imported("demo_target", name="shipped.value")
+            def value(module, patch):
+                patch.setattr(module, "VALUE", "patched by a shipped package")
+        """,
+        "driver.py": SHIPPED_DRIVER,
+    })
+    result = interpreter.run_command(
+        [sys.executable, "driver.py"],
+        env={"RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1",
+             "LAZYPATCH_REPORT": str(interpreter.root / "reports" / "{worker}-{pid}.json")},
+        timeout=150)
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = outcome["seen"]
+    assert seen["value"] == "patched by a shipped package"
+    assert not seen["file"].startswith(outcome["elsewhere"])   # Ray's copy, not the driver's
+    assert seen["modules"] == {}   # the settings the worker got are the ones it runs
+
+
+def test_patch_modules_refuses_what_ray_cannot_ship(interpreter):
+    interpreter.write({"single_file_patches.py": "X = 1\n",
+                       "ns_patches/inner.py": "X = 1\n"})
+    result = interpreter.run_json("""
+import json
+from lazypatch.integrations.ray import runtime_env
+errors = {}
+for entry in ["single_file_patches", "ns_patches", "", ".relative", 3]:
+    try:
+        runtime_env(patch_modules=[entry])
+        errors[repr(entry)] = "accepted"
+    except (ValueError, TypeError) as error:
+        errors[repr(entry)] = str(error)
+print(json.dumps(errors))
+""")
+    assert "single file" in result["'single_file_patches'"]
+    assert "namespace package" in result["'ns_patches'"]
+    assert "my_patches/__init__.py" in result["'single_file_patches'"]
+    assert "absolute module name" in result["''"] and "absolute module name" in result["'.relative'"]
+    assert "module names or modules" in result["3"]
+
+
+def test_patch_modules_join_the_settings_the_workers_receive(interpreter):
+    interpreter.write({"pkg_patches/__init__.py": "", "pkg_patches/more.py": ""})
+    result = interpreter.run_json("""
+import json
+from lazypatch.configuration import decode_settings
+from lazypatch.integrations.ray import runtime_env
+import pkg_patches
+env = runtime_env({"py_modules": ["already"]}, patch_modules=["pkg_patches.more", pkg_patches])
+fingerprint, settings = decode_settings(env["env_vars"]["PYTHONLAZYPATCH"])
+print(json.dumps({"modules": settings["LAZYPATCH_MODULES"],
+                  "shipped": [getattr(m, "__name__", m) for m in env["py_modules"]]}))
+""", env={"LAZYPATCH_MODULES": "existing_patches"})
+    assert result["modules"] == "existing_patches,pkg_patches.more,pkg_patches"
+    assert result["shipped"] == ["already", "pkg_patches"]

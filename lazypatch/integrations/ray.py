@@ -12,6 +12,7 @@ with the user's own hook (lazypatch first, then theirs)::
     ray.init(runtime_env=runtime_env({"pip": ["..."]}))
     SomeActor.options(runtime_env=runtime_env()).remote()
     TorchTrainer(..., run_config=RunConfig(...))   # inherits the job's runtime_env
+    ray.init(runtime_env=runtime_env(patch_modules=["my_patches"]))   # shipped to workers
 
 A worker has imported Ray and its dependencies before the hook runs: patches
 of those targets apply late (with ``LatePatchWarning`` when a module global
@@ -23,7 +24,8 @@ of that process does the same (after the user's own ``RAY_RUNTIME_ENV_HOOK``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from types import ModuleType
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ..configuration import PORTABLE_VARIABLE
 from . import activate_worker, driver_settings, keep_report_current
@@ -34,18 +36,28 @@ Hook = Union[str, Callable[[], Any]]
 
 
 def runtime_env(user_env: Optional[Mapping[str, Any]] = None, *,
-                settings: Optional[str] = None) -> Dict[str, Any]:
+                settings: Optional[str] = None,
+                patch_modules: Iterable[Union[str, ModuleType]] = ()) -> Dict[str, Any]:
     """``user_env`` (a dict or ``ray.runtime_env.RuntimeEnv``; not modified) plus what
     activates lazypatch in every worker with this driver's settings.
 
     ``settings`` is a PYTHONLAZYPATCH value (default: the settings this process runs
     with). A ``PYTHONLAZYPATCH`` the user put in ``env_vars`` is kept. The user's
     ``worker_process_setup_hook`` (a callable or ``"module.function"``) still runs,
-    after lazypatch's activation.
+    after lazypatch's activation. ``patch_modules`` (packages of the user's patches,
+    by name or as modules) are shipped to the workers through Ray's ``py_modules``
+    and imported there at activation, as ``LAZYPATCH_MODULES`` names them.
     """
     merged: Dict[str, Any] = dict(user_env or {})
     env_vars = dict(merged.get("env_vars") or {})
-    env_vars.setdefault(PORTABLE_VARIABLE, driver_settings() if settings is None else settings)
+    value = driver_settings() if settings is None else settings
+    if patch_modules:
+        names, packages = _patch_packages(patch_modules)
+        value = _with_modules(value, names)
+        shipped = list(merged.get("py_modules") or [])
+        merged["py_modules"] = shipped + [package for package in packages
+                                          if package not in shipped]
+    env_vars.setdefault(PORTABLE_VARIABLE, value)
     merged["env_vars"] = env_vars
     user_hook = merged.get("worker_process_setup_hook")
     if user_hook is None or user_hook == SETUP_HOOK or isinstance(user_hook, ChainedSetupHook):
@@ -53,6 +65,56 @@ def runtime_env(user_env: Optional[Mapping[str, Any]] = None, *,
     else:
         merged["worker_process_setup_hook"] = ChainedSetupHook(user_hook)
     return merged
+
+
+def _patch_packages(patch_modules: Iterable[Union[str, ModuleType]]
+                    ) -> Tuple[List[str], List[ModuleType]]:
+    """(the dotted names to import in the workers, the top-level packages to ship).
+
+    Ray's ``py_modules`` ships packages (directories), not single files: a patch
+    module that is a lone ``.py`` file is refused here, with the fix, rather than
+    failing in every worker.
+    """
+    import importlib
+    import sys
+    names: List[str] = []
+    packages: List[ModuleType] = []
+    for entry in patch_modules:
+        if isinstance(entry, str):
+            if not entry or entry.startswith("."):
+                raise ValueError(f"patch_modules: {entry!r} is not an absolute module name "
+                                 f"such as 'my_patches'")
+            module = importlib.import_module(entry)
+        elif isinstance(entry, ModuleType):
+            module = entry
+        else:
+            raise TypeError(f"patch_modules: give module names or modules, got {entry!r}")
+        top = sys.modules[module.__name__.partition(".")[0]]
+        if not hasattr(top, "__path__") or getattr(top, "__file__", None) is None:
+            what = "a single file" if not hasattr(top, "__path__") else "a namespace package"
+            raise ValueError(
+                f"patch_modules: {top.__name__!r} is {what}; Ray ships regular packages "
+                f"only (py_modules): put it in a package directory (my_patches/__init__.py) "
+                f"and name that")
+        if module.__name__ not in names:
+            names.append(module.__name__)
+        if top not in packages:
+            packages.append(top)
+    return names, packages
+
+
+def _with_modules(value: str, names: List[str]) -> str:
+    """The PYTHONLAZYPATCH ``value`` with ``names`` added to its LAZYPATCH_MODULES."""
+    from ..configuration import decode_settings, encode_settings, split_list
+    decoded = decode_settings(value)
+    if decoded is None:
+        raise ValueError(f"{PORTABLE_VARIABLE} value {value[:60]!r} is not one lazypatch "
+                         f"wrote; pass settings=None to use this process's settings")
+    settings = dict(decoded[1])
+    modules = split_list(settings.get("LAZYPATCH_MODULES", ""))
+    settings["LAZYPATCH_MODULES"] = ",".join(modules + [name for name in names
+                                                        if name not in modules])
+    return encode_settings(settings)
 
 
 class ChainedSetupHook:
