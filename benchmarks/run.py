@@ -28,6 +28,7 @@ if __package__ in (None, ""):   # run as a script: make ``benchmarks`` importabl
 from benchmarks import (  # noqa: E402
     harness,
     measure_activation,
+    measure_calls,
     measure_imports,
     measure_lazy_eager,
     measure_scale,
@@ -75,6 +76,7 @@ MEASUREMENTS: Dict[str, Measurement] = {
         env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
     "lazy-eager": lambda env, s, count: measure_lazy_eager.measure(env, s.heavy_repetitions),
     "wrap": lambda env, s, count: measure_wrap.measure(env, s.repetitions, s.wrap_calls),
+    "calls": lambda env, s, count: measure_calls.measure(env, s.repetitions, s.wrap_calls),
     "scale": lambda env, s, count: measure_scale.measure(
         env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
     "packs": lambda env, s, count: packs.measure(quick=s is not FULL),

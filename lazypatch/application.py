@@ -29,6 +29,7 @@ import sys
 from time import perf_counter
 
 from . import events as _events
+from .calls import track as _track_calls
 from .errors import LatePatchWarning, PatchConflictWarning, SkipPatch
 from .importer import (
     defer_until_executed,
@@ -246,6 +247,8 @@ def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
         return
     if applied is not None:
         applied.append((patch, context))
+    if context.changes:   # after the append: an interrupt here is undone with the import
+        _track_calls(patch, context)
     if context.conflicts:
         for change, others in context.conflicts:
             _record_conflict(change, others)

@@ -51,6 +51,8 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_CONFIG": "path of a TOML file with the same settings (keys in lower case)",
     "LAZYPATCH_PLUGINS": "0 skips plugin packs from installed distributions",
     "LAZYPATCH_CACHE_DIR": "directory of the plugin-pack cache (default ~/.cache/lazypatch)",
+    "LAZYPATCH_TRACK_CALLS": "how calls of replacements are counted for the report: auto "
+                             "(sys.monitoring on Python 3.12+, none before), wrappers, off",
 }
 
 WORKER_VARIABLE = "LAZYPATCH_WORKER"

@@ -141,12 +141,18 @@ class PatchContext:
     """
 
     __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
-                 "notes", "note_providers", "_ledger", "__weakref__")
+                 "notes", "note_providers", "call_codes", "_ledger", "__weakref__")
 
     # The process's ledger (``state.STATE.ledger``), set by ``state`` when it
     # creates it, so that a context made by hand (in a test) records where every
     # patch records; the engine passes it explicitly.
     default_ledger: "Optional[Ledger]" = None
+    # Call tracking's two hooks (set by ``calls``, which the ledger must not import):
+    # every value a patch puts in place by setattr/wrap passes through value_hook
+    # (a counting wrapper in its wrappers mode), and undo hands a context that
+    # counted calls to release_calls.
+    value_hook: "Optional[Callable[[Any], Any]]" = None
+    release_calls: "Optional[Callable[[PatchContext], None]]" = None
 
     def __init__(self, name: str, module: "Any", ledger: "Optional[Ledger]" = None) -> None:
         self.name = name
@@ -158,6 +164,7 @@ class PatchContext:
         self.revert_after_import_requested = False
         self.notes: "List[str]" = []
         self.note_providers: "List[Callable[[], Any]]" = []
+        self.call_codes: "List[Any]" = []   # code objects counted for this context (calls.py)
         chosen = ledger if ledger is not None else PatchContext.default_ledger
         if chosen is None:
             raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
@@ -180,6 +187,9 @@ class PatchContext:
         wherever other imported modules hold it as a global (``from x import y``)."""
         if not isinstance(name, str):
             raise TypeError(f"attribute name must be a string, got {name!r}")
+        hook = PatchContext.value_hook
+        if hook is not None:
+            value = hook(value)
         change = self._apply("setattr", ATTRIBUTE, owner, name, value)
         if rebind and change.before is not MISSING:
             self._rebind(change, exclude=(owner,))
@@ -231,7 +241,8 @@ class PatchContext:
             raise TypeError(f"cannot wrap property {describe(owner)}.{name}; "
                             f"set a new property with patch.setattr instead")
         from wrapt import FunctionWrapper  # deferred: see benchmarks/COSTS.md for wrapt's cost
-        wrapped = FunctionWrapper(original, wrapper)
+        hook = PatchContext.value_hook
+        wrapped = FunctionWrapper(original, wrapper if hook is None else hook(wrapper))
         change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
         if rebind and change.before is not MISSING:
             self._rebind(change, exclude=(owner,))
@@ -334,6 +345,9 @@ class PatchContext:
             except BaseException as error:  # KeyboardInterrupt, SystemExit: finish first
                 if interrupt is None:
                     interrupt = error
+        if self.call_codes and PatchContext.release_calls is not None \
+                and not self.live_changes():   # an incomplete undo keeps counting
+            PatchContext.release_calls(self)
         if interrupt is not None:
             raise interrupt
         if failures:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from .calls import calls_of
 from .selection import unmet_requirements
 from .state import STATE
 
@@ -75,6 +76,7 @@ def record_of(patch: "RegisteredPatch",
             or getattr(patch.function, "__module__", "") or "",
         )
         record["unmet_requirements"] = [reason for _, reason in unmet_requirements(patch)]
+        record.update(calls_of(patch))
         plugin = STATE.plugin_entries.get(patch.name)
         if plugin is not None:
             record["source"] = f"plugin {plugin.distribution} ({plugin.value})"
@@ -132,6 +134,8 @@ def code_location(value: "Any") -> "Optional[Dict[str, Any]]":
     """``{"file", "line", "name"}`` of a Python function (or the function inside a
     bound method, classmethod or staticmethod); None for anything else (classes, builtins)."""
     function = getattr(value, "__func__", value)
+    if getattr(function, "__lazypatch_calls__", None) is not None:
+        function = function.__wrapped__     # a counting wrapper (calls.py): the user's function
     code = getattr(function, "__code__", None)
     if code is None or not isinstance(getattr(code, "co_filename", None), str):
         return None
@@ -282,9 +286,26 @@ def detail_of(record: "Dict[str, Any]") -> str:
         parts.append("; ".join(record["notes"]))
     if record.get("untracked_changes"):
         parts.append("not undoable: " + ", ".join(record["untracked_changes"]))
+    calls = record.get("calls")
+    if calls is not None:
+        parts.append(f"called {calls}x, first from {short_site(record['first_call_site'])}"
+                     if calls else "never called")
     if not parts and record.get("description"):
         parts.append(record["description"])
     return "; ".join(parts)
+
+
+def short_site(site: str) -> str:
+    """A call site for the table: "train.py:42" (the JSON record keeps the full path)."""
+    path, _, line = str(site).rpartition(":")
+    return f"{os.path.basename(path)}:{line}" if path else str(site)
+
+
+def calls_footer(records: "Sequence[Dict[str, Any]]") -> "List[str]":
+    """Why call counts are missing, once for the table (not in every row)."""
+    reasons = {str(record.get("calls_not_tracked")) for record in records
+               if record.get("status") == "applied" and record.get("calls_not_tracked")}
+    return sorted(reasons)
 
 
 def ordered(records: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]":
@@ -345,6 +366,7 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
     if shown and any("package" in record for record in shown):
         lines.append("by package:")
         lines += ["  " + line for line in package_summary(shown)]
+    lines += calls_footer(shown)
     counts: "Dict[str, int]" = {}
     for record in records:
         counts[record.get("status", "")] = counts.get(record.get("status", ""), 0) + 1

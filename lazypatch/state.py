@@ -69,7 +69,7 @@ class RegisteredPatch:
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
         "history", "applied_order", "notes", "note_providers",
-        "namespace_snapshots", "generation", "scope_holds", "scope_saved",
+        "namespace_snapshots", "generation", "scope_holds", "scope_saved", "call_counts",
     )
 
     def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
@@ -108,6 +108,9 @@ class RegisteredPatch:
         self.generation = 0        # bumped by undo/disable: an application in flight is stale
         self.scope_holds = 0       # patched() scopes holding it applied
         self.scope_saved: "Optional[Tuple[bool, bool]]" = None   # (enabled, applied) before them
+        # "module.qualname" of each function it put in place -> calls.CallCount; kept
+        # after undo, so the report still says whether it was called while applied.
+        self.call_counts: "Dict[str, Any]" = {}
 
     @property
     def description(self) -> str:
@@ -256,6 +259,9 @@ class EngineState:
         # patch -> token of the one call applying it right now (see application.apply)
         self.claims: "Dict[RegisteredPatch, Any]" = {}
         self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
+        # calls.CallTracker: how calls of replacements are counted, and the live
+        # counters; made when a patch first changes something (calls.tracker).
+        self.calls: "Any" = None
 
     @property
     def ledger(self) -> "Ledger":
@@ -284,6 +290,9 @@ class EngineState:
             self.plugin_entries = {}
             self.opt_in_packs = {}
             self.application_count = 0
+            if self.calls is not None:
+                self.calls.stop()
+                self.calls = None
             if self.finder is not None:
                 self.finder.forget_replacements()
 
