@@ -286,12 +286,12 @@ def detail_of(record: "Dict[str, Any]") -> str:
         parts.append("; ".join(record["notes"]))
     if record.get("untracked_changes"):
         parts.append("not undoable: " + ", ".join(record["untracked_changes"]))
+    if not parts and record.get("description"):
+        parts.append(record["description"])
     calls = record.get("calls")
     if calls is not None:
         parts.append(f"called {calls}x, first from {short_site(record['first_call_site'])}"
                      if calls else "never called")
-    if not parts and record.get("description"):
-        parts.append(record["description"])
     return "; ".join(parts)
 
 
