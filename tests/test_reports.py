@@ -7,30 +7,20 @@ import json
 import sys
 
 import pytest
+from conftest import report_demo, write_demo_report
 
-PACKAGES = {
-    "demo_target.py": "VALUE = 1\n",
-    "demo_patches.py": """
-        import os, lazypatch
-
-        @lazypatch.when_imported("demo_target", name="demo.ok")
-        def ok(module, patch):
-            patch.setattr(module, "VALUE", 2)
-
+PACKAGES = report_demo("""
         @lazypatch.when_imported("demo_target", name="demo.rank_dependent")
         def rank_dependent(module, patch):
             if os.environ.get("RANK") == "1":
                 raise RuntimeError("no device on this rank")
             patch.setattr(module, "OTHER", True)
-    """,
-}
+""")
 
 
 def _write_rank_report(interpreter, rank: str) -> None:
-    interpreter.run("import warnings; warnings.simplefilter('ignore'); "
-                    "import lazypatch.auto, demo_target",
-                    env={"RANK": rank, "LAZYPATCH_MODULES": "demo_patches",
-                         "LAZYPATCH_REPORT": str(interpreter.root / "out" / "r{rank}-{pid}.json")})
+    write_demo_report(interpreter, interpreter.root / "out" / "r{rank}-{pid}.json",
+                      env={"RANK": rank})
 
 
 def test_report_written_at_exit_per_rank_and_rendered_with_differences(interpreter):
