@@ -94,14 +94,11 @@ def _activate(configuration: "_configuration.Configuration") -> None:
         _registering("plugin", _load_plugins)
     _registering("LAZYPATCH_MODULES",
                  lambda: _import_modules(configuration.modules, "LAZYPATCH_MODULES"))
-    said = _configuration.said_count()
-    if not _configuration.already_told(_configuration.ACTIVATING):   # a parent said it
-        _warn_unmatched_selectors(configuration)
-        # Only now have the packs declared their variables: TOML keys such as
-        # brake_step were kept when the file was read and are checked here.
-        _configuration.warn_unknown_settings(configuration)
-    if _configuration.said_count() > said:
-        _configuration.mark_told(_configuration.ACTIVATING)
+    # A message a parent process said already is not repeated (notices.notify).
+    _warn_unmatched_selectors(configuration)
+    # Only now have the packs declared their variables: TOML keys such as
+    # brake_step were kept when the file was read and are checked here.
+    _configuration.warn_unknown_settings(configuration)
     _announce_device_redirect(configuration)
     if configuration.report_path:
         from .reporting import write_report_at_exit

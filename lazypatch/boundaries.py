@@ -20,7 +20,9 @@ changes goes through its ``patch`` context, so undo is exact:
   own for that name (patch ``<name>.sub:<module>``, same attributes, same
   tags, so selecting the name selects it), and the finder's boundary spec
   provides it, so every submodule is recorded and undone like the first.
-  The path hook stays on ``sys.path_hooks`` (it answers only its markers).
+  The path hook is put on ``sys.path_hooks`` by the first such stand-in to
+  apply and taken off, with the finders the import system cached for the
+  markers in ``sys.path_importer_cache``, when the last one is undone.
 * ``replace_module("apex", "my_pkg.apex_shim")``: the finder answers for the
   name before any other finder, so the real body never runs; the patch
   resolves the replacement then (not at registration) and provides it.
@@ -145,6 +147,7 @@ class Boundary:
         self.module_name = module_name
         self.patch_name = ""
         self.submodules = False          # stand_in(..., submodules=True)
+        self.path_hook_holds = 0         # live applications that need the path hook
         self.attributes: "Dict[str, Any]" = {}
         self.tags: "List[str]" = []
 
@@ -212,7 +215,7 @@ def _stand_in_function(declaration: Boundary, attributes: "Dict[str, Any]") -> "
                        f"the stand-in is not needed")
         _take_over_entry(patch, declaration.module_name, module, module)
         if declaration.submodules:
-            _install_path_hook()
+            _hold_path_hook(declaration, patch)
             patch.setattr(module, "__path__", [STAND_IN_PATH_PREFIX + declaration.module_name])
         for key, value in attributes.items():
             patch.setattr(module, key, value)
@@ -338,11 +341,48 @@ def _stand_in_path_hook(entry: str) -> StandInPathFinder:
     return StandInPathFinder(entry[len(STAND_IN_PATH_PREFIX):])
 
 
-def _install_path_hook() -> None:
-    """Put the stand-ins' path hook on ``sys.path_hooks`` once (first, so no other hook
-    is asked about our marker entries)."""
-    if _stand_in_path_hook not in sys.path_hooks:
-        sys.path_hooks.insert(0, _stand_in_path_hook)
+def _hold_path_hook(declaration: Boundary, patch: "Any") -> None:
+    """Have the stand-ins' path hook on ``sys.path_hooks`` (first, so no other hook is
+    asked about our marker entries) while this application lives; its undo lets go."""
+    with STATE.lock:
+        declaration.path_hook_holds += 1
+        if _stand_in_path_hook not in sys.path_hooks:
+            sys.path_hooks.insert(0, _stand_in_path_hook)
+    marker = STAND_IN_PATH_PREFIX + declaration.module_name
+
+    def release_path_hook() -> None:
+        _release_path_hook(declaration, marker)
+    # Registered before __path__ is set: undo runs newest first, so the marker is
+    # gone from the module by the time the hook may be taken off.
+    patch.on_undo(release_path_hook)
+
+
+def _release_path_hook(declaration: Boundary, marker: str) -> None:
+    """Forget the finder cached for ``marker``; take the path hook off once no stand-in
+    with submodules is live, so undo leaves ``sys.path_hooks`` as it found it."""
+    with STATE.lock:
+        declaration.path_hook_holds -= 1
+        if declaration.path_hook_holds == 0:
+            # PathFinder cached our StandInPathFinder under the marker entry.
+            sys.path_importer_cache.pop(marker, None)
+        if any(boundary.path_hook_holds for boundary in _submodule_declarations()):
+            return
+        while _stand_in_path_hook in sys.path_hooks:
+            sys.path_hooks.remove(_stand_in_path_hook)
+        for entry in [key for key in sys.path_importer_cache
+                      if isinstance(key, str) and key.startswith(STAND_IN_PATH_PREFIX)]:
+            del sys.path_importer_cache[entry]
+
+
+def _submodule_declarations() -> "List[Boundary]":
+    """Every registered stand-in declaration that provides submodules."""
+    found = []
+    for patches in list(STATE.catalog.by_target.values()):
+        for patch in patches:
+            boundary = getattr(patch.function, "lazypatch_boundary", None)
+            if boundary is not None and boundary.submodules:
+                found.append(boundary)
+    return found
 
 
 def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]" = None,

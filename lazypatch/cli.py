@@ -74,9 +74,9 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
                      help="extra patch module to import at activation (LAZYPATCH_MODULES); "
                           "repeatable")
     run.add_argument("--report", metavar="PATH",
-                     help="write a JSON report at exit; {rank} and {pid} are filled in; a "
-                          "path with neither gets {pid}, one file per process "
-                          "(LAZYPATCH_REPORT)")
+                     help="write a JSON report at exit; {host}, {node}, {rank}, {local_rank}, "
+                          "{worker} and {pid} are filled in; a path with neither {pid} nor "
+                          "{rank} gets -{pid}, one file per process (LAZYPATCH_REPORT)")
     run.add_argument("--strict", action="store_true",
                      help="a failing patch fails its target's import (LAZYPATCH_STRICT=1)")
     run.add_argument("--log", metavar="LEVEL", type=str.upper,
@@ -298,10 +298,10 @@ def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if problem:
             _usage_error("run", f"--config {arguments.config}: {problem}")
             return USAGE_ERROR
+    from .reporting import one_file_per_process
     report = arguments.report or ""
-    if report and "{pid}" not in report and "{rank}" not in report:
-        stem, extension = os.path.splitext(report)
-        arguments.report = f"{stem}-{{pid}}{extension}"
+    if report and one_file_per_process(report) != report:
+        arguments.report = one_file_per_process(report)
         print(f"note: lazypatch run: --report {report} names no process; every Python "
               f"process of the command writes one, so writing {arguments.report} "
               f"({{pid}} filled in)", file=sys.stderr)

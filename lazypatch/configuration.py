@@ -66,8 +66,6 @@ INTERNAL_VARIABLES: "Dict[str, str]" = {
                             "started during activation does not activate again",
     "LAZYPATCH_DEVICE_NOTICE_SHOWN": "set once the device pack's start-up line was printed, "
                                      "so that child processes do not print it again",
-    "LAZYPATCH_TOLD": "which configuration messages a parent process already printed for "
-                      "the same settings, so that its children do not repeat them",
     "LAZYPATCH_WORKER": "the name of the Ray or Dask worker this process is, set by "
                         "lazypatch.integrations for {worker} in report paths",
     "LAZYPATCH_RAY_USER_HOOK": "the user's own RAY_RUNTIME_ENV_HOOK, which `lazypatch run` "
@@ -322,36 +320,14 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
                        )) + (_current_directory(),)
     if _last_read is not None and _last_read[0] == key:
         return _last_read[1]
-    global _told
-    # PYTHONLAZYPATCH left out: `lazypatch run` adds it for its command, which must
-    # still see the messages the `lazypatch run` process itself said as told.
-    key_fingerprint = fingerprint(repr(tuple(
-        item for item in key if not (isinstance(item, tuple) and item[0] == PORTABLE_VARIABLE))))
-    told = os.environ.get(TOLD_VARIABLE, "").split(":")
-    _told = (key_fingerprint, set(told[1].split(",")) if told[0] == key_fingerprint
-             and len(told) > 1 else set())
-    said = len(_said)
-    _quiet.append(already_told(READING))
-    try:
-        configuration = _read(source)
-    finally:
-        _quiet.pop()
-    if len(_said) > said:
-        mark_told(READING)
+    configuration = _read(source)
     _last_read = (key, configuration)
     return configuration
 
 
-# Messages about the configuration are said once per process tree: a torchrun
-# job or a DataLoader with workers must not print the same warning from every
-# process. A process records in LAZYPATCH_TOLD which phases it reported for
-# which settings (a fingerprint); a child with the same settings stays quiet.
-TOLD_VARIABLE = "LAZYPATCH_TOLD"
-READING = "read"            # bad values, unreadable files (read())
-ACTIVATING = "activation"   # unknown names and keys, unmatched selectors (end of activation)
-_told: "Tuple[str, set]" = ("", set())
+# Reads that must say nothing (portable_value: the processes that use the value
+# report its problems), innermost last.
 _quiet: "List[bool]" = []
-_said: "List[str]" = []   # every configuration message this process showed
 
 
 def _current_directory() -> str:
@@ -362,30 +338,11 @@ def _current_directory() -> str:
         return ""
 
 
-def already_told(phase: str) -> bool:
-    """Whether a parent process already reported this phase for the same settings."""
-    return phase in _told[1]
-
-
-def said_count() -> int:
-    """How many configuration messages this process has shown (see ``alert``)."""
-    return len(_said)
-
-
-def mark_told(phase: str) -> None:
-    """Record that this process reported ``phase``, for its children to see (the
-    environment is left alone in the usual case, when there was nothing to say)."""
-    fingerprint, phases = _told
-    if not fingerprint:
-        return
-    phases.add(phase)
-    os.environ[TOLD_VARIABLE] = fingerprint + ":" + ",".join(sorted(phases))
-
-
 def alert(message: str, category: type = ConfigurationWarning) -> None:
-    """A configuration warning, unless a parent process said it already."""
+    """A configuration warning (outside a quiet read). Through ``notices.notify``, as
+    every warning: said once per process tree (a torchrun job or a DataLoader with
+    workers must not repeat it from every process), and never a crash under -W error."""
     if not (_quiet and _quiet[-1]):
-        _said.append(message)
         notify(message, category)
 
 

@@ -30,8 +30,10 @@ Bad actions and events given in code raise ``ValueError`` at once; bad
 values in the configuration warn (``ConfigurationWarning``, naming the
 variable and the accepted values) and are ignored, as every setting does.
 
-The rules live in ``RULES`` here, not in ``state.STATE`` (this module was
-added without touching ``state``); ``lazypatch.reset()`` clears them.
+The rules live in ``state.STATE.events`` (an ``EventRules``, made when this
+module is first imported, which is when an action is first set: activation
+does not pay for it), changed under ``STATE.lock``; ``lazypatch.reset()``
+clears them with the rest of the state.
 """
 
 from __future__ import annotations
@@ -97,12 +99,24 @@ class EventRules:
                            or any(self.configured_selectors.values()))
 
     def forget(self) -> None:
-        """Back to no rule at all (``lazypatch.reset()``); the configuration is adopted again."""
+        """Back to no rule at all, in place (``lazypatch.reset()``); the configuration is
+        adopted again."""
         with STATE.lock:
             self.__init__()  # type: ignore[misc]
 
 
-RULES = EventRules()
+def _rules() -> EventRules:
+    """``STATE.events``, made on this module's first import. In place from then on:
+    ``application`` binds it once, so reset clears it rather than replacing it."""
+    with STATE.lock:
+        if STATE.events is None:
+            STATE.events = EventRules()
+        return STATE.events
+
+
+# The same object as STATE.events, bound here for the functions below and for the
+# modules that read the rules on every application.
+RULES = _rules()
 
 
 def parse_action(value: object, where: str) -> str:

@@ -26,6 +26,8 @@ that fails to import, a bad setting). A process that shows a message adds its
 fingerprint to ``LAZYPATCH_SAID`` in its environment, which the children it
 starts afterwards inherit; a child stays quiet about a message its parent
 already showed. Within one process the warnings filters decide, as usual.
+This is the only such mechanism: configuration messages (``configuration.alert``),
+failing patches and plugin packs all go through ``notify``.
 """
 
 from __future__ import annotations

@@ -376,6 +376,22 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
 
 
 REPORT_PLACEHOLDERS = ("host", "node", "rank", "local_rank", "worker", "pid")
+# The placeholders that tell a command's processes apart: a pid is unique on its host,
+# a rank in its job (a launcher's agent, whose rank is "agent", writes beside a rank's
+# report: see write_report). The others are shared: a host runs many processes,
+# {node} and {local_rank} repeat on every node and for every process a rank starts,
+# and {worker} is "main" in every process outside Ray and Dask and is inherited by
+# the processes a worker starts.
+PROCESS_PLACEHOLDERS = ("pid", "rank")
+
+
+def one_file_per_process(path: str) -> str:
+    """``path`` when it names a process (``{pid}`` or ``{rank}``), else ``path`` with
+    ``-{pid}`` before its extension: for a command whose every process writes a report."""
+    if any("{" + name + "}" in path for name in PROCESS_PLACEHOLDERS):
+        return path
+    stem, extension = os.path.splitext(path)
+    return f"{stem}-{{pid}}{extension}"
 
 
 def expand_path(template: str) -> str:

@@ -3,10 +3,11 @@
 Everything the engine knows about this process lives in ``STATE``, one
 ``EngineState``: the registered patches and their index by target, the
 selection rules and strict mode, the ledger of live changes, the finder,
-class-patch declarations, plugin entries, the configuration and how the
-process was activated. Other modules hold functions, constants and memo
-caches of pure computations (parsed requirement strings, directory
-listings keyed by mtime) that cannot change what a patch does.
+class-patch declarations, plugin entries, the event-action rules, the
+configuration and how the process was activated. Other modules hold
+functions, constants and memo caches of pure computations (parsed
+requirement strings, directory listings keyed by mtime) that cannot change
+what a patch does.
 
 The lock
 --------
@@ -39,6 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
+    from .events import EventRules
     from .ledger import Ledger, PatchContext
     from .requirements import Requirement
 
@@ -262,6 +264,9 @@ class EngineState:
         # calls.CallTracker: how calls of replacements are counted, and the live
         # counters; made when a patch first changes something (calls.tracker).
         self.calls: "Any" = None
+        # Where each event's action comes from (events.py): made when events.py is first
+        # imported, i.e. when an action is first set, so activation does not pay for it.
+        self.events: "Optional[EventRules]" = None
 
     @property
     def ledger(self) -> "Ledger":
@@ -293,6 +298,8 @@ class EngineState:
             if self.calls is not None:
                 self.calls.stop()
                 self.calls = None
+            if self.events is not None:
+                self.events.forget()   # in place: application.py holds it
             if self.finder is not None:
                 self.finder.forget_replacements()
 

@@ -40,6 +40,13 @@ def clean_environment(extra: Optional[Mapping[str, str]] = None) -> Dict[str, st
     return environment
 
 
+def last_json(text: str) -> object:
+    """The JSON document a scenario printed as its last non-empty line of ``text``."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines, "no output"
+    return json.loads(lines[-1])
+
+
 class Interpreter:
     """Runs Python code in a fresh interpreter with a temporary directory on sys.path."""
 
@@ -74,15 +81,63 @@ class Interpreter:
     def run_json(self, code: str, **kwargs) -> object:
         """Run ``code``, which must print one JSON document as its last stdout line."""
         result = self.run(code, **kwargs)
-        lines = [line for line in result.stdout.splitlines() if line.strip()]
-        assert lines, f"no output; stderr:\n{result.stderr}"
-        return json.loads(lines[-1])
+        assert result.stdout.strip(), f"no output; stderr:\n{result.stderr}"
+        return last_json(result.stdout)
 
 
 @pytest.fixture
 def interpreter(tmp_path: Path) -> Interpreter:
     """A fresh-interpreter runner rooted at a temporary directory."""
     return Interpreter(tmp_path)
+
+
+# --- the demo of the many-machines tests (test_many_machines*.py) -------------
+
+# A package and two patches on it that every launcher scenario imports; the
+# workers' tests add patches of their own (``many_machines_demo(more)``).
+MANY_MACHINES_DEMO_PATCHES = """
+        import lazypatch
+
+        @lazypatch.when_imported("demo_target", name="demo.value")
+        def value(module, patch):
+            patch.setattr(module, "VALUE", "patched")
+
+        @lazypatch.when_imported("demo_target", name="demo.other")
+        def other(module, patch):
+            patch.setattr(module, "OTHER", "patched")
+"""
+
+
+def many_machines_demo(more_patches: str = "") -> Dict[str, str]:
+    """``demo_target`` (VALUE and OTHER 'original') and ``demo_patches`` (demo.value,
+    demo.other, then ``more_patches``, indented as they are)."""
+    return {"demo_target/__init__.py": "VALUE = 'original'\nOTHER = 'original'\n",
+            "demo_patches.py": MANY_MACHINES_DEMO_PATCHES + more_patches}
+
+
+# --- the demo of the report tests (test_reports.py, test_report_merge.py) ------
+
+def report_demo(more_patches: str) -> Dict[str, str]:
+    """``demo_target`` (VALUE = 1) and ``demo_patches``: demo.ok (VALUE = 2), then
+    ``more_patches`` (indented as they are; ``os`` and ``lazypatch`` are imported)."""
+    return {"demo_target.py": "VALUE = 1\n",
+            "demo_patches.py": """
+        import os, lazypatch
+
+        @lazypatch.when_imported("demo_target", name="demo.ok")
+        def ok(module, patch):
+            patch.setattr(module, "VALUE", 2)
+""" + more_patches}
+
+
+def write_demo_report(interpreter: "Interpreter", path: "object",
+                      env: Optional[Mapping[str, str]] = None) -> subprocess.CompletedProcess:
+    """One fresh process that imports demo_target under lazypatch with demo_patches and
+    writes its report to ``path`` (placeholders filled in) at exit."""
+    environment = {"LAZYPATCH_MODULES": "demo_patches", "LAZYPATCH_REPORT": str(path)}
+    environment.update(env or {})
+    return interpreter.run("import warnings; warnings.simplefilter('ignore'); "
+                           "import lazypatch.auto, demo_target", env=environment)
 
 
 # --- fixtures of the trust suite (tests/test_trust_*.py) ---------------------

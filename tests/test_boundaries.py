@@ -197,6 +197,35 @@ def test_stand_in_with_submodules_provides_any_depth_and_unpatch_takes_all_back(
     assert result["left"] == [] and result["again"] == "ImportError"
 
 
+def test_undo_of_stand_ins_with_submodules_leaves_the_path_hooks_and_their_cache_as_before(interpreter):
+    # Two stand-ins with submodules share one path hook: undoing the first must keep
+    # the second working; undoing both must leave sys.path_hooks and
+    # sys.path_importer_cache exactly as they were (skip_import is such a stand-in).
+    result = interpreter.run_json("""
+    import json, sys, lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher
+    hooks, cache = list(sys.path_hooks), dict(sys.path_importer_cache)
+    first = lazypatch.stand_in("cuda_ext", submodules=True)
+    patcher = Patcher().skip_import("flash_attn")
+    patcher.apply()
+    import cuda_ext.ops.deep, flash_attn.layers
+    during = len(sys.path_hooks) - len(hooks)
+    lazypatch.unpatch(first)
+    import flash_attn.ops.fused          # the other stand-in still provides submodules
+    kept = len(sys.path_hooks) - len(hooks)
+    kept_cached = sorted(str(key) for key in sys.path_importer_cache if key not in cache)
+    patcher.restore()
+    added = [str(key) for key in sys.path_importer_cache if key not in cache]
+    print(json.dumps({"during": during, "kept": kept, "kept_cached": kept_cached,
+                      "hooks_equal": sys.path_hooks == hooks,
+                      "added": added, "left": [m for m in sys.modules
+                                               if m.startswith(("cuda_ext", "flash_attn"))]}))
+    """)
+    assert result == {"during": 1, "kept": 1, "hooks_equal": True, "added": [], "left": [],
+                      "kept_cached": ["<lazypatch stand-in>flash_attn",
+                                      "<lazypatch stand-in>flash_attn.ops"]}
+
+
 def test_unpatching_a_stand_in_makes_the_import_fail_again_and_leaves_nothing(interpreter):
     result = interpreter.run_json("""
     import json, sys, lazypatch

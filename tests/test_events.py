@@ -215,3 +215,27 @@ def test_bad_actions_in_code_raise_at_once_and_register_nothing(forget_new_patch
     with pytest.raises((TypeError, ValueError), match=message):
         call(lazypatch)
     assert lazypatch.report() == []
+
+
+def test_the_rules_live_in_the_one_state_made_only_when_an_action_is_set(interpreter):
+    result = interpreter.run_json("""
+import json, sys
+import lazypatch.auto
+import lazypatch
+from lazypatch.state import STATE
+before = {"loaded": "lazypatch.events" in sys.modules, "rules": STATE.events is None}
+lazypatch.set_event_action("failure", "log", selector="tag:x")
+lazypatch.set_event_action("skip", "warn")
+rules = STATE.events
+from lazypatch import events
+kept = {"same": events.RULES is rules, "global": dict(rules.global_actions),
+        "selectors": rules.selectors["failure"], "active": rules.active}
+lazypatch.reset()
+after = {"same": STATE.events is rules, "global": dict(rules.global_actions),
+         "selectors": rules.selectors["failure"], "active": rules.active}
+print(json.dumps({"before": before, "kept": kept, "after": after}))
+""")
+    assert result["before"] == {"loaded": False, "rules": True}   # activation paid nothing
+    assert result["kept"] == {"same": True, "global": {"skip": "warn"},
+                              "selectors": [["tag:x", "log"]], "active": True}
+    assert result["after"] == {"same": True, "global": {}, "selectors": [], "active": False}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
+from conftest import last_json, many_machines_demo
 from hypothesis import given, strategies
 from hypothesis import settings as hypothesis_settings
 
@@ -32,18 +33,7 @@ from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
 DEEPSPEED_EXPORT_ENVS = ("MLFLOW", "PYTHON", "MV2", "UCX", "NCCL")
 
 DEMO = {
-    "demo_target/__init__.py": "VALUE = 'original'\nOTHER = 'original'\n",
-    "demo_patches.py": """
-        import lazypatch
-
-        @lazypatch.when_imported("demo_target", name="demo.value")
-        def value(module, patch):
-            patch.setattr(module, "VALUE", "patched")
-
-        @lazypatch.when_imported("demo_target", name="demo.other")
-        def other(module, patch):
-            patch.setattr(module, "OTHER", "patched")
-    """,
+    **many_machines_demo(),
     # What a rank sees: its activation, the patches, and which LAZYPATCH_* variables
     # its environment really holds.
     "probe.py": """
@@ -73,7 +63,7 @@ def driver_environment(interpreter, *options: str) -> Dict[str, str]:
     interpreter.write(DEMO)
     result = interpreter.run_command(lazypatch_run(*options) +
                                      [sys.executable, "dump_environment.py"])
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return last_json(result.stdout)
 
 
 def node_environment() -> Dict[str, str]:
@@ -102,10 +92,6 @@ def run_on_node(command: str, extra: Dict[str, str] = None) -> subprocess.Comple
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return result
-
-
-def last_json(text: str):
-    return json.loads(text.strip().splitlines()[-1])
 
 
 def test_settings_travel_in_one_python_variable_that_deepspeeds_runner_forwards(interpreter):

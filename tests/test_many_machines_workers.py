@@ -16,28 +16,18 @@ import os
 import sys
 
 import pytest
+from conftest import last_json, many_machines_demo
 
 pytest.importorskip("ray")   # requirements/dev.txt installs both; a bare checkout may not have them
 pytest.importorskip("distributed")
 
 WORKER_PACKAGES = {
-    "demo_target/__init__.py": "VALUE = 'original'\nOTHER = 'original'\n",
-    "demo_patches.py": """
-        import lazypatch
-
-        @lazypatch.when_imported("demo_target", name="demo.value")
-        def value(module, patch):
-            patch.setattr(module, "VALUE", "patched")
-
-        @lazypatch.when_imported("demo_target", name="demo.other")
-        def other(module, patch):
-            patch.setattr(module, "OTHER", "patched")
-
+    **many_machines_demo("""
         # A target every worker imported before lazypatch could activate there.
         @lazypatch.when_imported("FRAMEWORK", name="demo.framework")
         def framework(module, patch):
             patch.setattr(module, "LAZYPATCH_DEMO", "patched late")
-    """,
+    """),
     "user_hook.py": """
         import os, sys
 
@@ -153,7 +143,7 @@ def run_driver(interpreter, framework: str, driver: str):
              "LAZYPATCH_REPORT": str(reports / "{worker}-{pid}.json"),
              "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"},
         timeout=150)
-    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    outcome = last_json(result.stdout)
     return outcome, reports
 
 
@@ -257,7 +247,7 @@ def test_dask_worker_command_with_the_preload_activates_with_the_forwarded_setti
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    (seen,) = json.loads(client.stdout.strip().splitlines()[-1])
+    (seen,) = last_json(client.stdout)
     assert seen["activated_by"] == "dask preload" and seen["lazypatch_variables"] == []
     assert (seen["value"], seen["other"]) == ("patched", "original")
     assert seen["settings"]["driver_fingerprint"] == configuration.settings_fingerprint(settings)
@@ -311,7 +301,7 @@ def test_lazypatch_run_around_an_unchanged_ray_driver_reaches_its_workers(interp
          "--disable", "demo.other", "--", sys.executable, "driver.py"],
         env={"RAY_RUNTIME_ENV_HOOK": "driver.user_env_hook", "RAY_USAGE_STATS_ENABLED": "0",
              "OMP_NUM_THREADS": "1"}, timeout=150)
-    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    outcome = last_json(result.stdout)
     (seen,) = outcome["workers"]
     assert seen["user_env_hook"] == "ran"
     assert seen["lazypatch_variables"] == ["LAZYPATCH_RAY_USER_HOOK"]   # nothing else came
@@ -369,7 +359,7 @@ def test_ray_ships_the_users_patch_package_to_workers_that_cannot_import_it(inte
         env={"RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1",
              "LAZYPATCH_REPORT": str(interpreter.root / "reports" / "{worker}-{pid}.json")},
         timeout=150)
-    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    outcome = last_json(result.stdout)
     seen = outcome["seen"]
     assert seen["value"] == "patched by a shipped package"
     assert not seen["file"].startswith(outcome["elsewhere"])   # Ray's copy, not the driver's

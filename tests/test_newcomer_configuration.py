@@ -103,7 +103,7 @@ def test_run_help_lists_pack_flags_and_hides_internal_variables(interpreter):
         assert flag in helped and variable in helped
     assert "[tool.lazypatch]" in helped
     everything = helped + interpreter.run_command(LAZYPATCH + ["--help"]).stdout
-    for internal in ("LAZYPATCH_ACTIVATING", "LAZYPATCH_RUN_PYTHON", "LAZYPATCH_TOLD"):
+    for internal in ("LAZYPATCH_ACTIVATING", "LAZYPATCH_RUN_PYTHON", "LAZYPATCH_SAID"):
         assert internal not in everything
 
     code = "import os; print(os.environ.get('LAZYPATCH_BRAKE_STEP'))"
@@ -176,3 +176,32 @@ def test_every_engine_setting_is_a_toml_key_too_with_paths_relative_to_their_fil
     # the environment wins, as given
     overridden = interpreter.run(show, env={"LAZYPATCH_CACHE_DIR": "/nonexistent/elsewhere"})
     assert json.loads(overridden.stdout.splitlines()[-1])[0] == "/nonexistent/elsewhere"
+
+
+# A parent under -W error with a bad setting and a misspelled variable: each message
+# is said once (on stderr, not as a crash), and the children it starts afterwards,
+# which activate with the same settings, say nothing. The notices' fingerprints are
+# the one record handed down; there is no second, configuration-only variable.
+PARENT_OF_CHILDREN = """
+    import json, os, subprocess, sys
+    import lazypatch.auto
+    child = [sys.executable, "-W", "error", "-c",
+             "import os, lazypatch.auto; print(sorted(k for k in os.environ if k.startswith('LAZYPATCH')))"]
+    outputs = [subprocess.run(child, capture_output=True, text=True, check=True) for _ in range(2)]
+    print(json.dumps({"children_stderr": [output.stderr for output in outputs],
+                      "children_see": [output.stdout.strip() for output in outputs],
+                      "handed_down": sorted(k for k in os.environ if k.startswith("LAZYPATCH"))}))
+"""
+
+
+def test_configuration_messages_are_said_once_per_process_tree_through_the_notices(interpreter):
+    result = interpreter.run(PARENT_OF_CHILDREN, python_args=("-W", "error"),
+                             env={"LAZYPATCH_LOG": "loud", "LAZYPATCH_DISABEL": "x"})
+    document = json.loads(result.stdout.splitlines()[-1])
+    said = [line for line in result.stderr.splitlines() if "ConfigurationWarning" in line]
+    assert len([line for line in said if "LAZYPATCH_LOG='loud'" in line]) == 1, result.stderr
+    assert len([line for line in said if "LAZYPATCH_DISABEL" in line]) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert document["children_stderr"] == ["", ""]
+    assert document["handed_down"] == ["LAZYPATCH_DISABEL", "LAZYPATCH_LOG", "LAZYPATCH_SAID"]
+    assert document["children_see"] == [str(document["handed_down"])] * 2

@@ -13,17 +13,11 @@ import json
 import sys
 from pathlib import Path
 
+from conftest import report_demo, write_demo_report
+
 from lazypatch.merging import compressed_ranges, group_label, merge
 
-PACKAGES = {
-    "demo_target.py": "VALUE = 1\n",
-    "demo_patches.py": """
-        import lazypatch
-
-        @lazypatch.when_imported("demo_target", name="demo.ok")
-        def ok(module, patch):
-            patch.setattr(module, "VALUE", 2)
-
+PACKAGES = report_demo("""
         @lazypatch.when_imported("demo_target", name="demo.device")
         def device(module, patch):
             patch.setattr(module, "DEVICE", "npu")
@@ -31,8 +25,7 @@ PACKAGES = {
         @lazypatch.when_imported("demo_target", name="demo.extra")
         def extra(module, patch):
             patch.setattr(module, "EXTRA", True)
-    """,
-}
+""")
 
 RANKS = 1024
 FAILING = [7] + list(range(500, 512))
@@ -43,9 +36,7 @@ def _template(interpreter) -> dict:
     """A real report of one process that imported demo_target under lazypatch."""
     interpreter.write(PACKAGES)
     path = interpreter.root / "template.json"
-    interpreter.run("import warnings; warnings.simplefilter('ignore'); "
-                    "import lazypatch.auto, demo_target",
-                    env={"LAZYPATCH_MODULES": "demo_patches", "LAZYPATCH_REPORT": str(path)})
+    write_demo_report(interpreter, path)
     return json.loads(path.read_text())
 
 

@@ -6,29 +6,21 @@ from __future__ import annotations
 import json
 import sys
 
-PACKAGES = {
-    "demo_target.py": "VALUE = 1\n",
-    "demo_patches.py": """
-        import os, lazypatch
+import pytest
+from conftest import report_demo, write_demo_report
 
-        @lazypatch.when_imported("demo_target", name="demo.ok")
-        def ok(module, patch):
-            patch.setattr(module, "VALUE", 2)
-
+PACKAGES = report_demo("""
         @lazypatch.when_imported("demo_target", name="demo.rank_dependent")
         def rank_dependent(module, patch):
             if os.environ.get("RANK") == "1":
                 raise RuntimeError("no device on this rank")
             patch.setattr(module, "OTHER", True)
-    """,
-}
+""")
 
 
 def _write_rank_report(interpreter, rank: str) -> None:
-    interpreter.run("import warnings; warnings.simplefilter('ignore'); "
-                    "import lazypatch.auto, demo_target",
-                    env={"RANK": rank, "LAZYPATCH_MODULES": "demo_patches",
-                         "LAZYPATCH_REPORT": str(interpreter.root / "out" / "r{rank}-{pid}.json")})
+    write_demo_report(interpreter, interpreter.root / "out" / "r{rank}-{pid}.json",
+                      env={"RANK": rank})
 
 
 def test_report_written_at_exit_per_rank_and_rendered_with_differences(interpreter):
@@ -206,3 +198,31 @@ def test_diff_shows_the_source_of_each_replaced_function_against_its_replacement
                                     str(report)])
     assert "source not available here: " in gone.stdout
     assert "actionable_patches.py:4 cannot be read on this machine" in gone.stdout
+
+
+@pytest.mark.parametrize("given, written", [
+    ("out/r-{rank}.json", "out/r-{rank}.json"),
+    ("out/r-{host}-{pid}.json", "out/r-{host}-{pid}.json"),
+    ("out/r.json", "out/r-{pid}.json"),
+    ("out/r-{host}.json", "out/r-{host}-{pid}.json"),
+    ("out/r-{worker}.json", "out/r-{worker}-{pid}.json"),
+    ("out/r-{node}-{local_rank}", "out/r-{node}-{local_rank}-{pid}"),
+])
+def test_a_report_path_that_names_no_process_gets_its_pid(given, written):
+    from lazypatch.reporting import one_file_per_process
+    assert one_file_per_process(given) == written
+
+
+def test_lazypatch_run_with_a_host_and_worker_path_writes_one_report_per_process(interpreter):
+    # {host} and {worker} are the same for a program and the Python process it starts
+    # (worker "main" outside Ray and Dask): without the pid, one would overwrite the other.
+    interpreter.write({"program.py": "import subprocess, sys\n"
+                                     "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"})
+    result = interpreter.run_command(
+        [sys.executable, "-m", "lazypatch", "run", "--report",
+         str(interpreter.root / "out" / "r-{host}-{worker}.json"), "--", sys.executable,
+         "program.py"])
+    assert "names no process" in result.stderr and "r-{host}-{worker}-{pid}.json" in result.stderr
+    documents = [json.loads(path.read_text()) for path in (interpreter.root / "out").glob("*.json")]
+    assert len({document["pid"] for document in documents}) == 2
+    assert {document["worker"] for document in documents} == {"main"}
