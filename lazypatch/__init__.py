@@ -188,8 +188,9 @@ def render_report(records: "Optional[List[Any]]" = None, format: str = "table",
 
 
 def write_report(path: str) -> str:
-    """Write the current report as JSON to ``path`` now (``{rank}`` and ``{pid}`` are
-    filled in), atomically; return the path written. Raises OSError when it cannot."""
+    """Write the current report as JSON to ``path`` now, atomically; return the path
+    written. ``{host}``, ``{node}``, ``{rank}``, ``{local_rank}``, ``{worker}`` and
+    ``{pid}`` are filled in. Raises OSError when it cannot."""
     from .reporting import write_report as write
     return write(path)
 
