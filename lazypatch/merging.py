@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .reporting import (
     ReportFileError,
+    calls_text,
     cannot_apply_here,
     detail_of,
     format_table,
@@ -123,6 +124,8 @@ def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     documents = sorted(documents, key=_sort_key)
     names: Dict[str, str] = {}                 # name -> target, in first-seen order
     by_signature: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
+    # name -> [calls summed over the processes that counted them, how many did, first site]
+    calls: Dict[str, List[Any]] = {}
     for document in documents:
         records = {}
         for record in document["patches"]:
@@ -130,6 +133,13 @@ def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             records[name] = record
             if name not in names:
                 names[name] = str(record.get("target", ""))
+            count = record.get("calls")
+            if isinstance(count, int):
+                total = calls.setdefault(name, [0, 0, ""])
+                total[0] += count
+                total[1] += 1
+                if not total[2] and count:
+                    total[2] = record.get("first_call_site") or ""
         document["_records"] = records
         signature = tuple(sorted((name, _status_key(record)) for name, record in records.items()))
         by_signature.setdefault(signature, []).append(document)
@@ -151,7 +161,8 @@ def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
             cell["reasons"] = _distinct_reasons(member["_records"].get(name)
                                                 for member in members)
             cells.append(cell)
-        patches.append({"name": name, "target": target, "differs": differs, "cells": cells})
+        patches.append({"name": name, "target": target, "differs": differs, "cells": cells,
+                        "calls": calls.get(name)})
     for document in documents:
         document.pop("_records", None)
     # What differs first: that is what a reader of a thousand ranks came for.
@@ -164,7 +175,8 @@ def _distinct_reasons(records: Iterable[Optional[Dict[str, Any]]]) -> List[str]:
     shown, so that a reader learns there are more)."""
     reasons: List[str] = []
     for record in records:
-        detail = detail_of(record) if record is not None else "not registered"
+        # Call counts differ from process to process: summed once per patch instead.
+        detail = detail_of(record, calls=False) if record is not None else "not registered"
         if detail and detail not in reasons:
             reasons.append(detail)
             if len(reasons) > REASONS_SHOWN:
@@ -228,6 +240,7 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     if noise:
         lines.append(f"{len(noise)} not shown, the same in every process (`--all` shows them):")
         lines += ["  " + line for line in hidden_summary([patch["cells"][0] for patch in noise])]
+    lines += _calls_summary(patches, merged["processes"])
     if not differing:
         lines.append("every patch has the same status in every process")
         return "\n".join(lines)
@@ -241,6 +254,22 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
             text = f" ({'; '.join(reasons)}{more})" if reasons else ""
             lines.append(f"    {short_label(group['label'], 60)}: {_cell_text(cell)}{text}")
     return "\n".join(lines)
+
+
+def _calls_summary(patches: Sequence[Dict[str, Any]], processes: int) -> List[str]:
+    """Calls of each patch's replacements summed over the processes that counted
+    them: "never called in any of 1024 processes" is what a reader acts on."""
+    lines = []
+    for patch in patches:
+        total = patch.get("calls")
+        if total is None:
+            continue
+        count, counted, site = total
+        where = f"{counted} of {processes} processes" if counted != processes \
+            else f"{processes} processes"
+        text = calls_text(count, site) if count else "never called"
+        lines.append(f"  {patch['name']}: {text}, in {where}")
+    return ["calls of the replacements, summed:"] + lines if lines else []
 
 
 def group_name(index: int) -> str:
@@ -266,7 +295,10 @@ def merged_as_json(merged: Dict[str, Any]) -> Dict[str, Any]:
                      "differs": patch["differs"],
                      "statuses": [cell["status"] for cell in patch["cells"]],
                      "versions": [cell.get("version") for cell in patch["cells"]],
-                     "reasons": [cell["reasons"] for cell in patch["cells"]]}
+                     "reasons": [cell["reasons"] for cell in patch["cells"]],
+                     "calls": None if patch.get("calls") is None else {
+                         "calls": patch["calls"][0], "processes_counted": patch["calls"][1],
+                         "first_call_site": patch["calls"][2]}}
                     for patch in merged["patches"]],
         "differences": [patch["name"] for patch in merged["patches"] if patch["differs"]],
     }

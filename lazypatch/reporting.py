@@ -270,8 +270,9 @@ def cannot_apply_here(record: "Dict[str, Any]") -> bool:
     return status in ("pending", "skipped", "disabled") and bool(record.get("unmet_requirements"))
 
 
-def detail_of(record: "Dict[str, Any]") -> str:
-    """The DETAIL cell: reason, conflicts, notes, undo problems; never empty."""
+def detail_of(record: "Dict[str, Any]", calls: bool = True) -> str:
+    """The DETAIL cell: reason, conflicts, notes, undo problems, and (with ``calls``)
+    whether the replacements were called."""
     parts = []
     reason = record.get("reason") or ""
     if reason:
@@ -288,11 +289,16 @@ def detail_of(record: "Dict[str, Any]") -> str:
         parts.append("not undoable: " + ", ".join(record["untracked_changes"]))
     if not parts and record.get("description"):
         parts.append(record["description"])
-    calls = record.get("calls")
-    if calls is not None:
-        parts.append(f"called {calls}x, first from {short_site(record['first_call_site'])}"
-                     if calls else "never called")
+    count = record.get("calls") if calls else None
+    if count is not None:
+        parts.append(calls_text(count, record.get("first_call_site") or ""))
     return "; ".join(parts)
+
+
+def calls_text(count: int, first_call_site: str) -> str:
+    """"called 12x, first from train.py:40", or "never called"."""
+    return f"called {count}x, first from {short_site(first_call_site)}" if count \
+        else "never called"
 
 
 def short_site(site: str) -> str:

@@ -375,3 +375,30 @@ import kernels
 print(json.dumps(lazypatch.render_report(diff=True)))
 """, env=env_for(mode))
     assert 'return ("npu", x)' in result and "calls.py" not in result
+
+
+@pytest.mark.parametrize("mode", COUNTING_MODES)
+def test_merged_reports_sum_the_calls_of_every_process(interpreter, mode):
+    interpreter.write(FILES)
+    script = """
+import sys, lazypatch, patches, kernels
+for _ in range(int(sys.argv[1])):
+    kernels.fused(1)
+lazypatch.write_report(sys.argv[2])
+"""
+    for rank, calls in (("0", 3), ("1", 0), ("2", 4)):
+        interpreter.run(script, args=[str(calls), str(interpreter.root / "r-{rank}.json")],
+                        env={**env_for(mode), "RANK": rank})
+    result = interpreter.run_command([sys.executable, "-m", "lazypatch", "report",
+                                      str(interpreter.root / "r-*.json")])
+    text = result.stdout
+    assert "3 reports, 1 group of identical processes" in text, text
+    assert "  patches.npu_unused: never called, in 3 processes" in text, text
+    assert "  log_fused: called 7x, first from _scenario.py:" in text, text
+    merged = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--format",
+                                      "json", str(interpreter.root / "r-*.json")])
+    import json
+    patches = {patch["name"]: patch for patch in json.loads(merged.stdout)["patches"]}
+    assert patches["log_fused"]["calls"]["calls"] == 7
+    assert patches["log_fused"]["calls"]["processes_counted"] == 3
+    assert patches["patches.constant"]["calls"] is None
