@@ -20,6 +20,11 @@ How, by setting (``LAZYPATCH_TRACK_CALLS``, TOML key ``track_calls``):
   more Python frame per call, and ``mod.f is my_f`` no longer holds.
 * ``off``: nothing is tracked.
 
+What a count means: the calls made while that patch held the function in place (two
+patches holding the same function each count the call; a patch undone and applied
+again goes on from where it was). Under ``sys.monitoring`` that is every call of the
+function's code, under whatever name; under ``wrappers``, the calls through the wrapper.
+
 Counters are ``itertools.count`` objects: ``next()`` is one C call, atomic under the
 GIL (concurrent calls never lose a count), and its result is the one check per call
 (0 only for the first call, which alone looks at the stack).
@@ -61,7 +66,8 @@ _WRAPT_DIRECTORY = os.sep + "wrapt" + os.sep
 
 
 class CallCount:
-    """Calls of one piece of code a patch put in place, and the first one's site."""
+    """One patch's count of the calls of one function it put in place, and the first
+    call's site. Counts only while the patch holds the function in place."""
 
     __slots__ = ("counter", "first_call_site", "function", "functions", "holders")
 
@@ -69,8 +75,8 @@ class CallCount:
         self.counter = count()
         self.first_call_site = ""
         self.function = function          # "module.qualname" of the counted function
-        self.functions = 1                # distinct function objects sharing this code
-        self.holders = 0                  # live changes counting through it (see release)
+        self.functions = 1                # distinct function objects sharing its code
+        self.holders = 0                  # live applications of the patch holding it
 
     @property
     def calls(self) -> int:
@@ -84,6 +90,13 @@ class CallCount:
         if self.functions > 1:
             described["shared_by"] = self.functions
         return described
+
+
+def _count_call(entries: "Tuple[CallCount, ...]", depth: int) -> None:
+    """One call for every patch holding the function in place now (usually one)."""
+    for entry in entries:
+        if not next(entry.counter):
+            entry.first_call_site = call_site(depth + 1)
 
 
 def call_site(depth: int) -> str:
@@ -104,12 +117,14 @@ class CallTracker:
         self.mode = OFF
         self.reason = ""                   # why calls are not tracked, for the report
         self.tool: "Optional[int]" = None  # the sys.monitoring tool id taken
-        self.active: "Dict[Any, CallCount]" = {}   # code object -> its counter (monitoring)
+        # What is counted now: the key (a code object under sys.monitoring, the user's
+        # function under wrappers) -> the counters of the patches holding it in place.
+        # A tuple, replaced whole under the lock: the per-call path reads it unlocked.
+        self.active: "Dict[Any, Tuple[CallCount, ...]]" = {}
         self.function_ids: "Dict[Any, set]" = {}   # code object -> id()s of its functions
         # id(function) -> (function, its counting wrapper), wrappers mode: a function put
         # in place again (re-applied, or by a second patch) gets the same wrapper, so
-        # its count goes on and identity holds across applications. Holding the
-        # function keeps its id from being reused.
+        # identity holds across applications. Holding the function keeps its id unique.
         self.wrappers: "Dict[int, Tuple[Any, Any]]" = {}
 
     def choose(self) -> None:
@@ -154,21 +169,21 @@ class CallTracker:
         PatchContext.value_hook = _first_value   # the next process-state starts afresh
 
 
-def _started_callback(active: "Dict[Any, CallCount]") -> "Any":
+def _started_callback(active: "Dict[Any, Tuple[CallCount, ...]]") -> "Any":
     """The PY_START callback: runs on every call of a counted function, so it is a
-    closure over what it needs (no attribute lookups) doing one lookup, one ``next``
-    and one check."""
+    closure over what it needs (no attribute lookups): one lookup, then one ``next``
+    and one check per patch holding the function."""
     find = active.get
 
     def started(code: "Any", offset: int) -> "Any":
-        entry = find(code)
-        if entry is None:   # released while this call was starting
-            # Not DISABLE: that would switch this code's events off for good (until a
-            # process-wide restart_events(), which would disturb other tools), and a
-            # patch applied again must count again. release() turned them off anyway.
-            return None
-        if not next(entry.counter):
-            entry.first_call_site = call_site(2)   # 0: here, 1: the counted function
+        entries = find(code)
+        if entries:   # None: released while this call was starting
+            # (Never DISABLE: that would switch this code's events off for good, until a
+            # process-wide restart_events() that would disturb other tools, and a patch
+            # applied again must count again. release() turned them off already.)
+            for entry in entries:
+                if not next(entry.counter):
+                    entry.first_call_site = call_site(2)   # 0: here, 1: the counted code
         return None
 
     return started
@@ -227,11 +242,21 @@ def _label(function: "Any") -> str:
            f"{getattr(function, '__qualname__', getattr(function, '__name__', '?'))}"
 
 
-def track(patch: "RegisteredPatch", context: PatchContext) -> None:
-    """Count calls of what ``context`` put in place, for ``patch``'s record.
+def _counted_key(calls: CallTracker, value: "Any") -> "Any":
+    """(key, function) under which calls of ``value`` are counted now, or None."""
+    function = in_place(value)
+    function = getattr(function, "__func__", function)
+    if calls.mode == WRAPPERS:
+        if getattr(function, "__lazypatch_calls__", None) is None:
+            return None                 # not a counting wrapper: a class, a builtin...
+        return function.__wrapped__, function.__wrapped__
+    return counted_code(value)
 
-    Called once an application committed. Under the lock: bookkeeping and C calls only.
-    """
+
+def track(patch: "RegisteredPatch", context: PatchContext) -> None:
+    """Count calls of what ``context`` put in place, for ``patch``'s record, from now
+    until ``release(context)``. Called once an application committed. Under the lock:
+    bookkeeping and C calls only."""
     calls = tracker()
     if calls.mode == OFF:
         return
@@ -239,57 +264,51 @@ def track(patch: "RegisteredPatch", context: PatchContext) -> None:
         for change in context.changes:
             if not change.live or change.action == "rebind":
                 continue   # a rebound copy is the same object as its main change's
-            function = in_place(change.after)
-            counter = getattr(getattr(function, "__func__", function), "__lazypatch_calls__", None)
-            if isinstance(counter, CallCount):        # a counting wrapper (wrappers mode)
-                patch.call_counts[counter.function] = counter
-                continue
-            if calls.mode != MONITORING:
-                continue
-            found = counted_code(change.after)
+            found = _counted_key(calls, change.after)
             if found is None:
                 continue
-            code, function = found
-            entry = calls.active.get(code)
+            key, function = found
+            label = _label(function)
+            entry = patch.call_counts.get(label)
             if entry is None:
-                label = _label(function)
-                entry = patch.call_counts.get(label)
-                if entry is None or entry.holders:   # a fresh one, or another code's
-                    entry = CallCount(label)
-                calls.active[code] = entry
-                calls.function_ids[code] = set()
-                _monitoring.set_local_events(calls.tool, code,
-                                                _monitoring.events.PY_START)
-            identities = calls.function_ids[code]
-            identities.add(id(function))
-            entry.functions = max(entry.functions, len(identities))
+                entry = patch.call_counts[label] = CallCount(label)
+            if calls.mode == MONITORING:
+                identities = calls.function_ids.setdefault(key, set())
+                identities.add(id(function))
+                entry.functions = max(entry.functions, len(identities))
+            holding = calls.active.get(key, ())
+            if entry not in holding:
+                if not holding and calls.mode == MONITORING:
+                    _monitoring.set_local_events(calls.tool, key, _monitoring.events.PY_START)
+                calls.active[key] = holding + (entry,)
             entry.holders += 1
-            context.call_codes.append(code)
-            patch.call_counts[entry.function] = entry
+            context.call_codes.append((key, entry))
 
 
 def release(context: PatchContext) -> None:
     """Stop counting what ``context`` put in place (its changes were undone)."""
     calls = STATE.calls
-    codes, context.call_codes = context.call_codes, []
-    if calls is None or not codes:
+    held, context.call_codes = context.call_codes, []
+    if calls is None or not held:
         return
     with STATE.lock:
-        for code in codes:
-            entry = calls.active.get(code)
-            if entry is None:
-                continue
+        for key, entry in held:
             entry.holders -= 1
-            if entry.holders <= 0:
-                del calls.active[code]
-                calls.function_ids.pop(code, None)
-                if calls.tool is not None:
-                    _monitoring.set_local_events(calls.tool, code, 0)
+            if entry.holders > 0:
+                continue            # the patch still holds it on another module object
+            holding = tuple(item for item in calls.active.get(key, ()) if item is not entry)
+            if holding:
+                calls.active[key] = holding
+                continue
+            calls.active.pop(key, None)
+            calls.function_ids.pop(key, None)
+            if calls.tool is not None:
+                _monitoring.set_local_events(calls.tool, key, 0)
 
 
 def counting_wrapper(value: "Any") -> "Any":
     """``value`` inside a counting wrapper (wrappers mode); other values unchanged."""
-    if isinstance(getattr(value, "__lazypatch_calls__", None), CallCount):
+    if getattr(value, "__lazypatch_calls__", None) is not None:
         return value                     # an alias of a path already counted
     if isinstance(value, (classmethod, staticmethod)):
         inner = counting_wrapper(value.__func__)
@@ -306,12 +325,12 @@ def counting_wrapper(value: "Any") -> "Any":
 
 
 def _counting(value: "Any") -> "Any":
-    entry = CallCount(_label(value))
-    counter = entry.counter
+    find = tracker().active.get
 
     def counted(*args: "Any", **kwargs: "Any") -> "Any":
-        if not next(counter):
-            entry.first_call_site = call_site(1)
+        entries = find(value)
+        if entries:                     # None: no patch holds it in place (a stale copy)
+            _count_call(entries, 1)
         return value(*args, **kwargs)
 
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -321,7 +340,7 @@ def _counting(value: "Any") -> "Any":
             pass
     counted.__dict__.update(getattr(value, "__dict__", {}))
     counted.__wrapped__ = value                  # type: ignore[attr-defined]
-    counted.__lazypatch_calls__ = entry          # type: ignore[attr-defined]
+    counted.__lazypatch_calls__ = True           # type: ignore[attr-defined]
     return counted
 
 
