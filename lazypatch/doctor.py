@@ -137,6 +137,10 @@ def diagnose(imports: Sequence[str] = (), runs: int = 7) -> Dict[str, Any]:
             problems.append(f"patch {record['name']} failed: {record.get('reason')}; fix the "
                             f"pack or disable it with LAZYPATCH_DISABLE={record['name']}")
     notes += unmet_notes(findings["unmet"])
+    for reason in sorted({str(record.get("calls_not_tracked")) for record in findings["report"]
+                          if record.get("status") == "applied"
+                          and record.get("calls_not_tracked")}):
+        notes.append(reason)   # the report cannot say which patches are never called
     for warning in findings["warnings"]:
         problems.append(warning)
     for name, error in findings["import_errors"].items():
