@@ -42,9 +42,10 @@ What each piece becomes:
 from __future__ import annotations
 
 from ..boundaries import Deferred
-from ..events import set_event_action
 from ..registration import register, validate_target
 from ..state import STATE
+from . import driving_sdk2_conflicts as conflicts
+from . import driving_sdk2_summary as summary
 from . import mx_driving
 from .driving_sdk2_imports import (
     ImportReplacementSpec,
@@ -54,41 +55,28 @@ from .driving_sdk2_imports import (
     stub_getattr,
 )
 from .driving_sdk2_patches import TAG, AtomicPatch, BasePatch, Patch, RegistryPatch, with_imports
+from .driving_sdk2_summary import (
+    configure_patcher_logging,
+    configure_summary,
+    patcher_logger,
+    set_patcher_log_level,
+)
+from .driving_sdk2_versions import (
+    check_version,
+    get_version,
+    is_mmcv_v1x,
+    is_mmcv_v2x,
+    mmcv_version,
+    version_requirement,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
+    from ..registry.training.settings import ProfileSettings
+
 NAME_PREFIX = "driving_sdk"
-
-
-# --- the patcher ----------------------------------------------------------------------
-
-EVENT_ACTIONS = {"debug": "log:debug", "info": "log:info", "warning": "log:warning",
-                 "error": "log:error", "exception": "raise", "exit": "exit",
-                 "silent": "silent"}
-
-
-def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Optional[str]" = None,
-                              on_fail: "Optional[str]" = None,
-                              on_error: "Optional[str]" = None) -> None:
-    """What applying, skipping and failing do for the patches of DrivingSDK patchers
-    (``on_error``, an unexpected error, is a failure here too; ``on_fail`` wins)."""
-    chosen = {"apply": on_apply, "skip": on_skip, "failure": on_fail or on_error}
-    for event, value in chosen.items():
-        if value is None:
-            continue
-        action = EVENT_ACTIONS.get(str(value).lower()) if isinstance(value, str) else None
-        if action is None:
-            raise ValueError(f"configure_patcher_logging: {value!r} is not an action; use one "
-                             f"of {', '.join(EVENT_ACTIONS)}")
-        set_event_action(event, action, selector=f"tag:{TAG}")
-
-
-def set_patcher_log_level(level: "Any") -> None:
-    """The threshold of the ``lazypatch`` logger (where these patchers log)."""
-    import logging
-    logging.getLogger("lazypatch").setLevel(level)
 
 
 class Patcher:
@@ -101,7 +89,9 @@ class Patcher:
         self.builtin_tags = tuple(builtin_tags)
         self.names: "List[str]" = []           # lazypatch patch names declared by this patcher
         self._declared: "List[Tuple[BasePatch, str, str]]" = []   # (patch, group, name)
-        self._profiling: "Optional[Tuple[str, int]]" = None
+        self._profiling: "Optional[ProfileSettings]" = None
+        self._import_events: "List[Tuple[str, str, str]]" = []   # (section, what, name)
+        self._summary_due = False
         self._brake_step: "Optional[int]" = None
         self._internal_format = False
         self._legacy: "Optional[mx_driving.Patcher]" = None
@@ -113,6 +103,8 @@ class Patcher:
         """Add ``Patch`` classes (with ``options``) or ``AtomicPatch``/``RegistryPatch``."""
         for item in items:
             if isinstance(item, type) and callable(getattr(item, "patches", None)):
+                if getattr(item, "conflicts_with", None) is not None:
+                    conflicts.warn_when_added(item, self._enabled_groups())
                 self._entries.append((item, options))
             elif isinstance(item, BasePatch):
                 self._entries.append((item, None))
@@ -122,21 +114,51 @@ class Patcher:
         return self
 
     def disable(self, *names: "Any") -> "Patcher":
-        """Leave out patches by name, ``Patch`` class or patch object."""
-        for item in names:
-            name = item if isinstance(item, str) else getattr(item, "name", None)
-            if not isinstance(name, str) or not name:
-                raise TypeError(f"Patcher.disable: expected a patch name, Patch class or "
-                                f"patch, got {item!r}")
+        """Leave out patches by name, ``Patch`` class or patch object; a group's old
+        ``legacy_name`` is mapped to its name (with a ``FutureWarning``)."""
+        for name in self._names_of(names, "disable"):
             self._blacklist.add(name)
         return self
+
+    def enable(self, *names: "Any") -> "Patcher":
+        """Take back an earlier ``disable`` (``default_patcher.enable("resnet_maxpool")``);
+        old ``legacy_name`` names are mapped as for ``disable``."""
+        for name in self._names_of(names, "enable"):
+            self._blacklist.discard(name)
+            self._blacklist -= {old for old, new in conflicts.legacy_names(
+                self._groups()).items() if new == name}
+        return self
+
+    def _names_of(self, items: "Iterable[Any]", caller: str) -> "List[str]":
+        chosen = []
+        for item in items:
+            name = item if isinstance(item, str) else getattr(item, "name", None)
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"Patcher.{caller}: expected a patch name, Patch class or "
+                                f"patch, got {item!r}")
+            chosen.append(conflicts.current_name(name, self._groups(), caller))
+        return chosen
+
+    def _groups(self) -> "List[Any]":
+        return [item for item, _ in self._entries if isinstance(item, type)]
+
+    def _resolved_blacklist(self) -> "Set[str]":
+        """Disabled names, old names of groups added after ``disable`` mapped now."""
+        return {conflicts.current_name(name, self._groups(), "disable")
+                for name in self._blacklist}
+
+    def _enabled_groups(self) -> "List[Any]":
+        blacklist = self._resolved_blacklist()
+        return [group for group in self._groups() if group.name not in blacklist]
 
     def skip_import(self, *module_paths: str) -> "Patcher":
         """Imports of these modules (and any submodule) succeed with inert stubs, where
         nothing installed provides them. Declared now, as in DrivingSDK."""
         for path in module_paths:
             validate_target(path)
-            self.names.append(_stand_in(path))
+            name = _stand_in(path)
+            self.names.append(name)
+            self._import_events.append(("Skipped Modules", path, name))
         return self
 
     def replace_import(self, module_path: str, replacement: "Any" = None, *,
@@ -161,8 +183,11 @@ class Patcher:
             raise TypeError(f"replace_import({module_path!r}, ...): the replacement must be a "
                             f"module path or replace_with.module(...), got {replacement!r}")
         from ..boundaries import replace_module
-        self.names.append(replace_module(module_path, value, name=_unique(
-            f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,)))
+        name = replace_module(module_path, value, name=_unique(
+            f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,))
+        self.names.append(name)
+        target = value if isinstance(value, str) else "replace_with.module(...)"
+        self._import_events.append(("Replaced Imports", f"{module_path} -> {target}", name))
         return self
 
     def inject_import(self, source_module: str, class_name: str,
@@ -173,17 +198,24 @@ class Patcher:
         validate_target(target_module)
         if not isinstance(class_name, str) or not class_name.isidentifier():
             raise ValueError(f"inject_import: {class_name!r} is not an identifier")
-        self.names.append(register(
+        name = register(
             inject_function(source_module, class_name), target_module,
             name=_unique(f"{NAME_PREFIX}.inject_import:{target_module}.{class_name}"),
-            tags=(TAG,)))
+            tags=(TAG,))
+        self.names.append(name)
+        self._import_events.append(("Injected Imports", f"{target_module}.{class_name}", name))
         return self
 
-    def with_profiling(self, path: str, level: int = 0, **_schedule: "Any") -> "Patcher":
-        """Profile training steps into ``path`` (the 1.0 layer's training pack)."""
+    def with_profiling(self, path: str, level: int = 0, skip_first: int = 20, wait: int = 1,
+                       warmup: int = 1, active: int = 1, repeat: int = 1) -> "Patcher":
+        """Profile training steps into directory ``path`` from ``apply()`` to ``restore()``
+        with the training pack (``lazypatch.registry.training.profile_to``): ``level``
+        0-2, and the schedule of ``torch.profiler.schedule`` (skip the first
+        ``skip_first`` steps, then ``repeat`` cycles of ``wait`` idle, ``warmup`` and
+        ``active`` recorded steps; ``repeat=0``: until training ends). Checked now."""
         from ..registry.training.settings import ProfileSettings
-        ProfileSettings(path, level)
-        self._profiling = (path, level)
+        self._profiling = ProfileSettings(path, level, skip_first=skip_first, wait=wait,
+                                          warmup=warmup, active=active, repeat=repeat)
         return self
 
     def brake_at(self, step: int) -> "Patcher":
@@ -201,50 +233,94 @@ class Patcher:
 
     # -- applying ----------------------------------------------------------------------
 
-    def _collect(self) -> "List[Tuple[BasePatch, str]]":
-        collected: "List[Tuple[BasePatch, str]]" = []
-        for item, options in self._entries:
-            if isinstance(item, BasePatch):
-                collected.append((item, ""))
-                continue
-            if item.name in self._blacklist:
-                continue
-            for patch in item.patches(options):
-                if not isinstance(patch, BasePatch):
-                    raise TypeError(f"{item.__name__}.patches() returned {patch!r}, not an "
-                                    f"AtomicPatch / RegistryPatch")
-                collected.append((patch, item.name))
-        return [(patch, group) for patch, group in collected
-                if patch.name not in self._blacklist]
+    def _builtin_names(self, blacklist: "Set[str]") -> "List[str]":
+        """The built-in patches this patcher enables (``default_patcher``'s packs)."""
+        if not self.builtin_tags:
+            return []
+        from ..registry import load_packs
+        from ..reporting import report
+        load_packs()
+        wanted = set(self.builtin_tags)
+        return [record.name for record in report()
+                if wanted.intersection(record.tags) and record.enabled_by_default
+                and record.name not in blacklist
+                and record.name.rsplit(".", 1)[-1] not in blacklist]
 
     def apply(self, allow_internal_format: "Optional[bool]" = None) -> "Patcher":
-        """Declare every patch; each applies when its module is imported. Imports nothing."""
+        """Declare every patch; each applies when its module is imported. Imports nothing.
+
+        Groups with ``apply_before_collect`` are declared before the other groups'
+        ``patches()`` run; two enabled groups declaring a conflict raise ``ValueError``
+        (with the fix) before anything is declared."""
         if self._applied:
             return self
+        blacklist = self._resolved_blacklist()
+        enabled = [group for group in self._groups() if group.name not in blacklist]
+        if any(getattr(group, "conflicts_with", None) for group in enabled):
+            conflicts.refuse_conflicts(enabled, self._builtin_names(blacklist))
         self._applied = True
         if allow_internal_format is not None:
             self._internal_format = bool(allow_internal_format)
-        for patch, group in self._collect():
-            base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else \
-                f"{NAME_PREFIX}.{patch.name}"
-            name = patch.declare(_unique(base))
-            self.names.append(name)
-            self._declared.append((patch, group, name))
-        self._legacy = mx_driving.Patcher({}, sorted(self._blacklist), self._internal_format,
+        # DrivingSDK's bootstrap step: these groups first, so that a later group's
+        # patches() importing their target already finds them declared.
+        first = [index for index, (item, _) in enumerate(self._entries)
+                 if isinstance(item, type) and getattr(item, "apply_before_collect", False)]
+        rest = [index for index in range(len(self._entries)) if index not in first]
+        for index in first + rest:
+            item, options = self._entries[index]
+            if isinstance(item, BasePatch):
+                if item.name not in blacklist:
+                    self._declare(item, "", None)
+            elif item.name not in blacklist:
+                self._declare_group(item, options, blacklist)
+        self._legacy = mx_driving.Patcher({}, sorted(blacklist), self._internal_format,
                                           builtin_tags=self.builtin_tags,
-                                          profiling=self._profiling, brake_step=self._brake_step)
+                                          brake_step=self._brake_step)
         self._legacy.apply()
+        if self._profiling is not None:
+            from ..registry import training
+            settings = self._profiling
+            training.profile_to(settings.path, settings.level, skip_first=settings.skip_first,
+                                wait=settings.wait, warmup=settings.warmup,
+                                active=settings.active, repeat=settings.repeat)
+        self._summary_due = True
+        _summary_at_exit(self)
         return self
+
+    def _declare_group(self, group: "Any", options: "Optional[Dict[str, Any]]",
+                       blacklist: "Set[str]") -> None:
+        guard = conflicts.guard_for(id(self), group)
+        names = []
+        for patch in group.patches(options):
+            if not isinstance(patch, BasePatch):
+                raise TypeError(f"{group.__name__}.patches() returned {patch!r}, not an "
+                                f"AtomicPatch / RegistryPatch")
+            if patch.name not in blacklist:
+                names.append(self._declare(patch, group.name, guard))
+        conflicts.remember(id(self), group, names)
+
+    def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
+        base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else f"{NAME_PREFIX}.{patch.name}"
+        name = patch.declare(_unique(base), guard)
+        self.names.append(name)
+        self._declared.append((patch, group, name))
+        return name
 
     @property
     def is_applied(self) -> bool:
         return self._applied
 
     def restore(self) -> None:
-        """Undo everything, newest first (aliases with their patch). Imports nothing."""
+        """Emit the summary (once per ``apply()``), then undo everything, newest first
+        (aliases with their patch). Imports nothing."""
+        self.emit_summary()
+        conflicts.forget(id(self))
         if self._legacy is not None:
             self._legacy.restore()
             self._legacy = None
+        if self._profiling is not None and self._applied:
+            from ..registry import training
+            training.profile_to(None)
         from ..application import unpatch
         from ..paths import derived_from
         for name in reversed(self.names):
@@ -263,6 +339,16 @@ class Patcher:
         self.restore()
 
     # -- reporting -----------------------------------------------------------------
+
+    def summary(self) -> str:
+        """The summary text (see ``driving_sdk2_summary``) of this patcher now."""
+        return summary.summary_text(self._declared, self._import_events)
+
+    def emit_summary(self) -> None:
+        """Log the summary if this ``apply()`` has not logged it yet (restore, exit)."""
+        if self._summary_due:
+            self._summary_due = False
+            summary.emit(self.summary())
 
     def print_info(self, diff: bool = False) -> "Patcher":
         """Print each declared patch's status grouped by module; with ``diff``, the source
@@ -339,6 +425,24 @@ def _stand_in(path: str) -> str:
         f"{NAME_PREFIX}.skip_import:{path}"), tags=(TAG,), submodules=True)
 
 
+_APPLIED: "List[Patcher]" = []
+
+
+def _summary_at_exit(patcher: Patcher) -> None:
+    """Emit the summary of ``patcher`` at interpreter exit unless ``restore()`` did."""
+    if not _APPLIED:
+        import atexit
+        import logging  # noqa: F401 - imported first, so logging's own exit hook runs after ours
+        atexit.register(_emit_all)
+    if patcher not in _APPLIED:
+        _APPLIED.append(patcher)
+
+
+def _emit_all() -> None:
+    for patcher in _APPLIED:
+        patcher.emit_summary()
+
+
 def _unique(base: str) -> str:
     name, number = base, 2
     while name in STATE.catalog.by_name:
@@ -350,4 +454,7 @@ default_patcher = Patcher(builtin_tags=mx_driving.DEFAULT_TAGS)
 
 __all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "replace_with",
            "with_imports",
-           "configure_patcher_logging", "set_patcher_log_level", "default_patcher", "Stub"]
+           "configure_patcher_logging", "set_patcher_log_level", "default_patcher", "Stub",
+           "configure_summary", "patcher_logger",
+           "get_version", "check_version", "version_requirement", "mmcv_version",
+           "is_mmcv_v1x", "is_mmcv_v2x"]
