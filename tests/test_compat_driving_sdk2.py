@@ -569,6 +569,37 @@ def test_conflict_with_a_builtin_patch_of_default_patcher_names_the_fix(interpre
     assert result["imported"] == []
 
 
+@pytest.mark.parametrize("in_force", [False, True])
+def test_conflict_with_a_builtin_patch_enabled_elsewhere_counts_only_where_it_applies(
+        interpreter, in_force):
+    interpreter.write({**MODEL, "groups.py": GROUPS})
+    result = interpreter.run_json(f"""
+    import json
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher, default_patcher
+    from groups import FP16
+
+    class BuiltinFP16(FP16):
+        conflicts_with = ["resnet_maxpool"]     # the name of a built-in patch's last part
+
+    default_patcher.apply()     # ascend.resnet_maxpool enabled; no torch_npu here: never applies
+    if {in_force}:              # a pack patch of DrivingSDK's default set that does apply here
+        lazypatch.replace("my_model.layers.helper", lambda x: x, name="mypack.resnet_maxpool",
+                          tags=("ascend",))
+    Patcher().add(BuiltinFP16).apply()
+    import my_model.layers
+    record = [r for r in lazypatch.report()
+              if r.name == "driving_sdk.BuiltinFP16.my_model.layers.Block.forward"][0]
+    print(json.dumps([record.status, record.reason, my_model.layers.Block().forward(1)]))
+    """)
+    status, reason, forward = result
+    if in_force:
+        assert status == "skipped" and "LAZYPATCH_DISABLE=mypack.resnet_maxpool" in reason
+        assert forward == ["cuda block", 1]
+    else:
+        assert status == "applied" and forward == ["fp16", 1]
+
+
 def test_legacy_name_disables_and_enables_the_group_with_a_notice(interpreter):
     interpreter.write({**MODEL, "groups.py": GROUPS})
     result = interpreter.run_json("""

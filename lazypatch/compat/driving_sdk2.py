@@ -32,10 +32,35 @@ What each piece becomes:
   against the replacement's: the report's ``change_diff`` where it has one,
   else ``difflib`` here (and always here for a ``runtime_check`` patch, whose
   recorded change is the dispatching wrapper).
-* The pieces live in ``driving_sdk2_patches`` (patch declarations, ``with_imports``)
-  and ``driving_sdk2_imports`` (stubs, ``replace_with``, ``inject_import``).
-* ``with_profiling``, ``brake_at``, ``allow_internal_format`` and the built-in
-  packs of ``default_patcher`` are those of the 1.0 layer (``mx_driving``).
+* ``Patch.conflicts_with``: two enabled groups of one patcher that declare a
+  conflict (or one group and a built-in patch ``default_patcher`` enables, such as
+  ``resnet_maxpool``) make ``add()`` warn (``PatchConflictWarning``) and
+  ``apply()`` raise ``ValueError`` with DrivingSDK's fix
+  (``patcher.disable('resnet_maxpool').add(FP16)``) before anything is declared.
+  Beyond DrivingSDK: against a group applied first by *another* patcher, or a
+  lazypatch patch named in ``conflicts_with`` that is in force, the group's
+  patches are ``skipped`` at import with the reason and the fix (first wins).
+* ``Patch.legacy_name``: the group's old name, accepted by ``disable``,
+  ``enable`` (takes back a ``disable``) and ``conflicts_with``, mapped to the
+  name, with a ``FutureWarning`` naming the new spelling.
+* ``Patch.apply_before_collect``: DrivingSDK's bootstrap step (collection is the
+  call of ``patches()``, not pytest's): such groups are declared before the other
+  groups' ``patches()`` run, so a collection that imports their target finds them.
+* ``get_version``, ``check_version``, ``mmcv_version``, ``is_mmcv_v1x/v2x``:
+  read from installed metadata like ``requires=`` (nothing imported; ``mmcv``
+  found as ``mmcv-lite``); ``version_requirement("mmcv", 2)`` is the ``requires=``
+  string ``"mmcv>=2,<3"``, which ``AtomicPatch``/``RegistryPatch`` accept.
+* ``with_profiling(path, level, skip_first, wait, warmup, active, repeat)``: the
+  training pack's ``profile_to`` with that ``torch.profiler`` schedule, from
+  ``apply()`` to ``restore()``; ``brake_at``, ``allow_internal_format`` and the
+  built-in packs of ``default_patcher`` are those of the 1.0 layer (``mx_driving``).
+* ``configure_summary(enabled, level, show_applied, show_skipped, show_failed,
+  show_import_events)`` and ``patcher_logger``: the summary is logged at
+  ``restore()`` or at exit (``apply()`` decides nothing here), on rank 0, to the
+  ``lazypatch`` logger; see ``driving_sdk2_summary``.
+* The pieces live in ``driving_sdk2_patches`` (patch declarations, ``with_imports``),
+  ``driving_sdk2_imports`` (stubs, ``replace_with``, ``inject_import``),
+  ``driving_sdk2_conflicts``, ``driving_sdk2_versions`` and ``driving_sdk2_summary``.
 * Leaving ``with patcher:`` (or ``restore()``) undoes everything exactly.
 """
 
@@ -92,6 +117,7 @@ class Patcher:
         self._profiling: "Optional[ProfileSettings]" = None
         self._import_events: "List[Tuple[str, str, str]]" = []   # (section, what, name)
         self._summary_due = False
+        self._builtins: "List[str]" = []       # built-in patches this patcher enabled
         self._brake_step: "Optional[int]" = None
         self._internal_format = False
         self._legacy: "Optional[mx_driving.Patcher]" = None
@@ -277,6 +303,7 @@ class Patcher:
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
         self._legacy.apply()
+        self._builtins = self._builtin_names(blacklist)
         if self._profiling is not None:
             from ..registry import training
             settings = self._profiling
@@ -341,8 +368,12 @@ class Patcher:
     # -- reporting -----------------------------------------------------------------
 
     def summary(self) -> str:
-        """The summary text (see ``driving_sdk2_summary``) of this patcher now."""
-        return summary.summary_text(self._declared, self._import_events)
+        """The summary text (see ``driving_sdk2_summary``) of this patcher now: its
+        patches, its import controls and the built-in patches it enabled."""
+        declared = [(patch.name, group or patch.name, name)
+                    for patch, group, name in self._declared]
+        declared += [(name, name.split(".", 1)[0], name) for name in self._builtins]
+        return summary.summary_text(declared, self._import_events)
 
     def emit_summary(self) -> None:
         """Log the summary if this ``apply()`` has not logged it yet (restore, exit)."""

@@ -122,9 +122,26 @@ def forget(owner: int) -> None:
     _DECLARED[:] = [entry for entry in _DECLARED if entry.owner != owner]
 
 
+def _in_force(patch: "Any") -> bool:
+    """Enabled, with its requirements met: it applies, or will when its module is
+    imported (a built-in Ascend patch on a host without torch_npu never does)."""
+    from ..selection import unmet_requirements
+    return patch is not None and bool(patch.enabled) and not unmet_requirements(patch)
+
+
 def _enabled(name: str) -> bool:
-    patch = STATE.catalog.by_name.get(name)
-    return patch is not None and bool(patch.enabled)
+    return _in_force(STATE.catalog.by_name.get(name))
+
+
+def _builtin_in_force(short_name: str) -> "Optional[str]":
+    """The built-in patch of DrivingSDK's default set (``ascend.resnet_maxpool``) whose
+    last part is ``short_name`` and which is in force, if any."""
+    from .mx_driving import DEFAULT_TAGS
+    for patch in STATE.catalog.patches():
+        if patch.name.rsplit(".", 1)[-1] == short_name and \
+                set(DEFAULT_TAGS).intersection(patch.tags) and _in_force(patch):
+            return str(patch.name)
+    return None
 
 
 def guard_for(owner: int, group: "Any") -> "Optional[Callable[[], None]]":
@@ -146,10 +163,12 @@ def guard_for(owner: int, group: "Any") -> "Optional[Callable[[], None]]":
                                 f"disable {other!r} there (patcher.disable({other!r})) or "
                                 f"restore() that patcher first")
         for name in named:
-            if _enabled(name):
-                raise SkipPatch(f"conflicts with the enabled lazypatch patch {name!r}; to use "
+            found = name if _enabled(name) else None if "." in name else \
+                _builtin_in_force(name)
+            if found is not None:
+                raise SkipPatch(f"conflicts with the enabled lazypatch patch {found!r}; to use "
                                 f"{group.name!r} instead, disable it (lazypatch.disable"
-                                f"({name!r}) or LAZYPATCH_DISABLE={name})")
+                                f"({found!r}) or LAZYPATCH_DISABLE={found})")
     return conflicts_with_declared
 
 

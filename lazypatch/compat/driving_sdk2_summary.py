@@ -109,10 +109,11 @@ def _status(record: "Any") -> str:
     return str(record.status)
 
 
-def summary_text(declared: "List[Tuple[Any, str, str]]",
+def summary_text(declared: "List[Tuple[str, str, str]]",
                  import_events: "List[Tuple[str, str, str]]") -> str:
-    """The summary of these declarations: ``declared`` holds (patch, group, lazypatch
-    name), ``import_events`` (section title, description, lazypatch name)."""
+    """The summary of these declarations, or "" when no section has anything to show:
+    ``declared`` holds (what is shown, group, lazypatch name), ``import_events``
+    (section title, description, lazypatch name)."""
     from ..reporting import report
     records = {record.name: record for record in report()}
     lines = ["=" * WIDTH, f"=== {BANNER} ===", "=" * WIDTH]
@@ -129,7 +130,7 @@ def summary_text(declared: "List[Tuple[Any, str, str]]",
         if not _shown(getattr(SUMMARY, flag), event):
             continue
         grouped: "Dict[str, Dict[str, List[str]]]" = {}
-        for patch, group, name in declared:
+        for shown, group, name in declared:
             record = records.get(name)
             if record is None or _status(record) != status:
                 continue
@@ -138,8 +139,11 @@ def summary_text(declared: "List[Tuple[Any, str, str]]",
                 (f" ({version})" if version else "")
             reason = f" ({record.reason})" if record.reason and status in ("skipped", "failed") \
                 else ""
-            grouped.setdefault(package, {}).setdefault(group or patch.name, []).append(
-                f"        {mark} {patch.name}{reason}")
+            unmet = record.get("unmet_requirements") or []
+            if status == "pending" and unmet:
+                reason = f" (will be skipped: {'; '.join(unmet)})"
+            grouped.setdefault(package, {}).setdefault(group, []).append(
+                f"        {mark} {shown}{reason}")
         if not grouped:
             continue
         lines.append(f"  {title}:")
@@ -151,7 +155,7 @@ def summary_text(declared: "List[Tuple[Any, str, str]]",
     if lines[-1] == "-" * WIDTH:
         lines.pop()
     if len(lines) == 3:
-        lines.append("  (nothing declared)")
+        return ""     # as in DrivingSDK: no section to show, no summary
     lines.append("=" * WIDTH)
     return "\n".join(lines)
 
@@ -160,7 +164,7 @@ def emit(text: str) -> None:
     """Log the summary at the configured level on rank 0 (stderr when the ``lazypatch``
     logger has no handler); nothing when disabled or below the logger's threshold."""
     from ..configuration import current_rank
-    if not SUMMARY.enabled or current_rank() != 0:
+    if not text or not SUMMARY.enabled or current_rank() != 0:
         return
     import logging
     logger = logging.getLogger("lazypatch")
