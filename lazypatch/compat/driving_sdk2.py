@@ -66,6 +66,8 @@ What each piece becomes:
 
 from __future__ import annotations
 
+import itertools
+
 from ..boundaries import Deferred
 from ..registration import register, validate_target
 from ..state import STATE
@@ -104,6 +106,9 @@ if TYPE_CHECKING:
 NAME_PREFIX = "driving_sdk"
 
 
+_PATCHER_KEYS = itertools.count(1)
+
+
 class Patcher:
     """Collects patches and import controls; ``apply()`` declares them (each applies when
     its module is imported); ``restore()`` or leaving ``with`` undoes everything."""
@@ -118,6 +123,9 @@ class Patcher:
         self._import_events: "List[Tuple[str, str, str]]" = []   # (section, what, name)
         self._summary_due = False
         self._builtins: "List[str]" = []       # built-in patches this patcher enabled
+        # Who declared a group, for conflicts across patchers (not id(): it is reused
+        # once a patcher is garbage collected, and its groups may still be declared).
+        self._key = next(_PATCHER_KEYS)
         self._brake_step: "Optional[int]" = None
         self._internal_format = False
         self._legacy: "Optional[mx_driving.Patcher]" = None
@@ -316,7 +324,7 @@ class Patcher:
 
     def _declare_group(self, group: "Any", options: "Optional[Dict[str, Any]]",
                        blacklist: "Set[str]") -> None:
-        guard = conflicts.guard_for(id(self), group)
+        guard = conflicts.guard_for(self._key, group)
         names = []
         for patch in group.patches(options):
             if not isinstance(patch, BasePatch):
@@ -324,7 +332,7 @@ class Patcher:
                                 f"AtomicPatch / RegistryPatch")
             if patch.name not in blacklist:
                 names.append(self._declare(patch, group.name, guard))
-        conflicts.remember(id(self), group, names)
+        conflicts.remember(self._key, group, names)
 
     def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
         base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else f"{NAME_PREFIX}.{patch.name}"
@@ -341,7 +349,7 @@ class Patcher:
         """Emit the summary (once per ``apply()``), then undo everything, newest first
         (aliases with their patch). Imports nothing."""
         self.emit_summary()
-        conflicts.forget(id(self))
+        conflicts.forget(self._key)
         if self._legacy is not None:
             self._legacy.restore()
             self._legacy = None
