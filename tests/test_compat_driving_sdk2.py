@@ -670,6 +670,39 @@ def test_apply_before_collect_declares_a_group_before_others_collect(interpreter
     assert result == [[seen, 1], 2, 1]
 
 
+def test_a_bad_patches_result_takes_back_what_apply_declared(interpreter):
+    interpreter.write(BOOTSTRAP)
+    result = interpreter.run_json("""
+    import json
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch
+    from groups_bootstrap import Compat
+
+    class Broken(Patch):
+        @classmethod
+        def patches(cls, options=None):
+            return [AtomicPatch("my_model.layers.helper", print), "my_model.layers.Block"]
+
+    patcher = Patcher().skip_import("flash_attn").add(Compat, Broken)
+    try:
+        patcher.apply()
+        error = None
+    except TypeError as refused:
+        error = str(refused)
+    live = lambda: sorted(r.name for r in lazypatch.report()
+                          if r.name.startswith("driving_sdk") and r.enabled)
+    after_error = [live(), patcher.is_applied]
+    patcher.disable(Broken).apply()
+    print(json.dumps({"error": error, "after_error": after_error, "after_fix": live()}))
+    """)
+    assert "Broken.patches() returned 'my_model.layers.Block', not an AtomicPatch" in \
+        result["error"]
+    # Compat (apply_before_collect) had been declared: taken back; skip_import stays.
+    assert result["after_error"] == [["driving_sdk.skip_import:flash_attn"], False]
+    assert [name.split("#")[0] for name in result["after_fix"]] == [   # "#2": a new name
+        "driving_sdk.Compat.oldapi.VALUE", "driving_sdk.skip_import:flash_attn"]
+
+
 def test_version_helpers_read_metadata_and_map_onto_requires(interpreter):
     interpreter.write(MODEL)
     result = interpreter.run_json("""

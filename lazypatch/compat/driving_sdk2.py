@@ -295,18 +295,18 @@ class Patcher:
         self._applied = True
         if allow_internal_format is not None:
             self._internal_format = bool(allow_internal_format)
-        # DrivingSDK's bootstrap step: these groups first, so that a later group's
-        # patches() importing their target already finds them declared.
-        first = [index for index, (item, _) in enumerate(self._entries)
-                 if isinstance(item, type) and getattr(item, "apply_before_collect", False)]
-        rest = [index for index in range(len(self._entries)) if index not in first]
-        for index in first + rest:
-            item, options = self._entries[index]
-            if isinstance(item, BasePatch):
-                if item.name not in blacklist:
-                    self._declare(item, "", None)
-            elif item.name not in blacklist:
-                self._declare_group(item, options, blacklist)
+        start = len(self.names)
+        try:
+            self._declare_entries(blacklist)
+        except BaseException:
+            # A bad patches() result: take back what this apply() declared, so that the
+            # fixed patcher can apply again (skip_import & co. stay: declared earlier).
+            self._undo(self.names[start:])
+            del self.names[start:]
+            self._declared = [entry for entry in self._declared if entry[2] in self.names]
+            conflicts.forget(self._key)
+            self._applied = False
+            raise
         self._legacy = mx_driving.Patcher({}, sorted(blacklist), self._internal_format,
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
@@ -322,16 +322,43 @@ class Patcher:
         _summary_at_exit(self)
         return self
 
-    def _declare_group(self, group: "Any", options: "Optional[Dict[str, Any]]",
-                       blacklist: "Set[str]") -> None:
-        guard = conflicts.guard_for(self._key, group)
-        names = []
-        for patch in group.patches(options):
+    def _declare_entries(self, blacklist: "Set[str]") -> None:
+        """Collect (call ``patches()``) and declare: the ``apply_before_collect`` groups
+        first, each declared as soon as collected (DrivingSDK's bootstrap step, so that
+        a later ``patches()`` importing their target finds them declared); then all
+        the others collected before any of them is declared."""
+        first = [index for index, (item, _) in enumerate(self._entries)
+                 if isinstance(item, type) and getattr(item, "apply_before_collect", False)
+                 and getattr(item, "name", None) not in blacklist]
+        for index in first:
+            group, options = self._entries[index]
+            self._declare_group(group, self._collect(group, options, blacklist))
+        collected = []
+        for index, (item, options) in enumerate(self._entries):
+            if index in first or item.name in blacklist:
+                continue
+            collected.append((item, None if isinstance(item, BasePatch) else
+                              self._collect(item, options, blacklist)))
+        for item, patches in collected:
+            if patches is None:
+                self._declare(item, "", None)
+            else:
+                self._declare_group(item, patches)
+
+    @staticmethod
+    def _collect(group: "Any", options: "Optional[Dict[str, Any]]",
+                 blacklist: "Set[str]") -> "List[BasePatch]":
+        """The group's patches (``patches(options)``) not disabled by name, checked."""
+        patches = list(group.patches(options))
+        for patch in patches:
             if not isinstance(patch, BasePatch):
                 raise TypeError(f"{group.__name__}.patches() returned {patch!r}, not an "
                                 f"AtomicPatch / RegistryPatch")
-            if patch.name not in blacklist:
-                names.append(self._declare(patch, group.name, guard))
+        return [patch for patch in patches if patch.name not in blacklist]
+
+    def _declare_group(self, group: "Any", patches: "List[BasePatch]") -> None:
+        guard = conflicts.guard_for(self._key, group)
+        names = [self._declare(patch, group.name, guard) for patch in patches]
         conflicts.remember(self._key, group, names)
 
     def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
@@ -356,16 +383,23 @@ class Patcher:
         if self._profiling is not None and self._applied:
             from ..registry import training
             training.profile_to(None)
+        self._undo(self.names)
+        self._applied = False
+        if self in _APPLIED:
+            _APPLIED.remove(self)
+
+    @staticmethod
+    def _undo(names: "List[str]") -> None:
+        """Unpatch these patches, newest first, with their aliases and stand-ins."""
         from ..application import unpatch
         from ..paths import derived_from
-        for name in reversed(self.names):
+        for name in reversed(names):
             patch = STATE.catalog.by_name.get(name)
             if patch is None:
                 continue
             for derived in derived_from(name):   # aliases, stand-ins of submodules
                 unpatch(STATE.catalog.by_name[derived], "undone by the DrivingSDK patcher")
             unpatch(patch, "undone by the DrivingSDK patcher")
-        self._applied = False
 
     def __enter__(self) -> "Patcher":
         return self.apply()
@@ -467,18 +501,22 @@ def _stand_in(path: str) -> str:
 _APPLIED: "List[Patcher]" = []
 
 
+_EXIT_HOOK: "List[bool]" = []
+
+
 def _summary_at_exit(patcher: Patcher) -> None:
     """Emit the summary of ``patcher`` at interpreter exit unless ``restore()`` did."""
-    if not _APPLIED:
+    if not _EXIT_HOOK:
         import atexit
         import logging  # noqa: F401 - imported first, so logging's own exit hook runs after ours
         atexit.register(_emit_all)
+        _EXIT_HOOK.append(True)
     if patcher not in _APPLIED:
         _APPLIED.append(patcher)
 
 
 def _emit_all() -> None:
-    for patcher in _APPLIED:
+    for patcher in list(_APPLIED):
         patcher.emit_summary()
 
 
