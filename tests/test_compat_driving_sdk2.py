@@ -580,12 +580,13 @@ def test_conflict_with_a_builtin_patch_enabled_elsewhere_counts_only_where_it_ap
     from groups import FP16
 
     class BuiltinFP16(FP16):
-        conflicts_with = ["resnet_maxpool"]     # the name of a built-in patch's last part
+        # resnet_maxpool: DrivingSDK's group, here ascend.resnet_maxpool (no torch_npu
+        # here: it never applies); my_maxpool: the last part of a pack patch that does.
+        conflicts_with = ["my_maxpool"] if {in_force} else ["resnet_maxpool"]
 
-    default_patcher.apply()     # ascend.resnet_maxpool enabled; no torch_npu here: never applies
-    if {in_force}:              # a pack patch of DrivingSDK's default set that does apply here
-        lazypatch.replace("my_model.layers.helper", lambda x: x, name="mypack.resnet_maxpool",
-                          tags=("ascend",))
+    default_patcher.apply()
+    lazypatch.replace("my_model.layers.helper", lambda x: x, name="mypack.my_maxpool",
+                      tags=("ascend",))          # a patch of DrivingSDK's default set's packs
     Patcher().add(BuiltinFP16).apply()
     import my_model.layers
     record = [r for r in lazypatch.report()
@@ -594,10 +595,54 @@ def test_conflict_with_a_builtin_patch_enabled_elsewhere_counts_only_where_it_ap
     """)
     status, reason, forward = result
     if in_force:
-        assert status == "skipped" and "LAZYPATCH_DISABLE=mypack.resnet_maxpool" in reason
+        assert status == "skipped" and "LAZYPATCH_DISABLE=mypack.my_maxpool" in reason
         assert forward == ["cuda block", 1]
     else:
         assert status == "applied" and forward == ["fp16", 1]
+
+
+def test_builtin_groups_by_drivingsdk_names_disable_enable_and_conflict(interpreter):
+    result = interpreter.run_json("""
+    import json, sys, warnings
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import default_patcher
+    def enabled(*names):
+        records = {r.name: r.enabled for r in lazypatch.report()}
+        return [records[name] for name in names]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        default_patcher.disable("tensor_index", "numpy_type")     # a 2.0 and a 1.0 name
+        default_patcher.enable("resnet_fp16")      # DrivingSDK: default_patcher.add(ResNetFP16)
+        try:
+            default_patcher.apply()
+            refused = None
+        except ValueError as error:
+            refused = str(error)
+        default_patcher.disable("resnet_maxpool").apply()
+    inside = enabled("ascend.tensor_bool_index", "numpy_compat.type_aliases",
+                     "ascend.resnet_fp16", "ascend.resnet_maxpool", "ascend.batch_matmul")
+    summary = default_patcher.summary()
+    default_patcher.restore()
+    after = enabled("ascend.resnet_fp16", "ascend.resnet_maxpool")
+    print(json.dumps({"refused": refused, "inside": inside, "after": after,
+                      "notices": [str(w.message) for w in caught
+                                  if w.category is FutureWarning],
+                      "summary_groups": [line.strip() for line in summary.splitlines()
+                                         if line.strip() in ("resnet_fp16:", "tensor_index:",
+                                                             "batch_matmul:")],
+                      "imported": [m for m in ("torch", "numpy", "mmdet") if m in sys.modules]}))
+    """)
+    assert result["refused"].startswith("Patch conflict: 'resnet_fp16' conflicts with "
+                                         "'resnet_maxpool'. Both are enabled.")
+    assert "patcher.disable('resnet_maxpool').enable('resnet_fp16')" in result["refused"]
+    # tensor_index, numpy_compat off; resnet_fp16 on instead of resnet_maxpool; others as usual
+    assert result["inside"] == [False, False, True, False, True]
+    assert result["after"] == [False, False]   # packs loaded by apply(): all taken back
+    assert result["notices"] == ["lazypatch: disable('numpy_type'): 'numpy_type' is the old "
+                                 "(legacy_name) name of the patch group 'numpy_compat'; write "
+                                 "disable('numpy_compat')"]
+    assert sorted(result["summary_groups"]) == ["batch_matmul:", "resnet_fp16:"]
+    assert result["imported"] == []
 
 
 def test_legacy_name_disables_and_enables_the_group_with_a_notice(interpreter):

@@ -71,6 +71,7 @@ import itertools
 from ..boundaries import Deferred
 from ..registration import register, validate_target
 from ..state import STATE
+from . import driving_sdk2_builtins as builtins
 from . import driving_sdk2_conflicts as conflicts
 from . import driving_sdk2_summary as summary
 from . import mx_driving
@@ -123,6 +124,9 @@ class Patcher:
         self._import_events: "List[Tuple[str, str, str]]" = []   # (section, what, name)
         self._summary_due = False
         self._builtins: "List[str]" = []       # built-in patches this patcher enabled
+        self._builtin_on: "Set[str]" = set()   # optional built-in groups enable() named
+        self._turned_on: "List[str]" = []      # their patches, enabled by apply()
+        self._loaded_here: "Set[str]" = set()  # built-in patches loaded by apply()
         # Who declared a group, for conflicts across patchers (not id(): it is reused
         # once a patcher is garbage collected, and its groups may still be declared).
         self._key = next(_PATCHER_KEYS)
@@ -148,19 +152,24 @@ class Patcher:
         return self
 
     def disable(self, *names: "Any") -> "Patcher":
-        """Leave out patches by name, ``Patch`` class or patch object; a group's old
-        ``legacy_name`` is mapped to its name (with a ``FutureWarning``)."""
+        """Leave out patches by name, ``Patch`` class or patch object, or DrivingSDK's
+        built-in groups by their names (``default_patcher.disable("tensor_index")``); an
+        old ``legacy_name`` is mapped to the name (with a ``FutureWarning``)."""
         for name in self._names_of(names, "disable"):
             self._blacklist.add(name)
+            self._builtin_on.discard(name)
         return self
 
     def enable(self, *names: "Any") -> "Patcher":
-        """Take back an earlier ``disable`` (``default_patcher.enable("resnet_maxpool")``);
-        old ``legacy_name`` names are mapped as for ``disable``."""
+        """Take back an earlier ``disable``; on a patcher with built-in packs, also turn
+        on an optional built-in group (``default_patcher.enable("resnet_fp16")``, where
+        DrivingSDK writes ``add(ResNetFP16)``). Old names are mapped as for ``disable``."""
         for name in self._names_of(names, "enable"):
             self._blacklist.discard(name)
             self._blacklist -= {old for old, new in conflicts.legacy_names(
                 self._groups()).items() if new == name}
+            if self.builtin_tags and name in builtins.BY_NAME:
+                self._builtin_on.add(name)
         return self
 
     def _names_of(self, items: "Iterable[Any]", caller: str) -> "List[str]":
@@ -170,7 +179,8 @@ class Patcher:
             if not isinstance(name, str) or not name:
                 raise TypeError(f"Patcher.{caller}: expected a patch name, Patch class or "
                                 f"patch, got {item!r}")
-            chosen.append(conflicts.current_name(name, self._groups(), caller))
+            chosen.append(conflicts.current_name(name, self._groups(), caller,
+                                                 bool(self.builtin_tags)))
         return chosen
 
     def _groups(self) -> "List[Any]":
@@ -178,7 +188,8 @@ class Patcher:
 
     def _resolved_blacklist(self) -> "Set[str]":
         """Disabled names, old names of groups added after ``disable`` mapped now."""
-        return {conflicts.current_name(name, self._groups(), "disable")
+        return {conflicts.current_name(name, self._groups(), "disable",
+                                       bool(self.builtin_tags))
                 for name in self._blacklist}
 
     def _enabled_groups(self) -> "List[Any]":
@@ -268,15 +279,22 @@ class Patcher:
     # -- applying ----------------------------------------------------------------------
 
     def _builtin_names(self, blacklist: "Set[str]") -> "List[str]":
-        """The built-in patches this patcher enables (``default_patcher``'s packs)."""
+        """The built-in patches this patcher enables (``default_patcher``'s packs, and
+        the optional groups ``enable`` named); ``blacklist`` holds lazypatch names too."""
         if not self.builtin_tags:
             return []
         from ..registry import load_packs
         from ..reporting import report
+        known_before = set(STATE.catalog.by_name)
         load_packs()
+        # Packs loaded only now (no activation) are this patcher's doing: restore()
+        # takes all of their patches back, as the 1.0 layer does for the packs it loads.
+        self._loaded_here |= set(STATE.catalog.by_name) - known_before   # kept if refused
         wanted = set(self.builtin_tags)
+        optional = builtins.lazypatch_names(self._builtin_on)
         return [record.name for record in report()
-                if wanted.intersection(record.tags) and record.enabled_by_default
+                if wanted.intersection(record.tags)
+                and (record.enabled_by_default or record.name in optional)
                 and record.name not in blacklist
                 and record.name.rsplit(".", 1)[-1] not in blacklist]
 
@@ -289,9 +307,11 @@ class Patcher:
         if self._applied:
             return self
         blacklist = self._resolved_blacklist()
+        # DrivingSDK's names of built-in groups, as the lazypatch patches doing their work.
+        switched_off = blacklist | builtins.lazypatch_names(blacklist)
         enabled = [group for group in self._groups() if group.name not in blacklist]
-        if any(getattr(group, "conflicts_with", None) for group in enabled):
-            conflicts.refuse_conflicts(enabled, self._builtin_names(blacklist))
+        builtin_names = self._builtin_names(switched_off)
+        conflicts.refuse_conflicts(enabled, builtin_names)
         self._applied = True
         if allow_internal_format is not None:
             self._internal_format = bool(allow_internal_format)
@@ -307,11 +327,12 @@ class Patcher:
             conflicts.forget(self._key)
             self._applied = False
             raise
-        self._legacy = mx_driving.Patcher({}, sorted(blacklist), self._internal_format,
+        self._legacy = mx_driving.Patcher({}, sorted(switched_off), self._internal_format,
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
         self._legacy.apply()
-        self._builtins = self._builtin_names(blacklist)
+        self._builtins = builtin_names
+        self._turn_on_optional_builtins(set(builtin_names))
         if self._profiling is not None:
             from ..registry import training
             settings = self._profiling
@@ -321,6 +342,16 @@ class Patcher:
         self._summary_due = True
         _summary_at_exit(self)
         return self
+
+    def _turn_on_optional_builtins(self, chosen: "Set[str]") -> None:
+        """Enable the optional built-in patches ``enable`` named (off by default, so the
+        1.0 layer leaves them off); ``restore()`` turns them off again."""
+        from ..application import enable
+        for name in sorted(builtins.lazypatch_names(self._builtin_on) & chosen):
+            patch = STATE.catalog.by_name.get(name)
+            if patch is not None and not patch.enabled:
+                enable((name,))
+                self._turned_on.append(name)
 
     def _declare_entries(self, blacklist: "Set[str]") -> None:
         """Collect (call ``patches()``) and declare: the ``apply_before_collect`` groups
@@ -383,7 +414,10 @@ class Patcher:
         if self._profiling is not None and self._applied:
             from ..registry import training
             training.profile_to(None)
-        self._undo(self.names)
+        self._undo(self.names + self._turned_on)
+        self._undo(sorted(name for name in self._loaded_here
+                          if STATE.catalog.by_name[name].enabled))
+        self._turned_on, self._loaded_here = [], set()
         self._applied = False
         if self in _APPLIED:
             _APPLIED.remove(self)
@@ -414,7 +448,8 @@ class Patcher:
         patches, its import controls and the built-in patches it enabled."""
         declared = [(patch.name, group or patch.name, name)
                     for patch, group, name in self._declared]
-        declared += [(name, name.split(".", 1)[0], name) for name in self._builtins]
+        declared += [(name, builtins.group_of(name) or name.split(".", 1)[0], name)
+                     for name in self._builtins]
         return summary.summary_text(declared, self._import_events)
 
     def emit_summary(self) -> None:

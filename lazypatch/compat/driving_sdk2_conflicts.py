@@ -13,7 +13,8 @@ reason and the fix; the first one declared wins, so two patchers never both skip
 ``legacy_name`` is the name a group had before (the DrivingSDK 1.0 function
 name: ``numpy_type`` for ``numpy_compat``). ``disable``, ``enable`` and
 ``conflicts_with`` still accept it, mapped to the group's name, with a
-``FutureWarning`` naming the new spelling.
+``FutureWarning`` naming the new spelling. DrivingSDK's own built-in groups are
+known by their names and old names too (``driving_sdk2_builtins``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from ..errors import PatchConflictWarning, SkipPatch
 from ..notices import notify
 from ..state import STATE
+from . import driving_sdk2_builtins as builtins
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,12 +35,15 @@ def legacy_names(groups: "Iterable[Any]") -> "Dict[str, str]":
             if getattr(group, "legacy_name", None)}
 
 
-def current_name(name: str, groups: "Iterable[Any]", caller: str) -> str:
-    """``name``, or the group's name when ``name`` is its old one (with a notice)."""
+def current_name(name: str, groups: "Iterable[Any]", caller: str,
+                 with_builtins: bool = True) -> str:
+    """``name``, or the group's name when ``name`` is its old one (with a notice): a
+    group of ``groups`` or, ``with_builtins``, a DrivingSDK built-in group."""
     groups = list(groups)
     if any(group.name == name for group in groups):
         return name
-    renamed = legacy_names(groups).get(name)
+    renamed = legacy_names(groups).get(name) or (builtins.renamed(name) if with_builtins
+                                                 else None)
     if renamed is None:
         return name
     notify(f"lazypatch: {caller}({name!r}): {name!r} is the old (legacy_name) name of the "
@@ -80,22 +85,44 @@ def warn_when_added(new: "Any", enabled: "Iterable[Any]") -> None:
                    PatchConflictWarning)
 
 
+def _builtin_matches(name: str, builtin_names: "Iterable[str]") -> "List[str]":
+    """The built-in patches a conflict name means: a DrivingSDK built-in group's
+    (``resnet_maxpool`` -> ``ascend.resnet_maxpool``), else those whose last part it is."""
+    chosen = set(builtin_names)
+    mapped = builtins.lazypatch_names([name])
+    if mapped or name in builtins.BY_NAME:
+        return sorted(mapped & chosen)
+    return sorted(patch for patch in chosen if patch.rsplit(".", 1)[-1] == name)
+
+
 def refuse_conflicts(enabled: "List[Any]", builtin_names: "Iterable[str]") -> None:
     """Raise ``ValueError`` with the fix when two enabled groups of one patcher conflict,
-    or a group conflicts with a built-in patch the patcher enables (by its last part)."""
+    a group conflicts with a built-in patch the patcher enables, or two built-in groups
+    it enables do (``resnet_fp16`` and ``resnet_maxpool``)."""
+    builtin_names = list(builtin_names)
     for index, group in enumerate(enabled):
         for other in enabled[index + 1:]:
             if conflicting(group, other):
                 raise ValueError(f"Patch conflict: {group.name!r} conflicts with "
                                  f"{other.name!r}. Both are enabled.\n"
                                  f"{guidance(group, other.name, other)}")
-    short = {name.rsplit(".", 1)[-1]: name for name in builtin_names}
     for group in enabled:
         for name in sorted(_declared(group, enabled)):
-            if name in short:
+            found = _builtin_matches(name, builtin_names)
+            if found:
                 raise ValueError(f"Patch conflict: {group.name!r} conflicts with {name!r} "
-                                 f"(the built-in patch {short[name]!r} this patcher "
+                                 f"(the built-in patch {found[0]!r} this patcher "
                                  f"enables). Both are enabled.\n{guidance(group, name)}")
+    on = {group.name for group in builtins.GROUPS
+          if group.patches and set(group.patches) <= set(builtin_names)}
+    for group in builtins.GROUPS:
+        for other in group.conflicts_with:
+            if group.name in on and other in on:
+                raise ValueError(
+                    f"Patch conflict: {group.name!r} conflicts with {other!r}. Both are "
+                    f"enabled.\nRecommended fix:\n  patcher.disable({other!r})"
+                    f".enable({group.name!r})\nOr keep the other patch instead:\n"
+                    f"  patcher.disable({group.name!r})")
 
 
 class _Declared:
@@ -133,14 +160,16 @@ def _enabled(name: str) -> bool:
     return _in_force(STATE.catalog.by_name.get(name))
 
 
-def _builtin_in_force(short_name: str) -> "Optional[str]":
-    """The built-in patch of DrivingSDK's default set (``ascend.resnet_maxpool``) whose
-    last part is ``short_name`` and which is in force, if any."""
+def _builtin_in_force(name: str) -> "Optional[str]":
+    """The built-in patch of DrivingSDK's default set that ``name`` means (its group's
+    patch, ``ascend.resnet_maxpool``, else one whose last part is ``name``) and which
+    is in force, if any."""
     from .mx_driving import DEFAULT_TAGS
-    for patch in STATE.catalog.patches():
-        if patch.name.rsplit(".", 1)[-1] == short_name and \
-                set(DEFAULT_TAGS).intersection(patch.tags) and _in_force(patch):
-            return str(patch.name)
+    candidates = [patch for patch in STATE.catalog.patches()
+                  if set(DEFAULT_TAGS).intersection(patch.tags)]
+    for found in _builtin_matches(name, [patch.name for patch in candidates]):
+        if _in_force(STATE.catalog.by_name.get(found)):
+            return found
     return None
 
 
