@@ -43,6 +43,11 @@ What each piece becomes:
 * ``Patch.legacy_name``: the group's old name, accepted by ``disable``,
   ``enable`` (takes back a ``disable``) and ``conflicts_with``, mapped to the
   name, with a ``FutureWarning`` naming the new spelling.
+* DrivingSDK's built-in groups by name and old name (``tensor_index``/``index``,
+  ``numpy_compat``/``numpy_type``...): on a patcher with built-in packs
+  (``default_patcher``) they select the lazypatch patches doing that work
+  (``driving_sdk2_builtins``): ``disable("tensor_index")``, ``enable("resnet_fp16")``
+  for an optional group (DrivingSDK's ``add(ResNetFP16)``).
 * ``Patch.apply_before_collect``: DrivingSDK's bootstrap step (collection is the
   call of ``patches()``, not pytest's): such groups are declared before the other
   groups' ``patches()`` run, so a collection that imports their target finds them.
@@ -60,7 +65,8 @@ What each piece becomes:
   ``lazypatch`` logger; see ``driving_sdk2_summary``.
 * The pieces live in ``driving_sdk2_patches`` (patch declarations, ``with_imports``),
   ``driving_sdk2_imports`` (stubs, ``replace_with``, ``inject_import``),
-  ``driving_sdk2_conflicts``, ``driving_sdk2_versions`` and ``driving_sdk2_summary``.
+  ``driving_sdk2_conflicts``, ``driving_sdk2_builtins``, ``driving_sdk2_versions`` and
+  ``driving_sdk2_summary``.
 * Leaving ``with patcher:`` (or ``restore()``) undoes everything exactly.
 """
 
