@@ -943,3 +943,19 @@ def test_bad_input_of_the_added_features_fails_at_the_call(forget_new_patches, c
     from lazypatch.compat import driving_sdk2
     with pytest.raises(error, match=message):
         eval(call, vars(driving_sdk2))
+
+
+def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new_patches):
+    from lazypatch.compat import driving_sdk2_summary
+    from lazypatch.compat.driving_sdk2 import AtomicPatch, Patcher, configure_patcher_logging
+    from lazypatch.events import action_for
+    from lazypatch.state import STATE
+    patcher = Patcher().add(AtomicPatch("never_imported_pkg.f", print)).apply()
+    [name] = patcher.names
+    patch = STATE.catalog.by_name[name]
+    before = set(driving_sdk2_summary.SILENT_EVENTS), action_for(patch, "apply")
+    with pytest.raises(ValueError, match="'loud' is not an action"):
+        configure_patcher_logging(on_apply="silent", on_fail="loud")
+    # on_apply was not set either: not in the summary's silent events, not in the engine
+    assert (driving_sdk2_summary.SILENT_EVENTS, action_for(patch, "apply")) == before
+    patcher.restore()
