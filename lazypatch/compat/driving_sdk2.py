@@ -290,7 +290,6 @@ class Patcher:
         if not self.builtin_tags:
             return []
         from ..registry import load_packs
-        from ..reporting import report
         known_before = set(STATE.catalog.by_name)
         load_packs()
         # Packs loaded only now (no activation) are this patcher's doing: restore()
@@ -298,11 +297,13 @@ class Patcher:
         self._loaded_here |= set(STATE.catalog.by_name) - known_before   # kept if refused
         wanted = set(self.builtin_tags)
         optional = builtins.lazypatch_names(self._builtin_on)
-        return [record.name for record in report()
-                if wanted.intersection(record.tags)
-                and (record.enabled_by_default or record.name in optional)
-                and record.name not in blacklist
-                and record.name.rsplit(".", 1)[-1] not in blacklist]
+        # The catalog, not report(): a record reads each target's distribution, and
+        # this runs at every apply() of default_patcher.
+        return [patch.name for patch in STATE.catalog.patches()
+                if wanted.intersection(patch.tags)
+                and (patch.enabled_by_default or patch.name in optional)
+                and patch.name not in blacklist
+                and patch.name.rsplit(".", 1)[-1] not in blacklist]
 
     def apply(self, allow_internal_format: "Optional[bool]" = None) -> "Patcher":
         """Declare every patch; each applies when its module is imported. Imports nothing.
