@@ -867,6 +867,9 @@ def run():
      {"Skipped Modules", "Injected Imports", "Applied", "Skipped", "Failed", "Pending"}),
     ("configure_summary(enabled=False)", {}, set()),
     ("", {"RANK": "1"}, set()),
+    ("patcher_logger.set_rank(2)", {}, set()),
+    ("patcher_logger.set_rank(2).set_rank_from_env()", {"SLURM_PROCID": "0"},
+     {"Skipped Modules", "Injected Imports", "Applied", "Skipped", "Failed", "Pending"}),
 ])
 def test_configure_summary_sections_level_and_rank(interpreter, setup, env, shown):
     interpreter.write({**IMPORT_CONTROL, "scenario.py": SUMMARY_SCENARIO})
@@ -937,6 +940,7 @@ def test_summary_goes_to_the_lazypatch_logger_and_at_exit_for_a_patcher_left_app
     ("Patcher().with_profiling('prof', wait=-1)", ValueError, "wait must be an integer >= 0"),
     ("Patcher().with_profiling('prof', every=5)", TypeError, "every"),
     ("Patcher().enable(3)", TypeError, "expected a patch name"),
+    ("patcher_logger.set_rank(-1)", ValueError, "integer >= 0"),
 ])
 def test_bad_input_of_the_added_features_fails_at_the_call(forget_new_patches, call, error,
                                                            message):

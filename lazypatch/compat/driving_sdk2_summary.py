@@ -14,7 +14,8 @@ then the Applied, Skipped and Failed patches grouped by package (with the
 installed version) and patch group, with each reason; plus Pending Patches,
 whose module was never imported (DrivingSDK, being eager, has none).
 
-Where: the ``lazypatch`` logger at ``level`` (INFO by default), on rank 0 only.
+Where: the ``lazypatch`` logger at ``level`` (INFO by default), on rank 0 only (the
+launcher's rank variables, or ``patcher_logger.set_rank(n)``).
 As in DrivingSDK, ``set_patcher_log_level(logging.WARNING)`` hides an INFO
 summary; where the ``lazypatch`` logger has no handler at all, the summary is
 written to stderr as ``[Patcher] INFO: ...`` (DrivingSDK's own handler).
@@ -49,6 +50,14 @@ class SummaryConfig:
 
 SUMMARY = SummaryConfig()
 SILENT_EVENTS: "Set[str]" = set()   # events configure_patcher_logging made silent
+RANK_OVERRIDE: "List[int]" = []     # patcher_logger.set_rank(n): n, else the environment's
+
+
+def summary_rank() -> int:
+    """The rank the summary filter sees: ``set_rank``'s, else the launcher's variables
+    (RANK, LOCAL_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, as DrivingSDK)."""
+    from ..configuration import current_rank
+    return RANK_OVERRIDE[-1] if RANK_OVERRIDE else current_rank()
 
 
 def _flag(value: "Any", label: str) -> "Optional[bool]":
@@ -163,8 +172,7 @@ def summary_text(declared: "List[Tuple[str, str, str]]",
 def emit(text: str) -> None:
     """Log the summary at the configured level on rank 0 (stderr when the ``lazypatch``
     logger has no handler); nothing when disabled or below the logger's threshold."""
-    from ..configuration import current_rank
-    if not text or not SUMMARY.enabled or current_rank() != 0:
+    if not text or not SUMMARY.enabled or summary_rank() != 0:
         return
     import logging
     logger = logging.getLogger("lazypatch")
@@ -220,7 +228,29 @@ def set_patcher_log_level(level: "Any") -> None:
 
 class PatcherLogger:
     """DrivingSDK's ``patcher_logger``: ``configure`` (event actions),
-    ``configure_summary``, ``set_level``; each returns the logger for chaining."""
+    ``configure_summary``, ``set_level``, ``set_rank``/``set_rank_from_env`` (the
+    summary is emitted on rank 0 only); each returns the logger for chaining."""
+
+    def set_rank(self, rank: int) -> "PatcherLogger":
+        """Use ``rank`` instead of the environment's for the summary's rank-0 filter."""
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            raise ValueError(f"patcher_logger.set_rank: the rank must be an integer >= 0, "
+                             f"got {rank!r}")
+        RANK_OVERRIDE[:] = [rank]
+        return self
+
+    def set_rank_from_env(self) -> "PatcherLogger":
+        """Read the rank from the launcher's variables again (the default)."""
+        RANK_OVERRIDE.clear()
+        return self
+
+    @property
+    def rank(self) -> int:
+        return summary_rank()
+
+    @property
+    def is_main_process(self) -> bool:
+        return summary_rank() == 0
 
     def configure(self, on_apply: "Optional[str]" = None, on_skip: "Optional[str]" = None,
                   on_fail: "Optional[str]" = None,
