@@ -8,6 +8,10 @@ and through it torch. Here the answer comes from installed metadata, the way
 it: ``mmcv``, ``mmcv-lite``, ``mmcv-full``); nothing is imported. A module with no
 metadata at all is read from its ``__version__`` only when it is already imported.
 
+``from mx_driving.patcher.version import get_version, check_version`` becomes an
+import from this module (``driving_sdk2`` re-exports them, as ``mx_driving.patcher``
+does).
+
 Each helper has a ``requires=`` spelling, which is the better one: a patch whose
 requirement is unmet is reported ``skipped`` with the installed version in the
 reason, where a precheck only says it said no.
