@@ -426,3 +426,540 @@ def test_seed_pattern_patch_on_a_package_reaching_an_unimported_submodule(interp
     assert result["inside"] == ["npu", 1, "x"]
     assert result["applied_on"] == "pkg.sub.deeper" and result["status"] == "applied"
     assert result["after"] == ["gpu", 2]
+
+
+# --- conflicts_with, legacy_name, apply_before_collect, version helpers, profiling, summary ---
+
+# ResNet-style groups of FEATURES.md ("resnet_fp16 conflicts with resnet_maxpool"),
+# on a model written to disk.
+GROUPS = """
+from lazypatch.compat.driving_sdk2 import Patch, AtomicPatch
+
+class MaxPool(Patch):
+    name = "resnet_maxpool"
+    legacy_name = "maxpool_v1"
+
+    @classmethod
+    def patches(cls, options=None):
+        return [AtomicPatch("my_model.layers.Block.forward", lambda self, x: ("maxpool", x))]
+
+class FP16(Patch):
+    name = "resnet_fp16"
+    conflicts_with = ["maxpool_v1"]            # an old name: mapped to resnet_maxpool
+
+    @classmethod
+    def patches(cls, options=None):
+        return [AtomicPatch("my_model.layers.Block.forward", lambda self, x: ("fp16", x))]
+"""
+
+
+def test_conflicting_groups_in_one_patcher_warn_when_added_and_refuse_to_apply(interpreter):
+    interpreter.write({**MODEL, "groups.py": GROUPS})
+    result = interpreter.run_json("""
+    import json, sys, warnings
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher
+    from groups import MaxPool, FP16
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        patcher = Patcher().add(MaxPool).add(FP16)
+        try:
+            patcher.apply()
+            refused = None
+        except ValueError as error:
+            refused = str(error)
+    declared = [r.name for r in lazypatch.report() if r.name.startswith("driving_sdk")]
+    kinds = sorted({(w.category.__name__, str(w.message)) for w in caught})
+    patcher.disable("resnet_maxpool").apply()      # DrivingSDK's fix: keep one of them
+    import my_model.layers
+    print(json.dumps({"refused": refused, "declared": declared, "kinds": kinds,
+                      "applied": patcher.is_applied, "forward": my_model.layers.Block().forward(1),
+                      "imported": "my_model" in sys.modules}))
+    """)
+    assert result["refused"].startswith("Patch conflict: 'resnet_maxpool' conflicts with "
+                                         "'resnet_fp16'. Both are enabled.")
+    assert "patcher.disable('resnet_fp16').add(MaxPool)" in result["refused"]
+    assert "patcher.disable('resnet_maxpool').add(FP16)" in result["refused"]
+    assert result["declared"] == []                  # refused before anything was declared
+    kinds = result["kinds"]
+    assert len(kinds) == 2, kinds
+    assert kinds[1][0] == "PatchConflictWarning" and kinds[1][1].startswith(
+        "lazypatch: Patch 'resnet_fp16' conflicts with already-enabled patch 'resnet_maxpool'.")
+    assert "patcher.disable('resnet_maxpool').add(FP16)" in kinds[1][1]
+    assert kinds[0] == ["FutureWarning", "lazypatch: conflicts_with('maxpool_v1'): 'maxpool_v1' "
+                        "is the old (legacy_name) name of the patch group 'resnet_maxpool'; "
+                        "write conflicts_with('resnet_maxpool')"]
+    assert result["applied"] is True and result["forward"] == ["fp16", 1]
+
+
+def test_conflict_with_a_group_applied_first_elsewhere_skips_with_the_reason(interpreter):
+    interpreter.write({**MODEL, "groups.py": GROUPS})
+    result = interpreter.run_json("""
+    import json
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch
+    from groups import MaxPool, FP16
+
+    lazypatch.replace("my_model.layers.helper", lambda x: ("user", x), name="mine.helper")
+
+    class Helper(Patch):
+        conflicts_with = ["mine.helper"]            # a lazypatch patch by its name
+
+        @classmethod
+        def patches(cls, options=None):
+            return [AtomicPatch("my_model.layers.helper", lambda x: ("group", x))]
+
+    first = Patcher().add(MaxPool).apply()
+    second = Patcher().add(FP16, Helper).apply()
+    import my_model.layers
+    records = {r.name: [r.status, r.reason] for r in lazypatch.report()}
+    outcome = {"forward": my_model.layers.Block().forward(1),
+               "helper": my_model.layers.helper(2),
+               "fp16": records["driving_sdk.resnet_fp16.my_model.layers.Block.forward"],
+               "helper_group": records["driving_sdk.Helper.my_model.layers.helper"],
+               "maxpool": records["driving_sdk.resnet_maxpool.my_model.layers.Block.forward"][0]}
+    second.restore(); first.restore()
+    # Restored, the first patcher no longer takes precedence: a new patcher's FP16 applies.
+    third = Patcher().add(FP16).apply()
+    import importlib
+    importlib.reload(my_model.layers)
+    outcome["after_restore"] = my_model.layers.Block().forward(3)
+    print(json.dumps(outcome))
+    """)
+    assert result["forward"] == ["maxpool", 1] and result["maxpool"] == "applied"
+    status, reason = result["fp16"]
+    assert status == "skipped"
+    assert "conflicts with patch group 'resnet_maxpool', applied first by another" in reason
+    assert "patcher.disable('resnet_maxpool')" in reason
+    status, reason = result["helper_group"]
+    assert status == "skipped" and "LAZYPATCH_DISABLE=mine.helper" in reason
+    assert result["helper"] == ["user", 2]
+    assert result["after_restore"] == ["fp16", 3]
+
+
+def test_conflict_with_a_builtin_patch_of_default_patcher_names_the_fix(interpreter):
+    interpreter.write({**MODEL, "groups.py": GROUPS})
+    result = interpreter.run_json("""
+    import json, sys
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import default_patcher, Patch, AtomicPatch
+
+    class FP16(Patch):                  # FEATURES.md: default_patcher.disable(...).add(...)
+        name = "my_resnet_fp16"
+        conflicts_with = ["resnet_maxpool"]
+
+        @classmethod
+        def patches(cls, options=None):
+            return [AtomicPatch("my_model.layers.Block.forward", lambda self, x: ("fp16", x))]
+
+    try:
+        default_patcher.add(FP16).apply()
+        refused = None
+    except ValueError as error:
+        refused = str(error)
+    default_patcher.disable("resnet_maxpool").apply()
+    records = {r.name: r.enabled for r in lazypatch.report()}
+    print(json.dumps({"refused": refused, "maxpool": records.get("ascend.resnet_maxpool"),
+                      "fp16": records.get("driving_sdk.my_resnet_fp16.my_model.layers.Block.forward"),
+                      "imported": [m for m in ("torch", "mmdet", "my_model") if m in sys.modules]}))
+    """)
+    assert "the built-in patch 'ascend.resnet_maxpool' this patcher enables" in result["refused"]
+    assert "patcher.disable('resnet_maxpool').add(FP16)" in result["refused"]
+    assert result["maxpool"] is False and result["fp16"] is True
+    assert result["imported"] == []
+
+
+@pytest.mark.parametrize("in_force", [False, True])
+def test_conflict_with_a_builtin_patch_enabled_elsewhere_counts_only_where_it_applies(
+        interpreter, in_force):
+    interpreter.write({**MODEL, "groups.py": GROUPS})
+    result = interpreter.run_json(f"""
+    import json
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher, default_patcher
+    from groups import FP16
+
+    class BuiltinFP16(FP16):
+        # resnet_maxpool: DrivingSDK's group, here ascend.resnet_maxpool (no torch_npu
+        # here: it never applies); my_maxpool: the last part of a pack patch that does.
+        conflicts_with = ["my_maxpool"] if {in_force} else ["resnet_maxpool"]
+
+    default_patcher.apply()
+    lazypatch.replace("my_model.layers.helper", lambda x: x, name="mypack.my_maxpool",
+                      tags=("ascend",))          # a patch of DrivingSDK's default set's packs
+    Patcher().add(BuiltinFP16).apply()
+    import my_model.layers
+    record = [r for r in lazypatch.report()
+              if r.name == "driving_sdk.BuiltinFP16.my_model.layers.Block.forward"][0]
+    print(json.dumps([record.status, record.reason, my_model.layers.Block().forward(1)]))
+    """)
+    status, reason, forward = result
+    if in_force:
+        assert status == "skipped" and "LAZYPATCH_DISABLE=mypack.my_maxpool" in reason
+        assert forward == ["cuda block", 1]
+    else:
+        assert status == "applied" and forward == ["fp16", 1]
+
+
+def test_builtin_groups_by_drivingsdk_names_disable_enable_and_conflict(interpreter):
+    result = interpreter.run_json("""
+    import json, sys, warnings
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import default_patcher
+    def enabled(*names):
+        records = {r.name: r.enabled for r in lazypatch.report()}
+        return [records[name] for name in names]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        default_patcher.disable("tensor_index", "numpy_type")     # a 2.0 and a 1.0 name
+        default_patcher.enable("resnet_fp16")      # DrivingSDK: default_patcher.add(ResNetFP16)
+        try:
+            default_patcher.apply()
+            refused = None
+        except ValueError as error:
+            refused = str(error)
+        default_patcher.disable("resnet_maxpool").apply()
+    inside = enabled("ascend.tensor_bool_index", "numpy_compat.type_aliases",
+                     "ascend.resnet_fp16", "ascend.resnet_maxpool", "ascend.batch_matmul")
+    summary = default_patcher.summary()
+    default_patcher.restore()
+    after = enabled("ascend.resnet_fp16", "ascend.resnet_maxpool")
+    print(json.dumps({"refused": refused, "inside": inside, "after": after,
+                      "notices": [str(w.message) for w in caught
+                                  if w.category is FutureWarning],
+                      "summary_groups": [line.strip() for line in summary.splitlines()
+                                         if line.strip() in ("resnet_fp16:", "tensor_index:",
+                                                             "batch_matmul:")],
+                      "imported": [m for m in ("torch", "numpy", "mmdet") if m in sys.modules]}))
+    """)
+    assert result["refused"].startswith("Patch conflict: 'resnet_fp16' conflicts with "
+                                         "'resnet_maxpool'. Both are enabled.")
+    assert "patcher.disable('resnet_maxpool').enable('resnet_fp16')" in result["refused"]
+    # tensor_index, numpy_compat off; resnet_fp16 on instead of resnet_maxpool; others as usual
+    assert result["inside"] == [False, False, True, False, True]
+    assert result["after"] == [False, False]   # packs loaded by apply(): all taken back
+    assert result["notices"] == ["lazypatch: disable('numpy_type'): 'numpy_type' is the old "
+                                 "(legacy_name) name of the patch group 'numpy_compat'; write "
+                                 "disable('numpy_compat')"]
+    assert sorted(result["summary_groups"]) == ["batch_matmul:", "resnet_fp16:"]
+    assert result["imported"] == []
+
+
+def test_legacy_name_disables_and_enables_the_group_with_a_notice(interpreter):
+    interpreter.write({**MODEL, "groups.py": GROUPS})
+    result = interpreter.run_json("""
+    import json, warnings
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher
+    from groups import MaxPool
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        early = Patcher().disable("maxpool_v1").add(MaxPool)    # before the group is added
+        early.apply()
+        late = Patcher().add(MaxPool).disable("maxpool_v1").enable("maxpool_v1")
+        late.apply()
+    names = sorted(r.name for r in lazypatch.report() if r.name.startswith("driving_sdk"))
+    import my_model.layers
+    print(json.dumps({"names": names, "forward": my_model.layers.Block().forward(1),
+                      "notices": sorted({(w.category.__name__, str(w.message)) for w in caught})}))
+    """)
+    assert result["names"] == ["driving_sdk.resnet_maxpool.my_model.layers.Block.forward"]
+    assert result["forward"] == ["maxpool", 1]
+    notices = result["notices"]
+    assert all(category == "FutureWarning" for category, _ in notices)
+    assert any("disable('maxpool_v1'): 'maxpool_v1' is the old (legacy_name) name of the patch "
+               "group 'resnet_maxpool'; write disable('resnet_maxpool')" in text
+               for _, text in notices)
+    assert any("write enable('resnet_maxpool')" in text for _, text in notices)
+
+
+BOOTSTRAP = {
+    **MODEL,
+    "oldapi.py": "VALUE = 1   # upstream changed it; the compat group sets 2 back\n",
+    "groups_bootstrap.py": """
+        from lazypatch.compat.driving_sdk2 import Patch, AtomicPatch
+
+        class Reader(Patch):
+            @classmethod
+            def patches(cls, options=None):
+                import oldapi                        # collection imports its target
+                seen = oldapi.VALUE
+                return [AtomicPatch("my_model.layers.helper", lambda x: (seen, x))]
+
+        class Compat(Patch):
+            apply_before_collect = True
+
+            @classmethod
+            def patches(cls, options=None):
+                return [AtomicPatch("oldapi.VALUE", 2)]
+
+        class LateCompat(Compat):
+            apply_before_collect = False
+    """,
+}
+
+
+@pytest.mark.parametrize("compat, seen", [("Compat", 2), ("LateCompat", 1)])
+def test_apply_before_collect_declares_a_group_before_others_collect(interpreter, compat, seen):
+    interpreter.write(BOOTSTRAP)
+    result = interpreter.run_json(f"""
+    import json
+    from lazypatch.compat.driving_sdk2 import Patcher
+    from groups_bootstrap import Reader, {compat} as Compat
+    patcher = Patcher().add(Reader, Compat).apply()     # Compat added last
+    import my_model.layers, oldapi
+    inside = [my_model.layers.helper(1), oldapi.VALUE]
+    patcher.restore()
+    print(json.dumps(inside + [oldapi.VALUE]))
+    """)
+    assert result == [[seen, 1], 2, 1]
+
+
+def test_a_bad_patches_result_takes_back_what_apply_declared(interpreter):
+    interpreter.write(BOOTSTRAP)
+    result = interpreter.run_json("""
+    import json
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch
+    from groups_bootstrap import Compat
+
+    class Broken(Patch):
+        @classmethod
+        def patches(cls, options=None):
+            return [AtomicPatch("my_model.layers.helper", print), "my_model.layers.Block"]
+
+    patcher = Patcher().skip_import("flash_attn").add(Compat, Broken)
+    try:
+        patcher.apply()
+        error = None
+    except TypeError as refused:
+        error = str(refused)
+    live = lambda: sorted(r.name for r in lazypatch.report()
+                          if r.name.startswith("driving_sdk") and r.enabled)
+    after_error = [live(), patcher.is_applied]
+    patcher.disable(Broken).apply()
+    print(json.dumps({"error": error, "after_error": after_error, "after_fix": live()}))
+    """)
+    assert "Broken.patches() returned 'my_model.layers.Block', not an AtomicPatch" in \
+        result["error"]
+    # Compat (apply_before_collect) had been declared: taken back; skip_import stays.
+    assert result["after_error"] == [["driving_sdk.skip_import:flash_attn"], False]
+    assert [name.split("#")[0] for name in result["after_fix"]] == [   # "#2": a new name
+        "driving_sdk.Compat.oldapi.VALUE", "driving_sdk.skip_import:flash_attn"]
+
+
+def test_version_helpers_read_metadata_and_map_onto_requires(interpreter):
+    interpreter.write(MODEL)
+    result = interpreter.run_json("""
+    import json, sys
+    import lazypatch
+    from lazypatch.compat.driving_sdk2 import (Patcher, AtomicPatch, mmcv_version, get_version,
+                                               check_version, version_requirement,
+                                               is_mmcv_v1x, is_mmcv_v2x)
+    answers = {
+        "version": mmcv_version.version, "called": mmcv_version(), "bool": bool(mmcv_version),
+        "v1": [mmcv_version.is_v1x, is_mmcv_v1x()], "v2": [mmcv_version.is_v2x, is_mmcv_v2x()],
+        "mmengine": mmcv_version.has_mmengine, "torch": get_version("torch"),
+        "torch_2": check_version("torch", major=2),
+        "mmcv_minor": [check_version("mmcv", 2, 2), check_version("mmcv", 2, 1)],
+        "missing": [get_version("no_such_package_here"), check_version("no_such_package_here", 1)],
+        "requirement": [version_requirement("mmcv", 2), version_requirement("mmcv", 2, 1)],
+    }
+    answers["imported"] = [m for m in ("mmcv", "torch", "mmengine") if m in sys.modules]
+    Patcher().add(
+        AtomicPatch("my_model.layers.helper", lambda x: "v1 path",
+                    requires=[version_requirement("mmcv", 1)]),
+        AtomicPatch("my_model.layers.Block.forward", lambda self, x: "v2 path",
+                    requires=version_requirement("mmcv", 2)),
+    ).apply()
+    import my_model.layers
+    answers["statuses"] = {r.name.rsplit(".", 1)[-1]: [r.status, r.reason]
+                           for r in lazypatch.report() if r.name.startswith("driving_sdk")}
+    print(json.dumps(answers))
+    """)
+    from lazypatch.requirements import find_version
+    mmcv = find_version("mmcv")[0]
+    torch_version = find_version("torch")[0]
+    assert result["version"] == result["called"] == mmcv and result["bool"] is True
+    assert result["v1"] == [False, False] and result["v2"] == [True, True]
+    assert result["mmengine"] is True and result["torch"] == torch_version
+    assert result["torch_2"] is (torch_version.split(".")[0] == "2")
+    minor = int(mmcv.split(".")[1])
+    assert result["mmcv_minor"] == [minor == 2, minor == 1]
+    assert result["missing"] == [None, False]
+    assert result["requirement"] == ["mmcv>=2,<3", "mmcv>=2.1,<2.2"]
+    assert result["imported"] == []                      # metadata only, as requires= reads it
+    statuses = result["statuses"]
+    assert statuses["helper"][0] == "skipped"
+    assert f"requires mmcv>=1,<2: installed mmcv is {mmcv}" in statuses["helper"][1]
+    assert statuses["forward"][0] == "applied"
+
+
+def test_with_profiling_schedule_drives_the_training_pack_profiler(interpreter):
+    profile = interpreter.root / "profile"
+    result = interpreter.run_json(f"""
+    import json
+    import torch
+    from lazypatch.compat.driving_sdk2 import Patcher
+    from lazypatch.registry.training.settings import STATE
+    patcher = Patcher().with_profiling({str(profile)!r}, 1, skip_first=1, wait=0, warmup=1,
+                                       active=2, repeat=2).apply()
+    settings = repr(STATE.profile)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(12):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    patcher.restore()
+    print(json.dumps({{"settings": settings, "after": STATE.profile is None}}))
+    """, timeout=300)
+    assert result["settings"] == ("ProfileSettings(path=" + repr(str(profile)) + ", level=1, "
+                                  "skip_first=1, wait=0, warmup=1, active=2, repeat=2)")
+    assert result["after"] is True
+    import json
+    documents = [json.loads(path.read_text()) for path in sorted(profile.glob("*.pt.trace.json"))]
+    assert len(documents) == 2                           # repeat=2 cycles, each written
+    for document in documents:
+        steps = {event["name"] for event in document["traceEvents"]
+                 if event.get("name", "").startswith("ProfilerStep#")}
+        assert len(steps) == 2                           # active=2 steps recorded per cycle
+
+
+SUMMARY_SCENARIO = """
+import json, logging, sys
+from lazypatch.compat.driving_sdk2 import (Patcher, Patch, AtomicPatch, configure_summary,
+                                           configure_patcher_logging, set_patcher_log_level,
+                                           patcher_logger)
+
+class Layers(Patch):
+    @classmethod
+    def patches(cls, options=None):
+        return [AtomicPatch("my_model.layers.helper", lambda x: x),
+                AtomicPatch("my_model.layers.renamed", lambda: None),                  # fails
+                AtomicPatch("my_model.layers.Block.forward", lambda self, x: x,
+                            precheck=lambda: False),                                   # skipped
+                AtomicPatch("my_model.ops.gaussian.compute_gaussian_weights", print)]  # pending
+
+def run():
+    patcher = (Patcher().skip_import("flash_attn", "torch_scatter")
+               .inject_import("projects.models.sparsedrive_v1", "V1SparseDrive", "projects.models")
+               .add(Layers))
+    with patcher:
+        import flash_attn, my_model.layers, projects.models
+        print("--- block ends ---", file=sys.stderr, flush=True)
+    print("--- restored ---", file=sys.stderr, flush=True)
+"""
+
+
+@pytest.mark.parametrize("setup, env, shown", [
+    ("", {}, {"Skipped Modules", "Injected Imports", "Applied", "Skipped", "Failed", "Pending"}),
+    ("configure_summary(show_skipped=False, show_import_events=False)", {},
+     {"Applied", "Failed"}),
+    ("configure_patcher_logging(on_apply='silent', on_fail='debug')", {},
+     {"Skipped Modules", "Injected Imports", "Skipped", "Failed", "Pending"}),
+    ("patcher_logger.configure_summary(show_applied=True).configure(on_apply='silent')", {},
+     {"Skipped Modules", "Injected Imports", "Applied", "Skipped", "Failed", "Pending"}),
+    ("set_patcher_log_level(logging.WARNING)", {}, set()),
+    ("set_patcher_log_level(logging.WARNING); configure_summary(level='WARNING')", {},
+     {"Skipped Modules", "Injected Imports", "Applied", "Skipped", "Failed", "Pending"}),
+    ("configure_summary(enabled=False)", {}, set()),
+    ("", {"RANK": "1"}, set()),
+    ("patcher_logger.set_rank(2)", {}, set()),
+    ("patcher_logger.set_rank(2).set_rank_from_env()", {"SLURM_PROCID": "0"},
+     {"Skipped Modules", "Injected Imports", "Applied", "Skipped", "Failed", "Pending"}),
+])
+def test_configure_summary_sections_level_and_rank(interpreter, setup, env, shown):
+    interpreter.write({**IMPORT_CONTROL, "scenario.py": SUMMARY_SCENARIO})
+    result = interpreter.run(f"""
+    import warnings
+    warnings.simplefilter("ignore")
+    from scenario import *
+    {setup}
+    run()
+    """, env=env)
+    before, _, after = result.stderr.partition("--- block ends ---")
+    block, _, exiting = after.partition("--- restored ---")
+    titles = {"Skipped Modules": "  Skipped Modules:", "Injected Imports": "  Injected Imports:",
+              "Applied": "  Applied Patches:", "Skipped": "  Skipped Patches:",
+              "Failed": "  Failed Patches:", "Pending": "  Pending Patches"}
+    assert {key for key, title in titles.items() if title in block} == shown, result.stderr
+    assert "PATCHER SUMMARY" not in before + exiting       # once, when the block ends
+    if shown:
+        level = "WARNING" if "level='WARNING'" in setup else "INFO"
+        assert f"[Patcher] {level}: " in block
+    if "Applied" in shown:
+        assert "    [my_model]\n      Layers:\n        + my_model.layers.helper\n" in block
+    if "Skipped" in shown:
+        assert "~ my_model.layers.Block.forward (precheck" in block
+    if "Failed" in shown:
+        assert "! my_model.layers.renamed (" in block
+    if "Pending" in shown:
+        assert "? my_model.ops.gaussian.compute_gaussian_weights" in block
+    if "Skipped Modules" in shown:
+        assert "    - flash_attn (imported)\n    - torch_scatter (not imported)" in block
+        assert "    - projects.models.V1SparseDrive (imported)" in block
+
+
+def test_summary_goes_to_the_lazypatch_logger_and_at_exit_for_a_patcher_left_applied(interpreter):
+    interpreter.write({**IMPORT_CONTROL, "scenario.py": SUMMARY_SCENARIO})
+    result = interpreter.run("""
+    import logging, warnings
+    warnings.simplefilter("ignore")
+    logging.basicConfig(format="LOGGED %(name)s %(levelname)s %(message)s")
+    from scenario import *
+    run()                                         # summary through the logger
+    left = Patcher().add(Layers).apply()          # never restored: summary at exit
+    import my_model.layers
+    print("program ends", flush=True)
+    """)
+    assert result.stderr.count("PATCHER SUMMARY") == 2
+    first, _, second = result.stderr.partition("--- restored ---")
+    assert "LOGGED lazypatch INFO ====" in first and "[Patcher]" not in result.stderr
+    assert "LOGGED lazypatch INFO ====" in second and "+ my_model.layers.helper" in second
+
+
+@pytest.mark.parametrize("call, error, message", [
+    ("check_version('mmcv', major='2')", ValueError, "non-negative integer"),
+    ("check_version('mmcv', minor=-1)", ValueError, "non-negative integer"),
+    ("get_version('')", ValueError, "a name such as 'mmcv'"),
+    ("version_requirement('mmcv', None)", ValueError, "give the major version"),
+    ("AtomicPatch('a.b', print, requires=['mmcv>>2'])", ValueError, "requires must be"),
+    ("RegistryPatch('a.b', list, requires=[3])", TypeError, "requires must be"),
+    ("type('G', (Patch,), {'conflicts_with': 'resnet_maxpool'})", TypeError,
+     r"list of patch names such as \['resnet_maxpool'\]"),
+    ("type('G', (Patch,), {'conflicts_with': ['G']})", ValueError, "names the group itself"),
+    ("type('G', (Patch,), {'legacy_name': 'G'})", ValueError, "is its name"),
+    ("type('G', (Patch,), {'legacy_name': 3})", TypeError, "legacy_name must be"),
+    ("type('G', (Patch,), {'apply_before_collect': 'yes'})", TypeError, "True or False"),
+    ("configure_summary(level='LOUD')", ValueError, "logging level such as logging.INFO"),
+    ("configure_summary(show_applied='yes')", TypeError, "True, False or None"),
+    ("Patcher().with_profiling('prof', 1, active=0)", ValueError, "active must be an integer >= 1"),
+    ("Patcher().with_profiling('prof', wait=-1)", ValueError, "wait must be an integer >= 0"),
+    ("Patcher().with_profiling('prof', every=5)", TypeError, "every"),
+    ("Patcher().enable(3)", TypeError, "expected a patch name"),
+    ("patcher_logger.set_rank(-1)", ValueError, "integer >= 0"),
+])
+def test_bad_input_of_the_added_features_fails_at_the_call(forget_new_patches, call, error,
+                                                           message):
+    from lazypatch.compat import driving_sdk2
+    with pytest.raises(error, match=message):
+        eval(call, vars(driving_sdk2))
+
+
+def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new_patches):
+    from lazypatch.compat import driving_sdk2_summary
+    from lazypatch.compat.driving_sdk2 import AtomicPatch, Patcher, configure_patcher_logging
+    from lazypatch.events import action_for
+    from lazypatch.state import STATE
+    patcher = Patcher().add(AtomicPatch("never_imported_pkg.f", print)).apply()
+    [name] = patcher.names
+    patch = STATE.catalog.by_name[name]
+    before = set(driving_sdk2_summary.SILENT_EVENTS), action_for(patch, "apply")
+    with pytest.raises(ValueError, match="'loud' is not an action"):
+        configure_patcher_logging(on_apply="silent", on_fail="loud")
+    # on_apply was not set either: not in the summary's silent events, not in the engine
+    assert (driving_sdk2_summary.SILENT_EVENTS, action_for(patch, "apply")) == before
+    patcher.restore()

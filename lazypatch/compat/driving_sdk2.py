@@ -32,19 +32,54 @@ What each piece becomes:
   against the replacement's: the report's ``change_diff`` where it has one,
   else ``difflib`` here (and always here for a ``runtime_check`` patch, whose
   recorded change is the dispatching wrapper).
-* The pieces live in ``driving_sdk2_patches`` (patch declarations, ``with_imports``)
-  and ``driving_sdk2_imports`` (stubs, ``replace_with``, ``inject_import``).
-* ``with_profiling``, ``brake_at``, ``allow_internal_format`` and the built-in
-  packs of ``default_patcher`` are those of the 1.0 layer (``mx_driving``).
+* ``Patch.conflicts_with``: two enabled groups of one patcher that declare a
+  conflict (or one group and a built-in patch ``default_patcher`` enables, such as
+  ``resnet_maxpool``) make ``add()`` warn (``PatchConflictWarning``) and
+  ``apply()`` raise ``ValueError`` with DrivingSDK's fix
+  (``patcher.disable('resnet_maxpool').add(FP16)``) before anything is declared.
+  Beyond DrivingSDK: against a group applied first by *another* patcher, or a
+  lazypatch patch named in ``conflicts_with`` that is in force, the group's
+  patches are ``skipped`` at import with the reason and the fix (first wins).
+* ``Patch.legacy_name``: the group's old name, accepted by ``disable``,
+  ``enable`` (takes back a ``disable``) and ``conflicts_with``, mapped to the
+  name, with a ``FutureWarning`` naming the new spelling.
+* DrivingSDK's built-in groups by name and old name (``tensor_index``/``index``,
+  ``numpy_compat``/``numpy_type``...): on a patcher with built-in packs
+  (``default_patcher``) they select the lazypatch patches doing that work
+  (``driving_sdk2_builtins``): ``disable("tensor_index")``, ``enable("resnet_fp16")``
+  for an optional group (DrivingSDK's ``add(ResNetFP16)``).
+* ``Patch.apply_before_collect``: DrivingSDK's bootstrap step (collection is the
+  call of ``patches()``, not pytest's): such groups are declared before the other
+  groups' ``patches()`` run, so a collection that imports their target finds them.
+* ``get_version``, ``check_version``, ``mmcv_version``, ``is_mmcv_v1x/v2x``:
+  read from installed metadata like ``requires=`` (nothing imported; ``mmcv``
+  found as ``mmcv-lite``); ``version_requirement("mmcv", 2)`` is the ``requires=``
+  string ``"mmcv>=2,<3"``, which ``AtomicPatch``/``RegistryPatch`` accept.
+* ``with_profiling(path, level, skip_first, wait, warmup, active, repeat)``: the
+  training pack's ``profile_to`` with that ``torch.profiler`` schedule, from
+  ``apply()`` to ``restore()``; ``brake_at``, ``allow_internal_format`` and the
+  built-in packs of ``default_patcher`` are those of the 1.0 layer (``mx_driving``).
+* ``configure_summary(enabled, level, show_applied, show_skipped, show_failed,
+  show_import_events)`` and ``patcher_logger``: the summary is logged at
+  ``restore()`` or at exit (``apply()`` decides nothing here), on rank 0, to the
+  ``lazypatch`` logger; see ``driving_sdk2_summary``.
+* The pieces live in ``driving_sdk2_patches`` (patch declarations, ``with_imports``),
+  ``driving_sdk2_imports`` (stubs, ``replace_with``, ``inject_import``),
+  ``driving_sdk2_conflicts``, ``driving_sdk2_builtins``, ``driving_sdk2_versions`` and
+  ``driving_sdk2_summary``.
 * Leaving ``with patcher:`` (or ``restore()``) undoes everything exactly.
 """
 
 from __future__ import annotations
 
+import itertools
+
 from ..boundaries import Deferred
-from ..events import set_event_action
 from ..registration import register, validate_target
 from ..state import STATE
+from . import driving_sdk2_builtins as builtins
+from . import driving_sdk2_conflicts as conflicts
+from . import driving_sdk2_summary as summary
 from . import mx_driving
 from .driving_sdk2_imports import (
     ImportReplacementSpec,
@@ -54,41 +89,31 @@ from .driving_sdk2_imports import (
     stub_getattr,
 )
 from .driving_sdk2_patches import TAG, AtomicPatch, BasePatch, Patch, RegistryPatch, with_imports
+from .driving_sdk2_summary import (
+    configure_patcher_logging,
+    configure_summary,
+    patcher_logger,
+    set_patcher_log_level,
+)
+from .driving_sdk2_versions import (
+    check_version,
+    get_version,
+    is_mmcv_v1x,
+    is_mmcv_v2x,
+    mmcv_version,
+    version_requirement,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
+    from ..registry.training.settings import ProfileSettings
+
 NAME_PREFIX = "driving_sdk"
 
 
-# --- the patcher ----------------------------------------------------------------------
-
-EVENT_ACTIONS = {"debug": "log:debug", "info": "log:info", "warning": "log:warning",
-                 "error": "log:error", "exception": "raise", "exit": "exit",
-                 "silent": "silent"}
-
-
-def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Optional[str]" = None,
-                              on_fail: "Optional[str]" = None,
-                              on_error: "Optional[str]" = None) -> None:
-    """What applying, skipping and failing do for the patches of DrivingSDK patchers
-    (``on_error``, an unexpected error, is a failure here too; ``on_fail`` wins)."""
-    chosen = {"apply": on_apply, "skip": on_skip, "failure": on_fail or on_error}
-    for event, value in chosen.items():
-        if value is None:
-            continue
-        action = EVENT_ACTIONS.get(str(value).lower()) if isinstance(value, str) else None
-        if action is None:
-            raise ValueError(f"configure_patcher_logging: {value!r} is not an action; use one "
-                             f"of {', '.join(EVENT_ACTIONS)}")
-        set_event_action(event, action, selector=f"tag:{TAG}")
-
-
-def set_patcher_log_level(level: "Any") -> None:
-    """The threshold of the ``lazypatch`` logger (where these patchers log)."""
-    import logging
-    logging.getLogger("lazypatch").setLevel(level)
+_PATCHER_KEYS = itertools.count(1)
 
 
 class Patcher:
@@ -101,7 +126,16 @@ class Patcher:
         self.builtin_tags = tuple(builtin_tags)
         self.names: "List[str]" = []           # lazypatch patch names declared by this patcher
         self._declared: "List[Tuple[BasePatch, str, str]]" = []   # (patch, group, name)
-        self._profiling: "Optional[Tuple[str, int]]" = None
+        self._profiling: "Optional[ProfileSettings]" = None
+        self._import_events: "List[Tuple[str, str, str]]" = []   # (section, what, name)
+        self._summary_due = False
+        self._builtins: "List[str]" = []       # built-in patches this patcher enabled
+        self._builtin_on: "Set[str]" = set()   # optional built-in groups enable() named
+        self._turned_on: "List[str]" = []      # their patches, enabled by apply()
+        self._loaded_here: "Set[str]" = set()  # built-in patches loaded by apply()
+        # Who declared a group, for conflicts across patchers (not id(): it is reused
+        # once a patcher is garbage collected, and its groups may still be declared).
+        self._key = next(_PATCHER_KEYS)
         self._brake_step: "Optional[int]" = None
         self._internal_format = False
         self._legacy: "Optional[mx_driving.Patcher]" = None
@@ -113,6 +147,8 @@ class Patcher:
         """Add ``Patch`` classes (with ``options``) or ``AtomicPatch``/``RegistryPatch``."""
         for item in items:
             if isinstance(item, type) and callable(getattr(item, "patches", None)):
+                if getattr(item, "conflicts_with", None) is not None:
+                    conflicts.warn_when_added(item, self._enabled_groups())
                 self._entries.append((item, options))
             elif isinstance(item, BasePatch):
                 self._entries.append((item, None))
@@ -122,21 +158,58 @@ class Patcher:
         return self
 
     def disable(self, *names: "Any") -> "Patcher":
-        """Leave out patches by name, ``Patch`` class or patch object."""
-        for item in names:
+        """Leave out patches by name, ``Patch`` class or patch object, or DrivingSDK's
+        built-in groups by their names (``default_patcher.disable("tensor_index")``); an
+        old ``legacy_name`` is mapped to the name (with a ``FutureWarning``)."""
+        for name in self._names_of(names, "disable"):
+            self._blacklist.add(name)
+            self._builtin_on.discard(name)
+        return self
+
+    def enable(self, *names: "Any") -> "Patcher":
+        """Take back an earlier ``disable``; on a patcher with built-in packs, also turn
+        on an optional built-in group (``default_patcher.enable("resnet_fp16")``, where
+        DrivingSDK writes ``add(ResNetFP16)``). Old names are mapped as for ``disable``."""
+        for name in self._names_of(names, "enable"):
+            self._blacklist.discard(name)
+            self._blacklist -= {old for old, new in conflicts.legacy_names(
+                self._groups()).items() if new == name}
+            if self.builtin_tags and name in builtins.BY_NAME:
+                self._builtin_on.add(name)
+        return self
+
+    def _names_of(self, items: "Iterable[Any]", caller: str) -> "List[str]":
+        chosen = []
+        for item in items:
             name = item if isinstance(item, str) else getattr(item, "name", None)
             if not isinstance(name, str) or not name:
-                raise TypeError(f"Patcher.disable: expected a patch name, Patch class or "
+                raise TypeError(f"Patcher.{caller}: expected a patch name, Patch class or "
                                 f"patch, got {item!r}")
-            self._blacklist.add(name)
-        return self
+            chosen.append(conflicts.current_name(name, self._groups(), caller,
+                                                 bool(self.builtin_tags)))
+        return chosen
+
+    def _groups(self) -> "List[Any]":
+        return [item for item, _ in self._entries if isinstance(item, type)]
+
+    def _resolved_blacklist(self) -> "Set[str]":
+        """Disabled names, old names of groups added after ``disable`` mapped now."""
+        return {conflicts.current_name(name, self._groups(), "disable",
+                                       bool(self.builtin_tags))
+                for name in self._blacklist}
+
+    def _enabled_groups(self) -> "List[Any]":
+        blacklist = self._resolved_blacklist()
+        return [group for group in self._groups() if group.name not in blacklist]
 
     def skip_import(self, *module_paths: str) -> "Patcher":
         """Imports of these modules (and any submodule) succeed with inert stubs, where
         nothing installed provides them. Declared now, as in DrivingSDK."""
         for path in module_paths:
             validate_target(path)
-            self.names.append(_stand_in(path))
+            name = _stand_in(path)
+            self.names.append(name)
+            self._import_events.append(("Skipped Modules", path, name))
         return self
 
     def replace_import(self, module_path: str, replacement: "Any" = None, *,
@@ -161,8 +234,11 @@ class Patcher:
             raise TypeError(f"replace_import({module_path!r}, ...): the replacement must be a "
                             f"module path or replace_with.module(...), got {replacement!r}")
         from ..boundaries import replace_module
-        self.names.append(replace_module(module_path, value, name=_unique(
-            f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,)))
+        name = replace_module(module_path, value, name=_unique(
+            f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,))
+        self.names.append(name)
+        target = value if isinstance(value, str) else "replace_with.module(...)"
+        self._import_events.append(("Replaced Imports", f"{module_path} -> {target}", name))
         return self
 
     def inject_import(self, source_module: str, class_name: str,
@@ -173,17 +249,24 @@ class Patcher:
         validate_target(target_module)
         if not isinstance(class_name, str) or not class_name.isidentifier():
             raise ValueError(f"inject_import: {class_name!r} is not an identifier")
-        self.names.append(register(
+        name = register(
             inject_function(source_module, class_name), target_module,
             name=_unique(f"{NAME_PREFIX}.inject_import:{target_module}.{class_name}"),
-            tags=(TAG,)))
+            tags=(TAG,))
+        self.names.append(name)
+        self._import_events.append(("Injected Imports", f"{target_module}.{class_name}", name))
         return self
 
-    def with_profiling(self, path: str, level: int = 0, **_schedule: "Any") -> "Patcher":
-        """Profile training steps into ``path`` (the 1.0 layer's training pack)."""
+    def with_profiling(self, path: str, level: int = 0, skip_first: int = 20, wait: int = 1,
+                       warmup: int = 1, active: int = 1, repeat: int = 1) -> "Patcher":
+        """Profile training steps into directory ``path`` from ``apply()`` to ``restore()``
+        with the training pack (``lazypatch.registry.training.profile_to``): ``level``
+        0-2, and the schedule of ``torch.profiler.schedule`` (skip the first
+        ``skip_first`` steps, then ``repeat`` cycles of ``wait`` idle, ``warmup`` and
+        ``active`` recorded steps; ``repeat=0``: until training ends). Checked now."""
         from ..registry.training.settings import ProfileSettings
-        ProfileSettings(path, level)
-        self._profiling = (path, level)
+        self._profiling = ProfileSettings(path, level, skip_first=skip_first, wait=wait,
+                                          warmup=warmup, active=active, repeat=repeat)
         return self
 
     def brake_at(self, step: int) -> "Patcher":
@@ -201,60 +284,163 @@ class Patcher:
 
     # -- applying ----------------------------------------------------------------------
 
-    def _collect(self) -> "List[Tuple[BasePatch, str]]":
-        collected: "List[Tuple[BasePatch, str]]" = []
-        for item, options in self._entries:
-            if isinstance(item, BasePatch):
-                collected.append((item, ""))
-                continue
-            if item.name in self._blacklist:
-                continue
-            for patch in item.patches(options):
-                if not isinstance(patch, BasePatch):
-                    raise TypeError(f"{item.__name__}.patches() returned {patch!r}, not an "
-                                    f"AtomicPatch / RegistryPatch")
-                collected.append((patch, item.name))
-        return [(patch, group) for patch, group in collected
-                if patch.name not in self._blacklist]
+    def _builtin_names(self, blacklist: "Set[str]") -> "List[str]":
+        """The built-in patches this patcher enables (``default_patcher``'s packs, and
+        the optional groups ``enable`` named); ``blacklist`` holds lazypatch names too."""
+        if not self.builtin_tags:
+            return []
+        from ..registry import load_packs
+        known_before = set(STATE.catalog.by_name)
+        load_packs()
+        # Packs loaded only now (no activation) are this patcher's doing: restore()
+        # takes all of their patches back, as the 1.0 layer does for the packs it loads.
+        self._loaded_here |= set(STATE.catalog.by_name) - known_before   # kept if refused
+        wanted = set(self.builtin_tags)
+        optional = builtins.lazypatch_names(self._builtin_on)
+        # The catalog, not report(): a record reads each target's distribution, and
+        # this runs at every apply() of default_patcher.
+        return [patch.name for patch in STATE.catalog.patches()
+                if wanted.intersection(patch.tags)
+                and (patch.enabled_by_default or patch.name in optional)
+                and patch.name not in blacklist
+                and patch.name.rsplit(".", 1)[-1] not in blacklist]
 
     def apply(self, allow_internal_format: "Optional[bool]" = None) -> "Patcher":
-        """Declare every patch; each applies when its module is imported. Imports nothing."""
+        """Declare every patch; each applies when its module is imported. Imports nothing.
+
+        Groups with ``apply_before_collect`` are declared before the other groups'
+        ``patches()`` run; two enabled groups declaring a conflict raise ``ValueError``
+        (with the fix) before anything is declared."""
         if self._applied:
             return self
+        blacklist = self._resolved_blacklist()
+        # DrivingSDK's names of built-in groups, as the lazypatch patches doing their work.
+        switched_off = blacklist | builtins.lazypatch_names(blacklist)
+        enabled = [group for group in self._groups() if group.name not in blacklist]
+        builtin_names = self._builtin_names(switched_off)
+        conflicts.refuse_conflicts(enabled, builtin_names)
         self._applied = True
         if allow_internal_format is not None:
             self._internal_format = bool(allow_internal_format)
-        for patch, group in self._collect():
-            base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else \
-                f"{NAME_PREFIX}.{patch.name}"
-            name = patch.declare(_unique(base))
-            self.names.append(name)
-            self._declared.append((patch, group, name))
-        self._legacy = mx_driving.Patcher({}, sorted(self._blacklist), self._internal_format,
+        start = len(self.names)
+        try:
+            self._declare_entries(blacklist)
+        except BaseException:
+            # A bad patches() result: take back what this apply() declared, so that the
+            # fixed patcher can apply again (skip_import & co. stay: declared earlier).
+            self._undo(self.names[start:])
+            del self.names[start:]
+            self._declared = [entry for entry in self._declared if entry[2] in self.names]
+            conflicts.forget(self._key)
+            self._applied = False
+            raise
+        self._legacy = mx_driving.Patcher({}, sorted(switched_off), self._internal_format,
                                           builtin_tags=self.builtin_tags,
-                                          profiling=self._profiling, brake_step=self._brake_step)
+                                          brake_step=self._brake_step)
         self._legacy.apply()
+        self._builtins = builtin_names
+        self._turn_on_optional_builtins(set(builtin_names))
+        if self._profiling is not None:
+            from ..registry import training
+            settings = self._profiling
+            training.profile_to(settings.path, settings.level, skip_first=settings.skip_first,
+                                wait=settings.wait, warmup=settings.warmup,
+                                active=settings.active, repeat=settings.repeat)
+        self._summary_due = True
+        _summary_at_exit(self)
         return self
+
+    def _turn_on_optional_builtins(self, chosen: "Set[str]") -> None:
+        """Enable the optional built-in patches ``enable`` named (off by default, so the
+        1.0 layer leaves them off); ``restore()`` turns them off again."""
+        from ..application import enable
+        for name in sorted(builtins.lazypatch_names(self._builtin_on) & chosen):
+            patch = STATE.catalog.by_name.get(name)
+            if patch is not None and not patch.enabled:
+                enable((name,))
+                self._turned_on.append(name)
+
+    def _declare_entries(self, blacklist: "Set[str]") -> None:
+        """Collect (call ``patches()``) and declare: the ``apply_before_collect`` groups
+        first, each declared as soon as collected (DrivingSDK's bootstrap step, so that
+        a later ``patches()`` importing their target finds them declared); then all
+        the others collected before any of them is declared."""
+        first = [index for index, (item, _) in enumerate(self._entries)
+                 if isinstance(item, type) and getattr(item, "apply_before_collect", False)
+                 and getattr(item, "name", None) not in blacklist]
+        for index in first:
+            group, options = self._entries[index]
+            self._declare_group(group, self._collect(group, options, blacklist))
+        collected = []
+        for index, (item, options) in enumerate(self._entries):
+            if index in first or item.name in blacklist:
+                continue
+            collected.append((item, None if isinstance(item, BasePatch) else
+                              self._collect(item, options, blacklist)))
+        for item, patches in collected:
+            if patches is None:
+                self._declare(item, "", None)
+            else:
+                self._declare_group(item, patches)
+
+    @staticmethod
+    def _collect(group: "Any", options: "Optional[Dict[str, Any]]",
+                 blacklist: "Set[str]") -> "List[BasePatch]":
+        """The group's patches (``patches(options)``) not disabled by name, checked."""
+        patches = list(group.patches(options))
+        for patch in patches:
+            if not isinstance(patch, BasePatch):
+                raise TypeError(f"{group.__name__}.patches() returned {patch!r}, not an "
+                                f"AtomicPatch / RegistryPatch")
+        return [patch for patch in patches if patch.name not in blacklist]
+
+    def _declare_group(self, group: "Any", patches: "List[BasePatch]") -> None:
+        guard = conflicts.guard_for(self._key, group)
+        names = [self._declare(patch, group.name, guard) for patch in patches]
+        conflicts.remember(self._key, group, names)
+
+    def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
+        base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else f"{NAME_PREFIX}.{patch.name}"
+        name = patch.declare(_unique(base), guard)
+        self.names.append(name)
+        self._declared.append((patch, group, name))
+        return name
 
     @property
     def is_applied(self) -> bool:
         return self._applied
 
     def restore(self) -> None:
-        """Undo everything, newest first (aliases with their patch). Imports nothing."""
+        """Emit the summary (once per ``apply()``), then undo everything, newest first
+        (aliases with their patch). Imports nothing."""
+        self.emit_summary()
+        conflicts.forget(self._key)
         if self._legacy is not None:
             self._legacy.restore()
             self._legacy = None
+        if self._profiling is not None and self._applied:
+            from ..registry import training
+            training.profile_to(None)
+        self._undo(self.names + self._turned_on)
+        self._undo(sorted(name for name in self._loaded_here
+                          if STATE.catalog.by_name[name].enabled))
+        self._turned_on, self._loaded_here = [], set()
+        self._applied = False
+        if self in _APPLIED:
+            _APPLIED.remove(self)
+
+    @staticmethod
+    def _undo(names: "List[str]") -> None:
+        """Unpatch these patches, newest first, with their aliases and stand-ins."""
         from ..application import unpatch
         from ..paths import derived_from
-        for name in reversed(self.names):
+        for name in reversed(names):
             patch = STATE.catalog.by_name.get(name)
             if patch is None:
                 continue
             for derived in derived_from(name):   # aliases, stand-ins of submodules
                 unpatch(STATE.catalog.by_name[derived], "undone by the DrivingSDK patcher")
             unpatch(patch, "undone by the DrivingSDK patcher")
-        self._applied = False
 
     def __enter__(self) -> "Patcher":
         return self.apply()
@@ -263,6 +449,21 @@ class Patcher:
         self.restore()
 
     # -- reporting -----------------------------------------------------------------
+
+    def summary(self) -> str:
+        """The summary text (see ``driving_sdk2_summary``) of this patcher now: its
+        patches, its import controls and the built-in patches it enabled."""
+        declared = [(patch.name, group or patch.name, name)
+                    for patch, group, name in self._declared]
+        declared += [(name, builtins.group_of(name) or name.split(".", 1)[0], name)
+                     for name in self._builtins]
+        return summary.summary_text(declared, self._import_events)
+
+    def emit_summary(self) -> None:
+        """Log the summary if this ``apply()`` has not logged it yet (restore, exit)."""
+        if self._summary_due:
+            self._summary_due = False
+            summary.emit(self.summary())
 
     def print_info(self, diff: bool = False) -> "Patcher":
         """Print each declared patch's status grouped by module; with ``diff``, the source
@@ -339,6 +540,28 @@ def _stand_in(path: str) -> str:
         f"{NAME_PREFIX}.skip_import:{path}"), tags=(TAG,), submodules=True)
 
 
+_APPLIED: "List[Patcher]" = []
+
+
+_EXIT_HOOK: "List[bool]" = []
+
+
+def _summary_at_exit(patcher: Patcher) -> None:
+    """Emit the summary of ``patcher`` at interpreter exit unless ``restore()`` did."""
+    if not _EXIT_HOOK:
+        import atexit
+        import logging  # noqa: F401 - imported first, so logging's own exit hook runs after ours
+        atexit.register(_emit_all)
+        _EXIT_HOOK.append(True)
+    if patcher not in _APPLIED:
+        _APPLIED.append(patcher)
+
+
+def _emit_all() -> None:
+    for patcher in list(_APPLIED):
+        patcher.emit_summary()
+
+
 def _unique(base: str) -> str:
     name, number = base, 2
     while name in STATE.catalog.by_name:
@@ -350,4 +573,7 @@ default_patcher = Patcher(builtin_tags=mx_driving.DEFAULT_TAGS)
 
 __all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "replace_with",
            "with_imports",
-           "configure_patcher_logging", "set_patcher_log_level", "default_patcher", "Stub"]
+           "configure_patcher_logging", "set_patcher_log_level", "default_patcher", "Stub",
+           "configure_summary", "patcher_logger",
+           "get_version", "check_version", "version_requirement", "mmcv_version",
+           "is_mmcv_v1x", "is_mmcv_v2x"]

@@ -8,11 +8,12 @@ import sys
 from ..boundaries import Deferred, resolve
 from ..paths import declare_path, replace, split_path
 from ..registry_entries import registry_entry
+from ..requirements import parse_requirements
 from . import mx_driving
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 TAG = "driving_sdk"
 
@@ -21,8 +22,12 @@ class BasePatch:
     """A declaration a ``Patcher`` turns into lazypatch patches when it applies."""
 
     name = ""
+    requires: "Tuple[str, ...]" = ()
 
-    def declare(self, patch_name: str) -> str:   # pragma: no cover - abstract
+    def declare(self, patch_name: str,
+                guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
+        """Register the patch as ``patch_name``; ``guard()`` runs first when it applies
+        (it raises ``SkipPatch`` to skip, e.g. for a declared conflict)."""
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -51,6 +56,32 @@ def _no_argument_check(check: "Optional[Callable[..., Any]]",
     return asked
 
 
+def _guarded(precheck: "Optional[Callable[[], Any]]",
+             guard: "Optional[Callable[[], None]]") -> "Optional[Callable[[], Any]]":
+    """The precheck with ``guard()`` asked first (the guard skips by raising)."""
+    if guard is None:
+        return precheck
+
+    def checked() -> "Any":
+        guard()
+        return True if precheck is None else precheck()
+    checked.__qualname__ = getattr(precheck, "__qualname__", "precheck")
+    return checked
+
+
+def _requirements(requires: "Any", owner: str) -> "Tuple[str, ...]":
+    """``requires=`` as lazypatch takes it, checked now (a bad string fails here)."""
+    if isinstance(requires, str):
+        requires = (requires,)
+    try:
+        chosen = tuple(requires or ())
+        parse_requirements(chosen)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{owner}: requires must be a list of requirements such as "
+                          f"['mmcv>=2,<3']: {error}") from None
+    return chosen
+
+
 class AtomicPatch(BasePatch):
     """Replace (or wrap) the attribute at ``target``; see the module docstring."""
 
@@ -59,7 +90,8 @@ class AtomicPatch(BasePatch):
                  precheck: "Optional[Callable[..., Any]]" = None,
                  runtime_check: "Optional[Callable[..., Any]]" = None,
                  replacement_wrapper: "Optional[Callable[[Any], Any]]" = None,
-                 target_wrapper: "Optional[Callable[[Any], Any]]" = None) -> None:
+                 target_wrapper: "Optional[Callable[[Any], Any]]" = None,
+                 requires: "Iterable[str]" = ()) -> None:
         if replacement is None and target_wrapper is None:
             raise ValueError(f"AtomicPatch({target!r}): either replacement or target_wrapper "
                              f"must be provided")
@@ -76,6 +108,7 @@ class AtomicPatch(BasePatch):
         self.runtime_check = runtime_check
         self.replacement_wrapper = replacement_wrapper
         self.target_wrapper = target_wrapper
+        self.requires = _requirements(requires, f"AtomicPatch({target!r})")
 
     @property
     def name(self) -> str:   # type: ignore[override]
@@ -86,20 +119,23 @@ class AtomicPatch(BasePatch):
         value = resolve(self.replacement)
         return self.replacement_wrapper(value) if self.replacement_wrapper else value
 
-    def declare(self, patch_name: str) -> str:
-        precheck = _no_argument_check(self.precheck, {
+    def declare(self, patch_name: str,
+                guard: "Optional[Callable[[], None]]" = None) -> str:
+        precheck = _guarded(_no_argument_check(self.precheck, {
             "target": self.target, "replacement": self.replacement, "aliases": self.aliases,
             "runtime_check": self.runtime_check, "target_wrapper": self.target_wrapper,
-            "replacement_wrapper": self.replacement_wrapper})
+            "replacement_wrapper": self.replacement_wrapper}), guard)
         if self.replacement is not None:
             value = self.replacement if self.replacement_wrapper is None else \
                 Deferred(self.resolved_replacement, f"replacement_wrapper of {self.target}")
             return replace(self.target, value, name=patch_name, precheck=precheck,
-                           runtime_check=self.runtime_check, aliases=self.aliases, tags=(TAG,))
+                           runtime_check=self.runtime_check, aliases=self.aliases, tags=(TAG,),
+                           requires=self.requires)
         return declare_path(self.target, _target_wrapper_change(self.target_wrapper),
                             f"Wrap {self.target} with target_wrapper "
                             f"{getattr(self.target_wrapper, '__qualname__', '')}",
-                            patch_name, name=patch_name, rebind=False, priority=0, requires=(),
+                            patch_name, name=patch_name, rebind=False, priority=0,
+                            requires=self.requires,
                             tags=(TAG,), enabled=True, precheck=precheck, aliases=self.aliases)
 
     def __repr__(self) -> str:
@@ -122,7 +158,8 @@ class RegistryPatch(BasePatch):
     def __init__(self, registry: str, module_cls: "Any" = None, *,
                  name: "Optional[str]" = None, force: bool = True,
                  precheck: "Optional[Callable[..., Any]]" = None,
-                 module_factory: "Optional[Callable[[], Any]]" = None) -> None:
+                 module_factory: "Optional[Callable[[], Any]]" = None,
+                 requires: "Iterable[str]" = ()) -> None:
         if module_cls is None and module_factory is None:
             raise ValueError("RegistryPatch: either module_cls or module_factory must be provided")
         if module_cls is None and name is None:
@@ -137,12 +174,14 @@ class RegistryPatch(BasePatch):
         self.register_name: str = str(name or getattr(module_cls, "__name__", ""))
         self.force = bool(force)
         self.precheck = precheck
+        self.requires = _requirements(requires, f"RegistryPatch({registry!r})")
 
     @property
     def name(self) -> str:   # type: ignore[override]
         return f"{self.registry}.{self.register_name}"
 
-    def declare(self, patch_name: str) -> str:
+    def declare(self, patch_name: str,
+                guard: "Optional[Callable[[], None]]" = None) -> str:
         value = self.module_cls if self.module_factory is None else \
             Deferred(self.module_factory, f"module_factory of {self.name}")
         precheck = _no_argument_check(self.precheck, {
@@ -150,7 +189,8 @@ class RegistryPatch(BasePatch):
             "name": self.register_name, "force": self.force,
             "module_factory": self.module_factory})
         return registry_entry(self.registry, self.register_name, value, name=patch_name,
-                              tags=(TAG,), force=self.force, precheck=precheck)
+                              tags=(TAG,), force=self.force, precheck=_guarded(precheck, guard),
+                              requires=self.requires)
 
     def __repr__(self) -> str:
         return f"RegistryPatch({self.registry}, {self.register_name})"
@@ -168,19 +208,57 @@ class _PatchMeta(type):
 
 class Patch(metaclass=_PatchMeta):
     """A group of patches: subclasses return them from ``patches(options)``; ``name``
-    defaults to the class name."""
+    defaults to the class name.
+
+    ``legacy_name``: the group's old (1.0) name, still accepted by ``disable``,
+    ``enable`` and ``conflicts_with`` with a deprecation notice. ``conflicts_with``:
+    names of groups that must not be used with this one (a ``Patcher`` holding both
+    refuses to apply; one applied by another patcher first makes this one skip).
+    ``apply_before_collect``: declared before the other groups' ``patches()`` run.
+    Each is checked when the class is defined.
+    """
 
     name: "Optional[str]" = None
+    legacy_name: "Optional[str]" = None
+    conflicts_with: "Tuple[str, ...]" = ()
+    apply_before_collect: bool = False
 
     def __init_subclass__(cls, **kwargs: "Any") -> None:
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("name") is None:
             cls.name = cls.__name__
+        _check_group_attributes(cls)
 
     @classmethod
     def patches(cls, options: "Optional[Dict[str, Any]]" = None) -> "List[BasePatch]":
         raise NotImplementedError(f"{cls.__name__}.patches(options) must return a list of "
                                   f"AtomicPatch / RegistryPatch")
+
+
+def _check_group_attributes(cls: "Any") -> None:
+    """Refuse a malformed ``name``/``legacy_name``/``conflicts_with``/
+    ``apply_before_collect`` where the class is defined, naming the fix."""
+    where = f"Patch class {cls.__qualname__}"
+    if not isinstance(cls.name, str) or not cls.name.strip():
+        raise TypeError(f"{where}: name must be a non-empty string, got {cls.name!r}")
+    legacy = cls.legacy_name
+    if legacy is not None and (not isinstance(legacy, str) or not legacy.strip()):
+        raise TypeError(f"{where}: legacy_name must be the old name as a string (or None), "
+                        f"got {legacy!r}")
+    if legacy == cls.name:
+        raise ValueError(f"{where}: legacy_name {legacy!r} is its name; leave legacy_name "
+                         f"out, it is only for a name the group had before")
+    conflicts = cls.conflicts_with
+    if isinstance(conflicts, str) or not isinstance(conflicts, (list, tuple, set, frozenset)) \
+            or not all(isinstance(item, str) and item.strip() for item in conflicts):
+        raise TypeError(f"{where}: conflicts_with must be a list of patch names such as "
+                        f"['resnet_maxpool'], got {conflicts!r}")
+    if cls.name in conflicts or (legacy is not None and legacy in conflicts):
+        raise ValueError(f"{where}: conflicts_with names the group itself ({cls.name!r}); "
+                         f"list the other groups it cannot be used with")
+    if not isinstance(cls.apply_before_collect, bool):
+        raise TypeError(f"{where}: apply_before_collect must be True or False, got "
+                        f"{cls.apply_before_collect!r}")
 
 
 def with_imports(*import_specs: "Any",
