@@ -219,3 +219,40 @@ def test_bad_builder_input_fails_early():
         PatcherBuilder().with_profiling("dir", 5)
     with pytest.raises(ValueError, match="positive integer"):
         PatcherBuilder().brake_at(0)
+
+
+def test_with_profiling_takes_drivingsdks_schedule_and_refuses_a_bad_one(interpreter):
+    result = interpreter.run_json("""
+        import json
+        from lazypatch.compat.mx_driving import PatcherBuilder
+        from lazypatch.registry.training.settings import STATE
+        builder = PatcherBuilder().with_profiling("prof", 2, skip_first=3, wait=2, warmup=1,
+                                                  active=4, repeat=2)
+        with builder.build():
+            profile = STATE.profile
+            inside = [profile.level, profile.skip_first, profile.wait, profile.warmup,
+                      profile.active, profile.repeat]
+        print(json.dumps([inside, STATE.profile is None]))
+    """)
+    assert result == [[2, 3, 2, 1, 4, 2], True]
+    from lazypatch.compat.mx_driving import PatcherBuilder
+    with pytest.raises((TypeError, ValueError), match="active"):
+        PatcherBuilder().with_profiling("dir", 0, active=0)
+
+
+def test_drivingsdk_group_names_leave_out_the_builtin_patches_doing_their_work(interpreter):
+    result = interpreter.run_json("""
+        import json, warnings
+        import lazypatch
+        from lazypatch.compat.mx_driving import default_patcher_builder
+        with default_patcher_builder.disable_patches("numpy_type").build():
+            import numpy
+            by_legacy_name = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
+        with default_patcher_builder.disable_patches("tensor_index").build():
+            enabled = {r.name: r.enabled for r in lazypatch.report()
+                       if r.name == "ascend.tensor_bool_index"}
+        print(json.dumps([by_legacy_name, enabled]))
+    """)
+    by_legacy_name, enabled = result
+    assert by_legacy_name and "applied" not in by_legacy_name.values(), by_legacy_name
+    assert enabled == {"ascend.tensor_bool_index": False}

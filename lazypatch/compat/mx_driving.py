@@ -172,7 +172,7 @@ class Patcher:
     def __init__(self, module_patches: "Mapping[str, Union[Patch, Iterable[Patch]]]",
                  blacklist: "Iterable[str]" = (), allow_internal_format: bool = False, *,
                  builtin_tags: "Iterable[str]" = (),
-                 profiling: "Optional[Tuple[str, int]]" = None,
+                 profiling: "Optional[Tuple[Any, ...]]" = None,
                  brake_step: "Optional[int]" = None) -> None:
         self.module_patches: "Dict[str, List[Patch]]" = {}
         for module_name, patches in dict(module_patches).items():
@@ -210,7 +210,8 @@ class Patcher:
         if self.profiling is not None or self.brake_step is not None:
             from ..registry import training
             if self.profiling is not None:
-                training.profile_to(self.profiling[0], self.profiling[1])
+                path, level, *schedule = self.profiling
+                training.profile_to(path, level, **(schedule[0] if schedule else {}))
             if self.brake_step is not None:
                 training.brake_at(self.brake_step)
         return self
@@ -226,7 +227,13 @@ class Patcher:
                  name=name, priority=patch_object.priority, tags=(NAME_PREFIX,))
 
     def _blacklisted(self, name: str) -> bool:
-        return name in self.blacklist or name.rsplit(".", 1)[-1] in self.blacklist
+        """Left out by its lazypatch name, its last part (``function_aliases``), or the
+        DrivingSDK group doing the same work (``index``, ``numpy_type``, ``msda``, or the
+        2.0 names ``tensor_index``, ``numpy_compat``...)."""
+        if name in self.blacklist or name.rsplit(".", 1)[-1] in self.blacklist:
+            return True
+        from .driving_sdk2_builtins import lazypatch_names, renamed
+        return name in lazypatch_names(renamed(item) or item for item in self.blacklist)
 
     def _select_builtins(self) -> None:
         """Enable the built-in packs' patches with the chosen tags (they may have been
@@ -312,7 +319,7 @@ class PatcherBuilder:
         self.module_patches: "Dict[str, List[Patch]]" = {}
         self.blacklist: "Set[str]" = set()
         self.builtin_tags = tuple(builtin_tags)
-        self.profiling: "Optional[Tuple[str, int]]" = None
+        self.profiling: "Optional[Tuple[Any, ...]]" = None
         self.brake_step: "Optional[int]" = None
 
     def add_module_patch(self, module_name: str, *patches: Patch) -> "PatcherBuilder":
@@ -330,11 +337,15 @@ class PatcherBuilder:
         self.blacklist.update(patch_names)
         return self
 
-    def with_profiling(self, path: str, level: int = 0) -> "PatcherBuilder":
-        """Profile training steps into ``path`` at ``level`` 0, 1 or 2 (see the training pack)."""
+    def with_profiling(self, path: str, level: int = 0, skip_first: int = 20, wait: int = 1,
+                       warmup: int = 1, active: int = 1, repeat: int = 1) -> "PatcherBuilder":
+        """Profile training steps into ``path`` at ``level`` 0, 1 or 2, on
+        ``torch.profiler.schedule``'s schedule (the training pack's ``profile_to``)."""
         from ..registry.training.settings import ProfileSettings
-        ProfileSettings(path, level)   # bad path or level fails here, not at training time
-        self.profiling = (path, level)
+        schedule = {"skip_first": skip_first, "wait": wait, "warmup": warmup,
+                    "active": active, "repeat": repeat}
+        ProfileSettings(path, level, **schedule)   # bad input fails here, not when training
+        self.profiling = (path, level, schedule)
         return self
 
     def brake_at(self, brake_step: int) -> "PatcherBuilder":
