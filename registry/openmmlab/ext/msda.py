@@ -188,7 +188,13 @@ def _value_gradient(rows: torch.Tensor, weights: torch.Tensor,
     order = keys.sort()[1]
     counts = torch.bincount(flat_rows, minlength=table_rows)
     offsets = counts.cumsum(0) - counts
-    bag_of_corner = order.div(rows.shape[1], rounding_mode="floor")
+    per_bag = rows.shape[1]
+    # 4 corners x levels x points is mostly a power of two: a shift, where
+    # integer division has no vector instruction.
+    if per_bag & (per_bag - 1) == 0:
+        bag_of_corner = order >> (per_bag.bit_length() - 1)
+    else:
+        bag_of_corner = order.div(per_bag, rounding_mode="floor")
     return F.embedding_bag(bag_of_corner, grad_output, offsets, mode="sum",
                            per_sample_weights=weights.reshape(-1)[order])
 
