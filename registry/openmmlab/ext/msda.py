@@ -105,25 +105,33 @@ def _points(value_shape: torch.Size, levels: List[Tuple[int, int, int]],
     # of 2 or 4 would run torch's loops a handful of elements at a time.
     sizes = torch.tensor([(w, h) for _, h, w in levels], dtype=dtype,
                          device=device).repeat_interleave(num_points, 0)
-    longs = dict(dtype=torch.long, device=device)
     strides = torch.tensor([(num_heads, w * num_heads) for _, _, w in levels],
-                           **longs).repeat_interleave(num_points, 0)
+                           dtype=torch.long, device=device
+                           ).repeat_interleave(num_points, 0)
     planes = sampling_locations.reshape(bs, nq, num_heads,
                                         num_levels * num_points, 2)
     x = _axis(planes[..., 0], sizes[:, 0], strides[:, 0])
     y = _axis(planes[..., 1], sizes[:, 1], strides[:, 1])
-    starts = torch.tensor([s for s, _, _ in levels], **longs
+    starts = torch.tensor([s for s, _, _ in levels], device=device
                           ).repeat_interleave(num_points)
-    batch = torch.arange(bs, **longs).view(bs, 1, 1, 1) * num_keys
-    head = torch.arange(num_heads, **longs).view(1, 1, num_heads, 1)
-    base = (batch + starts) * num_heads + head   # (bs, 1, heads, L*P)
-    rows = torch.empty(planes.shape[:-1] + (4,), **longs)
+    base = _row_bases(bs, num_keys, num_heads, starts)
+    rows = base.new_empty(planes.shape[:-1] + (4,))
     for y_side in (0, 1):
         row_start = y.offsets[y_side] + base
         for x_side in (0, 1):
             torch.add(row_start, x.offsets[x_side],
                       out=rows[..., 2 * y_side + x_side])
     return _Points(x, y, rows, sizes)
+
+
+def _row_bases(bs: int, num_keys: int, num_heads: int,
+               starts: torch.Tensor) -> torch.Tensor:
+    """(bs, 1, heads, columns): row of key ``starts[column]`` of each batch
+    and head in a (bs, num_keys, heads) table."""
+    device = starts.device
+    batch = torch.arange(bs, device=device).view(bs, 1, 1, 1) * num_keys
+    head = torch.arange(num_heads, device=device).view(1, 1, num_heads, 1)
+    return (batch + starts) * num_heads + head
 
 
 def _products(out: torch.Tensor, y_factors: Tuple[torch.Tensor, torch.Tensor],
@@ -175,6 +183,15 @@ def msda_forward(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
     return out.view(bs, nq, num_heads * head_dim)
 
 
+def _bag_of(index: torch.Tensor, per_bag: int) -> torch.Tensor:
+    """``index // per_bag``: a shift when ``per_bag`` is a power of two (as
+    4 corners x levels x points mostly is), integer division having no
+    vector instruction."""
+    if per_bag & (per_bag - 1) == 0:
+        return index >> (per_bag.bit_length() - 1)
+    return index.div(per_bag, rounding_mode="floor")
+
+
 def _value_gradient(rows: torch.Tensor, weights: torch.Tensor,
                     grad_output: torch.Tensor, table_rows: int) -> torch.Tensor:
     """Sum over corners of ``weight * grad_output[bag]`` into each row.
@@ -188,13 +205,7 @@ def _value_gradient(rows: torch.Tensor, weights: torch.Tensor,
     order = keys.sort()[1]
     counts = torch.bincount(flat_rows, minlength=table_rows)
     offsets = counts.cumsum(0) - counts
-    per_bag = rows.shape[1]
-    # 4 corners x levels x points is mostly a power of two: a shift, where
-    # integer division has no vector instruction.
-    if per_bag & (per_bag - 1) == 0:
-        bag_of_corner = order >> (per_bag.bit_length() - 1)
-    else:
-        bag_of_corner = order.div(per_bag, rounding_mode="floor")
+    bag_of_corner = _bag_of(order, rows.shape[1])
     return F.embedding_bag(bag_of_corner, grad_output, offsets, mode="sum",
                            per_sample_weights=weights.reshape(-1)[order])
 
