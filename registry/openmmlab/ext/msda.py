@@ -51,6 +51,7 @@ class _Axis(NamedTuple):
     weights: Tuple[torch.Tensor, torch.Tensor]  # lower, upper corner; 0 outside
     slopes: Tuple[torch.Tensor, torch.Tensor]   # d weight / d pixel; 0 outside
     offsets: Tuple[torch.Tensor, torch.Tensor]  # row offset (clamped in level)
+    low: torch.Tensor   # lower corner's pixel, clamped to [-1, size - 1]
 
 
 def _axis(coordinate: torch.Tensor, size: torch.Tensor,
@@ -75,10 +76,10 @@ def _axis(coordinate: torch.Tensor, size: torch.Tensor,
     # Clamp into the level so that every row is a valid index (corners
     # outside weigh 0); this also bounds far-away points before the int cast.
     low = low.clamp(min=-1).minimum(top)
-    low_offset = low.clamp(min=0).long() * row_stride
-    high_offset = (low + 1).minimum(top).long() * row_stride
+    low_offset = low.clamp(min=0).to(row_stride.dtype) * row_stride
+    high_offset = (low + 1).minimum(top).to(row_stride.dtype) * row_stride
     return _Axis(((1 - fraction) * low_inside, fraction * high_inside),
-                 (-low_inside, high_inside), (low_offset, high_offset))
+                 (-low_inside, high_inside), (low_offset, high_offset), low)
 
 
 #: Corner order inside each point's group of four: (y, x) lower/upper.
@@ -90,13 +91,21 @@ class _Points(NamedTuple):
 
     x: _Axis
     y: _Axis
-    rows: torch.Tensor   # (bs, nq, heads, L*P, 4) rows of value.view(-1, d)
+    # (bs, nq, heads, 4, L*P) or, corners last, (bs, nq, heads, L*P, 4):
+    # rows of value.view(-1, d), int32 unless the table needs int64.
+    rows: torch.Tensor
+    corner_axis: int     # -2 or -1
     scale: torch.Tensor  # (L*P, 2): d pixel / d location, (w, h)
 
 
 def _points(value_shape: torch.Size, levels: List[Tuple[int, int, int]],
-            sampling_locations: torch.Tensor) -> _Points:
-    """Axes and corner rows of all sampling points."""
+            sampling_locations: torch.Tensor, corners_last: bool) -> _Points:
+    """Axes and corner rows of all sampling points.
+
+    The forward and the value gradient take any order of a bag's corners and
+    want them first (each corner's rows then fill a contiguous block); the
+    locations' gradient sums each point's four, so wants them last.
+    """
     bs, num_keys, num_heads, _ = value_shape
     _, nq, _, num_levels, num_points, _ = sampling_locations.shape
     dtype, device = sampling_locations.dtype, sampling_locations.device
@@ -105,8 +114,11 @@ def _points(value_shape: torch.Size, levels: List[Tuple[int, int, int]],
     # of 2 or 4 would run torch's loops a handful of elements at a time.
     sizes = torch.tensor([(w, h) for _, h, w in levels], dtype=dtype,
                          device=device).repeat_interleave(num_points, 0)
+    # int32 rows: half the memory traffic, for embedding_bag and the sort.
+    small = bs * num_keys * num_heads < 2 ** 31
+    index_dtype = torch.int32 if small else torch.long
     strides = torch.tensor([(num_heads, w * num_heads) for _, _, w in levels],
-                           dtype=torch.long, device=device
+                           dtype=index_dtype, device=device
                            ).repeat_interleave(num_points, 0)
     planes = sampling_locations.reshape(bs, nq, num_heads,
                                         num_levels * num_points, 2)
@@ -114,14 +126,17 @@ def _points(value_shape: torch.Size, levels: List[Tuple[int, int, int]],
     y = _axis(planes[..., 1], sizes[:, 1], strides[:, 1])
     starts = torch.tensor([s for s, _, _ in levels], device=device
                           ).repeat_interleave(num_points)
-    base = _row_bases(bs, num_keys, num_heads, starts)
-    rows = base.new_empty(planes.shape[:-1] + (4,))
+    base = _row_bases(bs, num_keys, num_heads, starts).to(index_dtype)
+    corner_axis = -1 if corners_last else -2
+    shape = list(planes.shape[:-1])
+    shape.insert(len(shape) + 1 + corner_axis, 4)
+    rows = base.new_empty(shape)
     for y_side in (0, 1):
         row_start = y.offsets[y_side] + base
         for x_side in (0, 1):
             torch.add(row_start, x.offsets[x_side],
-                      out=rows[..., 2 * y_side + x_side])
-    return _Points(x, y, rows, sizes)
+                      out=rows.select(corner_axis, 2 * y_side + x_side))
+    return _Points(x, y, rows, corner_axis, sizes)
 
 
 def _row_bases(bs: int, num_keys: int, num_heads: int,
@@ -134,22 +149,24 @@ def _row_bases(bs: int, num_keys: int, num_heads: int,
     return (batch + starts) * num_heads + head
 
 
-def _products(out: torch.Tensor, y_factors: Tuple[torch.Tensor, torch.Tensor],
+def _products(out: torch.Tensor, corner_axis: int,
+              y_factors: Tuple[torch.Tensor, torch.Tensor],
               x_factors: Tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Fill ``out[..., corner]`` with ``y_factor * x_factor`` of each corner."""
+    """Fill each corner of ``out`` with its ``y_factor * x_factor``."""
     for corner, (y_side, x_side) in enumerate(_CORNERS):
-        torch.mul(y_factors[y_side], x_factors[x_side], out=out[..., corner])
+        torch.mul(y_factors[y_side], x_factors[x_side],
+                  out=out.select(corner_axis, corner))
     return out
 
 
 def _attention_weighted(points: _Points, attention_weights: torch.Tensor
                         ) -> torch.Tensor:
-    """(bs, nq, heads, L*P, 4): bilinear weight x attention of each corner."""
-    attention = attention_weights.view(points.rows.shape[:-1])
+    """Bilinear weight x attention of each corner, laid out as the rows."""
+    attention = attention_weights.view(points.x.low.shape)
     y_weights = (points.y.weights[0] * attention,
                  points.y.weights[1] * attention)
     out = attention.new_empty(points.rows.shape)
-    return _products(out, y_weights, points.x.weights)
+    return _products(out, points.corner_axis, y_weights, points.x.weights)
 
 
 def _table(value: torch.Tensor) -> torch.Tensor:
@@ -174,7 +191,7 @@ def msda_forward(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
     bs, _, num_heads, head_dim = value.shape
     nq = sampling_locations.shape[1]
     levels = _levels(value_spatial_shapes, value_level_start_index)
-    points = _points(value.shape, levels, sampling_locations)
+    points = _points(value.shape, levels, sampling_locations, False)
     bags = bs * nq * num_heads
     weights = _attention_weighted(points, attention_weights)
     # One bag per (batch, query, head): its levels x points x 4 corners.
@@ -200,9 +217,7 @@ def _value_gradient(rows: torch.Tensor, weights: torch.Tensor,
     (bags, head_dim). Returns (table_rows, head_dim).
     """
     flat_rows = rows.reshape(-1)
-    # int32 keys sort about twice as fast; rows fit unless the table is huge.
-    keys = flat_rows.int() if table_rows < 2 ** 31 else flat_rows
-    order = keys.sort()[1]
+    order = flat_rows.sort()[1]
     counts = torch.bincount(flat_rows, minlength=table_rows)
     offsets = counts.cumsum(0) - counts
     bag_of_corner = _bag_of(order, rows.shape[1])
@@ -219,9 +234,9 @@ def _point_dot_products(points: _Points, table: torch.Tensor,
     x, y = points.x, points.y
     weights = points.rows.new_empty(points.rows.shape[:-2] + (3, count, 4),
                                     dtype=table.dtype)
-    _products(weights[..., 0, :, :], y.weights, x.weights)
-    _products(weights[..., 1, :, :], y.weights, x.slopes)
-    _products(weights[..., 2, :, :], y.slopes, x.weights)
+    _products(weights[..., 0, :, :], -1, y.weights, x.weights)
+    _products(weights[..., 1, :, :], -1, y.weights, x.slopes)
+    _products(weights[..., 2, :, :], -1, y.slopes, x.weights)
     weights = weights.view(bags, 3, count, 4)
     result = grad_output.new_empty(bags, 3, count)
     step = max(1, _BACKWARD_BLOCK // (3 * count * head_dim))
@@ -246,7 +261,7 @@ def msda_backward(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
     bs, _, num_heads, head_dim = value.shape
     nq = sampling_locations.shape[1]
     levels = _levels(value_spatial_shapes, value_level_start_index)
-    points = _points(value.shape, levels, sampling_locations)
+    points = _points(value.shape, levels, sampling_locations, True)
     bags = bs * nq * num_heads
     table = _table(value)
     grad = grad_output.reshape(bags, head_dim).to(value.dtype)
