@@ -212,3 +212,22 @@ def test_forward_keeps_no_graph_alive(mmcv_msda):
     del out, leaves, value, locations, weights
     gc.collect()
     assert all(reference() is None for reference in references)
+
+
+def test_strided_inputs_equal_mmcv(mmcv_msda):
+    # Slices of larger tensors, as a model's views may hand over.
+    value, shapes, starts, locations, weights = make_inputs(torch.float64, seed=11)
+    wide_locations = torch.cat([locations, locations.flip(-1)], -1)[..., :2]
+    wide_weights = torch.stack([weights, weights], -1)[..., 0]
+    assert not wide_locations.is_contiguous() and not wide_weights.is_contiguous()
+    assert_same_as_mmcv(mmcv_msda, value, shapes, starts, wide_locations, wide_weights)
+
+
+def test_no_queries(mmcv_msda):
+    function, reference = mmcv_msda
+    value, shapes, starts, locations, weights = make_inputs(torch.float64, seed=12, nq=0)
+    value.requires_grad_()
+    out = function.apply(value, shapes, starts, locations, weights, 64)
+    assert out.shape == reference(value, shapes, locations, weights).shape == (2, 0, 15)
+    out.sum().backward()
+    assert value.grad is not None and not value.grad.any()

@@ -162,7 +162,7 @@ def _products(out: torch.Tensor, corner_axis: int,
 def _attention_weighted(points: _Points, attention_weights: torch.Tensor
                         ) -> torch.Tensor:
     """Bilinear weight x attention of each corner, laid out as the rows."""
-    attention = attention_weights.view(points.x.low.shape)
+    attention = attention_weights.reshape(points.x.low.shape)
     y_weights = (points.y.weights[0] * attention,
                  points.y.weights[1] * attention)
     out = attention.new_empty(points.rows.shape)
@@ -192,12 +192,16 @@ def msda_forward(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
     nq = sampling_locations.shape[1]
     levels = _levels(value_spatial_shapes, value_level_start_index)
     points = _points(value.shape, levels, sampling_locations, False)
-    bags = bs * nq * num_heads
     weights = _attention_weighted(points, attention_weights)
     # One bag per (batch, query, head): its levels x points x 4 corners.
-    out = F.embedding_bag(points.rows.view(bags, -1), _table(value),
-                          mode="sum", per_sample_weights=weights.view(bags, -1))
+    out = F.embedding_bag(_bags(points.rows), _table(value), mode="sum",
+                          per_sample_weights=_bags(weights))
     return out.view(bs, nq, num_heads * head_dim)
+
+
+def _bags(corners: torch.Tensor) -> torch.Tensor:
+    """(bs, nq, heads, ...) as (bags, corners per bag), also when empty."""
+    return corners.flatten(3).flatten(0, 2)
 
 
 def _bag_of(index: torch.Tensor, per_bag: int) -> torch.Tensor:
@@ -229,8 +233,8 @@ def _point_dot_products(points: _Points, table: torch.Tensor,
                         grad_output: torch.Tensor) -> torch.Tensor:
     """(bags, 3, L*P): grad_output . sample, . d sample/dx, . d sample/dy."""
     bags, head_dim = grad_output.shape
-    rows = points.rows.view(bags, 1, -1, 4)
-    count = rows.shape[2]
+    count = points.rows.shape[-2]
+    rows = points.rows.view(bags, 1, count, 4)
     x, y = points.x, points.y
     weights = points.rows.new_empty(points.rows.shape[:-2] + (3, count, 4),
                                     dtype=table.dtype)
@@ -266,14 +270,13 @@ def msda_backward(value: torch.Tensor, value_spatial_shapes: torch.Tensor,
     table = _table(value)
     grad = grad_output.reshape(bags, head_dim).to(value.dtype)
     weights = _attention_weighted(points, attention_weights)
-    grad_value = _value_gradient(points.rows.view(bags, -1),
-                                 weights.view(bags, -1), grad, table.shape[0])
+    grad_value = _value_gradient(_bags(points.rows), _bags(weights), grad,
+                                 table.shape[0])
     dots = _point_dot_products(points, table, grad)
     shape = attention_weights.shape
     grad_attention = dots[:, 0].reshape(shape)
     # d location = d pixel * size (pixel = location * size - 0.5).
-    grad_pixel = dots[:, 1:].reshape(bags, 2, -1) * attention_weights.reshape(
-        bags, 1, -1)
+    grad_pixel = dots[:, 1:] * attention_weights.reshape(bags, 1, dots.shape[2])
     grad_locations = (grad_pixel.transpose(1, 2) * points.scale).reshape(
         shape + (2,))
     return grad_value.view(value.shape), grad_locations, grad_attention
