@@ -32,7 +32,7 @@ import torch.nn.functional as F
 #: Elements of the (sampling point x channels) block the backward gathers
 #: at once: big enough to amortise each call, small enough to stay in cache
 #: and not to grow with the number of queries.
-_BACKWARD_BLOCK = 1 << 21
+_BACKWARD_BLOCK = 1 << 20
 
 
 def _levels(value_spatial_shapes: torch.Tensor,
@@ -250,9 +250,12 @@ def _point_dot_products(points: _Points, table: torch.Tensor,
         samples = F.embedding_bag(
             rows[first:last].expand(size, 3, count, 4).reshape(-1, 4), table,
             mode="sum", per_sample_weights=weights[first:last].reshape(-1, 4))
-        torch.bmm(samples.view(size, 3 * count, head_dim),
-                  grad_output[first:last].unsqueeze(-1),
-                  out=result[first:last].view(size, 3 * count, 1))
+        # Multiply in place and sum while the block is in cache: faster here
+        # than bmm, whose (3 * count, head_dim) x (head_dim, 1) products are
+        # too small to pay for its per-matrix dispatch.
+        torch.sum(samples.view(size, 3 * count, head_dim).mul_(
+            grad_output[first:last].unsqueeze(1)), -1,
+            out=result[first:last].view(size, 3 * count))
     return result
 
 
