@@ -146,10 +146,13 @@ def test_bag_sizes_with_and_without_a_power_of_two(mmcv_msda, points):
     assert_same_as_mmcv(mmcv_msda, value, shapes, starts, locations, weights)
 
 
-def test_backward_in_several_blocks_equals_one_block(mmcv_msda, monkeypatch):
+@pytest.mark.parametrize("block", [1, 1 << 30])
+def test_backward_in_blocks_of_any_size(mmcv_msda, monkeypatch, block):
+    # 1: a bag (dot products) or 4 corners per row of value (value gradient)
+    # at a time, the smallest blocks; 1 << 30: everything in one block.
     value, shapes, starts, locations, weights = make_inputs(torch.float64, seed=6, nq=11)
-    # A block of 2 bags' points: 66 bags in 33 pieces.
-    monkeypatch.setattr(msda, "_BACKWARD_BLOCK", 3 * len(SHAPES) * 3 * 5 * 2)
+    monkeypatch.setattr(msda, "_BACKWARD_BLOCK", block)
+    monkeypatch.setattr(msda, "_VALUE_BLOCK", block)
     assert_same_as_mmcv(mmcv_msda, value, shapes, starts, locations, weights)
 
 

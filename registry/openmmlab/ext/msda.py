@@ -24,7 +24,7 @@ by hand (no autograd graph is kept between forward and backward):
 """
 from __future__ import annotations
 
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +33,10 @@ import torch.nn.functional as F
 #: at once: big enough to amortise each call, small enough to stay in cache
 #: and not to grow with the number of queries.
 _BACKWARD_BLOCK = 1 << 20
+
+#: Corners the value gradient sorts at once (at least 4 per row of value:
+#: each block costs a sum the size of value).
+_VALUE_BLOCK = 1 << 20
 
 
 def _levels(value_spatial_shapes: torch.Tensor,
@@ -219,14 +223,27 @@ def _value_gradient(rows: torch.Tensor, weights: torch.Tensor,
 
     ``rows`` and ``weights`` are (bags, corners per bag); ``grad_output`` is
     (bags, head_dim). Returns (table_rows, head_dim).
+
+    The corners are sorted by row so that one ``embedding_bag`` over
+    ``grad_output`` sums each row's contributions. Many queries are done a
+    block of bags at a time: sorting, and reading the weights in sorted
+    order, stay in cache, for one table-sized sum per block.
     """
-    flat_rows = rows.reshape(-1)
-    order = flat_rows.sort()[1]
-    counts = torch.bincount(flat_rows, minlength=table_rows)
-    offsets = counts.cumsum(0) - counts
-    bag_of_corner = _bag_of(order, rows.shape[1])
-    return F.embedding_bag(bag_of_corner, grad_output, offsets, mode="sum",
-                           per_sample_weights=weights.reshape(-1)[order])
+    per_bag = rows.shape[1]
+    step = max(1, max(_VALUE_BLOCK, 4 * table_rows) // max(1, per_bag))
+    total: Optional[torch.Tensor] = None
+    for first in range(0, max(1, rows.shape[0]), step):
+        block_rows = rows[first:first + step].reshape(-1)
+        order = block_rows.sort()[1]
+        counts = torch.bincount(block_rows, minlength=table_rows)
+        offsets = counts.cumsum(0) - counts
+        block_weights = weights[first:first + step].reshape(-1)[order]
+        part = F.embedding_bag(_bag_of(order, per_bag),
+                               grad_output[first:first + step], offsets,
+                               mode="sum", per_sample_weights=block_weights)
+        total = part if total is None else total.add_(part)
+    assert total is not None
+    return total
 
 
 def _point_dot_products(points: _Points, table: torch.Tensor,
