@@ -307,13 +307,15 @@ def add_msda_size(add, dev, device: str, reps: int, levels, queries) -> None:
     attn = torch.rand(bs, nq, heads, len(levels), pts, generator=g).to(dev)
     shapes, starts = shapes.to(dev), starts.to(dev)
     size = f"bs{bs} q{nq} h{heads} d{dim} L{len(levels)} P{pts}, level 0 {levels[0][0]}x{levels[0][1]}"
+    clock = "wall time" if device == "cuda" else "CPU time"
     with torch.no_grad():
         ours, theirs, ratio = msda_paired_ms(
             lambda: MultiScaleDeformableAttnFunction.apply(value, shapes, starts, loc, attn, 64),
             lambda: multi_scale_deformable_attn_pytorch(value, shapes, loc, attn), reps, device)
     add("ms_deform_attn_forward", size, ours, "mmcv multi_scale_deformable_attn_pytorch",
         theirs)
-    print(f"msda forward [{size}]: lazypatch / mmcv = {ratio:.2f}x", file=sys.stderr)
+    print(f"msda forward [{size}]: lazypatch / mmcv = {ratio:.2f}x "
+          f"(median of paired ratios; 1 torch thread, {clock})", file=sys.stderr)
     leaves = [t.clone().requires_grad_() for t in (value, loc, attn)]
 
     def ours_fb():
@@ -327,7 +329,8 @@ def add_msda_size(add, dev, device: str, reps: int, levels, queries) -> None:
     ours, theirs, ratio = msda_paired_ms(ours_fb, theirs_fb, reps, device)
     add("ms_deform_attn fwd+bwd", size, ours,
         "mmcv multi_scale_deformable_attn_pytorch (autograd)", theirs)
-    print(f"msda fwd+bwd [{size}]: lazypatch / mmcv = {ratio:.2f}x", file=sys.stderr)
+    print(f"msda fwd+bwd [{size}]: lazypatch / mmcv = {ratio:.2f}x "
+          f"(median of paired ratios; 1 torch thread, {clock})", file=sys.stderr)
 
 
 def bench_sections(device: str, quick: bool, rows: List[Row], add, dev, reps: int,

@@ -234,3 +234,15 @@ def test_no_queries(mmcv_msda):
     assert out.shape == reference(value, shapes, locations, weights).shape == (2, 0, 15)
     out.sum().backward()
     assert value.grad is not None and not value.grad.any()
+
+
+def test_nan_and_infinite_locations_give_nan_as_mmcv(mmcv_msda):
+    function, reference = mmcv_msda
+    value, shapes, starts, locations, weights = make_inputs(torch.float32, seed=13)
+    locations[0, 0, 0, 0, 0, 0] = float("nan")
+    locations[1, 2, 1, 1, 0, 1] = float("inf")
+    locations[1, 3, 2, 2, 1, 0] = -float("inf")
+    got = function.apply(value, shapes, starts, locations, weights, 64)
+    expected = reference(value, shapes, locations, weights)
+    assert got.isnan().any()
+    torch.testing.assert_close(got, expected, equal_nan=True)

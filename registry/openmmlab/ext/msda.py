@@ -21,6 +21,13 @@ by hand (no autograd graph is kept between forward and backward):
 * attention weights, sampling locations: the bilinear sample, and its
   derivatives along x and y, are the same corners with other weights;
   their dot products with ``grad_output`` give both gradients.
+
+Both passes recompute the corners (cheap elementwise work on (points,)
+planes) rather than keep state between them; the backward works a block of
+queries at a time so that its intermediates stay cache-sized. On one CPU
+thread, forward and forward+backward take well under the time of mmcv's
+``multi_scale_deformable_attn_pytorch`` under autograd
+(``benchmarks/bench_mmcv_ops.py --only msda``).
 """
 from __future__ import annotations
 
@@ -79,7 +86,9 @@ def _axis(coordinate: torch.Tensor, size: torch.Tensor,
     top = size - 1
     # Clamp into the level so that every row is a valid index (corners
     # outside weigh 0); this also bounds far-away points before the int cast.
-    low = low.clamp(min=-1).minimum(top)
+    # A NaN or infinite location has NaN weights (as in grid_sample, its
+    # output is NaN) but must still index a row.
+    low = low.nan_to_num(-1.0).clamp(min=-1).minimum(top)
     low_offset = low.clamp(min=0).to(row_stride.dtype) * row_stride
     high_offset = (low + 1).minimum(top).to(row_stride.dtype) * row_stride
     return _Axis(((1 - fraction) * low_inside, fraction * high_inside),
