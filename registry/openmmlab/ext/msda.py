@@ -62,7 +62,6 @@ class _Axis(NamedTuple):
     weights: Tuple[torch.Tensor, torch.Tensor]  # lower, upper corner; 0 outside
     slopes: Tuple[torch.Tensor, torch.Tensor]   # d weight / d pixel; 0 outside
     offsets: Tuple[torch.Tensor, torch.Tensor]  # row offset (clamped in level)
-    low: torch.Tensor   # lower corner's pixel, clamped to [-1, size - 1]
 
 
 def _axis(coordinate: torch.Tensor, size: torch.Tensor,
@@ -92,7 +91,7 @@ def _axis(coordinate: torch.Tensor, size: torch.Tensor,
     low_offset = low.clamp(min=0).to(row_stride.dtype) * row_stride
     high_offset = (low + 1).minimum(top).to(row_stride.dtype) * row_stride
     return _Axis(((1 - fraction) * low_inside, fraction * high_inside),
-                 (-low_inside, high_inside), (low_offset, high_offset), low)
+                 (-low_inside, high_inside), (low_offset, high_offset))
 
 
 #: Corner order inside each point's group of four: (y, x) lower/upper.
@@ -175,7 +174,7 @@ def _products(out: torch.Tensor, corner_axis: int,
 def _attention_weighted(points: _Points, attention_weights: torch.Tensor
                         ) -> torch.Tensor:
     """Bilinear weight x attention of each corner, laid out as the rows."""
-    attention = attention_weights.reshape(points.x.low.shape)
+    attention = attention_weights.reshape(points.x.weights[0].shape)
     y_weights = (points.y.weights[0] * attention,
                  points.y.weights[1] * attention)
     out = attention.new_empty(points.rows.shape)
