@@ -88,8 +88,8 @@ def bench(device: str, quick: bool, only: str = "") -> List[Row]:
 
     if only:
         return bench_sections(device, quick, rows, add, dev, reps, only)
-    # -- MSDA at a Deformable-DETR-like size, vs mmcv's pytorch version --
-    add_msda_rows(add, dev, device, reps)
+    # -- MSDA at Deformable-DETR-like sizes, vs mmcv's pytorch version --
+    add_msda_rows(add, dev, device, reps, quick)
 
     # -- NMS family vs naive loops --
     boxes = ref.random_boxes(500, seed=1, scale=200)
@@ -246,38 +246,76 @@ def bench(device: str, quick: bool, only: str = "") -> List[Row]:
     return rows
 
 
-def paired_median_ms(ours: Callable[[], object], theirs: Callable[[], object], reps: int,
-                     device: str) -> Tuple[float, float]:
-    """Medians of ``ours`` and ``theirs`` timed alternately, so that a change in the
-    machine's load during the run weighs on both alike."""
+def msda_paired_ms(ours: Callable[[], object], theirs: Callable[[], object], reps: int,
+                   device: str) -> Tuple[float, float, float]:
+    """Medians (ms) of ``ours`` and ``theirs`` run alternately (A B A B ...), so that a
+    change in the machine's load weighs on both alike, and the median of the ``reps``
+    pairs' ratios. On the CPU the time is the process's CPU time (the caller runs one
+    torch thread): other sessions' load on a shared machine does not count."""
+    def once(fn: Callable[[], object]) -> float:
+        if device == "cuda":
+            return median_ms(fn, 1, device)
+        start = time.process_time()
+        fn()
+        return (time.process_time() - start) * 1e3
+
+    for fn in (ours, theirs):
+        fn()
     ours_times: List[float] = []
     theirs_times: List[float] = []
     for _ in range(reps):
-        ours_times.append(median_ms(ours, 1, device))
-        theirs_times.append(median_ms(theirs, 1, device))
-    return statistics.median(ours_times), statistics.median(theirs_times)
+        ours_times.append(once(ours))
+        theirs_times.append(once(theirs))
+    ratio = statistics.median(a / b for a, b in zip(ours_times, theirs_times))
+    return statistics.median(ours_times), statistics.median(theirs_times), ratio
 
 
-def add_msda_rows(add, dev, device: str, reps: int) -> None:
+#: (levels (h, w), queries or None for one query per key) of the MSDA sizes:
+#: small maps with DETR's 900 queries; Deformable DETR's own levels (an 800 x 1200
+#: image at strides 8-64) with 900 decoder queries; the half-size image's encoder,
+#: where every key is a query.
+MSDA_SIZES = [
+    ([(64, 64), (32, 32), (16, 16), (8, 8)], 900),
+    ([(100, 150), (50, 75), (25, 38), (13, 19)], 900),
+    ([(50, 75), (25, 38), (13, 19), (7, 10)], None),
+]
+
+
+def add_msda_rows(add, dev, device: str, reps: int, quick: bool = False) -> None:
     """MSDA forward and forward+backward against mmcv's own
-    ``multi_scale_deformable_attn_pytorch`` (the budget is 1.0x)."""
+    ``multi_scale_deformable_attn_pytorch`` (the budget is 1.0x), at each of
+    ``MSDA_SIZES``, on one torch thread; prints lazypatch / mmcv to stderr."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for levels, queries in MSDA_SIZES[:2] if quick else MSDA_SIZES:
+            add_msda_size(add, dev, device, reps, levels, queries)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def add_msda_size(add, dev, device: str, reps: int, levels, queries) -> None:
     g = torch.Generator().manual_seed(0)
-    shapes = torch.tensor([[64, 64], [32, 32], [16, 16], [8, 8]])
+    shapes = torch.tensor(levels)
     starts = torch.cat([shapes.new_zeros(1),
                         (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
     keys = int((shapes[:, 0] * shapes[:, 1]).sum())
-    bs, heads, dim, nq, pts = 2, 8, 32, 900, 4
+    bs, heads, dim, pts = 2, 8, 32, 4
+    nq = keys if queries is None else queries
     value = torch.randn(bs, keys, heads, dim, generator=g).to(dev)
-    loc = torch.rand(bs, nq, heads, 4, pts, 2, generator=g).to(dev)
-    attn = torch.rand(bs, nq, heads, 4, pts, generator=g).to(dev)
+    loc = torch.rand(bs, nq, heads, len(levels), pts, 2, generator=g).to(dev)
+    attn = torch.rand(bs, nq, heads, len(levels), pts, generator=g).to(dev)
     shapes, starts = shapes.to(dev), starts.to(dev)
-    size = f"bs{bs} q{nq} h{heads} d{dim} L4 P4"
+    size = f"bs{bs} q{nq} h{heads} d{dim} L{len(levels)} P{pts}, level 0 {levels[0][0]}x{levels[0][1]}"
+    clock = "wall time" if device == "cuda" else "CPU time"
     with torch.no_grad():
-        ours, theirs = paired_median_ms(
+        ours, theirs, ratio = msda_paired_ms(
             lambda: MultiScaleDeformableAttnFunction.apply(value, shapes, starts, loc, attn, 64),
             lambda: multi_scale_deformable_attn_pytorch(value, shapes, loc, attn), reps, device)
     add("ms_deform_attn_forward", size, ours, "mmcv multi_scale_deformable_attn_pytorch",
         theirs)
+    print(f"msda forward [{size}]: lazypatch / mmcv = {ratio:.2f}x "
+          f"(median of paired ratios; 1 torch thread, {clock})", file=sys.stderr)
     leaves = [t.clone().requires_grad_() for t in (value, loc, attn)]
 
     def ours_fb():
@@ -288,16 +326,18 @@ def add_msda_rows(add, dev, device: str, reps: int) -> None:
         multi_scale_deformable_attn_pytorch(leaves[0], shapes, leaves[1],
                                             leaves[2]).sum().backward()
 
-    ours, theirs = paired_median_ms(ours_fb, theirs_fb, reps, device)
+    ours, theirs, ratio = msda_paired_ms(ours_fb, theirs_fb, reps, device)
     add("ms_deform_attn fwd+bwd", size, ours,
         "mmcv multi_scale_deformable_attn_pytorch (autograd)", theirs)
+    print(f"msda fwd+bwd [{size}]: lazypatch / mmcv = {ratio:.2f}x "
+          f"(median of paired ratios; 1 torch thread, {clock})", file=sys.stderr)
 
 
 def bench_sections(device: str, quick: bool, rows: List[Row], add, dev, reps: int,
                    only: str) -> List[Row]:
     """Only the named sections (``--only msda,nms_rotated``)."""
     if "msda" in only:
-        add_msda_rows(add, dev, device, reps)
+        add_msda_rows(add, dev, device, reps, quick)
     if "nms_rotated" in only:
         add_rotated_nms_rows(add, dev, device, 1000 if quick else 3500)
     return rows

@@ -360,33 +360,6 @@ def test_msda_gradcheck(ops):
             v, shapes, starts, locations, a, 64), (value, loc, attn))
 
 
-def test_msda_backward_reuses_the_forward_graph_and_lets_it_go(ops):
-    from mmcv.ops.multi_scale_deform_attn import (
-        MultiScaleDeformableAttnFunction,
-        multi_scale_deformable_attn_pytorch,
-    )
-    msda = importlib.import_module(f"{ext_pkg.__name__}.msda")
-    value, shapes, starts, loc, attn = msda_inputs(torch.float64, seed=2)
-    leaves = [t.requires_grad_() for t in (value, loc, attn)]
-    MultiScaleDeformableAttnFunction.apply(leaves[0], shapes, starts, leaves[1],
-                                           leaves[2], 64).square().sum().backward()
-    assert not msda._FORWARD_GRAPHS                     # used once, then dropped
-    ours = [t.grad.clone() for t in leaves]
-    for t in leaves:
-        t.grad = None
-    multi_scale_deformable_attn_pytorch(leaves[0], shapes, leaves[1],
-                                        leaves[2]).square().sum().backward()
-    for got, expected in zip(ours, (t.grad for t in leaves)):
-        torch.testing.assert_close(got, expected)
-    # A forward whose backward never comes: the graph goes with its inputs.
-    fresh = [t.detach().clone().requires_grad_() for t in leaves]
-    MultiScaleDeformableAttnFunction.apply(fresh[0], shapes, starts, fresh[1],
-                                           fresh[2], 64)
-    assert len(msda._FORWARD_GRAPHS) == 1
-    del fresh
-    assert not msda._FORWARD_GRAPHS
-
-
 # ---------------------------------------------------------------------------
 # NMS family
 # ---------------------------------------------------------------------------
