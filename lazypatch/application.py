@@ -176,7 +176,7 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                 return
         context = PatchContext(patch.name, module, _ledger)
         if type(module) is _ModuleType:
-            namespace = module.__dict__
+            namespace: "Any" = module.__dict__
         else:
             # A module subclass may define __getattribute__ (a LazyLoader module loads
             # itself on any attribute read): read its own namespace without it.
