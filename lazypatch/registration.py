@@ -180,11 +180,12 @@ def _default_name(function: "Any") -> str:
     return f"{module_name}.{qualified}"
 
 
-def build(function: "Callable[..., Any]", target: object, *, phase: str,
+def build(function: "Callable[..., Any]", target: object, phase: str,
           name: "Optional[str]", priority: object,
           requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
           enabled: object) -> RegisteredPatch:
-    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix."""
+    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix.
+    (Positional parameters: matching keyword arguments costs more than the checks.)"""
     if phase not in (AFTER, BEFORE):
         raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
     target = validate_target(target)
@@ -192,7 +193,7 @@ def build(function: "Callable[..., Any]", target: object, *, phase: str,
         name = _default_name(function)
     elif not isinstance(name, str) or not name.strip():
         raise ValueError(f"patch name must be a non-empty string, got {name!r}")
-    order = validate_priority(priority, name)
+    order = priority if priority.__class__ is int else validate_priority(priority, name)
     if enabled is not True and enabled is not False:
         raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
     if tags.__class__ is tuple and not tags:   # the default: nothing to check
@@ -239,8 +240,7 @@ def register(function: "Callable[..., Any]", target: object, *, phase: str = AFT
              enabled: object = True, events: "Optional[Any]" = None) -> str:
     """Validate, index and, if the target is already imported, apply a patch; its name.
     ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
-    patch = build(function, target, phase=phase, name=name, priority=priority,
-                  requires=requires, tags=tags, enabled=enabled)
+    patch = build(function, target, phase, name, priority, requires, tags, enabled)
     actions = None
     if events is not None:   # events.py only when asked: activation does not load it
         from .events import validate
