@@ -68,6 +68,7 @@ _claims = STATE.claims
 _ledger = STATE.ledger
 _lock = STATE.lock
 _event_rules = _events.RULES
+_ModuleType = type(sys)
 
 
 def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
@@ -93,7 +94,11 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
         for patch in patches:
             if patch.phase == BEFORE and patch.enabled:
                 apply(patch, module, applied)
-        execute_with_loader(module, loader)
+        execute = getattr(loader, "exec_module", None)
+        if execute is not None:   # (execute_with_loader, written out: it runs on every import)
+            execute(module)
+        else:
+            execute_with_loader(module, loader)
         if applied:
             _end_scoped_before_patches(applied, name)
         # What sys.modules holds now is what the importer hands out: a module that
@@ -157,108 +162,112 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
     try:
         if patch.live and patch.is_applied_to(module):
             return
-        _apply_claimed(patch, module, patch.generation, applied, late)
+        # The application, written out here rather than in a helper: on every
+        # watched import a Python call costs about as much as the bookkeeping it
+        # would separate (benchmarks/COSTS.md).
+        generation = patch.generation
+        if patch.requires:
+            reason = unmet_requirement(patch, module)
+            if reason is not None:
+                with STATE.lock:
+                    patch.status, patch.reason = SKIPPED, reason
+                    patch.remember(f"skipped: {reason}")
+                _debug("patch %s skipped: %s", patch.name, reason)
+                _events.on_skipped(patch, reason)
+                return
+        context = PatchContext(patch.name, module, _ledger)
+        if type(module) is _ModuleType:
+            namespace: "Any" = module.__dict__
+        else:
+            # A module subclass may define __getattribute__ (a LazyLoader module loads
+            # itself on any attribute read): read its own namespace without it.
+            try:
+                namespace = object.__getattribute__(module, "__dict__")
+            except (AttributeError, TypeError):
+                namespace = None
+        # A shallow copy (in C) both detects plain assignments afterwards and keeps
+        # the old values alive, so their id()s cannot be reused while we compare.
+        before = namespace.copy() if type(namespace) is dict else None
+        started = perf_counter()
+        try:
+            if patch.takes_context:
+                patch.function(module, context)
+            else:
+                patch.function(module)
+        except SkipPatch as skip:
+            _undo_quietly(context)
+            with STATE.lock:
+                patch.duration_ms = (perf_counter() - started) * 1000.0
+                patch.notes = list(context.notes)
+                patch.status, patch.reason = SKIPPED, skip.reason
+                patch.remember(f"skipped: {skip.reason}")
+            if not getattr(skip, "lazypatch_waiting", False):
+                _events.on_skipped(patch, skip.reason)
+            return
+        except Exception as error:
+            _fail(patch, context, error, started)
+            return
+        except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
+            _undo_quietly(context)
+            with STATE.lock:
+                patch.duration_ms = (perf_counter() - started) * 1000.0
+                patch.status = FAILED
+                patch.reason = (f"interrupted by {type(error).__name__}; its "
+                                f"{len(context.changes)} change(s) were rolled back")
+                patch.remember(f"failed: {patch.reason}")
+            raise
+        duration_ms = (perf_counter() - started) * 1000.0
+        # Plain assignments are found when the report is built, from two C-level
+        # copies taken here: the diff itself stays off the import path.
+        snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
+        with _lock:
+            if patch.generation == generation and patch.enabled:
+                # Commit: the fields a report reads, written together under the lock.
+                patch.duration_ms = duration_ms
+                patch.status = APPLIED
+                if patch.reason or patch.error:
+                    patch.reason = patch.error = ""
+                if context.notes or patch.notes:
+                    patch.notes = context.notes
+                if context.note_providers or patch.note_providers:
+                    patch.note_providers = context.note_providers
+                patch.live.append(context)
+                patch.application_count += 1
+                STATE.application_count += 1
+                patch.applied_order = STATE.application_count
+                if patch.untracked_changes:
+                    patch.untracked_changes = []
+                patch.namespace_snapshots = snapshots
+                history = patch.history
+                history.append("applied")
+                if len(history) > HISTORY_LENGTH:
+                    del history[0]
+                stale = False
+            else:
+                stale = True
+        if stale:
+            # Unpatched or disabled by another thread while the function ran.
+            _undo_quietly(context)
+            with STATE.lock:
+                patch.remember("an application in flight was rolled back: the patch was "
+                               "unpatched or disabled meanwhile")
+            return
+        if applied is not None:
+            applied.append((patch, context))
+        if context.changes:   # after the append: an interrupt here is undone with the import
+            _track_calls(patch, context)
+        if context.conflicts:
+            for change, others in context.conflicts:
+                _record_conflict(change, others)
+        if STATE.debug_logging:
+            _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
+                   patch.target, len(context.changes), patch.duration_ms)
+        if late:
+            _warn_late(patch, context)
+        if _event_rules.active:
+            _applied_event(patch, context)
     finally:
         del _claims[patch]
-
-
-def _apply_claimed(patch: "RegisteredPatch", module: "Any", generation: int,
-                   applied: "Optional[Applied]", late: bool) -> None:
-    if patch.requires:
-        reason = unmet_requirement(patch, module)
-        if reason is not None:
-            with STATE.lock:
-                patch.status, patch.reason = SKIPPED, reason
-                patch.remember(f"skipped: {reason}")
-            _debug("patch %s skipped: %s", patch.name, reason)
-            _events.on_skipped(patch, reason)
-            return
-    context = PatchContext(patch.name, module, _ledger)
-    try:
-        namespace = object.__getattribute__(module, "__dict__")
-    except (AttributeError, TypeError):
-        namespace = None
-    # A shallow copy (in C) both detects plain assignments afterwards and keeps
-    # the old values alive, so their id()s cannot be reused while we compare.
-    before = namespace.copy() if type(namespace) is dict else None
-    started = perf_counter()
-    try:
-        if patch.takes_context:
-            patch.function(module, context)
-        else:
-            patch.function(module)
-    except SkipPatch as skip:
-        _undo_quietly(context)
-        with STATE.lock:
-            patch.duration_ms = (perf_counter() - started) * 1000.0
-            patch.notes = list(context.notes)
-            patch.status, patch.reason = SKIPPED, skip.reason
-            patch.remember(f"skipped: {skip.reason}")
-        if not getattr(skip, "lazypatch_waiting", False):
-            _events.on_skipped(patch, skip.reason)
-        return
-    except Exception as error:
-        _fail(patch, context, error, started)
-        return
-    except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
-        _undo_quietly(context)
-        with STATE.lock:
-            patch.duration_ms = (perf_counter() - started) * 1000.0
-            patch.status = FAILED
-            patch.reason = (f"interrupted by {type(error).__name__}; its "
-                            f"{len(context.changes)} change(s) were rolled back")
-            patch.remember(f"failed: {patch.reason}")
-        raise
-    duration_ms = (perf_counter() - started) * 1000.0
-    # Plain assignments are found when the report is built, from two C-level
-    # copies taken here: the diff itself stays off the import path.
-    snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
-    with _lock:
-        if patch.generation == generation and patch.enabled:
-            # Commit: the fields a report reads, written together under the lock.
-            patch.duration_ms = duration_ms
-            patch.status = APPLIED
-            if patch.reason or patch.error:
-                patch.reason = patch.error = ""
-            if context.notes or patch.notes:
-                patch.notes = context.notes
-            if context.note_providers or patch.note_providers:
-                patch.note_providers = context.note_providers
-            patch.live.append(context)
-            patch.application_count += 1
-            STATE.application_count += 1
-            patch.applied_order = STATE.application_count
-            if patch.untracked_changes:
-                patch.untracked_changes = []
-            patch.namespace_snapshots = snapshots
-            history = patch.history
-            history.append("applied")
-            if len(history) > HISTORY_LENGTH:
-                del history[0]
-            stale = False
-        else:
-            stale = True
-    if stale:
-        # Unpatched or disabled by another thread while the function ran.
-        _undo_quietly(context)
-        with STATE.lock:
-            patch.remember("an application in flight was rolled back: the patch was "
-                           "unpatched or disabled meanwhile")
-        return
-    if applied is not None:
-        applied.append((patch, context))
-    if context.changes:   # after the append: an interrupt here is undone with the import
-        _track_calls(patch, context)
-    if context.conflicts:
-        for change, others in context.conflicts:
-            _record_conflict(change, others)
-    if STATE.debug_logging:
-        _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
-               patch.target, len(context.changes), patch.duration_ms)
-    if late:
-        _warn_late(patch, context)
-    if _event_rules.active:
-        _applied_event(patch, context)
 
 
 def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:

@@ -202,12 +202,20 @@ class LazyPatchFinder:
         # Names with a replacement declared (boundaries.replace_module): their spec
         # comes from the declaration before any other finder is asked.
         self.replaced_names: Dict[str, bool] = {}
+        # The import system looks up ``finder.find_spec`` for every import and calls
+        # it: a function in the instance's __dict__ is found without building a bound
+        # method, and it reads the watched names from its closure instead of an
+        # attribute of self. That is the whole cost of an unwatched import
+        # (benchmarks/COSTS.md: at most 300 instructions over a do-nothing finder).
+        self.find_spec = _unwatched_fast_path(self, watched)  # type: ignore[method-assign]
 
     def __repr__(self) -> str:
         return f"<LazyPatchFinder watching {len(self._watched)} module(s)>"
 
     def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None,
                   target: Any = None) -> Any:
+        """The spec of a watched name, with a loader proxy; None for any other name.
+        (Instances answer through the same-named function ``__init__`` gives them.)"""
         if fullname not in self._watched:
             return None
         return self._find_watched(fullname, path, target)
@@ -261,6 +269,19 @@ class LazyPatchFinder:
             if boundary is not None and patch.enabled and boundary.takes_over is takes_over:
                 return wrap_spec_loader(boundary.spec(fullname), self._run_body)
         return None
+
+
+def _unwatched_fast_path(finder: LazyPatchFinder, watched: Dict[str, Any]
+                         ) -> Callable[..., Any]:
+    """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name.
+    A watched name goes to ``finder._find_watched``, looked up on each call, so that
+    the class swap of ``declare_replacement`` takes effect."""
+    def find_spec(fullname: str, path: Optional[Sequence[str]] = None,
+                  target: Any = None) -> Any:
+        if fullname not in watched:
+            return None
+        return finder._find_watched(fullname, path, target)
+    return find_spec
 
 
 class _ReplacingFinder(LazyPatchFinder):

@@ -38,6 +38,11 @@ _FUNCTION = type(lambda: None)
 # Runs before every other patch of its import (plugin pack loaders use it).
 FIRST = -(2 ** 62)
 
+# The defaults of register(), shared by every patch that has none (both immutable):
+# no set and no tuple built per registration (10,000 patches: benchmarks/COSTS.md).
+_NO_TAGS: frozenset = frozenset()
+_NO_REQUIREMENTS: "Tuple[Requirement, ...]" = ()
+
 
 # Targets already found valid: packs register many patches on few targets, and
 # registration runs at activation (see benchmarks/COSTS.md). A memo of a pure check.
@@ -46,8 +51,8 @@ _valid_targets: "set" = set()
 
 def validate_target(target: object) -> str:
     """Return ``target`` if it is an absolute dotted module name, else raise."""
-    if target.__class__ is str and target in _valid_targets:
-        return target
+    if target.__class__ is str and (target.isidentifier() or target in _valid_targets):
+        return target   # a top-level name is one C call; dotted names are remembered
     if not isinstance(target, str):
         raise TypeError(f"patch target must be a module name string such as "
                         f"'mmcv.ops', got {target!r} ({type(target).__name__})")
@@ -175,11 +180,12 @@ def _default_name(function: "Any") -> str:
     return f"{module_name}.{qualified}"
 
 
-def build(function: "Callable[..., Any]", target: object, *, phase: str,
+def build(function: "Callable[..., Any]", target: object, phase: str,
           name: "Optional[str]", priority: object,
           requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
           enabled: object) -> RegisteredPatch:
-    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix."""
+    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix.
+    (Positional parameters: matching keyword arguments costs more than the checks.)"""
     if phase not in (AFTER, BEFORE):
         raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
     target = validate_target(target)
@@ -187,23 +193,32 @@ def build(function: "Callable[..., Any]", target: object, *, phase: str,
         name = _default_name(function)
     elif not isinstance(name, str) or not name.strip():
         raise ValueError(f"patch name must be a non-empty string, got {name!r}")
-    order = validate_priority(priority, name)
+    order = priority if priority.__class__ is int else validate_priority(priority, name)
     if enabled is not True and enabled is not False:
         raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
+    if tags.__class__ is tuple and not tags:   # the default: nothing to check
+        tag_set = _NO_TAGS
+    else:
+        tag_set = _tag_set(tags, name)
+    parsed = _NO_REQUIREMENTS if requires.__class__ is tuple and not requires \
+        else parse_requirements(requires)
+    return RegisteredPatch(name=name, target=target, function=function, phase=phase,
+                           priority=order, requires=parsed, tags=tag_set, enabled=enabled,
+                           takes_context=takes_context(function, name))
+
+
+def _tag_set(tags: "Iterable[str]", name: str) -> frozenset:
+    """The tags as a set of non-empty strings; raises naming the patch otherwise."""
     if isinstance(tags, str):
         tags = (tags,)
     try:
         tag_set = frozenset(tags)
     except TypeError:
         raise TypeError(f"patch {name!r}: tags must be a list of strings, got {tags!r}") from None
-    if tag_set:
-        for tag in tag_set:
-            if tag.__class__ is not str or not tag:
-                raise ValueError(f"patch {name!r}: tags must be non-empty strings, got {tag!r}")
-    parsed = parse_requirements(requires)
-    return RegisteredPatch(name=name, target=target, function=function, phase=phase,
-                           priority=order, requires=parsed, tags=tag_set, enabled=enabled,
-                           takes_context=takes_context(function, name))
+    for tag in tag_set:
+        if tag.__class__ is not str or not tag:
+            raise ValueError(f"patch {name!r}: tags must be non-empty strings, got {tag!r}")
+    return tag_set
 
 
 def add(patch: RegisteredPatch) -> None:
@@ -214,7 +229,8 @@ def add(patch: RegisteredPatch) -> None:
         if existing is not None:
             raise ValueError(f"a patch named {patch.name!r} is already registered (on "
                              f"{existing.target!r}); pass a unique name=...")
-        decide_at_registration(patch)
+        if STATE.disable_rules or STATE.enable_rules:
+            decide_at_registration(patch)
         STATE.catalog.add(patch)
 
 
@@ -224,8 +240,7 @@ def register(function: "Callable[..., Any]", target: object, *, phase: str = AFT
              enabled: object = True, events: "Optional[Any]" = None) -> str:
     """Validate, index and, if the target is already imported, apply a patch; its name.
     ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
-    patch = build(function, target, phase=phase, name=name, priority=priority,
-                  requires=requires, tags=tags, enabled=enabled)
+    patch = build(function, target, phase, name, priority, requires, tags, enabled)
     actions = None
     if events is not None:   # events.py only when asked: activation does not load it
         from .events import validate
@@ -234,7 +249,10 @@ def register(function: "Callable[..., Any]", target: object, *, phase: str = AFT
     if actions:
         from .events import declare
         declare(patch.name, actions)
-    ensure_finder()
+    finder = STATE.finder
+    meta_path = sys.meta_path
+    if finder is None or not meta_path or meta_path[0] is not finder:
+        ensure_finder()
     # Only a target that is imported (or being imported) needs the application
     # machinery now; at activation none is, and application is loaded on the
     # first watched import instead (see benchmarks/COSTS.md).
