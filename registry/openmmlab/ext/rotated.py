@@ -263,7 +263,10 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
     the greedy pass), then the block's kept boxes against every later box
     still alive (one batch). ``iou_of(intersection, kept_areas,
     other_areas)`` turns areas into the overlap that suppresses when strictly
-    greater than ``iou_threshold``.
+    greater than ``iou_threshold``; like IoU, it must never exceed
+    ``min(areas) / max(areas)`` (the intersection is at most the smaller box,
+    the union at least the larger), which lets pairs of too different sizes
+    go unmeasured.
 
     Returns the kept row indices (int64, ascending) on ``boxes.device``.
     """
@@ -281,13 +284,20 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
     centres = boxes[:, :2].detach().double().cpu().numpy()
     radii = _circumradii(boxes).detach().cpu().numpy()
     areas = boxes[:, 2] * boxes[:, 3]
+    host_areas = areas.detach().double().cpu().numpy()
     alive = np.ones(n, dtype=bool)
 
     def suppressing(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
         """Mask over the near pairs given: does ``firsts`` suppress
         ``seconds``?"""
-        if firsts.size == 0:
-            return np.zeros(0, dtype=bool)
+        result = np.zeros(firsts.size, dtype=bool)
+        measured = _sizes_allow(host_areas[firsts], host_areas[seconds],
+                                iou_threshold)
+        if measured.any():
+            result[measured] = measure(firsts[measured], seconds[measured])
+        return result
+
+    def measure(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
         first_t = torch.from_numpy(firsts).to(device)
         second_t = torch.from_numpy(seconds).to(device)
         inter = rotated_intersection_area(boxes[first_t], boxes[second_t])
@@ -316,6 +326,18 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
         firsts, seconds = _near_pairs(centres, radii, kept_in_block, rest)
         alive[seconds[suppressing(firsts, seconds)]] = False
     return torch.from_numpy(np.flatnonzero(alive)).to(device)
+
+
+def _sizes_allow(areas1: np.ndarray, areas2: np.ndarray,
+                 threshold: float) -> np.ndarray:
+    """Pairs whose IoU bound ``min(areas) / max(areas)`` can exceed
+    ``threshold``; only pairs of two positive areas are ever ruled out."""
+    smaller = np.minimum(areas1, areas2)
+    larger = np.maximum(areas1, areas2)
+    # Relative slack of 1e-4: a float32 intersection may exceed the smaller
+    # area by a few ulps, and a pair ruled out must never have suppressed.
+    ruled_out = (smaller > 0) & (smaller <= threshold * larger * (1 - 1e-4))
+    return ~ruled_out
 
 
 def _greedy_rows(suppresses: np.ndarray, rows: np.ndarray) -> np.ndarray:
