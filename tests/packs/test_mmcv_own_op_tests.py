@@ -11,9 +11,10 @@ gradient needs mmcv's own derivative rule), ``test_nms_rotated.py``
 only, here on the CPU), ``test_box_iou_rotated.py`` (``_cpu`` IoU and IoF).
 Multi-scale deformable attention follows ``test_ms_deformable_attn.py``'s
 ``test_forward_equal_with_pytorch_double/float``: the kernel must equal mmcv's
-own ``multi_scale_deformable_attn_pytorch``. ``test_voxelization.py`` needs a
-data file from mmcv's repository (``for_3d_ops/test_voxel.npy``) and is
-covered by ``test_mmcv_ext_kernels.py`` instead.
+own ``multi_scale_deformable_attn_pytorch``. ``test_voxelization.py`` reads
+recorded lidar points from a data file of mmcv's repository
+(``for_3d_ops/test_voxel.npy``); its cases run here on a cloud of the same
+kind drawn with a fixed seed (see that section).
 
 The module-scoped fixture imports ``mmcv.ops`` with the provided ``mmcv._ext``
 in place, as lazypatch provides it, and removes what it imported afterwards.
@@ -275,3 +276,146 @@ def test_msda_forward_equal_with_pytorch(ops, dtype, rtol, atol, max_abs, max_re
     max_rel_err = ((got - expected).abs() / expected.abs()).max()
     assert max_abs_err < max_abs
     assert max_rel_err < max_rel
+
+
+# -- test_voxelization.py ----------------------------------------------------------------
+#
+# mmcv reads 800 recorded lidar points (x, y, z, intensity; float32, three
+# decimals) from tests/data/for_3d_ops/test_voxel.npy. The same kind of cloud
+# is drawn here with a fixed seed: points in small clusters (surfaces hit by
+# several beams, so a 0.5 m voxel holds up to a few dozen points) ahead of the
+# car, x 11.5-72 m, y -16-14 m, z mostly 0.55-1 m, intensity 0-0.64; a few
+# points fall outside point_cloud_range (x >= 70.4 m or z >= 1 m) and must be
+# dropped. The expected voxels come from the rule mmcv's deterministic kernel
+# implements, written out as a plain loop (the data file stored its output).
+
+VOXEL_SIZE = [0.5, 0.5, 0.5]
+POINT_CLOUD_RANGE = [0, -40, -3, 70.4, 40, 1]
+
+
+def lidar_like_points(seed: int = 2, count: int = 800, clusters: int = 45) -> np.ndarray:
+    """(count, 4) float32 points with x, y, z, intensity in the data file's ranges."""
+    rng = np.random.default_rng(seed)
+    centres = np.stack([rng.uniform(11.6, 72.0, clusters), rng.uniform(-16.1, 14.0, clusters),
+                        rng.uniform(0.56, 0.95, clusters)], axis=1)
+    centres[0, 2] = rng.uniform(1.0, 2.64)  # one cluster above the range's z
+    members = rng.choice(clusters, size=count, p=rng.dirichlet(np.ones(clusters)))
+    xyz = centres[members] + rng.normal(0.0, [0.15, 0.15, 0.03], size=(count, 3))
+    intensity = rng.uniform(0.0, 0.64, size=(count, 1)).round(2)
+    return np.concatenate([xyz.round(3), intensity], axis=1).astype(np.float32)
+
+
+def voxel_of(point: np.ndarray) -> tuple:
+    """The (z, y, x) voxel of one point, or None when it is outside the range
+    (float32 arithmetic, as the kernel computes on float32 points)."""
+    low = np.float32(POINT_CLOUD_RANGE[:3])
+    size = np.float32(VOXEL_SIZE)
+    grid = np.round((np.float32(POINT_CLOUD_RANGE[3:]) - low) / size).astype(int)
+    coordinate = np.floor((point[:3] - low) / size).astype(int)
+    if (coordinate < 0).any() or (coordinate >= grid).any():
+        return None
+    return tuple(int(c) for c in coordinate[::-1])
+
+
+def expected_hard_voxels(points: np.ndarray, max_points: int, max_voxels: int):
+    """Voxels numbered by first point, at most ``max_voxels`` of them and the first
+    ``max_points`` points of each: (voxels, coors, num_points_per_voxel)."""
+    slot_of: dict = {}
+    members: list = []
+    for point in points:
+        voxel = voxel_of(point)
+        if voxel is None or (voxel not in slot_of and len(slot_of) >= max_voxels):
+            continue
+        if voxel not in slot_of:
+            slot_of[voxel] = len(slot_of)
+            members.append([])
+        if len(members[slot_of[voxel]]) < max_points:
+            members[slot_of[voxel]].append(point)
+    voxels = np.zeros((len(members), max_points, points.shape[1]), dtype=np.float32)
+    for index, voxel_points in enumerate(members):
+        voxels[index, :len(voxel_points)] = voxel_points
+    return voxels, np.array(list(slot_of), dtype=np.int32).reshape(-1, 3), np.array(
+        [len(m) for m in members], dtype=np.int32)
+
+
+def points_of_voxel(coors: np.ndarray, voxel: np.ndarray) -> np.ndarray:
+    """Mask of the points whose dynamic coordinate is ``voxel`` (mmcv's
+    ``_get_voxel_points_indices``)."""
+    return (coors == voxel).all(axis=1)
+
+
+def test_voxelization_points_resemble_the_data_file():
+    points = lidar_like_points()
+    in_range = [voxel_of(p) is not None for p in points]
+    _, _, counts = expected_hard_voxels(points, 1000, 20000)
+    assert points.shape == (800, 4) and points.dtype == np.float32
+    assert 10 <= len(points) - sum(in_range) <= 60  # the file drops 20 of 800
+    assert 60 <= len(counts) <= 200 and counts.max() >= 15  # the file: 103 voxels, up to 24
+
+
+def test_voxelization(ops):
+    points = torch.from_numpy(lidar_like_points())
+    dynamic_voxelization = ops.Voxelization(VOXEL_SIZE, POINT_CLOUD_RANGE, -1)
+    hard_voxelization = ops.Voxelization(VOXEL_SIZE, POINT_CLOUD_RANGE, 1000)
+    expected_voxels, expected_coors, expected_counts = expected_hard_voxels(
+        points.numpy(), 1000, 20000)
+
+    voxels, coors, counts = hard_voxelization(points.contiguous())
+    assert np.array_equal(voxels.numpy(), expected_voxels)
+    assert np.array_equal(coors.numpy(), expected_coors)
+    assert np.array_equal(counts.numpy(), expected_counts)
+
+    dynamic_coors = dynamic_voxelization(points).numpy()
+    for index in range(expected_coors.shape[0]):
+        inside = points_of_voxel(dynamic_coors, expected_coors[index])
+        count = int(inside.sum())
+        assert count > 0
+        assert np.array_equal(points.numpy()[inside], expected_voxels[index][:count])
+        assert count == expected_counts[index]
+    # Every point outside the range, and only those, gets -1 coordinates.
+    outside = np.array([voxel_of(p) is None for p in points.numpy()])
+    assert outside.any()
+    assert ((dynamic_coors == -1).all(axis=1) == outside).all()
+    assert (dynamic_coors[~outside] >= 0).all()
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_voxelization_capped(ops, deterministic):
+    """mmcv's ``test_voxelization_nondeterministic`` (CUDA only there): with at most
+    10 points per voxel and 50 voxels, every voxel is a distinct voxel of the
+    dynamic coordinates, holding distinct points of it, all of them when fewer
+    than 10, zero padded."""
+    max_points, max_voxels = 10, 50
+    points = torch.from_numpy(lidar_like_points())
+    dynamic_voxelization = ops.Voxelization(VOXEL_SIZE, POINT_CLOUD_RANGE, -1)
+    hard_voxelization = ops.Voxelization(VOXEL_SIZE, POINT_CLOUD_RANGE, max_points,
+                                         max_voxels, deterministic=deterministic)
+
+    voxels, coors, counts = hard_voxelization(points.contiguous())
+    coors_list = coors.tolist()
+    coors_all = dynamic_voxelization(points).tolist()
+    coors_set = {tuple(c) for c in coors_list}
+    assert len(coors_set) == len(coors_list) == max_voxels
+    assert not coors_set - {tuple(c) for c in coors_all}
+    points_of: dict = {}
+    for coordinate, point in zip(coors_all, points.tolist()):
+        points_of.setdefault(tuple(coordinate), set()).add(tuple(point))
+    full = 0
+    for coordinate, voxel_points, count in zip(coors_list, voxels.tolist(), counts.tolist()):
+        held = {tuple(p) for p in voxel_points[:count]}
+        assert len(held) == count
+        if count < max_points:
+            assert held == points_of[tuple(coordinate)]
+            assert all(max(p) == min(p) == 0 for p in voxel_points[count:])
+        else:
+            full += 1
+            assert held <= points_of[tuple(coordinate)]
+    assert full > 0  # the cap was exercised
+
+    # All input points in range: as many voxels as distinct coordinates.
+    first = points[:max_voxels]
+    first_coors = dynamic_voxelization(first)
+    valid = first_coors.ge(0).all(-1)
+    voxels, coors, counts = hard_voxelization(first[valid].contiguous())
+    assert len({tuple(c) for c in coors.tolist()}) == coors.shape[0] == len(
+        {tuple(c) for c in first_coors[valid].tolist()})
