@@ -500,6 +500,19 @@ def test_box_iou_rotated_matches_polygon_clipping(ops, mode):
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_rotated_intersection_of_boxes_sharing_a_collinear_edge_is_whole_in_float32():
+    # Same angle, shifted along an edge: the earlier angle-sorted kernel returned half
+    # the area in float32 (0.839) where float64 and the polygon reference give 1.679.
+    from lazypatch.registry.openmmlab.ext.rotated import rotated_intersection_area
+    box = [2.444, 3.099, 1.3596, 2.4696, 3.5182]
+    shifted = [1.812, 2.849, 1.3596, 2.4696, 3.5182]
+    reference = naive_rotated_iou(box, shifted, "iof") * box[2] * box[3]
+    for dtype in (torch.float32, torch.float64):
+        area = rotated_intersection_area(torch.tensor([box], dtype=dtype),
+                                         torch.tensor([shifted], dtype=dtype))
+        assert abs(float(area[0]) - reference) < 1e-3, (dtype, float(area[0]), reference)
+
+
 def test_box_iou_rotated_aligned_and_counterclockwise(ops):
     boxes1 = random_rotated(15, seed=15, scale=4)
     boxes2 = random_rotated(15, seed=16, scale=4)
