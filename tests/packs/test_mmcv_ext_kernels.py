@@ -33,30 +33,7 @@ except ImportError:
 ext_pkg = sys.modules[build_ext_module.__module__]
 
 
-@pytest.fixture(scope="module")
-def ops():
-    """``mmcv.ops`` imported against the pure-PyTorch ``mmcv._ext``."""
-    before = set(sys.modules)
-    had_ops_attr = False
-    saved_ext = sys.modules.get("mmcv._ext")
-    sys.modules["mmcv._ext"] = build_ext_module()
-    try:
-        import mmcv
-        had_ops_attr = "ops" in vars(mmcv)
-        import mmcv.ops
-        import mmcv.ops.multi_scale_deform_attn  # noqa: F401
-        yield mmcv.ops
-    finally:
-        for name in set(sys.modules) - before:
-            if name.startswith("mmcv.ops") or name == "mmcv._ext":
-                del sys.modules[name]
-        if saved_ext is not None:
-            sys.modules["mmcv._ext"] = saved_ext
-        else:
-            sys.modules.pop("mmcv._ext", None)
-        mmcv_mod = sys.modules.get("mmcv")
-        if mmcv_mod is not None and not had_ops_attr:
-            vars(mmcv_mod).pop("ops", None)
+# ``ops``: mmcv.ops against the pure-PyTorch mmcv._ext (tests/packs/conftest.py).
 
 
 @pytest.fixture(scope="module")

@@ -21,52 +21,12 @@ in place, as lazypatch provides it, and removes what it imported afterwards.
 """
 from __future__ import annotations
 
-import sys
-
 import mmcv  # noqa: F401  (the real mmcv-lite must be installed: requirements/stack.txt)
 import numpy as np
 import pytest
 import torch
 
-try:
-    from lazypatch.registry.openmmlab.ext import build_ext_module
-except ImportError:
-    from registry.openmmlab.ext import build_ext_module
-
-
-@pytest.fixture(scope="module")
-def ops():
-    """``mmcv.ops`` imported against the pure-PyTorch ``mmcv._ext``."""
-    from mmengine.registry import MODELS
-    before = set(sys.modules)
-    saved_ext = sys.modules.get("mmcv._ext")
-    had_ops_attr = "ops" in vars(sys.modules["mmcv"])
-    # Another module of this session may have imported mmcv.ops (and removed
-    # it again): its layers are still registered, and mmengine refuses to
-    # register them twice. Set them aside while this module imports its own.
-    stale = {name: cls for name, cls in MODELS._module_dict.items()
-             if getattr(cls, "__module__", "").startswith("mmcv.ops")
-             and "mmcv.ops" not in sys.modules}
-    for name in stale:
-        del MODELS._module_dict[name]
-    sys.modules["mmcv._ext"] = build_ext_module()
-    try:
-        import mmcv.ops
-        import mmcv.ops.multi_scale_deform_attn  # noqa: F401
-        yield mmcv.ops
-    finally:
-        for name in set(sys.modules) - before:
-            if name.startswith("mmcv.ops") or name == "mmcv._ext":
-                del sys.modules[name]
-        if saved_ext is not None:
-            sys.modules["mmcv._ext"] = saved_ext
-        else:
-            sys.modules.pop("mmcv._ext", None)
-        if not had_ops_attr:
-            vars(sys.modules["mmcv"]).pop("ops", None)
-        for name in stale:
-            MODELS._module_dict.pop(name, None)
-        MODELS._module_dict.update(stale)
+# ``ops``: mmcv.ops against the pure-PyTorch mmcv._ext (tests/packs/conftest.py).
 
 
 # -- test_nms.py ---------------------------------------------------------------

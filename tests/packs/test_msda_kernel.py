@@ -33,40 +33,14 @@ SHAPES = [(6, 4), (3, 5), (2, 2), (1, 1)]
 
 
 @pytest.fixture(scope="module")
-def mmcv_msda():
-    """(mmcv's autograd Function, mmcv's pytorch version), imported against
-    the pure-PyTorch ``mmcv._ext``; what was imported is removed afterwards."""
-    from mmengine.registry import MODELS
-    before = set(sys.modules)
-    saved_ext = sys.modules.get("mmcv._ext")
-    had_ops = "ops" in vars(sys.modules["mmcv"])
-    # mmengine refuses to register a layer twice: layers of an mmcv.ops that
-    # another test module imported and removed again are set aside, and the
-    # registry is left as found, so that the next module can import its own.
-    registered = dict(MODELS._module_dict)
-    if "mmcv.ops" not in sys.modules:
-        for name, cls in registered.items():
-            if getattr(cls, "__module__", "").startswith("mmcv.ops"):
-                del MODELS._module_dict[name]
-    sys.modules["mmcv._ext"] = build_ext_module()
-    try:
-        from mmcv.ops.multi_scale_deform_attn import (
-            MultiScaleDeformableAttnFunction,
-            multi_scale_deformable_attn_pytorch,
-        )
-        yield MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch
-    finally:
-        for name in set(sys.modules) - before:
-            if name.startswith("mmcv.ops") or name == "mmcv._ext":
-                del sys.modules[name]
-        if saved_ext is not None:
-            sys.modules["mmcv._ext"] = saved_ext
-        else:
-            sys.modules.pop("mmcv._ext", None)
-        if not had_ops:
-            vars(sys.modules["mmcv"]).pop("ops", None)
-        MODELS._module_dict.clear()
-        MODELS._module_dict.update(registered)
+def mmcv_msda(ops):
+    """(mmcv's autograd Function, mmcv's pytorch version), imported against the
+    pure-PyTorch ``mmcv._ext`` (the ``ops`` fixture of tests/packs/conftest.py)."""
+    from mmcv.ops.multi_scale_deform_attn import (
+        MultiScaleDeformableAttnFunction,
+        multi_scale_deformable_attn_pytorch,
+    )
+    return MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch
 
 
 def level_starts(shapes: torch.Tensor) -> torch.Tensor:
