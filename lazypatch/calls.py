@@ -69,11 +69,13 @@ class CallCount:
     """One patch's count of the calls of one function it put in place, and the first
     call's site. Counts only while the patch holds the function in place."""
 
-    __slots__ = ("counter", "first_call_site", "function", "functions", "holders")
+    __slots__ = ("counter", "first_call_site", "first_call_order", "function", "functions",
+                 "holders")
 
     def __init__(self, function: str) -> None:
         self.counter = count()
         self.first_call_site = ""
+        self.first_call_order = 0         # when the first call came, among all counters
         self.function = function          # "module.qualname" of the counted function
         self.functions = 1                # distinct function objects sharing its code
         self.holders = 0                  # live applications of the patch holding it
@@ -97,6 +99,12 @@ def _count_call(entries: "Tuple[CallCount, ...]", depth: int) -> None:
     for entry in entries:
         if not next(entry.counter):
             entry.first_call_site = call_site(depth + 1)
+            entry.first_call_order = next(_first_calls)
+
+
+# Numbers the first calls of all counters, so that a patch's record can name the
+# earliest of its functions' first calls (taken only on a first call: not per call).
+_first_calls = count(1)
 
 
 def call_site(depth: int) -> str:
@@ -184,6 +192,7 @@ def _started_callback(active: "Dict[Any, Tuple[CallCount, ...]]") -> "Any":
             for entry in entries:
                 if not next(entry.counter):
                     entry.first_call_site = call_site(2)   # 0: here, 1: the counted code
+                    entry.first_call_order = next(_first_calls)
         return None
 
     return started
@@ -355,7 +364,9 @@ def calls_of(patch: "RegisteredPatch") -> "Dict[str, Any]":
                 "calls_not_tracked": reason}
     described = [entry.as_dict() for entry in entries]
     total = sum(item["calls"] for item in described)
-    first = next((item["first_call_site"] for item in described if item["first_call_site"]), "")
+    called = [entry for entry in entries if entry.first_call_order]
+    first = min(called, key=lambda entry: entry.first_call_order).first_call_site \
+        if called else ""
     return {"calls": total, "first_call_site": first, "call_counts": described,
             "calls_not_tracked": ""}
 

@@ -402,3 +402,20 @@ lazypatch.write_report(sys.argv[2])
     assert patches["log_fused"]["calls"]["calls"] == 7
     assert patches["log_fused"]["calls"]["processes_counted"] == 3
     assert patches["patches.constant"]["calls"] is None
+
+
+@pytest.mark.parametrize("mode", COUNTING_MODES)
+def test_a_records_first_call_site_is_the_earliest_of_its_functions_first_calls(interpreter,
+                                                                                mode):
+    interpreter.write(FILES)
+    script = REPORT + """
+import patches
+lazypatch.disable("log_fused")
+import kernels
+kernels.Layer.helper()          # FIRST: helper was put in place after fused
+kernels.fused(1)
+print(json.dumps(calls()))
+"""
+    result = interpreter.run_json(script, env=env_for(mode))
+    record = result["patches.npu_kernels"]
+    assert record["first_call_site"].endswith(f"_scenario.py:{line_of(script, '# FIRST')}")
