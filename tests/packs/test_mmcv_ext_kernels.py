@@ -33,7 +33,7 @@ except ImportError:
 ext_pkg = sys.modules[build_ext_module.__module__]
 
 
-# ``ops``: mmcv.ops against the pure-PyTorch mmcv._ext (tests/packs/conftest.py).
+# ``ops``: mmcv.ops against the pure-PyTorch mmcv._ext (tests/conftest.py).
 
 
 @pytest.fixture(scope="module")

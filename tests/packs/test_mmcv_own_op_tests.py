@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 
-# ``ops``: mmcv.ops against the pure-PyTorch mmcv._ext (tests/packs/conftest.py).
+# ``ops``: mmcv.ops against the pure-PyTorch mmcv._ext (tests/conftest.py).
 
 
 # -- test_nms.py ---------------------------------------------------------------

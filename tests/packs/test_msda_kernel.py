@@ -35,7 +35,7 @@ SHAPES = [(6, 4), (3, 5), (2, 2), (1, 1)]
 @pytest.fixture(scope="module")
 def mmcv_msda(ops):
     """(mmcv's autograd Function, mmcv's pytorch version), imported against the
-    pure-PyTorch ``mmcv._ext`` (the ``ops`` fixture of tests/packs/conftest.py)."""
+    pure-PyTorch ``mmcv._ext`` (the ``ops`` fixture of tests/conftest.py)."""
     from mmcv.ops.multi_scale_deform_attn import (
         MultiScaleDeformableAttnFunction,
         multi_scale_deformable_attn_pytorch,
