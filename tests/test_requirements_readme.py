@@ -1,17 +1,17 @@
-"""The README's quickstart, run as written on this machine's stack (mmcv-lite 2.2)."""
+"""docs/writing_patches.md's API block, run as written on this machine's stack (mmcv-lite 2.2)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "writing_patches.md"
 
 
 def quickstart_registrations() -> str:
     """The quickstart's code block, up to its first report (the registrations)."""
     text = README.read_text(encoding="utf-8")
-    block = text.split("## Quickstart", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    block = text.split("## The API in one block", 1)[1].split("```python", 1)[1].split("```", 1)[0]
     return block.split("lazypatch.report()", 1)[0]
 
 
