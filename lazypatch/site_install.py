@@ -80,7 +80,50 @@ def install(directory: "Optional[str]" = None) -> "List[str]":
         # never let it see a half-written line.
         atomic_write(paths[kind], content)
         written.append(paths[kind])
+    _record_in_distribution(os.path.dirname(paths["pth"]), written, add=True)
     return written
+
+
+def _distribution_record(directory: str) -> "Optional[str]":
+    """The RECORD file of lazypatch's own installation in ``directory``, if it is there."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    for name in names:
+        if name.startswith("lazypatch-") and name.endswith(".dist-info"):
+            record = os.path.join(directory, name, "RECORD")
+            if os.path.isfile(record):
+                return record
+    return None
+
+
+def _record_in_distribution(directory: str, paths: "List[str]", add: bool) -> None:
+    """List the activation files in (or drop them from) lazypatch's RECORD.
+
+    ``pip uninstall`` removes exactly the files a distribution's RECORD names;
+    files written after installation are otherwise left behind, and a
+    ``.pth`` line outliving the package would try to activate it at every
+    start. Naming them in RECORD (relative to the site directory, no hash:
+    the wheel spec allows that for files the installer did not write) makes
+    ``pip uninstall lazypatch`` take them away with the package.
+    """
+    record = _distribution_record(directory)
+    if record is None:
+        return
+    names = {os.path.basename(path) + ",," for path in paths}
+    try:
+        with open(record, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+        kept = [line for line in lines if line not in names]
+        wanted = kept + sorted(names) if add else kept
+        if wanted != lines:
+            from .files import atomic_write
+            atomic_write(record, "".join(line + "\n" for line in wanted))
+    except OSError:
+        # A read-only or vanished RECORD only means pip will not remove the files
+        # itself; `lazypatch site uninstall` still does.
+        return
 
 
 def uninstall(directory: "Optional[str]" = None) -> "List[str]":
@@ -92,6 +135,7 @@ def uninstall(directory: "Optional[str]" = None) -> "List[str]":
         except FileNotFoundError:
             continue
         removed.append(path)
+    _record_in_distribution(directory or site_packages(), list(files(directory).values()), add=False)
     return removed
 
 

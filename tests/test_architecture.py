@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 ENGINE = REPOSITORY / "lazypatch"
 
@@ -81,6 +83,7 @@ def test_no_engine_module_imports_the_public_facade():
     assert importers == [], f"engine modules importing lazypatch/__init__.py: {importers}"
 
 
+@pytest.mark.stack
 def test_the_linter_refuses_an_engine_import_in_a_pack():
     ruff = Path(sys.executable).with_name("ruff")
     bad = "from lazypatch.state import STATE\n\nprint(STATE)\n"

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPOSITORY, clean_environment
 
 LIGHT_MEASUREMENTS = ("activation", "unwatched", "watched", "wrap", "scale")
@@ -59,6 +60,7 @@ def test_runner_produces_every_row_with_numbers(tmp_path: Path) -> None:
         assert expected.replace("|", "\\|") in table
 
 
+@pytest.mark.stack
 def test_eager_baseline_imports_every_target_up_front(tmp_path: Path) -> None:
     script = ("import sys\n"
               f"sys.path.insert(0, {str(REPOSITORY / 'benchmarks' / 'baselines')!r})\n"

@@ -523,6 +523,7 @@ def test_wrap_by_path_and_a_missing_attribute_fails_with_the_path_named(interpre
     assert result["stale"] == "failed" and "renamed_method" in result["reason"]
 
 
+@pytest.mark.stack
 def test_replace_by_path_on_real_mmdet_fpn_forward(interpreter):
     interpreter.write({"fpn_shim.py": """
         def forward(self, inputs):

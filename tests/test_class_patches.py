@@ -168,6 +168,7 @@ def test_already_imported_target_is_patched_at_declaration(interpreter):
     assert result == [4, "late", ["sides"], True]
 
 
+@pytest.mark.stack
 def test_real_torch_class_classmethod_and_inherited_method(interpreter):
     """torch.nn.Linear inherits ``extra_repr``-style members from Module: undo must not
     leave a copy on Linear, and a patched classmethod must bind to subclasses."""

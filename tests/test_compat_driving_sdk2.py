@@ -81,6 +81,7 @@ class GaussianWeightsPatch(Patch):
 """
 
 
+@pytest.mark.stack
 def test_fake_torch_npu_gaussian_example_with_runtime_check_alias_and_diff(interpreter):
     interpreter.write({**MODEL, "patch.py": GAUSSIAN_PATCH})
     result = interpreter.run_json("""
@@ -244,6 +245,7 @@ def test_atomic_patch_wrappers_precheck_and_disable(interpreter):
     assert result["after"] == [["cuda block", 1], ["cuda helper", 2]]
 
 
+@pytest.mark.stack
 def test_registry_patch_on_real_mmdet_registry_with_class_and_factory(interpreter):
     result = interpreter.run_json("""
     import lazypatch.auto
@@ -292,6 +294,7 @@ def test_registry_patch_on_real_mmdet_registry_with_class_and_factory(interprete
     assert result["restored"] == "FPN" and result["hook_gone"] is True
 
 
+@pytest.mark.stack
 def test_configure_patcher_logging_strict_and_quiet_modes(interpreter):
     interpreter.write(MODEL)
     result = interpreter.run_json("""
@@ -748,6 +751,7 @@ def test_a_bad_patches_result_takes_back_what_apply_declared(interpreter):
         "driving_sdk.Compat.oldapi.VALUE", "driving_sdk.skip_import:flash_attn"]
 
 
+@pytest.mark.stack
 def test_version_helpers_read_metadata_and_map_onto_requires(interpreter):
     interpreter.write(MODEL)
     result = interpreter.run_json("""
@@ -795,6 +799,7 @@ def test_version_helpers_read_metadata_and_map_onto_requires(interpreter):
     assert statuses["forward"][0] == "applied"
 
 
+@pytest.mark.stack
 def test_with_profiling_schedule_drives_the_training_pack_profiler(interpreter):
     profile = interpreter.root / "profile"
     result = interpreter.run_json(f"""

@@ -135,6 +135,7 @@ def test_an_alias_imported_before_the_main_path_makes_the_same_change_itself(int
     assert result["undone"] == ["cuda", 2]
 
 
+@pytest.mark.stack
 def test_alias_on_real_mmdet_fpn_reexport(interpreter):
     interpreter.write({"npu_fpn.py": """
         from mmdet.models.necks.fpn import FPN

@@ -31,6 +31,7 @@ SHIM = {"npu_necks.py": """
 FPN_CONFIG = 'dict(type="FPN", in_channels=[4, 8], out_channels=4, num_outs=2)'
 
 
+@pytest.mark.stack
 def test_build_gives_the_replacement_and_the_original_after_unpatch(interpreter):
     interpreter.write(SHIM)
     result = interpreter.run_json(f"""
@@ -68,6 +69,7 @@ def test_build_gives_the_replacement_and_the_original_after_unpatch(interpreter)
     assert result["extra_gone"] is True and result["guard_gone"] is True
 
 
+@pytest.mark.stack
 def test_entry_of_an_already_filled_registry_is_replaced_and_restored_by_identity(interpreter):
     interpreter.write(SHIM)
     result = interpreter.run_json(f"""
@@ -88,6 +90,7 @@ def test_entry_of_an_already_filled_registry_is_replaced_and_restored_by_identit
     assert result["restored"] is True
 
 
+@pytest.mark.stack
 def test_build_through_the_default_scope_and_the_root_registry_is_separate(interpreter):
     interpreter.write(SHIM)
     result = interpreter.run_json(f"""

@@ -16,7 +16,8 @@ LAZYPATCH = os.path.join(os.path.dirname(sys.executable), "lazypatch")
 STATUSES = ("applied", "reverted", "skipped", "disabled", "failed", "pending")
 
 # The demo tests share one run of the demo (a minute or more): one xdist worker runs them.
-pytestmark = pytest.mark.xdist_group("demo")
+# They need the real stack (torch, OpenMMLab): run on 3.11 only (.ci/run).
+pytestmark = [pytest.mark.xdist_group("demo"), pytest.mark.stack]
 
 
 def _run_demo(tmp_path) -> str:

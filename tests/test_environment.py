@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import REPOSITORY
 
 from lazypatch import installed_version
@@ -16,6 +17,7 @@ def _pins():
                 yield distribution.strip(), version.strip()
 
 
+@pytest.mark.stack
 def test_every_pinned_distribution_is_installed_at_its_pinned_version():
     wrong = {name: (version, installed_version(name)) for name, version in _pins()
              if installed_version(name) is None

@@ -196,6 +196,7 @@ def test_report_paths_name_host_node_rank_local_rank_worker_and_pid(interpreter)
 
 # torchrun's agent picks the workers' master port by binding and releasing a free
 # port; the "torchrun" group keeps such launches on one xdist worker.
+@pytest.mark.stack
 @pytest.mark.xdist_group("torchrun")
 def test_torchruns_agent_is_labelled_an_agent_not_rank_0(interpreter):
     interpreter.write(DEMO)

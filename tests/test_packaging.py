@@ -8,6 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from conftest import REPOSITORY
 
 
@@ -27,6 +28,7 @@ def test_setup_cfg_lists_every_package_directory():
     assert listed == _installed_package_names()
 
 
+@pytest.mark.stack
 def test_wheel_contains_packs_bootstrap_and_py_typed(tmp_path: Path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--no-build-isolation", "--wheel-dir", str(tmp_path), str(REPOSITORY)],

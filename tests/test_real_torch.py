@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+# Needs the real stack (torch, OpenMMLab): run on 3.11 only (.ci/run).
+pytestmark = pytest.mark.stack
+
 
 def test_patch_on_torch_nn_functional_applies_during_import_torch_and_undoes(interpreter):
     result = interpreter.run_json("""

@@ -137,6 +137,7 @@ def _installed(distribution: str) -> str:
     return metadata.version(distribution)
 
 
+@pytest.mark.stack
 def test_every_record_names_its_package_version_and_the_table_groups_by_package(interpreter):
     interpreter.write(ACTIONABLE)
     result = interpreter.run_json(REPORT_AND_RENDER, env={"LAZYPATCH_MODULES": "actionable_patches",
@@ -162,6 +163,7 @@ def test_every_record_names_its_package_version_and_the_table_groups_by_package(
     assert "diff of" not in result["table"]   # diffs only on demand
 
 
+@pytest.mark.stack
 def test_diff_shows_the_source_of_each_replaced_function_against_its_replacement(interpreter):
     interpreter.write(ACTIONABLE)
     report = interpreter.root / "report.json"

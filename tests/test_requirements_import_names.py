@@ -20,6 +20,7 @@ def fresh_state():
     lazypatch.reset()
 
 
+@pytest.mark.stack
 def test_mmcv_is_found_through_the_mmcv_lite_distribution():
     assert installed_version("mmcv") is None          # no distribution named mmcv here
     providers = import_name_providers("mmcv")
@@ -31,6 +32,7 @@ def test_mmcv_is_found_through_the_mmcv_lite_distribution():
     assert reason is not None and "installed mmcv is 2.2.0 (distribution mmcv" in reason, reason
 
 
+@pytest.mark.stack
 def test_cv2_is_found_through_opencv_python_and_torch_local_version_matches():
     version, source = find_version("cv2")
     assert source.startswith("distribution opencv"), source
@@ -39,6 +41,7 @@ def test_cv2_is_found_through_opencv_python_and_torch_local_version_matches():
     assert Requirement("torch>=2.6").unmet_reason() is None, torch_version
 
 
+@pytest.mark.stack
 def test_a_requirement_on_a_distribution_name_still_reads_that_distribution():
     version, source = find_version("mmcv-lite")
     assert source == "distribution mmcv-lite" and version.startswith("2.2")
@@ -71,6 +74,7 @@ def test_record_is_read_when_top_level_is_missing_and_the_cache_follows_the_mtim
                                           "acme_vision_headless 1.4.0)")
 
 
+@pytest.mark.stack
 def test_several_providers_and_the_module_version_end_to_end(interpreter):
     """In a fresh interpreter: a requirement on an import name applies the patch, its
     source is in the report's history; a vendored module with no distribution is
@@ -108,6 +112,7 @@ def test_several_providers_and_the_module_version_end_to_end(interpreter):
     assert any("version of mmcv from distribution mmcv" in event for event in quickstart[2]), quickstart
 
 
+@pytest.mark.stack
 def test_doctor_says_which_source_gave_each_version(interpreter):
     import sys
     interpreter.write({

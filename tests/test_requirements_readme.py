@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+# Needs the real stack (torch, OpenMMLab): run on 3.11 only (.ci/run).
+pytestmark = pytest.mark.stack
+
 README = Path(__file__).resolve().parent.parent / "docs" / "writing_patches.md"
 
 

@@ -16,6 +16,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from conftest import REPOSITORY
 
 from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
 
@@ -142,6 +143,7 @@ def test_run_reports_usage_errors_and_missing_commands(interpreter):
 # torchrun's agent picks the workers' master port by binding and releasing a free
 # port; two launches at once (one per xdist worker) can race for it. The
 # "torchrun" group runs on one worker (pytest -n 2 --dist loadgroup).
+@pytest.mark.stack
 @pytest.mark.xdist_group("torchrun")
 def test_torchrun_two_cpu_ranks_apply_the_patch_and_write_one_report_each(interpreter):
     interpreter.write(DEMO)
@@ -215,3 +217,33 @@ def test_site_install_activates_a_fresh_interpreter_and_uninstall_removes_it(int
     assert "removed" in removed.stdout and ".start" in removed.stdout
     assert activated_by() == "not imported"
     assert ours.exists() == existed_before   # this test's own environment was not touched
+
+
+@pytest.mark.stack
+def test_pip_uninstall_takes_the_site_activation_files_with_the_package(tmp_path):
+    """`lazypatch site install` names its files in lazypatch's RECORD, so that
+    `pip uninstall lazypatch` removes them: no .pth line outlives the package."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(wheels), str(REPOSITORY)],
+                   check=True, capture_output=True, timeout=300)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    (wheel,) = wheels.glob("lazypatch-*.whl")
+    # --no-deps --no-index: nothing is downloaded; `site install` needs no wrapt.
+    subprocess.run(pip + ["install", "--no-deps", "--no-index", str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    site_packages = Path(subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True).stdout.strip())
+    subprocess.run([python, "-m", "lazypatch", "site", "install"], check=True,
+                   capture_output=True, timeout=120)
+    assert (site_packages / "lazypatch-activate.pth").exists()
+    assert (site_packages / "lazypatch-activate.start").exists()
+    subprocess.run(pip + ["uninstall", "--yes", "lazypatch"], check=True, capture_output=True,
+                   timeout=300)
+    assert not (site_packages / "lazypatch-activate.pth").exists()
+    assert not (site_packages / "lazypatch-activate.start").exists()
+    assert not list(site_packages.glob("lazypatch*"))

@@ -52,6 +52,7 @@ def test_requirement_parts_and_markers():
     assert canonical_name("Foo__Bar.baz") == "foo-bar-baz"
 
 
+@pytest.mark.stack
 def test_installed_versions_come_from_metadata_without_import():
     import subprocess
     import sys
