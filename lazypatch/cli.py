@@ -137,6 +137,9 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
     report.add_argument("--diff", action="store_true",
                         help="for each replaced function, the source diff original against "
                              "replacement (read from the source files named in the report)")
+    report.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 even when a patch failed in some process (by default "
+                             "the exit status is 1 then, so that a job script can stop)")
 
     site = commands.add_parser(
         "site", help="activate lazypatch at every interpreter start of this environment",
@@ -490,7 +493,8 @@ def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> i
                   file=sys.stderr)
             return PROBLEMS_FOUND
         print(f"wrote {arguments.html}", file=sys.stderr)
-    return 0
+    from .merging import failures
+    return PROBLEMS_FOUND if failures(merged) and not arguments.exit_zero else 0
 
 
 # --- site -----------------------------------------------------------------

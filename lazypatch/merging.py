@@ -25,7 +25,9 @@ from .reporting import (
     format_table,
     hidden_summary,
     load_report,
+    plural,
     render_table,
+    severity,
 )
 
 ABSENT = "absent"              # the patch is not registered in that process
@@ -63,10 +65,18 @@ def load_reports(arguments: Sequence[str]) -> List[Dict[str, Any]]:
     return [load_report(path) for path in report_paths(arguments)]
 
 
+def ranked(document: Dict[str, Any]) -> bool:
+    """Whether a report comes from a rank of a launched job. A process no launcher
+    gave a rank variable (the driver of a Ray job, a plain `python train.py`, a
+    `lazypatch run` wrapper) reports rank 0 too, but it is not rank 0: its report
+    says which variable its rank came from (None). Older reports lack the field."""
+    return isinstance(document.get("rank"), int) and (
+        "rank_variable" not in document or document.get("rank_variable") is not None)
+
+
 def _sort_key(document: Dict[str, Any]) -> Tuple[int, int, str]:
-    rank = document.get("rank")
-    if isinstance(rank, int):
-        return (0, rank, str(document.get("pid", "")))
+    if ranked(document):
+        return (0, document["rank"], str(document.get("pid", "")))
     return (1, 0, str(document.get("pid", "")))
 
 
@@ -82,12 +92,13 @@ def compressed_ranges(numbers: Iterable[int]) -> str:
 
 
 def group_label(members: Sequence[Dict[str, Any]]) -> str:
-    """``rank 3``, ``ranks 0-5, 7-1023``, ``ranks 0-1 (4 processes)``, ``agent pid 17``, ``pid 4242``."""
-    ranks = [member["rank"] for member in members if isinstance(member.get("rank"), int)]
+    """``rank 3``, ``ranks 0-5, 7-1023``, ``ranks 0-1 (4 processes)``, ``agent pid 17``,
+    ``process pid 4242 (no rank)``."""
+    ranks = [member["rank"] for member in members if ranked(member)]
     # A launcher's own process (torchrun's agent) has no rank; it is named as an agent.
     agents = [member for member in members if member.get("role") == "agent"]
     unranked = [member for member in members
-                if not isinstance(member.get("rank"), int) and member.get("role") != "agent"]
+                if not ranked(member) and member.get("role") != "agent"]
     parts = []
     if ranks:
         distinct = len(set(ranks))
@@ -99,7 +110,7 @@ def group_label(members: Sequence[Dict[str, Any]]) -> str:
     elif agents:
         parts.append(f"{len(agents)} launcher agents")
     if len(unranked) == 1:
-        parts.append(f"pid {unranked[0].get('pid', '?')}")
+        parts.append(f"process pid {unranked[0].get('pid', '?')} (no rank)")
     elif unranked:
         parts.append(f"{len(unranked)} processes without a rank")
     return "; ".join(parts)
@@ -165,9 +176,20 @@ def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
                         "calls": calls.get(name)})
     for document in documents:
         document.pop("_records", None)
-    # What differs first: that is what a reader of a thousand ranks came for.
-    patches.sort(key=lambda patch: not patch["differs"])
+    # What went wrong first (a failure in any process, then conflicts), then what
+    # differs between processes, then the rest by status: what a reader of a
+    # thousand ranks came for is at the top. (sort is stable: first-seen order within.)
+    patches.sort(key=lambda patch: (min(severity(cell) for cell in patch["cells"]) > 1,
+                                    not patch["differs"],
+                                    min(severity(cell) for cell in patch["cells"])))
     return {"processes": len(documents), "groups": groups, "patches": patches}
+
+
+def failures(merged: Dict[str, Any]) -> List[Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]]:
+    """``(patch, group, cell)`` for every group in which a patch failed."""
+    return [(patch, group, cell) for patch in merged["patches"]
+            for group, cell in zip(merged["groups"], patch["cells"])
+            if cell.get("status") == "failed"]
 
 
 def _distinct_reasons(records: Iterable[Optional[Dict[str, Any]]]) -> List[str]:
@@ -195,9 +217,34 @@ def _same_everywhere(patch: Dict[str, Any]) -> bool:
                                         if cell["status"] != ABSENT)
 
 
-def _cell_text(cell: Dict[str, Any]) -> str:
+CELL_REASON_WIDTH = 48    # a failure's reason in a matrix cell, cut to this
+
+
+def _cell_text(cell: Dict[str, Any], reason: bool = True) -> str:
+    """A matrix cell: status (and version); a failure's reason too, unless ``reason``
+    is False (where the reasons are listed beside it)."""
     version = cell.get("version")
-    return f"{cell['status']} ({version})" if version else str(cell["status"])
+    text = f"{cell['status']} ({version})" if version else str(cell["status"])
+    if reason and cell.get("status") == "failed" and cell.get("reasons"):
+        reason = cell["reasons"][0]
+        text += ": " + (reason if len(reason) <= CELL_REASON_WIDTH
+                        else reason[:CELL_REASON_WIDTH - 3] + "...")
+    return text
+
+
+def failure_lines(merged: Dict[str, Any]) -> List[str]:
+    """The report's first lines when a patch failed anywhere: which, where, why."""
+    found = failures(merged)
+    if not found:
+        return []
+    names = {patch["name"] for patch, _, _ in found}
+    processes = sum(len(group["members"]) for _, group, _ in found)
+    lines = [f"FAILED: {plural(len(names), 'patch', 'patches')} failed in "
+             f"{plural(processes, 'process', 'processes')} of {merged['processes']}:"]
+    for patch, group, cell in found:
+        reasons = "; ".join(cell.get("reasons") or ()) or "no reason recorded"
+        lines.append(f"  {patch['name']} ({patch['target']}) in {group['label']}: {reasons}")
+    return lines + [""]
 
 
 def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
@@ -212,8 +259,9 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
         if "pid" not in label:
             label += f", pid {document.get('pid', '?')}"
         return f"{document.get('path', '')}: {label}\n" + render_table(document["patches"], all=all)
-    lines = [f"{merged['processes']} reports, {len(groups)} "
-             f"group{'s' if len(groups) != 1 else ''} of identical processes:"]
+    lines = failure_lines(merged)
+    lines.append(f"{plural(merged['processes'], 'report')}, {plural(len(groups), 'group')} "
+                 f"of identical processes:")
     for index, group in enumerate(groups):
         lines.append(f"  {group_name(index)}: {group['label']}: identical")
     differing = [patch for patch in patches if patch["differs"]]
@@ -235,8 +283,8 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     agreeing = len(patches) - len(differing) - len(noise) - \
         sum(1 for patch in shown if not patch["differs"])
     if agreeing:
-        lines.append(f"{agreeing} patch(es) with the same status in every process not shown "
-                     f"(`--all` shows them)")
+        lines.append(f"{plural(agreeing, 'patch', 'patches')} with the same status in every "
+                     f"process not shown (`--all` shows them)")
     if noise:
         lines.append(f"{len(noise)} not shown, the same in every process (`--all` shows them):")
         lines += ["  " + line for line in hidden_summary([patch["cells"][0] for patch in noise])]
@@ -245,14 +293,16 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
         lines.append("every patch has the same status in every process")
         return "\n".join(lines)
     lines.append("")
-    lines.append(f"{len(differing)} patch(es) differ between processes:")
+    lines.append(f"{plural(len(differing), 'patch', 'patches')} "
+                 f"differ{'s' if len(differing) == 1 else ''} between processes:")
     for patch in differing:
         lines.append(f"  {patch['name']} ({patch['target']})")
         for group, cell in zip(groups, patch["cells"]):
             reasons = cell["reasons"][:REASONS_SHOWN]
             more = "; ..." if len(cell["reasons"]) > REASONS_SHOWN else ""
             text = f" ({'; '.join(reasons)}{more})" if reasons else ""
-            lines.append(f"    {short_label(group['label'], 60)}: {_cell_text(cell)}{text}")
+            lines.append(f"    {short_label(group['label'], 60)}: "
+                         f"{_cell_text(cell, reason=False)}{text}")
     return "\n".join(lines)
 
 

@@ -12,11 +12,12 @@ Loaded only by ``lazypatch report --html``, never at activation.
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import Any, Dict, List
 
-from .merging import group_name, short_label
-from .reporting import change_diff
+from .merging import failures, group_name, short_label
+from .reporting import cannot_apply_here, change_diff, plural
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; }
@@ -31,7 +32,10 @@ td.status { font-weight: 600; text-align: center; }
 .absent { background: #fde9cf; }
 tr.differs > td:first-child { border-left: 0.4em solid #d1242f; }
 tr.differs { outline: 2px solid #d1242f; }
+.cannot { background: #f7f7f7; color: #777; }
 body.only-differences tr.same { display: none; }
+body.hide-cannot tr.cannot-everywhere { display: none; }
+#failures td { vertical-align: top; }
 pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
 details { margin: 0.4em 0; } summary { cursor: pointer; }
 .note { color: #555; }
@@ -42,11 +46,21 @@ details { margin: 0.4em 0; } summary { cursor: pointer; }
 # script so that a reader (and the browser test) can see the script ran.
 SCRIPT = """
 (function () {
-  var box = document.getElementById("only-differences");
-  function apply() { document.body.classList.toggle("only-differences", box.checked); }
-  box.addEventListener("change", apply);
-  if (window.location.hash === "#differences") { box.checked = true; }
-  apply();
+  function toggle(id, bodyClass, checkedMeans) {
+    var box = document.getElementById(id);
+    if (!box) { return null; }
+    function apply() {
+      document.body.classList.toggle(bodyClass, checkedMeans ? box.checked : !box.checked);
+    }
+    box.addEventListener("change", apply);
+    return {box: box, apply: apply};
+  }
+  var differences = toggle("only-differences", "only-differences", true);
+  var cannot = toggle("show-cannot", "hide-cannot", false);
+  if (window.location.hash === "#differences") { differences.box.checked = true; }
+  if (window.location.hash === "#all") { differences.box.checked = false; cannot.box.checked = true; }
+  differences.apply();
+  cannot.apply();
   var rows = document.querySelectorAll("#matrix tr.differs, #matrix tr.same");
   var differing = document.querySelectorAll("#matrix tr.differs").length;
   document.getElementById("counted").textContent =
@@ -59,12 +73,59 @@ def _anchor(name: str) -> str:
     return "patch-" + "".join(character if character.isalnum() else "-" for character in name)
 
 
+# Object addresses ("<RestoredAliases object at 0x7fd0...>") differ in every process
+# and say nothing to a reader: the page shows the type.
+ADDRESS = re.compile(r"( object)? at 0x[0-9a-fA-F]+")
+
+
+def _status_word(cell: Dict[str, Any]) -> str:
+    """The text report's words: a patch whose requirement is unmet "cannot apply"."""
+    return "cannot apply" if cannot_apply_here(cell) else str(cell.get("status", ""))
+
+
 def _cell(cell: Dict[str, Any]) -> str:
-    status = escape(str(cell.get("status", "")))
+    status = str(cell.get("status", ""))
+    word = _status_word(cell)
     version = cell.get("version")
-    title = escape("; ".join(cell.get("reasons") or ()), quote=True)
-    text = status + (f"<br><small>{escape(str(version))}</small>" if version else "")
-    return f'<td class="status {status}" title="{title}">{text}</td>'
+    reasons = "; ".join(cell.get("reasons") or ())
+    text = escape(word)
+    if status == "failed" and reasons:
+        # The reason in the cell itself: the reader should not have to hover or scroll.
+        text += f"<br><small>{escape(reasons)}</small>"
+    if version:
+        text += f"<br><small>{escape(str(version))}</small>"
+    css = "cannot" if word == "cannot apply" else escape(status)
+    return f'<td class="status {css}" title="{escape(reasons, quote=True)}">{text}</td>'
+
+
+def _failures_section(merged: Dict[str, Any]) -> List[str]:
+    """What went wrong, first: each failed patch, where, why, its traceback a click away."""
+    found = failures(merged)
+    if not found:
+        return []
+    parts = ["<h2>What went wrong</h2>",
+             '<table id="failures"><tr><th>patch</th><th>target</th><th>processes</th>'
+             "<th>reason</th></tr>"]
+    for patch, group, cell in found:
+        reasons = "; ".join(cell.get("reasons") or ()) or "no reason recorded"
+        traceback = (f"<details><summary>traceback</summary><pre>{escape(str(cell['error']))}"
+                     f"</pre></details>" if cell.get("error") else "")
+        parts.append(f'<tr class="failed-row"><td><a href="#{_anchor(patch["name"])}">'
+                     f'{escape(patch["name"])}</a></td><td>{escape(patch["target"])}</td>'
+                     f'<td>{escape(group["label"])}</td><td>{escape(reasons)}{traceback}</td></tr>')
+    parts.append("</table>")
+    return parts
+
+
+def _changes(changes: Any) -> str:
+    """A patch's changes as a list, addresses taken out; many changes folded."""
+    items = [f"<li>{escape(str(change.get('action')))} "
+             f"{escape(ADDRESS.sub('', str(change.get('target'))))}"
+             f".{escape(str(change.get('key')))}</li>" for change in changes]
+    listing = "<ul>" + "".join(items) + "</ul>"
+    if len(items) > 8:
+        return f"<details><summary>{len(items)} changes</summary>{listing}</details>"
+    return listing
 
 
 def _groups_section(groups: List[Dict[str, Any]]) -> List[str]:
@@ -82,15 +143,21 @@ def _groups_section(groups: List[Dict[str, Any]]) -> List[str]:
 
 def _matrix(merged: Dict[str, Any]) -> List[str]:
     groups = merged["groups"]
+    # Many processes: the differences are the news, so the page opens on them.
+    only = " checked" if merged["processes"] > 1 else ""
     parts = ["<h2>Patches by process</h2>",
-             '<label><input type="checkbox" id="only-differences"> only the patches that '
-             'differ between processes</label> <span id="counted" class="note"></span>',
+             f'<label><input type="checkbox" id="only-differences"{only}> only the patches '
+             'that differ between processes</label> '
+             '<label><input type="checkbox" id="show-cannot"> also the patches that cannot '
+             'apply on these hosts</label> <span id="counted" class="note"></span>',
              '<table id="matrix"><tr><th>patch</th><th>target</th>' +
              "".join(f"<th>{group_name(index)}<br><small>{escape(short_label(group['label']))}"
                      f"</small></th>"
                      for index, group in enumerate(groups)) + "</tr>"]
     for patch in merged["patches"]:
         row_class = "differs" if patch["differs"] else "same"
+        if all(cannot_apply_here(cell) for cell in patch["cells"] if cell["status"] != "absent"):
+            row_class += " cannot-everywhere"
         parts.append(f'<tr class="{row_class}"><td><a href="#{_anchor(patch["name"])}">'
                      f'{escape(patch["name"])}</a></td><td>{escape(patch["target"])}</td>'
                      + "".join(_cell(cell) for cell in patch["cells"]) + "</tr>")
@@ -115,19 +182,21 @@ def _details(merged: Dict[str, Any], diff: bool) -> List[str]:
                            ("phase", "phase")):
             if first.get(key):
                 parts.append(f"<li>{label}: {escape(str(first[key]))}</li>")
+        shown_changes: List[str] = []
         for index, (group, cell) in enumerate(zip(merged["groups"], patch["cells"])):
             reasons = "; ".join(cell.get("reasons") or ())
             parts.append(f"<li>{group_name(index)} ({escape(group['label'])}): "
                          f'<span class="{escape(str(cell.get("status")))}">'
-                         f"{escape(str(cell.get('status')))}</span>"
+                         f"{escape(_status_word(cell))}</span>"
                          + (f" <span class=\"note\">{escape(reasons)}</span>" if reasons else ""))
-            changes = cell.get("changes") or ()
-            if changes:
-                parts.append("<ul>" + "".join(
-                    f"<li>{escape(str(change.get('action')))} {escape(str(change.get('target')))}"
-                    f".{escape(str(change.get('key')))}</li>" for change in changes) + "</ul>")
+            changes = _changes(cell.get("changes") or ()) if cell.get("changes") else ""
+            # The same changes in every group are listed once, not once per group.
+            if changes and changes not in shown_changes:
+                shown_changes.append(changes)
+                parts.append(changes)
             if cell.get("error"):
-                parts.append(f"<pre>{escape(str(cell['error']))}</pre>")
+                parts.append(f"<details><summary>traceback</summary>"
+                             f"<pre>{escape(str(cell['error']))}</pre></details>")
             parts.append("</li>")
         if diff:
             for change in first.get("changes") or ():
@@ -144,13 +213,19 @@ def render_page(merged: Dict[str, Any], diff: bool = False) -> str:
     and script and no outside reference; ``diff`` adds each replaced function's
     source diff to its patch's details."""
     differing = sum(1 for patch in merged["patches"] if patch["differs"])
-    title = (f"lazypatch report: {merged['processes']} processes, "
-             f"{len(merged['groups'])} group(s), {differing} patch(es) differ")
+    failed = len({patch["name"] for patch, _, _ in failures(merged)})
+    title = (f"lazypatch report: {plural(merged['processes'], 'process', 'processes')}, "
+             f"{plural(len(merged['groups']), 'group')}, "
+             + (f"{plural(failed, 'patch', 'patches')} failed, " if failed else "")
+             + f"{plural(differing, 'patch', 'patches')} "
+             f"differ{'s' if differing == 1 else ''}")
+    body = ' class="hide-cannot' + (' only-differences"' if merged["processes"] > 1 else '"')
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
+             f"<title>{escape(title)}</title><style>{STYLE}</style></head><body{body}>",
              f"<h1>{escape(title)}</h1>",
              '<p class="note">Each column is a group of processes in which every patch has '
              "the same status; rows outlined in red differ between groups.</p>"]
+    parts += _failures_section(merged)
     parts += _groups_section(merged["groups"])
     parts += _matrix(merged)
     parts += _details(merged, diff)

@@ -314,10 +314,37 @@ def calls_footer(records: "Sequence[Dict[str, Any]]") -> "List[str]":
     return sorted(reasons)
 
 
+def severity(record: "Dict[str, Any]") -> int:
+    """Where a record goes in a report: failures first, then conflicts, then the other
+    statuses by ``STATUS_ORDER``; what cannot apply on this host last."""
+    status = record.get("status", "")
+    if status == "failed":
+        return 0
+    if record.get("conflicts"):
+        return 1
+    if cannot_apply_here(record):
+        return 2 + len(STATUS_ORDER)
+    return 2 + (STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER))
+
+
 def ordered(records: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]":
-    """Records by ``STATUS_ORDER`` (failed first), registration order within a status."""
-    rank = {status: position for position, status in enumerate(STATUS_ORDER)}
-    return sorted(records, key=lambda record: rank.get(record.get("status", ""), len(rank)))
+    """Records by ``severity`` (failed first), registration order within one."""
+    return sorted(records, key=severity)
+
+
+def status_counts(records: "Sequence[Dict[str, Any]]") -> str:
+    """"1 failed, 7 applied, 2 reverted": every status present, failures first."""
+    counts: "Dict[str, int]" = {}
+    for record in records:
+        counts[record.get("status", "")] = counts.get(record.get("status", ""), 0) + 1
+    order = {status: position for position, status in enumerate(STATUS_ORDER)}
+    return ", ".join(f"{counts[status]} {status}"
+                     for status in sorted(counts, key=lambda status: order.get(status, len(order))))
+
+
+def plural(count: int, word: str, plural_word: str = "") -> str:
+    """"1 process", "2 processes": a count with its noun."""
+    return f"{count} {word if count == 1 else (plural_word or word + 's')}"
 
 
 def hidden_summary(records: "Sequence[Dict[str, Any]]") -> "List[str]":
@@ -373,11 +400,7 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
         lines.append("by package:")
         lines += ["  " + line for line in package_summary(shown)]
     lines += calls_footer(shown)
-    counts: "Dict[str, int]" = {}
-    for record in records:
-        counts[record.get("status", "")] = counts.get(record.get("status", ""), 0) + 1
-    lines.append(", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-                 or "no patches registered")
+    lines.append(status_counts(records) or "no patches registered")
     return "\n".join(lines)
 
 

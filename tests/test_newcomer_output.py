@@ -82,7 +82,7 @@ def test_the_table_puts_failures_first_and_summarises_what_cannot_apply(interpre
     assert ("  4 cannot apply on this host (accel.*): no-such-accelerator-runtime is not "
             "installed") in lines
     # the counts still cover every patch
-    assert lines[-1] == "1 applied, 3 disabled, 1 failed, 1 pending, 5 skipped"
+    assert lines[-1] == "1 failed, 1 applied, 5 skipped, 1 pending, 3 disabled"
     # every row says something: the docstring of an applied patch, the wait of a pending one
     assert "Double VALUE." in short
     assert "host_never_imported not imported yet" in short
@@ -102,15 +102,20 @@ def test_report_command_all_and_many_processes_hide_the_same_noise(interpreter):
                         "import lazypatch.auto, host_target\n",
                         env=dict(ENVIRONMENT, RANK=rank,
                                  LAZYPATCH_REPORT=str(interpreter.root / f"r{rank}.json")))
-    single = interpreter.run_command(LAZYPATCH + ["report", "r0.json"]).stdout
+    single = interpreter.run_command(LAZYPATCH + ["report", "r0.json"], check=False).stdout
     assert "accel.kernel0" not in single and "4 cannot apply on this host (accel.*)" in single
-    every = interpreter.run_command(LAZYPATCH + ["report", "--all", "r0.json"]).stdout
+    every = interpreter.run_command(LAZYPATCH + ["report", "--all", "r0.json"], check=False).stdout
     assert "accel.kernel0" in every and "not shown" not in every
-    both = interpreter.run_command(LAZYPATCH + ["report", "r0.json", "r1.json"]).stdout
+    both = interpreter.run_command(LAZYPATCH + ["report", "r0.json", "r1.json"], check=False).stdout
     assert "accel.kernel0" not in both and "extra.off0" not in both
     assert "not shown, the same in every process (`--all` shows them):" in both
     assert any(line.split()[:2] == ["mine.breaks", "host_target"] for line in both.splitlines())
-    both_all = interpreter.run_command(LAZYPATCH + ["report", "--all", "r0.json", "r1.json"])
+    both_all = interpreter.run_command(LAZYPATCH + ["report", "--all", "r0.json", "r1.json"],
+                                       check=False)
+    # mine.breaks failed: the command says so in its exit status, unless told not to.
+    assert both_all.returncode == 1
+    quiet = interpreter.run_command(LAZYPATCH + ["report", "--exit-zero", "r0.json", "r1.json"])
+    assert quiet.returncode == 0
     assert "accel.kernel0" in both_all.stdout
 
 

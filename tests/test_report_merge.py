@@ -46,6 +46,7 @@ def _job(template: dict, directory: Path) -> None:
     for rank in range(RANKS):
         document = copy.deepcopy(template)
         document["rank"], document["pid"] = rank, 10_000 + rank
+        document["rank_variable"] = "RANK"
         for record in document["patches"]:
             if record["name"] == "demo.device" and rank in FAILING:
                 record.update(status="failed", reason=f"RuntimeError: no NPU on rank {rank}")
@@ -56,8 +57,14 @@ def _job(template: dict, directory: Path) -> None:
 
 
 def _report(interpreter, *arguments: str, check: bool = True):
-    return interpreter.run_command([sys.executable, "-m", "lazypatch", "report", *arguments],
-                                   check=check)
+    """`lazypatch report`; with ``check``, its exit status must be 1 exactly when a patch
+    failed in some process (the job of ``_job`` has failures)."""
+    result = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", *arguments],
+                                     check=False)
+    if check:
+        failed = '"failed"' in result.stdout or "FAILED:" in result.stdout
+        assert result.returncode == (1 if failed else 0), result.stdout + result.stderr
+    return result
 
 
 def test_1024_identical_ranks_are_one_group_and_one_table(interpreter):
@@ -65,7 +72,8 @@ def test_1024_identical_ranks_are_one_group_and_one_table(interpreter):
     directory = interpreter.root / "job"
     directory.mkdir()
     for rank in range(RANKS):
-        (directory / f"report-{rank}.json").write_text(json.dumps(dict(template, rank=rank)))
+        (directory / f"report-{rank}.json").write_text(
+            json.dumps(dict(template, rank=rank, rank_variable="RANK")))
     result = _report(interpreter, str(directory))
     lines = result.stdout.splitlines()
     assert lines[:2] == ["1024 reports, 1 group of identical processes:",
@@ -82,17 +90,23 @@ def test_differences_of_1024_ranks_are_grouped_and_only_they_are_listed(interpre
     _job(_template(interpreter), interpreter.root / "job")
     result = _report(interpreter, str(interpreter.root / "job" / "report-*.json"))
     lines = result.stdout.splitlines()
+    # What went wrong opens the report: the failed patch, where, why.
+    assert lines[0] == "FAILED: 1 patch failed in 13 processes of 1024:"
+    assert lines[1].startswith("  demo.device (demo_target) in ranks 7, 500-511: "
+                               "RuntimeError: no NPU on rank 7; ")
+    lines = lines[lines.index(""):][1:]
     assert lines[:4] == ["1024 reports, 3 groups of identical processes:",
                          "  A: ranks 0-6, 8-499, 512-999, 1001-1023: identical",
                          "  B: ranks 7, 500-511: identical",
                          "  C: rank 1000: identical"]
     matrix = [line.split() for line in lines if line.startswith("demo.")]
-    assert matrix == [["demo.device", "demo_target", "applied", "failed", "applied"],
+    assert matrix == [["demo.device", "demo_target", "applied", "failed:", "RuntimeError:", "no",
+                       "NPU", "on", "rank", "7", "applied"],
                       ["demo.extra", "demo_target", "applied", "applied", "absent"]]
     # demo.ok and the built-in packs' patches waiting for their targets: counted, not listed
-    assert any(line.endswith(" patch(es) with the same status in every process not shown "
+    assert any(line.endswith(" patches with the same status in every process not shown "
                              "(`--all` shows them)") for line in lines), lines
-    differing = result.stdout.split("2 patch(es) differ between processes:")[1]
+    differing = result.stdout.split("2 patches differ between processes:")[1]
     assert "    ranks 7, 500-511: failed (RuntimeError: no NPU on rank 7; RuntimeError: no " \
            "NPU on rank 500; RuntimeError: no NPU on rank 501; ...)" in differing
     assert "    rank 1000: absent (not registered)" in differing
@@ -121,7 +135,7 @@ def test_another_package_version_on_some_ranks_is_a_difference(interpreter):
     directory.mkdir()
     for rank in range(4):
         document = copy.deepcopy(template)
-        document["rank"] = rank
+        document["rank"], document["rank_variable"] = rank, "RANK"
         for record in document["patches"]:
             record["package"], record["version"] = "demo-target", "1.0" if rank < 2 else "1.1"
         (directory / f"r{rank}.json").write_text(json.dumps(document))
@@ -145,7 +159,11 @@ def test_group_labels_name_ranks_in_ranges_and_processes_without_rank():
     assert compressed_ranges([4]) == "4"
     assert group_label([{"rank": 0, "pid": 1}, {"rank": 0, "pid": 2}, {"rank": 1, "pid": 3}]) \
         == "ranks 0-1 (3 processes)"
-    assert group_label([{"rank": None, "pid": 42}]) == "pid 42"
+    assert group_label([{"rank": None, "pid": 42}]) == "process pid 42 (no rank)"
+    # A process that no launcher gave a rank reports rank 0, but it is not rank 0.
+    assert group_label([{"rank": 0, "rank_variable": None, "pid": 7},
+                        {"rank": 0, "rank_variable": "RANK", "pid": 8}]) \
+        == "rank 0; process pid 7 (no rank)"
     assert group_label([{"pid": 1}, {"pid": 2}]) == "2 processes without a rank"
 
 

@@ -93,9 +93,11 @@ def _write_pages(interpreter, *extra: str) -> Path:
                              "LAZYPATCH_REPORT": str(interpreter.root / "out" / "r{rank}.json")})
     page = interpreter.root / "page.html"
     result = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--html",
-                                      str(page), *extra, str(interpreter.root / "out")])
+                                      str(page), *extra, str(interpreter.root / "out")],
+                                     check=False)
     assert f"wrote {page}" in result.stderr
-    assert "1 patch(es) differ between processes:" in result.stdout   # the table is printed too
+    assert "1 patch differs between processes:" in result.stdout   # the table is printed too
+    assert result.returncode == 1     # a patch failed in one process: a job script can stop
     return page
 
 
@@ -103,7 +105,7 @@ def _rows(dom: str) -> List[List[str]]:
     """The matrix rows as [class, patch, target, cell texts...] from the browser's DOM."""
     matrix = dom.split('id="matrix"', 1)[1].split("</table>", 1)[0]
     rows = []
-    for row_class, body in re.findall(r'<tr class="(\w+)">(.*?)</tr>', matrix, re.S):
+    for row_class, body in re.findall(r'<tr class="(\w+)[\w -]*">(.*?)</tr>', matrix, re.S):
         cells = [re.sub(r"<[^>]+>", " ", cell).split()
                  for cell in re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)]
         rows.append([row_class] + [" ".join(cell) for cell in cells])
@@ -114,7 +116,14 @@ def test_page_shows_the_matrix_with_the_difference_and_each_patchs_details(
         interpreter, browser, tmp_path):
     page = _write_pages(interpreter, "--diff")
     dom = run_browser(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
-    assert "<title>lazypatch report: 4 processes, 2 group(s), 1 patch(es) differ</title>" in dom
+    assert ("<title>lazypatch report: 4 processes, 2 groups, 1 patch failed, 1 patch differs"
+            "</title>") in dom
+    # What went wrong opens the page: the failed patch, where, and why, in the row.
+    failures = dom.split('id="failures"', 1)[1].split("</table>", 1)[0]
+    assert "demo.rank_dependent" in failures and "rank 2" in failures
+    assert "RuntimeError: no device on this rank" in failures
+    assert dom.index('id="failures"') < dom.index('id="matrix"')
+    assert " at 0x" not in dom                   # no object addresses
     # written by the page's script: it ran in the browser
     counted = re.search(r'<span id="counted" class="note">(\d+) of (\d+) patches differ '
                         r'between processes</span>', dom)
@@ -122,7 +131,8 @@ def test_page_shows_the_matrix_with_the_difference_and_each_patchs_details(
     rows = _rows(dom)
     assert len(rows) == int(counted.group(2))    # the built-in packs' patches are rows too
     # the difference first, then the patches that agree
-    assert rows[0] == ["differs", "demo.rank_dependent", "demo_target", "applied", "failed"]
+    assert rows[0] == ["differs", "demo.rank_dependent", "demo_target", "applied",
+                       "failed RuntimeError: no device on this rank"]
     assert ["same", "demo.compute", "demo_target", "applied", "applied"] in rows
     assert [row[1] for row in rows if row[0] == "differs"] == ["demo.rank_dependent"]
     assert "ranks 0-1, 3: identical" in dom and "rank 2: identical" in dom
@@ -154,5 +164,9 @@ def test_page_is_self_contained_and_filters_to_the_differences(interpreter, brow
         assert outside not in text, outside
     dom = run_browser(browser, tmp_path / "profile", "--dump-dom",
                       page.as_uri() + "#differences").stdout
-    assert re.search(r'<body class="only-differences">', dom), dom[:2000]
+    assert re.search(r'<body class="[^"]*only-differences[^"]*">', dom), dom[:2000]
+    # Four processes: the page opens on the differences without being asked, and the
+    # patches that cannot apply on these hosts (the Ascend pack here) are hidden.
+    opened = run_browser(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    assert re.search(r'<body class="hide-cannot only-differences">', opened), opened[:2000]
     assert "source diff" not in dom     # diffs only on demand (--diff)

@@ -36,29 +36,35 @@ def test_report_written_at_exit_per_rank_and_rendered_with_differences(interpret
     assert statuses["demo.ok"] == "applied" and statuses["demo.rank_dependent"] == "failed"
 
     result = interpreter.run_command([sys.executable, "-m", "lazypatch", "report",
-                                      *map(str, files)])
+                                      *map(str, files)], check=False)
+    assert result.returncode == 1          # a patch failed on rank 1
     lines = result.stdout.splitlines()
+    assert lines[:2] == ["FAILED: 1 patch failed in 1 process of 2:",
+                         "  demo.rank_dependent (demo_target) in rank 1: "
+                         "RuntimeError: no device on this rank"]
+    lines = lines[3:]
     assert lines[:3] == ["2 reports, 2 groups of identical processes:",
                          "  A: rank 0: identical", "  B: rank 1: identical"]
     header = next(line for line in lines if line.startswith("PATCH"))
     assert header.split() == ["PATCH", "TARGET", "A:", "RANK", "0", "B:", "RANK", "1"]
     # only the difference is a row; the patch that agrees is counted, not listed
-    assert any(line.split() == ["demo.rank_dependent", "demo_target", "applied", "failed"]
+    assert any(line.split() == ["demo.rank_dependent", "demo_target", "applied", "failed:",
+                                "RuntimeError:", "no", "device", "on", "this", "rank"]
                for line in lines)
     assert not any(line.startswith("demo.ok") for line in lines)
     # (the built-in packs' patches agree too: counted in the same line)
     # demo.ok and the built-in packs' patches waiting for their targets: counted, not listed
-    assert any(line.endswith(" patch(es) with the same status in every process not shown "
+    assert any(line.endswith(" patches with the same status in every process not shown "
                              "(`--all` shows them)") for line in lines), lines
     # the built-in packs' patches that wait for or lack their targets: one summary
     assert any(line.endswith(" not shown, the same in every process (`--all` shows them):")
                for line in lines), lines
-    assert "1 patch(es) differ between processes:" in result.stdout
-    differing = result.stdout.split("differ between processes:")[1]
+    assert "1 patch differs between processes:" in result.stdout
+    differing = result.stdout.split("between processes:")[1]
     assert "demo.rank_dependent" in differing and "demo.ok" not in differing
     assert "rank 1: failed (RuntimeError: no device on this rank" in differing
     everything = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--all",
-                                          *map(str, files)])
+                                          *map(str, files)], check=False)
     assert any(line.split() == ["demo.ok", "demo_target", "applied", "applied"]
                for line in everything.stdout.splitlines())
 
