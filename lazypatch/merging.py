@@ -179,9 +179,10 @@ def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     # What went wrong first (a failure in any process, then conflicts), then what
     # differs between processes, then the rest by status: what a reader of a
     # thousand ranks came for is at the top. (sort is stable: first-seen order within.)
-    patches.sort(key=lambda patch: (min(severity(cell) for cell in patch["cells"]) > 1,
-                                    not patch["differs"],
-                                    min(severity(cell) for cell in patch["cells"])))
+    def place(patch: Dict[str, Any]) -> Tuple[bool, bool, int]:
+        worst = min(severity(cell) for cell in patch["cells"])
+        return (worst > 1, not patch["differs"], worst)
+    patches.sort(key=place)
     return {"processes": len(documents), "groups": groups, "patches": patches}
 
 
@@ -226,9 +227,9 @@ def _cell_text(cell: Dict[str, Any], reason: bool = True) -> str:
     version = cell.get("version")
     text = f"{cell['status']} ({version})" if version else str(cell["status"])
     if reason and cell.get("status") == "failed" and cell.get("reasons"):
-        reason = cell["reasons"][0]
-        text += ": " + (reason if len(reason) <= CELL_REASON_WIDTH
-                        else reason[:CELL_REASON_WIDTH - 3] + "...")
+        first = str(cell["reasons"][0])
+        text += ": " + (first if len(first) <= CELL_REASON_WIDTH
+                        else first[:CELL_REASON_WIDTH - 3] + "...")
     return text
 
 
