@@ -119,10 +119,44 @@ def _registering(source: str, register: "Callable[[], None]") -> None:
             sources[name] = source
 
 
+def _import_from_current_directory(name: str) -> None:
+    """Import ``name`` as ``python -m`` would find it: from the current directory too.
+
+    Activation runs before the program sets ``sys.path[0]`` (from ``site``, under
+    ``lazypatch run`` or a ``.pth`` file), so a user's ``mypatches.py`` beside their
+    script is not importable yet. Only a module that is not found anywhere else is
+    looked up there, and the directory is taken off ``sys.path`` again afterwards:
+    the program sees the path it would see without lazypatch.
+    """
+    try:
+        __import__(name)
+        return
+    except ModuleNotFoundError as error:
+        top = name.partition(".")[0]
+        here = os.getcwd()
+        if error.name != top or here in sys.path or "" in sys.path:
+            raise
+    sys.path.insert(0, here)
+    try:
+        __import__(name)
+    except ModuleNotFoundError as error:
+        if error.name != top:
+            raise
+        raise ModuleNotFoundError(
+            f"No module named {top!r} on sys.path or in the current directory {here}; run "
+            f"from the directory holding it, add that directory to PYTHONPATH, or install "
+            f"it", name=top) from None
+    finally:
+        try:
+            sys.path.remove(here)
+        except ValueError:
+            pass
+
+
 def _import_modules(names: "List[str]", what: str) -> None:
     for name in names:
         try:
-            __import__(name)
+            _import_from_current_directory(name)
             module = sys.modules[name]
             load = getattr(module, "load_packs", None)
             if callable(load):

@@ -16,7 +16,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import REPOSITORY
+from conftest import REPOSITORY, clean_environment
 
 from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
 
@@ -247,3 +247,37 @@ def test_pip_uninstall_takes_the_site_activation_files_with_the_package(tmp_path
     assert not (site_packages / "lazypatch-activate.pth").exists()
     assert not (site_packages / "lazypatch-activate.start").exists()
     assert not list(site_packages.glob("lazypatch*"))
+
+
+def test_run_finds_the_users_patch_module_in_the_current_directory(tmp_path):
+    """`lazypatch run --modules mypatches -- python train.py` with mypatches.py beside
+    train.py: found there, as `python -m mypatches` would find it; a module found nowhere
+    gets a message naming the directory searched and the fixes."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mypatches.py").write_text(
+        "import lazypatch\n"
+        "@lazypatch.when_imported('statistics', name='mypatches.median')\n"
+        "def median(statistics, patch):\n"
+        "    patch.setattr(statistics, 'median', lambda data: 'patched')\n")
+    (project / "train.py").write_text(
+        "import sys\nfrom statistics import median\n"
+        "print(median([]), repr(sys.path[0]), '' in sys.path)\n")
+    environment = clean_environment({})
+    environment.pop("PYTHONPATH", None)
+    # The venv's own python first on PATH, as with an activated venv.
+    environment["PATH"] = os.path.dirname(sys.executable) + os.pathsep + environment["PATH"]
+    found = subprocess.run(lazypatch_run("--modules", "mypatches") + ["python", "train.py"],
+                           cwd=project, env=environment, capture_output=True, text=True,
+                           timeout=120)
+    assert found.returncode == 0, found.stderr
+    value, first_path_entry, empty_entry = found.stdout.split()
+    assert value == "patched"
+    # The program's sys.path is what it would be without lazypatch: its own directory first,
+    # no current-directory entry left behind by the lookup.
+    assert first_path_entry == repr(str(project)) and empty_entry == "False"
+    missing = subprocess.run(lazypatch_run("--modules", "mypatchez") + ["python", "-c", "pass"],
+                             cwd=project, env=environment, capture_output=True, text=True,
+                             timeout=120)
+    assert "No module named 'mypatchez' on sys.path or in the current directory" in missing.stderr
+    assert str(project) in missing.stderr and "PYTHONPATH" in missing.stderr
