@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .configuration import LOG_LEVELS, PORTABLE_VARIABLE, portable_value
 from .integrations.ray import install_runtime_env_hook
@@ -61,10 +61,10 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
                     "made absolute first.",
         usage="lazypatch run [OPTIONS] -- COMMAND [ARGS ...]",
         epilog="Every setting is an environment variable, a TOML key (the name without\n"
-               "LAZYPATCH_, in lower case: brake_step = 100) and, for the packs, a flag above.\n"
-               "The environment wins over the LAZYPATCH_CONFIG file, which wins over\n"
-               "[tool.lazypatch] in ./pyproject.toml. Also: LAZYPATCH_CACHE_DIR (directory\n"
-               "of the plugin-pack cache); LAZYPATCH=0 turns activation off.",
+               "LAZYPATCH_, in lower case: brake_step = 100) and a flag above, all from one\n"
+               "declaration. The environment wins over the LAZYPATCH_CONFIG file, which\n"
+               "wins over [tool.lazypatch] in ./pyproject.toml. LAZYPATCH=0 turns\n"
+               "activation off.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--enable", action="append", metavar="SELECTOR",
                      help="turn on patches by name, glob or tag (LAZYPATCH_ENABLE); repeatable")
@@ -207,9 +207,56 @@ def option_of(variable: str) -> str:
     return "--" + variable[len("LAZYPATCH_"):].lower().replace("_", "-")
 
 
+# The settings `lazypatch run` has a flag of its own for (a list, a switch, a choice);
+# every other setting gets its flag generated from its declaration (option_of).
+HAND_WRITTEN_FLAGS = {
+    "LAZYPATCH": "",                       # LAZYPATCH=0 turns activation off: no flag
+    "LAZYPATCH_ENABLE": "--enable", "LAZYPATCH_DISABLE": "--disable",
+    "LAZYPATCH_MODULES": "--modules", "LAZYPATCH_REPORT": "--report",
+    "LAZYPATCH_STRICT": "--strict", "LAZYPATCH_LOG": "--log",
+    "LAZYPATCH_LOG_ALL_RANKS": "--log-all-ranks", "LAZYPATCH_CONFIG": "--config",
+    "LAZYPATCH_PLUGINS": "--no-plugins",
+}
+
+
+def engine_variables() -> Dict[str, str]:
+    """The engine's own settings (not a pack's): {variable: meaning}."""
+    from .configuration import VARIABLES
+    from .state import STATE
+    known = dict(VARIABLES)
+    # declared by lazypatch/__init__ (events.py is loaded only when one is set)
+    known.update((name, meaning) for name, meaning in STATE.declared_variables.items()
+                 if name.startswith("LAZYPATCH_ON_"))
+    return known
+
+
+def settings_rows() -> List[Tuple[str, str, str, str, str]]:
+    """Every setting a user may set, as (variable, TOML key, `run` flag, meaning, owner):
+    the one declaration behind the environment, the files and the flags."""
+    rows = []
+    groups = [("engine", engine_variables())] + [
+        (f"{pack} pack", variables) for pack, variables in pack_variables().items()]
+    for owner, variables in groups:
+        for variable, meaning in variables.items():
+            key = "" if variable in ("LAZYPATCH", "LAZYPATCH_CONFIG") \
+                else variable[len("LAZYPATCH_"):].lower()
+            flag = HAND_WRITTEN_FLAGS.get(variable, option_of(variable))
+            rows.append((variable, key, flag, meaning, owner))
+    return rows
+
+
 def _add_pack_options(run: argparse.ArgumentParser) -> None:
-    """One `lazypatch run` flag per variable a pack declares, grouped by pack in --help."""
+    """One `lazypatch run` flag per setting without a hand-written one, grouped by
+    owner (the engine, then each pack) in --help."""
     taken = {option for action in run._actions for option in action.option_strings}
+    engine = run.add_argument_group("other settings (each flag sets its variable)")
+    for variable, meaning in engine_variables().items():
+        if variable in HAND_WRITTEN_FLAGS:
+            continue
+        option = option_of(variable)
+        taken.add(option)
+        engine.add_argument(option, dest=f"pack:{variable}", metavar="VALUE",
+                            help=f"{meaning} ({variable})".replace("%", "%%"))
     for pack, variables in pack_variables().items():
         group = run.add_argument_group(f"{pack} pack (each flag sets its variable)")
         for variable, meaning in variables.items():
