@@ -382,6 +382,15 @@ def registry_entry(registry: str, key: str, replacement: "Any", *,
                    force=force, precheck=precheck)
 
 
+def warn_configuration(message: str) -> None:
+    """Warn about a bad setting the way lazypatch does (``ConfigurationWarning``): at the
+    user's own line (or ``<lazypatch activation>``), once per process tree, and never as
+    an exception, whatever the warnings filters: packs use it for their settings."""
+    from .errors import ConfigurationWarning
+    from .notices import notify
+    notify(str(message), ConfigurationWarning)
+
+
 def event_actions(name: str) -> "Dict[str, str]":
     """What each event (apply, skip, failure) does for patch ``name`` now: ``silent``,
     ``log[:level]``, ``warn``, ``raise`` or ``exit`` (see ``set_event_action``)."""
@@ -401,5 +410,5 @@ __all__ = [
     "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
     "replace", "wrap", "StandInError", "registry_entry", "set_event_action",
     "clear_event_actions", "event_actions", "PatchAppliedWarning", "PatchSkippedWarning",
-    "declare_opt_in_pack",
+    "declare_opt_in_pack", "warn_configuration",
 ]

@@ -55,10 +55,14 @@ def _own_prefixes() -> "Tuple[str, ...]":
 
 
 def _is_machinery(filename: str) -> bool:
-    """Frames no user wrote: the import system and site's start-up hooks."""
+    """Frames no user wrote: the import system, site's start-up hooks, and the
+    ``lazypatch`` console script pip writes (``bin/lazypatch``, which only calls
+    ``lazypatch.cli:main``: a warning of ``lazypatch run`` is not about that file)."""
     return ("importlib" in filename and "_bootstrap" in filename) or \
         filename in ("<frozen site>", "<frozen runpy>") or \
-        filename.endswith(("/site.py", "\\site.py", "/runpy.py", "\\runpy.py"))
+        filename.endswith(("/site.py", "\\site.py", "/runpy.py", "\\runpy.py")) or \
+        (filename == sys.argv[0] and filename.rpartition("/")[2].startswith("lazypatch")
+         if sys.argv else False)
 
 
 def user_frame() -> "Optional[FrameType]":

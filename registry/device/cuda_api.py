@@ -124,10 +124,10 @@ def _excluded_modules() -> "Tuple[Tuple[str, ...], Tuple[str, ...]]":
         if all(part.isidentifier() for part in item.split(".")):
             names.append(item)
         else:
-            from warnings import warn
-            warn(f"lazypatch device pack: LAZYPATCH_CUDA_AVAILABLE_EXCLUDE entry {item!r} "
-                 f"is not a module name; give comma-separated module names such as "
-                 f"'mmcv,xformers'. Ignoring it.", lazypatch.ConfigurationWarning, stacklevel=3)
+            lazypatch.warn_configuration(
+                f"lazypatch device pack: LAZYPATCH_CUDA_AVAILABLE_EXCLUDE entry {item!r} is not "
+                f"a module name; give comma-separated module names such as 'mmcv,xformers'. "
+                f"Ignoring it.")
     return tuple(names), tuple(name + "." for name in names)
 
 

@@ -16,7 +16,6 @@ other strings that merely contain "cuda" pass through unchanged.
 from __future__ import annotations
 
 import sys
-from warnings import warn
 
 import torch
 
@@ -70,9 +69,9 @@ def flag(name: str, default: bool = False) -> bool:
         return True
     if lowered in FALSE_WORDS:
         return False
-    warn(f"lazypatch device pack: {name}={value!r} is not understood; use one of "
-         f"{', '.join(TRUE_WORDS + FALSE_WORDS[:-1])}. Using {int(default)}.",
-         lazypatch.ConfigurationWarning, stacklevel=3)
+    lazypatch.warn_configuration(
+        f"lazypatch device pack: {name}={value!r} is not understood; use one of "
+        f"{', '.join(TRUE_WORDS + FALSE_WORDS[:-1])}. Using {int(default)}.")
     return default
 
 
@@ -91,9 +90,8 @@ def _npu_devices() -> int:
         npu = getattr(torch, "npu", None)
         return int(npu.device_count()) if npu is not None and npu.is_available() else 0
     except Exception as error:   # a broken Ascend install must not break the program
-        warn(f"lazypatch device pack: torch_npu is installed but unusable "
-             f"({type(error).__name__}: {error}); using the CPU",
-             lazypatch.ConfigurationWarning, stacklevel=4)
+        lazypatch.warn_configuration(f"lazypatch device pack: torch_npu is installed but "
+                                     f"unusable ({type(error).__name__}: {error}); using the CPU")
         return 0
 
 
@@ -108,18 +106,19 @@ def _requested() -> "Optional[Target]":
     except (RuntimeError, TypeError):
         parsed = None
     if parsed is None or parsed.index is not None:
-        warn(f"lazypatch device pack: LAZYPATCH_DEVICE={value!r} is not a device type; "
-             f"use {accepted}. Choosing automatically.", lazypatch.ConfigurationWarning,
-             stacklevel=4)
+        lazypatch.warn_configuration(
+            f"lazypatch device pack: LAZYPATCH_DEVICE={value!r} is not a device type; "
+            f"use {accepted}. Choosing automatically.")
         return None
     if parsed.type == "npu" and _npu_devices() == 0:
-        warn("lazypatch device pack: LAZYPATCH_DEVICE=npu but torch_npu sees no NPU; "
-             "choosing automatically", lazypatch.ConfigurationWarning, stacklevel=4)
+        lazypatch.warn_configuration(
+            "lazypatch device pack: LAZYPATCH_DEVICE=npu but torch_npu sees no NPU; "
+            "choosing automatically")
         return None
     if parsed.type not in ("cpu", "npu", "cuda") and getattr(torch, parsed.type, None) is None:
-        warn(f"lazypatch device pack: LAZYPATCH_DEVICE={value!r}: torch has no "
-             f"torch.{parsed.type} namespace; use {accepted}. Choosing automatically.",
-             lazypatch.ConfigurationWarning, stacklevel=4)
+        lazypatch.warn_configuration(
+            f"lazypatch device pack: LAZYPATCH_DEVICE={value!r}: torch has no "
+            f"torch.{parsed.type} namespace; use {accepted}. Choosing automatically.")
         return None
     return Target(parsed.type, f"LAZYPATCH_DEVICE={value}")
 

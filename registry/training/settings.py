@@ -9,8 +9,6 @@ leaves the feature off: configuration must never break the user's program.
 
 from __future__ import annotations
 
-from _warnings import warn
-
 import lazypatch
 
 TYPE_CHECKING = False
@@ -108,8 +106,8 @@ def _integer_setting(variable: str, default: int, minimum: int) -> int:
     except ValueError:
         value = minimum - 1
     if value < minimum:
-        warn(f"lazypatch: {variable}={text!r} is not an integer >= {minimum}; using {default}",
-             lazypatch.ConfigurationWarning, stacklevel=3)
+        lazypatch.warn_configuration(
+            f"lazypatch: {variable}={text!r} is not an integer >= {minimum}; using {default}")
         return default
     return value
 
@@ -122,15 +120,15 @@ def load_from_environment() -> None:
             STATE.brake_step = check_step(int(brake_text))
             STATE.brake_source = f"LAZYPATCH_BRAKE_STEP={brake_text}"
         except ValueError:
-            warn(f"lazypatch: LAZYPATCH_BRAKE_STEP={brake_text!r} is not a positive integer "
-                 f"(the step after which training stops); the brake stays off",
-                 lazypatch.ConfigurationWarning, stacklevel=2)
+            lazypatch.warn_configuration(
+                f"lazypatch: LAZYPATCH_BRAKE_STEP={brake_text!r} is not a positive integer "
+                f"(the step after which training stops); the brake stays off")
     path = lazypatch.setting("LAZYPATCH_PROFILE").strip()
     if path:
         level = _integer_setting("LAZYPATCH_PROFILE_LEVEL", 0, 0)
         if level not in LEVELS:
-            warn(f"lazypatch: LAZYPATCH_PROFILE_LEVEL={level} is not one of {LEVELS}; using 0",
-                 lazypatch.ConfigurationWarning, stacklevel=2)
+            lazypatch.warn_configuration(
+                f"lazypatch: LAZYPATCH_PROFILE_LEVEL={level} is not one of {LEVELS}; using 0")
             level = 0
         STATE.profile = ProfileSettings(
             path, level,

@@ -1,0 +1,27 @@
+"""A bad setting's warning names the user's own line, never a file of lazypatch's:
+not a pack's module (the training pack's settings), not the `lazypatch` console script."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def test_a_pack_setting_warns_at_the_users_import_line(interpreter):
+    result = interpreter.run("import lazypatch.auto\n",
+                             env={"LAZYPATCH_BRAKE_STEP": "x", "LAZYPATCH_ENABLE": "training"})
+    lines = [line for line in result.stderr.splitlines() if "LAZYPATCH_BRAKE_STEP" in line]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"{interpreter.root / '_scenario.py'}:1: ConfigurationWarning"), \
+        lines[0]
+
+
+def test_a_bad_setting_under_lazypatch_run_points_at_the_activation(interpreter):
+    console_script = os.path.join(os.path.dirname(sys.executable), "lazypatch")
+    result = interpreter.run_command([console_script, "run", "--", sys.executable, "-c", "pass"],
+                                     env={"LAZYPATCH_STRICT": "maybe"})
+    lines = [line for line in result.stderr.splitlines() if "LAZYPATCH_STRICT" in line]
+    # once for the command (its child, told by the parent, stays quiet), and not at the
+    # console script's own line
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("<lazypatch activation>:0: ConfigurationWarning"), lines[0]
