@@ -270,6 +270,14 @@ def cannot_apply_here(record: "Dict[str, Any]") -> bool:
     return status in ("pending", "skipped", "disabled") and bool(record.get("unmet_requirements"))
 
 
+def waiting_built_in(record: "Dict[str, Any]") -> bool:
+    """A built-in pack's patch still waiting for a module this process never imported:
+    what the program did not touch is not news (a user's own pending patch stays in the
+    table: a misspelled target shows up there)."""
+    return record.get("status") == "pending" and record.get("source") == "built-in" \
+        and not record.get("unmet_requirements")
+
+
 def detail_of(record: "Dict[str, Any]", calls: bool = True) -> str:
     """The DETAIL cell: reason, conflicts, notes, undo problems, and (with ``calls``)
     whether the replacements were called."""
@@ -387,14 +395,24 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
     header = ("STATUS", "PATCH", "TARGET", "CHANGES", "MS", "DETAIL")
     shown = [record for record in records if all or not cannot_apply_here(record)]
     hidden = [record for record in records if not all and cannot_apply_here(record)]
+    waiting = [record for record in shown if not all and waiting_built_in(record)]
+    shown = [record for record in shown if all or not waiting_built_in(record)]
     rows = [header]
     for record in ordered(shown):
         rows.append((record.get("status", ""), record.get("name", ""), record.get("target", ""),
                      str(len(record.get("changes") or ())),
                      f"{record.get('duration_ms', 0):.2f}", detail_of(record)))
     lines = [format_table(rows)] if shown else []
+    if hidden or waiting:
+        lines.append(f"{len(hidden) + len(waiting)} not shown (`--all` or all=True shows them):")
+    if waiting:
+        modules = sorted({str(record.get("target", "")) for record in waiting})
+        packs = sorted({str(record.get("name", "")).split(".", 1)[0] + ".*"
+                        for record in waiting})
+        lines.append(f"  {len(waiting)} of the built-in packs ({', '.join(packs)}) wait for "
+                     f"modules this process never imported: {', '.join(modules[:4])}"
+                     f"{', ...' if len(modules) > 4 else ''}")
     if hidden:
-        lines.append(f"{len(hidden)} not shown (`--all` or all=True shows them):")
         lines += ["  " + line for line in hidden_summary(hidden)]
     if shown and any("package" in record for record in shown):
         lines.append("by package:")
