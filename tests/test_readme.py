@@ -3,7 +3,7 @@
 Python blocks that start with a ``# name.py`` line are written to that file in a fresh
 directory; ``console`` blocks are run there line by line (``$ command``) and what each
 command prints must be the lines shown under it, with nothing on stderr. Numbers with a decimal point (the
-report's milliseconds) are compared as "a number". The two ``bash`` blocks are the
+report's milliseconds) are compared as "a number", process ids as "a pid". The two ``bash`` blocks are the
 install line (the wheel it builds is checked by tests/test_packaging.py) and the two
 commands of a fresh machine (CI runs ``./dev test``; tests/test_demo.py runs the demo).
 """
@@ -21,6 +21,7 @@ import pytest
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 DECIMAL = re.compile(r"\b\d+\.\d+\b")
+PROCESS_ID = re.compile(r"(?<=pid )\d+|\b\d+(?=\.json)")
 
 
 def blocks(language: str):
@@ -43,7 +44,8 @@ def sessions():
 
 
 def normalised(lines):
-    return [DECIMAL.sub("<number>", line.rstrip()) for line in lines if line.strip()]
+    return [PROCESS_ID.sub("<pid>", DECIMAL.sub("<number>", line.rstrip()))
+            for line in lines if line.strip()]
 
 
 @pytest.fixture(scope="module")
