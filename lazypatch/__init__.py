@@ -175,14 +175,17 @@ def render_report(records: "Optional[List[Any]]" = None, format: str = "table",
     """Render report records (default: the current ``report()``) as ``"table"`` or ``"json"``;
     the table summarises patches that are off by default or cannot apply here unless ``all``;
     ``diff`` adds the source diff of every replaced function, original against replacement."""
-    from .reporting import render
-    footer = ""
+    from .reporting import one_time_imports_line, render
+    footers = []
+    if records is None:
+        footers.append(one_time_imports_line(STATE.one_time_imports))
     if records is None and STATE.opt_in_packs:
         # This process's own report: say which packs were never loaded here, since
         # none of their patches is in it (registry/__init__.py OPT_IN).
-        footer = (f"opt-in packs not loaded here: {', '.join(sorted(STATE.opt_in_packs))} "
-                  f"(name one in LAZYPATCH_ENABLE, or `lazypatch list --all`, to see its "
-                  f"patches)")
+        footers.append(f"opt-in packs not loaded here: {', '.join(sorted(STATE.opt_in_packs))} "
+                       f"(name one in LAZYPATCH_ENABLE, or `lazypatch list --all`, to see "
+                       f"its patches)")
+    footer = "\n".join(line for line in footers if line)
     return render(report() if records is None else records, format, all=all, diff=diff,
                   footer=footer)
 

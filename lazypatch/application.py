@@ -26,6 +26,7 @@ once; the function itself runs without the lock (see ``state`` for why).
 from __future__ import annotations
 
 import sys
+from _thread import get_ident
 from time import perf_counter
 
 from . import events as _events
@@ -188,7 +189,7 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
         before = namespace.copy() if type(namespace) is dict else None
-        started = perf_counter()
+        started = _clock_start()
         try:
             if patch.takes_context:
                 patch.function(module, context)
@@ -197,7 +198,7 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
         except SkipPatch as skip:
             _undo_quietly(context)
             with STATE.lock:
-                patch.duration_ms = (perf_counter() - started) * 1000.0
+                patch.duration_ms = _elapsed_ms(started)
                 patch.notes = list(context.notes)
                 patch.status, patch.reason = SKIPPED, skip.reason
                 patch.remember(f"skipped: {skip.reason}")
@@ -210,13 +211,13 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
             _undo_quietly(context)
             with STATE.lock:
-                patch.duration_ms = (perf_counter() - started) * 1000.0
+                patch.duration_ms = _elapsed_ms(started)
                 patch.status = FAILED
                 patch.reason = (f"interrupted by {type(error).__name__}; its "
                                 f"{len(context.changes)} change(s) were rolled back")
                 patch.remember(f"failed: {patch.reason}")
             raise
-        duration_ms = (perf_counter() - started) * 1000.0
+        duration_ms = _elapsed_ms(started)
         # Plain assignments are found when the report is built, from two C-level
         # copies taken here: the diff itself stays off the import path.
         snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
@@ -289,8 +290,22 @@ def _undo_quietly(context: PatchContext) -> "Optional[str]":
     return None
 
 
+def _clock_start() -> "Tuple[float, float]":
+    """When a patch starts: the time, and how much one-time dependency importing this
+    thread has been charged so far (dependencies.import_once)."""
+    return perf_counter(), STATE.one_time_import_ms_by_thread.get(get_ident(), 0.0)
+
+
+def _elapsed_ms(started: "Tuple[float, float]") -> float:
+    """The patch's own time since ``started``: a first ``import wrapt`` inside it is a
+    one-time cost reported on its own line, not this patch's."""
+    clock, charged = started
+    imported = STATE.one_time_import_ms_by_thread.get(get_ident(), 0.0) - charged
+    return (perf_counter() - clock) * 1000.0 - imported
+
+
 def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
-          started: float) -> None:
+          started: "Tuple[float, float]") -> None:
     incomplete = _undo_quietly(context)
     rollback_note = f"; rollback incomplete: {incomplete}" if incomplete else ""
     try:
@@ -299,7 +314,7 @@ def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
     except Exception:   # a traceback that cannot be formatted must not fail the import
         trace = describe_exception(error)
     with STATE.lock:
-        patch.duration_ms = (perf_counter() - started) * 1000.0
+        patch.duration_ms = _elapsed_ms(started)
         patch.notes = list(context.notes)
         patch.status = FAILED
         patch.reason = describe_exception(error) + rollback_note

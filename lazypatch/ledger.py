@@ -240,7 +240,8 @@ class PatchContext:
         if isinstance(original, property):
             raise TypeError(f"cannot wrap property {describe(owner)}.{name}; "
                             f"set a new property with patch.setattr instead")
-        from wrapt import FunctionWrapper  # deferred: see benchmarks/COSTS.md for wrapt's cost
+        from .dependencies import import_once  # wrapt's cost: benchmarks/COSTS.md
+        FunctionWrapper = import_once("wrapt").FunctionWrapper
         hook = PatchContext.value_hook
         wrapped = FunctionWrapper(original, wrapper if hook is None else hook(wrapper))
         change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)

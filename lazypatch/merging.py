@@ -25,6 +25,7 @@ from .reporting import (
     format_table,
     hidden_summary,
     load_report,
+    one_time_imports_line,
     plural,
     render_table,
     severity,
@@ -259,7 +260,9 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
         label = group_label([document])
         if "pid" not in label:
             label += f", pid {document.get('pid', '?')}"
-        return f"{document.get('path', '')}: {label}\n" + render_table(document["patches"], all=all)
+        once = one_time_imports_line(document.get("one_time_imports") or {})
+        return (f"{document.get('path', '')}: {label}\n" + render_table(document["patches"], all=all)
+                + (f"\n{once}" if once else ""))
     lines = failure_lines(merged)
     lines.append(f"{plural(merged['processes'], 'report')}, {plural(len(groups), 'group')} "
                  f"of identical processes:")

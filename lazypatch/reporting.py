@@ -186,6 +186,14 @@ def render(records: "Sequence[Dict[str, Any]]", format: str = "table", all: bool
     return table + "\n\n" + render_diffs(records) if diff else table
 
 
+def one_time_imports_line(imports: "Dict[str, float]") -> str:
+    """"one-time imports, charged to no patch: wrapt 270.12 ms", or "" when none."""
+    if not imports:
+        return ""
+    return "one-time imports, charged to no patch: " + ", ".join(
+        f"{name} {milliseconds:.2f} ms" for name, milliseconds in sorted(imports.items()))
+
+
 def function_source(location: "Dict[str, Any]") -> "Optional[List[str]]":
     """The source lines of the function defined at ``location`` (file and first line),
     read from its file now; None when the file is not readable here."""
@@ -487,6 +495,7 @@ def write_report(path: str, started: float = 0.0) -> str:
                      # modules): their patches were applied late.
                      "activated_by": STATE.activation.activated_by,
                      "imported_before": list(STATE.activation.imported_before),
+                     "one_time_imports": dict(STATE.one_time_imports),
                      "patches": report()})
     atomic_write(target, json.dumps(document, indent=2, default=str))
     return target

@@ -258,6 +258,11 @@ class EngineState:
         self.class_declarations: "List[Any]" = []    # classes.ClassPatch, in declaration order
         self.plugin_entries: "Dict[str, Any]" = {}   # patch name -> plugins.PluginEntry
         self.application_count = 0   # global counter, so undo-all can go newest first
+        # Heavy dependencies imported while a patch ran (dependencies.import_once): module
+        # -> milliseconds, reported once; and each thread's running total, which
+        # application subtracts from the time of the patch that was running.
+        self.one_time_imports: "Dict[str, float]" = {}
+        self.one_time_import_ms_by_thread: "Dict[int, float]" = {}
         # patch -> token of the one call applying it right now (see application.apply)
         self.claims: "Dict[RegisteredPatch, Any]" = {}
         self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
