@@ -292,7 +292,7 @@ def _undo_quietly(context: PatchContext) -> "Optional[str]":
 
 def _clock_start() -> "Tuple[float, float]":
     """When a patch starts: the time, and how much one-time dependency importing this
-    thread has been charged so far (dependencies.import_once)."""
+    thread has been charged so far (EngineState.import_once)."""
     return perf_counter(), STATE.one_time_import_ms_by_thread.get(get_ident(), 0.0)
 
 

@@ -147,6 +147,11 @@ class PatchContext:
     # creates it, so that a context made by hand (in a test) records where every
     # patch records; the engine passes it explicitly.
     default_ledger: "Optional[Ledger]" = None
+    # How the ledger imports a heavy dependency (wrapt): set by ``state`` to
+    # ``EngineState.import_once``, which keeps a first import's cost out of the
+    # patch's time; a plain import for a context made by hand.
+    import_dependency: "Callable[[str], Any]" = staticmethod(
+        lambda name: __import__(name, fromlist=["_"]))
     # Call tracking's two hooks (set by ``calls``, which the ledger must not import):
     # every value a patch puts in place by setattr/wrap passes through value_hook
     # (a counting wrapper in its wrappers mode), and undo hands a context that
@@ -240,8 +245,8 @@ class PatchContext:
         if isinstance(original, property):
             raise TypeError(f"cannot wrap property {describe(owner)}.{name}; "
                             f"set a new property with patch.setattr instead")
-        from .dependencies import import_once  # wrapt's cost: benchmarks/COSTS.md
-        FunctionWrapper = import_once("wrapt").FunctionWrapper
+        # wrapt's cost (benchmarks/COSTS.md) is paid here once and reported on its own
+        FunctionWrapper = PatchContext.import_dependency("wrapt").FunctionWrapper
         hook = PatchContext.value_hook
         wrapped = FunctionWrapper(original, wrapper if hook is None else hook(wrapper))
         change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
