@@ -88,7 +88,16 @@ from .driving_sdk2_imports import (
     replace_with,
     stub_getattr,
 )
-from .driving_sdk2_patches import TAG, AtomicPatch, BasePatch, Patch, RegistryPatch, with_imports
+from .driving_sdk2_patches import (
+    TAG,
+    AtomicPatch,
+    BasePatch,
+    LegacyPatch,
+    Patch,
+    RegistryPatch,
+    unique_name,
+    with_imports,
+)
 from .driving_sdk2_summary import (
     configure_patcher_logging,
     configure_summary,
@@ -562,16 +571,13 @@ def _emit_all() -> None:
         patcher.emit_summary()
 
 
-def _unique(base: str) -> str:
-    name, number = base, 2
-    while name in STATE.catalog.by_name:
-        name, number = f"{base}#{number}", number + 1
-    return name
+_unique = unique_name
 
 
 default_patcher = Patcher(builtin_tags=mx_driving.DEFAULT_TAGS)
 
-__all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "replace_with",
+__all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "LegacyPatch",
+           "replace_with",
            "with_imports",
            "configure_patcher_logging", "set_patcher_log_level", "default_patcher", "Stub",
            "configure_summary", "patcher_logger",

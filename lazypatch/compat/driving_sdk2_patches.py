@@ -18,8 +18,18 @@ if TYPE_CHECKING:
 TAG = "driving_sdk"
 
 
+def unique_name(base: str) -> str:
+    """``base``, or ``base#2``, ``base#3``... when a patch of that name is registered."""
+    from ..state import STATE
+    name, number = base, 2
+    while name in STATE.catalog.by_name:
+        name, number = f"{base}#{number}", number + 1
+    return name
+
+
 class BasePatch:
-    """A declaration a ``Patcher`` turns into lazypatch patches when it applies."""
+    """A declaration a ``Patcher`` turns into lazypatch patches when it applies, or that
+    ``apply()`` declares directly (DrivingSDK's per-patch API)."""
 
     name = ""
     requires: "Tuple[str, ...]" = ()
@@ -32,6 +42,38 @@ class BasePatch:
 
     def describe(self) -> str:
         return self.name
+
+    @property
+    def module(self) -> str:
+        """The target's top-level package, DrivingSDK's grouping key."""
+        return self.name.split(".")[0] if "." in self.name else ""
+
+    def declared_names(self) -> "List[str]":
+        """The lazypatch patches ``apply()`` declared for this object, oldest first."""
+        return self.__dict__.setdefault("_declared_names", [])
+
+    def apply(self) -> "Any":
+        """Declare this patch now (outside a ``Patcher``) and return a ``PatchResult``:
+        ``APPLIED`` when its module was imported (it applied at once), else ``SKIPPED``
+        with the reason (a module not imported yet: it applies when it is), or ``FAILED``.
+        Applying an object that is in force again does nothing and says so."""
+        from .driving_sdk2_results import PatchResult, PatchStatus, result_of
+        if self.is_applied:
+            return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
+        name = self.declare(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
+        self.declared_names().append(name)
+        return result_of(name, self.name, self.module)
+
+    @property
+    def is_applied(self) -> bool:
+        """Whether a patch ``apply()`` declared for this object is in force now."""
+        from ..state import STATE
+        return any(getattr(STATE.catalog.by_name.get(name), "status", "") == "applied"
+                   for name in self.declared_names())
+
+    def get_info(self, show_diff: bool = False) -> str:
+        """One line naming the patch (and, with ``show_diff``, what it replaced)."""
+        return self.describe()
 
 
 def _no_argument_check(check: "Optional[Callable[..., Any]]",
@@ -196,6 +238,52 @@ class RegistryPatch(BasePatch):
         return f"RegistryPatch({self.registry}, {self.register_name})"
 
 
+class LegacyPatch(BasePatch):
+    """A DrivingSDK 1.0 patch function ``func(module, options)`` as a 2.0 patch on
+    ``target_module``: run when that module is imported (at once if it is), its changes
+    recorded and undone with it, as the 1.0 layer runs it."""
+
+    def __init__(self, func: "Callable[..., Any]", options: "Optional[Dict[str, Any]]" = None,
+                 target_module: "Optional[str]" = None) -> None:
+        if not callable(func):
+            raise TypeError(f"LegacyPatch: func must be a function taking (module, options), "
+                            f"got {func!r}")
+        if target_module is None:
+            raise ValueError(f"LegacyPatch requires target_module: "
+                             f"LegacyPatch({getattr(func, '__name__', 'func')}, "
+                             f"target_module='module_name')")
+        split_path(target_module)
+        self.func = func
+        self.options: "Dict[str, Any]" = dict(options or {})
+        self.target_module = target_module
+
+    @property
+    def name(self) -> str:   # type: ignore[override]
+        return str(getattr(self.func, "__patch_name__", None)
+                   or getattr(self.func, "__name__", None) or "legacy_patch")
+
+    @property
+    def module(self) -> str:
+        return self.target_module
+
+    def declare(self, patch_name: str,
+                guard: "Optional[Callable[[], None]]" = None) -> str:
+        from ..registration import register
+        legacy = mx_driving.legacy_patch_function(
+            mx_driving.Patch(self.func, self.options), self.target_module, patch_name)
+        if guard is not None:
+            run = legacy
+
+            def legacy(module: "Any", patch: "Any") -> None:   # noqa: F811 - the guarded form
+                guard()
+                run(module, patch)
+        register(legacy, self.target_module, name=patch_name, tags=(TAG,))
+        return patch_name
+
+    def __repr__(self) -> str:
+        return f"LegacyPatch({self.name})"
+
+
 class _PatchMeta(type):
     """``Patch(func, options)`` (the 1.0 form) gives the 1.0 layer's ``Patch``;
     subclasses with a ``patches()`` classmethod are the 2.0 form."""
@@ -234,6 +322,28 @@ class Patch(metaclass=_PatchMeta):
         raise NotImplementedError(f"{cls.__name__}.patches(options) must return a list of "
                                   f"AtomicPatch / RegistryPatch")
 
+    @classmethod
+    def apply_all(cls, options: "Optional[Dict[str, Any]]" = None) -> "List[Any]":
+        """``apply()`` each patch of the group, without a ``Patcher``: their results."""
+        return [patch.apply() for patch in cls.patches(options)]
+
+    def apply(self) -> "Any":
+        """The group applied as one: ``FAILED`` if a patch failed, ``APPLIED`` if one
+        applied, else ``SKIPPED``."""
+        from .driving_sdk2_results import PatchResult, PatchStatus
+        results = type(self).apply_all()
+        failed = sum(result.status is PatchStatus.FAILED for result in results)
+        applied = sum(result.status is PatchStatus.APPLIED for result in results)
+        if failed:
+            return PatchResult(PatchStatus.FAILED, str(self.name), "", f"{failed} patches failed")
+        if applied:
+            return PatchResult(PatchStatus.APPLIED, str(self.name), "",
+                               f"{applied} patches applied")
+        return PatchResult(PatchStatus.SKIPPED, str(self.name), "", "all patches skipped")
+
+    def __iter__(self) -> "Any":
+        return iter(type(self).patches())
+
 
 def _check_group_attributes(cls: "Any") -> None:
     """Refuse a malformed ``name``/``legacy_name``/``conflicts_with``/
@@ -245,9 +355,7 @@ def _check_group_attributes(cls: "Any") -> None:
     if legacy is not None and (not isinstance(legacy, str) or not legacy.strip()):
         raise TypeError(f"{where}: legacy_name must be the old name as a string (or None), "
                         f"got {legacy!r}")
-    if legacy == cls.name:
-        raise ValueError(f"{where}: legacy_name {legacy!r} is its name; leave legacy_name "
-                         f"out, it is only for a name the group had before")
+    # legacy_name == name is allowed: DrivingSDK's own groups write both (pseudo_sampler).
     conflicts = cls.conflicts_with
     if isinstance(conflicts, str) or not isinstance(conflicts, (list, tuple, set, frozenset)) \
             or not all(isinstance(item, str) and item.strip() for item in conflicts):
@@ -315,4 +423,5 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
     return result
 
 
-__all__ = ["BasePatch", "AtomicPatch", "RegistryPatch", "Patch", "with_imports", "TAG"]
+__all__ = ["BasePatch", "AtomicPatch", "RegistryPatch", "LegacyPatch", "Patch", "with_imports",
+           "TAG", "unique_name"]

@@ -94,7 +94,7 @@ def _unique_name(base: str) -> str:
     return f"{base}#{number}"
 
 
-def _legacy_patch_function(patch_object: Patch, module_name: str,
+def legacy_patch_function(patch_object: Patch, module_name: str,
                            patch_name: str) -> "Callable[[Any, Any], None]":
     """Adapt ``func(module, options)`` to lazypatch's ``fn(module, patch)``, recording
     its plain assignments so that they are undone with the patch.
@@ -223,7 +223,7 @@ class Patcher:
                                     category=PatchFailedWarning)
             self._quiet_filters.append(warnings.filters[0])
         self.names.append(name)
-        register(_legacy_patch_function(patch_object, module_name, name), module_name,
+        register(legacy_patch_function(patch_object, module_name, name), module_name,
                  name=name, priority=patch_object.priority, tags=(NAME_PREFIX,))
 
     def _blacklisted(self, name: str) -> bool:

@@ -1,0 +1,200 @@
+"""DrivingSDK's built-in patches under their DrivingSDK names, doing lazypatch's work.
+
+DrivingSDK 2.0 ships its built-in set as ``Patch`` classes (``ResNetFP16``,
+``TensorIndex``, ``NumpyCompat``...) and 1.0 ships it as functions
+``func(module, options)`` (``index``, ``numpy_type``, ``msda``...); migration
+files import both. Here each class is a ``Patch`` group whose ``patches()`` are
+the lazypatch pack patches doing that work (the table in
+``driving_sdk2_builtins``), and each 1.0 function turns those patches on. A
+group lazypatch has no pack patch for (``nuscenes_dataset``, and
+``torch_scatter`` off an Ascend host) has no patches: adding it does nothing,
+and the summary says so.
+
+``ensure_mmcv_version(version)`` presents ``version`` as ``mmcv.__version__``
+to mmdet's and mmdet3d's own imports only (undone when each body ends), where
+DrivingSDK imports both at once to get past their version asserts.
+"""
+
+from __future__ import annotations
+
+from . import driving_sdk2_builtins as builtins
+from .driving_sdk2_patches import BasePatch, Patch, unique_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional
+
+
+class BuiltinPatch(BasePatch):
+    """One patch of lazypatch's built-in packs, turned on by ``declare``/``apply``."""
+
+    def __init__(self, patch_name: str) -> None:
+        self.patch_name = patch_name
+
+    @property
+    def name(self) -> str:   # type: ignore[override]
+        return self.patch_name
+
+    def declare(self, patch_name: str, guard: "Optional[Callable[[], None]]" = None) -> str:
+        """Load the packs if needed and enable the built-in patch; its own name (the
+        ``patch_name`` offered for a new declaration is not used: nothing is declared)."""
+        from .. import application
+        from ..registry import load_packs
+        from ..state import STATE
+        if self.patch_name not in STATE.catalog.by_name:
+            load_packs()
+        if self.patch_name not in STATE.catalog.by_name:
+            # an opt-in pack's patch: naming it loads the pack (declare_opt_in_pack)
+            from ..selection import load_opt_in_packs
+            load_opt_in_packs((self.patch_name,))
+        application.enable((self.patch_name,))
+        return self.patch_name
+
+    def __repr__(self) -> str:
+        return f"BuiltinPatch({self.patch_name!r})"
+
+
+def _group_class(class_name: str, group: "builtins.BuiltinGroup") -> "type":
+    def patches(cls: "Any", options: "Optional[Dict[str, Any]]" = None) -> "List[BasePatch]":
+        return [BuiltinPatch(name) for name in group.patches]
+    namespace = {
+        "__doc__": f"DrivingSDK's {class_name}: lazypatch's "
+                   f"{', '.join(group.patches) or 'nothing (no pack does this work here)'}.",
+        "__module__": __name__,
+        "name": group.name,
+        "legacy_name": group.legacy_name or group.name,
+        "conflicts_with": tuple(group.conflicts_with),
+        "patches": classmethod(patches),
+    }
+    return type(class_name, (Patch,), namespace)
+
+
+# DrivingSDK's class name for each built-in group.
+CLASS_NAMES = {
+    "MultiScaleDeformableAttention": "multi_scale_deformable_attention",
+    "DeformConv": "deform_conv",
+    "ModulatedDeformConv": "modulated_deform_conv",
+    "SparseConv3D": "spconv3d",
+    "Voxelization": "voxelization",
+    "Stream": "stream",
+    "DDP": "ddp",
+    "OptimizerHooks": "optimizer_hooks",
+    "OptimizerWrapper": "optimizer_wrapper",
+    "PseudoSampler": "pseudo_sampler",
+    "ResNetAddRelu": "resnet_add_relu",
+    "ResNetMaxPool": "resnet_maxpool",
+    "ResNetFP16": "resnet_fp16",
+    "NuScenesDataset": "nuscenes_dataset",
+    "NuScenesMetric": "nuscenes_metric",
+    "NumpyCompat": "numpy_compat",
+    "TensorIndex": "tensor_index",
+    "BatchMatmul": "batch_matmul",
+    "TorchScatter": "torch_scatter",
+}
+CLASSES: "Dict[str, type]" = {class_name: _group_class(class_name, builtins.BY_NAME[group])
+                              for class_name, group in CLASS_NAMES.items()}
+MultiScaleDeformableAttention = CLASSES["MultiScaleDeformableAttention"]
+DeformConv = CLASSES["DeformConv"]
+ModulatedDeformConv = CLASSES["ModulatedDeformConv"]
+SparseConv3D = CLASSES["SparseConv3D"]
+Voxelization = CLASSES["Voxelization"]
+Stream = CLASSES["Stream"]
+DDP = CLASSES["DDP"]
+OptimizerHooks = CLASSES["OptimizerHooks"]
+OptimizerWrapper = CLASSES["OptimizerWrapper"]
+PseudoSampler = CLASSES["PseudoSampler"]
+ResNetAddRelu = CLASSES["ResNetAddRelu"]
+ResNetMaxPool = CLASSES["ResNetMaxPool"]
+ResNetFP16 = CLASSES["ResNetFP16"]
+NuScenesDataset = CLASSES["NuScenesDataset"]
+NuScenesMetric = CLASSES["NuScenesMetric"]
+NumpyCompat = CLASSES["NumpyCompat"]
+TensorIndex = CLASSES["TensorIndex"]
+BatchMatmul = CLASSES["BatchMatmul"]
+TorchScatter = CLASSES["TorchScatter"]
+
+# DrivingSDK's 1.0 function names (its 2.0 keeps them): each turns its group's patches on.
+FUNCTION_NAMES = {
+    "msda": "MultiScaleDeformableAttention", "dc": "DeformConv", "mdc": "ModulatedDeformConv",
+    "spconv3d": "SparseConv3D", "stream": "Stream", "ddp": "DDP",
+    "optimizer_hooks": "OptimizerHooks", "optimizer_wrapper": "OptimizerWrapper",
+    "index": "TensorIndex", "batch_matmul": "BatchMatmul", "numpy_type": "NumpyCompat",
+    "pseudo_sampler": "PseudoSampler", "resnet_add_relu": "ResNetAddRelu",
+    "resnet_maxpool": "ResNetMaxPool", "resnet_fp16": "ResNetFP16",
+    "nuscenes_dataset": "NuScenesDataset", "nuscenes_metric": "NuScenesMetric",
+    "scatter": "TorchScatter",
+}
+
+
+def _legacy_function(function_name: str, group_class: "Any") -> "Callable[[Any, Any], None]":
+    def legacy(module: "Any", options: "Any") -> None:
+        for patch in group_class.patches(options):
+            patch.apply()
+    legacy.__name__ = legacy.__qualname__ = function_name
+    legacy.__doc__ = (f"DrivingSDK 1.0's {function_name}(module, options): turns on "
+                      f"{group_class.__name__}'s patches ({group_class.__doc__})")
+    return legacy
+
+
+FUNCTIONS: "Dict[str, Callable[[Any, Any], None]]" = {
+    function_name: _legacy_function(function_name, CLASSES[class_name])
+    for function_name, class_name in FUNCTION_NAMES.items()}
+msda = FUNCTIONS["msda"]
+dc = FUNCTIONS["dc"]
+mdc = FUNCTIONS["mdc"]
+spconv3d = FUNCTIONS["spconv3d"]
+stream = FUNCTIONS["stream"]
+ddp = FUNCTIONS["ddp"]
+optimizer_hooks = FUNCTIONS["optimizer_hooks"]
+optimizer_wrapper = FUNCTIONS["optimizer_wrapper"]
+index = FUNCTIONS["index"]
+batch_matmul = FUNCTIONS["batch_matmul"]
+numpy_type = FUNCTIONS["numpy_type"]
+pseudo_sampler = FUNCTIONS["pseudo_sampler"]
+resnet_add_relu = FUNCTIONS["resnet_add_relu"]
+resnet_maxpool = FUNCTIONS["resnet_maxpool"]
+resnet_fp16 = FUNCTIONS["resnet_fp16"]
+nuscenes_dataset = FUNCTIONS["nuscenes_dataset"]
+nuscenes_metric = FUNCTIONS["nuscenes_metric"]
+scatter = FUNCTIONS["scatter"]
+
+MSDA = CLASSES["MultiScaleDeformableAttention"]
+NuScenes = CLASSES["NuScenesDataset"]
+
+# The groups DrivingSDK's default_patcher holds, in its order.
+DEFAULT_CLASS_NAMES = ("MultiScaleDeformableAttention", "DeformConv", "ModulatedDeformConv",
+                       "SparseConv3D", "Stream", "DDP", "ResNetAddRelu", "ResNetMaxPool",
+                       "NumpyCompat", "NuScenesDataset", "NuScenesMetric", "TensorIndex",
+                       "BatchMatmul")
+
+
+def ensure_mmcv_version(expected_version: str) -> "List[str]":
+    """Present ``expected_version`` as ``mmcv.__version__`` while mmdet's and mmdet3d's
+    bodies run (their version asserts), undone when each ends; the patch names."""
+    if not isinstance(expected_version, str) or not expected_version.strip():
+        raise TypeError(f"ensure_mmcv_version: expected_version must be a version string "
+                        f"such as '2.1.0', got {expected_version!r}")
+    from ..registration import register
+    from ..state import BEFORE
+    names = []
+    for package in ("mmdet", "mmdet3d"):
+        def present(module: "Any", patch: "Any", package: str = package) -> None:
+            from importlib import import_module
+            mmcv = import_module("mmcv")   # mmdet's own first line imports it anyway
+            patch.setattr(mmcv, "__version__", expected_version)
+            patch.revert_after_import()
+            patch.note(f"presented mmcv.__version__ = {expected_version!r} to {package}")
+        name = unique_name(f"mx_driving.ensure_mmcv_version.{package}")
+        register(present, package, phase=BEFORE, name=name, tags=("driving_sdk",))
+        names.append(name)
+    return names
+
+
+def patch_mmcv_version(expected_version: str) -> "List[str]":
+    """DrivingSDK 1.0's name for ``ensure_mmcv_version``."""
+    return ensure_mmcv_version(expected_version)
+
+
+__all__ = sorted(CLASSES) + sorted(FUNCTIONS) + [
+    "MSDA", "NuScenes", "BuiltinPatch", "CLASSES", "FUNCTIONS", "DEFAULT_CLASS_NAMES",
+    "ensure_mmcv_version", "patch_mmcv_version"]

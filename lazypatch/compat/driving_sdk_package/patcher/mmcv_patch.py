@@ -1,0 +1,24 @@
+"""``mx_driving.patcher.mmcv_patch``: built-in groups (driving_sdk2_builtin_patches).
+
+Names only (see ``__init__.py`` of this folder): loaded under any name, this file
+gives the very objects of ``lazypatch.compat``.
+"""
+
+from lazypatch.compat.driving_sdk2_builtin_patches import (
+    DDP,
+    DeformConv,
+    ModulatedDeformConv,
+    MultiScaleDeformableAttention,
+    OptimizerHooks,
+    SparseConv3D,
+    Stream,
+    Voxelization,
+)
+from lazypatch.compat.driving_sdk2_helpers import (
+    build_mmcv_epoch_runner_patch,
+    build_mmcv_iter_runner_patch,
+)
+
+__all__ = ["build_mmcv_epoch_runner_patch", "build_mmcv_iter_runner_patch",
+           "DDP", "DeformConv", "ModulatedDeformConv", "MultiScaleDeformableAttention",
+           "OptimizerHooks", "SparseConv3D", "Stream", "Voxelization"]

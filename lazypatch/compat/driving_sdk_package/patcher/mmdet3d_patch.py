@@ -1,0 +1,15 @@
+"""``mx_driving.patcher.mmdet3d_patch``: built-in groups (driving_sdk2_builtin_patches).
+
+Names only (see ``__init__.py`` of this folder): loaded under any name, this file
+gives the very objects of ``lazypatch.compat``.
+"""
+
+from lazypatch.compat.driving_sdk2_builtin_patches import (
+    NuScenes,
+    NuScenesDataset,
+    NuScenesMetric,
+)
+from lazypatch.compat.driving_sdk2_helpers import nuscenes_kit_available as _nuscenes_deps_available
+
+__all__ = ["_nuscenes_deps_available",
+           "NuScenes", "NuScenesDataset", "NuScenesMetric"]

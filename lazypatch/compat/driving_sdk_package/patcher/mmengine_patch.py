@@ -1,0 +1,16 @@
+"""``mx_driving.patcher.mmengine_patch``: built-in groups (driving_sdk2_builtin_patches).
+
+Names only (see ``__init__.py`` of this folder): loaded under any name, this file
+gives the very objects of ``lazypatch.compat``.
+"""
+
+from lazypatch.compat.driving_sdk2_builtin_patches import (
+    OptimizerWrapper,
+)
+from lazypatch.compat.driving_sdk2_helpers import (
+    build_mmengine_epoch_train_loop_patch,
+    build_mmengine_iter_train_loop_patch,
+)
+
+__all__ = ["build_mmengine_epoch_train_loop_patch", "build_mmengine_iter_train_loop_patch",
+           "OptimizerWrapper"]

@@ -1,0 +1,9 @@
+"""``mx_driving.patcher.patcher``: the Patcher (driving_sdk2).
+
+Names only (see ``__init__.py`` of this folder): loaded under any name, this file
+gives the very objects of ``lazypatch.compat``.
+"""
+
+from lazypatch.compat.driving_sdk2 import Patcher, default_patcher, replace_with
+
+__all__ = ["Patcher", "default_patcher", "replace_with"]

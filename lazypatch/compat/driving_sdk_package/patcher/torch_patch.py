@@ -1,0 +1,12 @@
+"""``mx_driving.patcher.torch_patch``: built-in groups (driving_sdk2_builtin_patches).
+
+Names only (see ``__init__.py`` of this folder): loaded under any name, this file
+gives the very objects of ``lazypatch.compat``.
+"""
+
+from lazypatch.compat.driving_sdk2_builtin_patches import (
+    BatchMatmul,
+    TensorIndex,
+)
+
+__all__ = ["BatchMatmul", "TensorIndex"]

@@ -1,0 +1,40 @@
+"""``import mx_driving.patcher`` for code written against DrivingSDK's patcher.
+
+Every DrivingSDK migration file starts with ``from mx_driving.patcher import ...``.
+Where DrivingSDK is not installed, that import gets lazypatch's implementation
+of the patcher's API (``lazypatch.compat.driving_sdk_package``): an ``mx_driving``
+stand-in whose only submodule is ``patcher``. Nothing is imported until the
+program imports ``mx_driving``; where DrivingSDK is installed, its package is
+imported and this patch reports ``skipped`` (the real one is in charge), unless
+``LAZYPATCH_DRIVING_SDK=lazypatch`` replaces it with lazypatch's.
+"""
+
+from __future__ import annotations
+
+import os
+
+import lazypatch
+
+VARIABLE = "LAZYPATCH_DRIVING_SDK"
+lazypatch.declare_variable(
+    VARIABLE, "which mx_driving.patcher code written for DrivingSDK gets: 'auto' (DrivingSDK's "
+              "where it is installed, else lazypatch's) or 'lazypatch' (lazypatch's always)")
+
+# The folder holding lazypatch's ``patcher`` package (a path, not an import: the
+# package is imported only when the program imports mx_driving).
+PACKAGE_DIRECTORY = os.path.join(os.path.dirname(lazypatch.__file__), "compat",
+                                 "driving_sdk_package")
+PATCH_NAME = "driving_sdk.mx_driving_patcher"
+
+_choice = lazypatch.setting(VARIABLE, "auto").strip().lower() or "auto"
+if _choice not in ("auto", "lazypatch"):
+    lazypatch.warn_configuration(
+        f"lazypatch: {VARIABLE}={_choice!r} is not 'auto' or 'lazypatch'; using 'auto'")
+    _choice = "auto"
+
+if _choice == "lazypatch":
+    lazypatch.replace_module("mx_driving", "lazypatch.compat.driving_sdk_package",
+                             name=PATCH_NAME, tags=("driving_sdk",))
+else:
+    lazypatch.stand_in("mx_driving", {"__path__": [PACKAGE_DIRECTORY]}, name=PATCH_NAME,
+                       tags=("driving_sdk",))
