@@ -41,9 +41,26 @@ def test_files(checkout: Path, pattern: str) -> List[Path]:
     return sorted(Path(path) for path in glob.glob(str(target)))
 
 
+# DrivingSDK 1.0's tests subclass torch_npu's TestCase (torch_npu.testing.testcase), which
+# needs an Ascend host. A FAKE torch_npu holding only that test helper stands in for it:
+# unittest's TestCase and a run_tests() that runs unittest's main.
+FAKE_TORCH_NPU = {
+    "torch_npu/__init__.py": '"""FAKE torch_npu: only the test helper DrivingSDK 1.0\'s tests use."""\n',
+    "torch_npu/testing/__init__.py": "",
+    "torch_npu/testing/testcase.py": "import unittest\n\nTestCase = unittest.TestCase\n\n\n"
+                                     "def run_tests():\n    unittest.main()\n",
+}
+
+
 def build_root(checkout: Path, pattern: str, root: Path) -> List[Path]:
     """Lay out ``root`` as DrivingSDK's tests expect; the copied test files."""
     shutil.copytree(PACKAGE, root / "mx_driving", ignore=shutil.ignore_patterns("__pycache__"))
+    needs_fake = any("torch_npu.testing" in path.read_text(encoding="utf-8", errors="replace")
+                     for path in test_files(checkout, pattern))
+    if needs_fake:
+        for name, text in FAKE_TORCH_NPU.items():
+            (root / "fake_torch_npu" / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / "fake_torch_npu" / name).write_text(text)
     copied = []
     for source in test_files(checkout, pattern):
         destination = root / source.relative_to(checkout)
@@ -64,7 +81,8 @@ def run(checkout: Path, pattern: str, timeout: float = 1500) -> Dict[str, Tuple[
         environment = dict(os.environ)
         environment.pop("LAZYPATCH", None)
         environment["PYTHONPATH"] = os.pathsep.join(
-            [str(root)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
+            [str(root), str(root / "fake_torch_npu")]
+            + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "-p", "no:randomly", f"--junitxml={junit}", "--rootdir", str(root),
                         *[str(path) for path in copied]],

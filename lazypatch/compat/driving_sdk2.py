@@ -73,6 +73,7 @@ What each piece becomes:
 from __future__ import annotations
 
 import itertools
+import sys
 
 from ..boundaries import Deferred
 from ..registration import register, validate_target
@@ -84,6 +85,7 @@ from . import mx_driving
 from .driving_sdk2_imports import (
     ImportReplacementSpec,
     Stub,
+    StubModule,
     inject_function,
     replace_with,
     stub_getattr,
@@ -219,6 +221,7 @@ class Patcher:
             name = _stand_in(path)
             self.names.append(name)
             self._import_events.append(("Skipped Modules", path, name))
+            _materialize_stand_in(path)
         return self
 
     def replace_import(self, module_path: str, replacement: "Any" = None, *,
@@ -543,9 +546,29 @@ def _source_diff(patch: AtomicPatch, name: str) -> "List[str]":
                                      tofile="replacement", lineterm="")) or ["(same source)"]
 
 
+def _materialize_stand_in(path: str) -> None:
+    """Put the stub into ``sys.modules`` now, as DrivingSDK's ``skip_import`` does (code
+    may read ``sys.modules[path]`` before importing), when nothing is installed under the
+    path's top-level name: then the "import" runs no code but the stand-in's. With the
+    top-level package installed nothing is imported now (it would run that package)."""
+    if path in sys.modules:
+        return
+    from importlib import import_module
+    from importlib.machinery import PathFinder
+    try:
+        # PathFinder, not importlib.util.find_spec: lazypatch's own finder would answer
+        # with the stand-in just declared.
+        if PathFinder.find_spec(path.partition(".")[0]) is not None:
+            return
+        import_module(path)
+    except (ImportError, ValueError):
+        return
+
+
 def _stand_in(path: str) -> str:
     from ..boundaries import stand_in
-    return stand_in(path, {"__getattr__": stub_getattr}, name=_unique(
+    return stand_in(path, {"__getattr__": stub_getattr, "__all__": [], "__class__": StubModule},
+                    name=_unique(
         f"{NAME_PREFIX}.skip_import:{path}"), tags=(TAG,), submodules=True)
 
 

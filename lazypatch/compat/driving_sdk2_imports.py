@@ -44,6 +44,28 @@ class Stub:
         return f"<driving_sdk stub {self._name}>"
 
 
+class StubModule(ModuleType):
+    """The class of a skipped module (``skip_import``): empty when iterated, measured,
+    searched or tested, as DrivingSDK's stub module is, so that code probing it
+    (``for name in module``, ``if module:``, ``len(module.__all__)``) takes the
+    "nothing here" path."""
+
+    def __iter__(self) -> "Any":
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, item: "Any") -> bool:
+        return False
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"<driving_sdk stub module {self.__name__!r}>"
+
+
 def stub_getattr(name: str) -> "Any":
     """A skipped module's ``__getattr__`` (PEP 562): private names stay missing, so that
     tools probing modules (pickle, inspect) are not misled."""
@@ -94,4 +116,4 @@ def inject_function(source: str, name: str) -> "Callable[[Any, Any], None]":
     return inject_import
 
 
-__all__ = ["Stub", "stub_getattr", "replace_with", "ImportReplacementSpec", "inject_function"]
+__all__ = ["Stub", "StubModule", "stub_getattr", "replace_with", "ImportReplacementSpec", "inject_function"]

@@ -25,13 +25,23 @@ def turn_on_npu_device_handling() -> "list":
     the patches it enabled (none elsewhere, or when it is already on)."""
     if not npu_host():
         return []
-    import lazypatch
-
+    from .. import application
+    from ..registry import load_packs
+    from ..selection import load_opt_in_packs
     from ..state import STATE
-    already = {name for name, patch in STATE.catalog.by_name.items()
-               if name.startswith("device.") and patch.enabled}
-    enabled = lazypatch.enable("device")
+    try:
+        load_packs()   # declared already where lazypatch was activated; else now
+        load_opt_in_packs(("device",))
+        already = {name for name, patch in STATE.catalog.by_name.items()
+                   if name.startswith("device.") and patch.enabled}
+        enabled = application.enable(("device",))
+    except Exception as error:   # the patcher's import must not fail over it
+        from ..errors import ConfigurationWarning
+        from ..notices import notify
+        notify(f"lazypatch: importing mx_driving.patcher on an Ascend host could not turn on "
+               f"the device pack ({type(error).__name__}: {error}); CUDA calls are not sent "
+               f"to the NPU. Try LAZYPATCH_ENABLE=device", ConfigurationWarning)
+        return []
     return [name for name in enabled if name not in already]
-
 
 __all__ = ["npu_host", "turn_on_npu_device_handling"]

@@ -10,7 +10,7 @@ this folder, named as DrivingSDK names them (``patch``, ``patcher``,
 file loaded by path under DrivingSDK's module name (DrivingSDK's own tests do
 that) gives the very same classes. Where DrivingSDK is installed, its package
 stays in charge unless ``LAZYPATCH_DRIVING_SDK=lazypatch`` asks for this one
-(the ``driving_sdk`` built-in pack declares which).
+(the ``driving_sdk_api`` built-in pack declares which).
 
 Everything DrivingSDK's ``mx_driving.patcher`` exports is here: the 2.0 API, the
 built-in groups as classes, the 1.0 builder and the 1.0 built-in functions.

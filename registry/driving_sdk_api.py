@@ -24,7 +24,7 @@ lazypatch.declare_variable(
 # package is imported only when the program imports mx_driving).
 PACKAGE_DIRECTORY = os.path.join(os.path.dirname(lazypatch.__file__), "compat",
                                  "driving_sdk_package")
-PATCH_NAME = "driving_sdk.mx_driving_patcher"
+PATCH_NAME = "driving_sdk_api.mx_driving_patcher"
 
 _choice = lazypatch.setting(VARIABLE, "auto").strip().lower() or "auto"
 if _choice not in ("auto", "lazypatch"):
@@ -34,7 +34,7 @@ if _choice not in ("auto", "lazypatch"):
 
 if _choice == "lazypatch":
     lazypatch.replace_module("mx_driving", "lazypatch.compat.driving_sdk_package",
-                             name=PATCH_NAME, tags=("driving_sdk",))
+                             name=PATCH_NAME, tags=("driving_sdk_api",))
 else:
     lazypatch.stand_in("mx_driving", {"__path__": [PACKAGE_DIRECTORY]}, name=PATCH_NAME,
-                       tags=("driving_sdk",))
+                       tags=("driving_sdk_api",))
