@@ -47,7 +47,7 @@ from .state import AFTER, BEFORE, STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 BOUNDARY_TAG = "import-boundary"
 
@@ -99,9 +99,11 @@ def resolve(reference: "Any") -> "Any":
     module now), the module itself for ``"package.module"``; other values as they are."""
     if not isinstance(reference, str):
         return reference.produce() if isinstance(reference, Deferred) else reference
-    module_name, _, attributes = reference.partition(":")
+    module_name, colon, attributes = reference.partition(":")
     validate_target(module_name)
     from importlib import import_module
+    if not colon:
+        module_name, attributes = _module_and_attributes(reference)
     found: "Any" = import_module(module_name)
     for depth, attribute in enumerate(attributes.split(".") if attributes else ()):
         try:
@@ -112,6 +114,25 @@ def resolve(reference: "Any") -> "Any":
             raise AttributeError(f"cannot resolve {reference!r}: {where!r} has no attribute "
                                  f"{attribute!r}") from None
     return found
+
+
+def _module_and_attributes(dotted: str) -> "Tuple[str, str]":
+    """Split ``"pkg.mod.func"`` (DrivingSDK's spelling, no ``:``) where the module ends:
+    the longest prefix that imports. Only a module that does not exist moves the split;
+    an import error from inside a module that exists propagates."""
+    from importlib import import_module
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:cut])
+        try:
+            import_module(candidate)
+        except ModuleNotFoundError as error:
+            # "No module named 'pkg.mod.func'" (or a prefix of it): not a module, cut more
+            if error.name is not None and candidate.startswith(error.name) and cut > 1:
+                continue
+            raise
+        return candidate, ".".join(parts[cut:])
+    return dotted, ""
 
 
 def validate_reference(reference: "Any", what: str) -> None:

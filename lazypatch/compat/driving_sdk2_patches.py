@@ -252,7 +252,8 @@ class LegacyPatch(BasePatch):
             raise ValueError(f"LegacyPatch requires target_module: "
                              f"LegacyPatch({getattr(func, '__name__', 'func')}, "
                              f"target_module='module_name')")
-        split_path(target_module)
+        from ..registration import validate_target
+        validate_target(target_module)
         self.func = func
         self.options: "Dict[str, Any]" = dict(options or {})
         self.target_module = target_module

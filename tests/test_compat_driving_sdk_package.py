@@ -1,0 +1,118 @@
+"""`from mx_driving.patcher import ...` as DrivingSDK's users write it, on lazypatch: the
+package provided where DrivingSDK is not installed, an installed one left in charge
+(unless LAZYPATCH_DRIVING_SDK=lazypatch), the NPU device handling on an Ascend host
+(a FAKE torch_npu here), and the per-patch API's results. Each in a fresh interpreter."""
+
+from __future__ import annotations
+
+# A migration file in DrivingSDK's style, its import lines unchanged.
+MIGRATION = {
+    "model_ops/__init__.py": "",
+    "model_ops/gaussian.py": "def weights(x):\n    return ('cuda', x)\n",
+    "npu_ops.py": "def weights(x):\n    return ('npu', x)\n",
+    "migration_patch.py": """
+from mx_driving.patcher import (AtomicPatch, Patch, Patcher, PatchStatus, ResNetFP16,
+                                ResNetMaxPool, default_patcher, numpy_type, msda,
+                                PatcherBuilder, ensure_mmcv_version)
+
+
+class GaussianPatch(Patch):
+    name = "gaussian"
+
+    @classmethod
+    def patches(cls, options=None):
+        return [AtomicPatch("model_ops.gaussian.weights", "npu_ops.weights")]
+
+
+patcher = Patcher().add(GaussianPatch)
+""",
+}
+
+
+def test_mx_driving_patcher_is_provided_lazily_where_drivingsdk_is_absent(interpreter):
+    interpreter.write(MIGRATION)
+    result = interpreter.run_json("""
+import json, sys
+import lazypatch.auto
+before = "mx_driving" in sys.modules
+import migration_patch
+import mx_driving
+with migration_patch.patcher:
+    from model_ops.gaussian import weights     # imported after apply(): patched lazily
+    inside = weights(1)
+record = next(r for r in lazypatch.report() if r["name"] == "driving_sdk_api.mx_driving_patcher")
+import model_ops.gaussian
+print(json.dumps({"before": before, "inside": inside,
+                  "after": model_ops.gaussian.weights(1),
+                  "package": mx_driving.__path__[0].endswith("driving_sdk_package"),
+                  "status": record["status"]}))
+""")
+    assert result["before"] is False           # nothing of it until the program imports it
+    assert result["inside"] == ["npu", 1] and result["after"] == ["cuda", 1]
+    assert result["package"] and result["status"] == "applied"
+
+
+FAKE_INSTALLED = {
+    "site/mx_driving/__init__.py": "",
+    "site/mx_driving/patcher/__init__.py": "WHO = 'the installed DrivingSDK'\n",
+}
+
+
+def test_an_installed_drivingsdk_stays_in_charge_unless_lazypatch_is_chosen(interpreter):
+    interpreter.write(FAKE_INSTALLED)
+    code = """
+import json, sys
+import lazypatch.auto
+import mx_driving.patcher as patcher
+record = next(r for r in lazypatch.report() if r["name"] == "driving_sdk_api.mx_driving_patcher")
+print(json.dumps({"who": getattr(patcher, "WHO", "lazypatch"), "status": record["status"],
+                  "has_api": hasattr(patcher, "AtomicPatch")}))
+"""
+    site = str(interpreter.root / "site")
+    theirs = interpreter.run_json(code, env={"PYTHONPATH": site})
+    assert theirs == {"who": "the installed DrivingSDK", "status": "skipped", "has_api": False}
+    ours = interpreter.run_json(code, env={"PYTHONPATH": site, "LAZYPATCH_DRIVING_SDK": "lazypatch"})
+    assert ours["who"] == "lazypatch" and ours["has_api"] and ours["status"] == "applied"
+
+
+FAKE_TORCH_NPU = {"npu_site/torch_npu/__init__.py": "# FAKE torch_npu: found, never used\n"}
+
+
+def test_fake_ascend_host_importing_the_patcher_turns_the_device_pack_on(interpreter):
+    interpreter.write(FAKE_TORCH_NPU)
+    code = """
+import json
+import lazypatch.auto
+import mx_driving.patcher
+device = [r for r in lazypatch.report() if r["name"].startswith("device.")]
+print(json.dumps({"device_patches": len(device), "enabled": sum(r["enabled"] for r in device)}))
+"""
+    on_npu = interpreter.run_json(code, env={"PYTHONPATH": str(interpreter.root / "npu_site")})
+    assert on_npu["device_patches"] > 0 and on_npu["enabled"] == on_npu["device_patches"]
+    on_cpu = interpreter.run_json(code)
+    assert on_cpu["enabled"] == 0
+
+
+def test_per_patch_apply_returns_drivingsdk_results(interpreter):
+    interpreter.write(MIGRATION)
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+from mx_driving.patcher import AtomicPatch, LegacyPatch, PatchStatus, PatchResult
+import model_ops.gaussian
+applied = AtomicPatch("model_ops.gaussian.weights", "npu_ops.weights").apply()
+waiting = AtomicPatch("not_imported_yet.f", print).apply()
+def legacy(module, options):
+    module.EXTRA = options["value"]
+legacy_result = LegacyPatch(legacy, {"value": 7}, target_module="model_ops").apply()
+import model_ops
+print(json.dumps({"applied": [applied.status.value, applied.name, applied.module],
+                  "waiting": [waiting.status.value, waiting.reason],
+                  "legacy": legacy_result.status.value, "extra": model_ops.EXTRA,
+                  "is_result": isinstance(applied, PatchResult),
+                  "weights": model_ops.gaussian.weights(2)}))
+""")
+    assert result["applied"] == ["applied", "model_ops.gaussian.weights", "model_ops"]
+    assert result["waiting"][0] == "skipped" and "not imported yet" in result["waiting"][1]
+    assert result["legacy"] == "applied" and result["extra"] == 7
+    assert result["is_result"] and result["weights"] == ["npu", 2]
