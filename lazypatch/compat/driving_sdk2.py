@@ -245,12 +245,24 @@ class Patcher:
         else:
             raise TypeError(f"replace_import({module_path!r}, ...): the replacement must be a "
                             f"module path or replace_with.module(...), got {replacement!r}")
+        target = value if isinstance(value, str) else "replace_with.module(...)"
+        if module_path in sys.modules:
+            # DrivingSDK's documented behaviour: modules that imported the real one keep it,
+            # so a late replacement is skipped with a warning rather than half-applied.
+            import warnings
+            warnings.warn(f"replace_import({module_path!r}): {module_path} is already "
+                          f"imported; the replacement is skipped. Call replace_import before "
+                          f"anything imports it", stacklevel=2)
+            self._import_events.append(("Replaced Imports",
+                                        f"{module_path} -> {target} (skipped: already imported)",
+                                        ""))
+            return self
         from ..boundaries import replace_module
         name = replace_module(module_path, value, name=_unique(
             f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,))
         self.names.append(name)
-        target = value if isinstance(value, str) else "replace_with.module(...)"
         self._import_events.append(("Replaced Imports", f"{module_path} -> {target}", name))
+        _materialize_stand_in(module_path)
         return self
 
     def inject_import(self, source_module: str, class_name: str,
@@ -547,10 +559,11 @@ def _source_diff(patch: AtomicPatch, name: str) -> "List[str]":
 
 
 def _materialize_stand_in(path: str) -> None:
-    """Put the stub into ``sys.modules`` now, as DrivingSDK's ``skip_import`` does (code
-    may read ``sys.modules[path]`` before importing), when nothing is installed under the
-    path's top-level name: then the "import" runs no code but the stand-in's. With the
-    top-level package installed nothing is imported now (it would run that package)."""
+    """Put the stand-in (or replacement) into ``sys.modules`` now, as DrivingSDK's
+    ``skip_import``/``replace_import`` do (code may read ``sys.modules[path]`` before
+    importing), when nothing is installed under the path's top-level name: then the
+    "import" runs no code but lazypatch's. With the top-level package installed nothing
+    is imported now (that would run the package): the module appears at its import."""
     if path in sys.modules:
         return
     from importlib import import_module

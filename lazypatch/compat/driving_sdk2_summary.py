@@ -192,9 +192,15 @@ EVENT_ACTIONS = {"debug": "log:debug", "info": "log:info", "warning": "log:warni
                  "silent": "silent"}
 
 
+# The actions configure_patcher_logging chose, for the logger's own event methods
+# (PatcherLogger.applied/skipped/failed); DrivingSDK's defaults otherwise.
+CONFIGURED_ACTIONS: "Dict[str, str]" = {}
+DEFAULT_ACTIONS = {"apply": "log:debug", "skip": "log:info", "failure": "log:warning"}
+
+
 def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Optional[str]" = None,
                               on_fail: "Optional[str]" = None,
-                              on_error: "Optional[str]" = None) -> None:
+                              on_error: "Optional[str]" = None) -> "PatcherLogger":
     """What applying, skipping and failing do for the patches of DrivingSDK patchers
     (``on_error``, an unexpected error, is a failure here too; ``on_fail`` wins).
     Every value is checked before any is set."""
@@ -212,11 +218,13 @@ def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Option
         actions[event] = action
     for event, action in actions.items():
         set_event_action(event, action, selector=f"tag:{TAG}")
+        CONFIGURED_ACTIONS[event] = action
         # A silent event also hides its section of the summary, as in DrivingSDK.
         if action == "silent":
             SILENT_EVENTS.add(event)
         else:
             SILENT_EVENTS.discard(event)
+    return patcher_logger
 
 
 def set_patcher_log_level(level: "Any") -> None:
@@ -265,6 +273,66 @@ class PatcherLogger:
     def set_level(self, level: "Any") -> "PatcherLogger":
         set_patcher_log_level(level)
         return self
+
+    def set_buffer_enabled(self, enabled: bool) -> "PatcherLogger":
+        """Keep the event methods' records for ``records`` instead of acting at once
+        (lazypatch's own summary comes from its report either way)."""
+        self._buffered = bool(enabled)
+        return self
+
+    @property
+    def records(self) -> "List[Tuple[str, str, str]]":
+        """(event, target, reason) kept while buffering."""
+        return self.__dict__.setdefault("_records", [])
+
+    def _message(self, level: str, message: str) -> None:
+        if summary_rank() != 0:
+            return
+        import logging
+        logging.getLogger("lazypatch").log(LEVEL_NAMES[level], f"[Patcher] {message}")
+
+    def debug(self, message: str) -> None:
+        self._message("DEBUG", message)
+
+    def info(self, message: str) -> None:
+        self._message("INFO", message)
+
+    def warning(self, message: str) -> None:
+        self._message("WARNING", message)
+
+    def error(self, message: str) -> None:
+        self._message("ERROR", message)
+
+    def _event(self, event: str, target: str, reason: str) -> None:
+        action = CONFIGURED_ACTIONS.get(event, DEFAULT_ACTIONS[event])
+        label = {"apply": "Applied", "skip": "Skipped", "failure": "Failed"}[event]
+        message = f"{label}: {target}" + (f" ({reason})" if reason else "")
+        if action == "raise":
+            from ..errors import PatchError
+            raise PatchError(message)
+        if action == "exit":
+            self.error(message)
+            raise SystemExit(1)
+        if getattr(self, "_buffered", False):
+            self.records.append((event, target, reason))
+            return
+        if action.startswith("log:"):
+            self._message(action[4:].upper(), message)
+
+    def applied(self, target: str, package: str = "", patch_name: str = "",
+                extra_info: str = "") -> None:
+        """An applied patch, handled as ``configure_patcher_logging(on_apply=...)`` says."""
+        self._event("apply", target, "")
+
+    def skipped(self, target: str, reason: str = "", package: str = "", patch_name: str = "",
+                extra_info: str = "") -> None:
+        """A skipped patch, handled as ``on_skip`` says."""
+        self._event("skip", target, reason)
+
+    def failed(self, target: str, reason: str = "", package: str = "", patch_name: str = "",
+               extra_info: str = "") -> None:
+        """A failed patch, handled as ``on_fail`` says (``exception`` raises PatchError)."""
+        self._event("failure", target, reason)
 
 
 patcher_logger = PatcherLogger()

@@ -74,6 +74,12 @@ class Patch:
     def __repr__(self) -> str:
         return f"Patch({self.name}, options={self.options!r}, priority={self.priority})"
 
+    def __lt__(self, other: "Patch") -> bool:
+        """Patches sort by priority (lower first), as DrivingSDK sorts them."""
+        if not isinstance(other, Patch):
+            return NotImplemented
+        return self.priority < other.priority
+
 
 def _as_patch_list(module_name: str, patches: "Any") -> "List[Patch]":
     items = [patches] if isinstance(patches, Patch) else list(patches)
@@ -278,6 +284,11 @@ class Patcher:
         name = _unique_name(f"{NAME_PREFIX}.torch_npu.allow_internal_format")
         self.names.append(name)
         register(internal_format, "torch_npu", name=name, tags=(NAME_PREFIX,))
+
+    @property
+    def is_applied(self) -> bool:
+        """Whether ``apply()`` ran and ``restore()`` has not undone it yet."""
+        return self._applied
 
     # -- undoing ------------------------------------------------------------
 

@@ -25,7 +25,10 @@ undone by ``lazypatch.disable("device")``); elsewhere it does not.
 
 from lazypatch.compat.driving_sdk2 import Patcher, default_patcher, replace_with
 from lazypatch.compat.driving_sdk2_builtin_patches import (
+    CLASS_NAMES,
+    CLASSES,
     DDP,
+    DEFAULT_CLASS_NAMES,
     MSDA,
     BatchMatmul,
     DeformConv,
@@ -94,6 +97,12 @@ from lazypatch.compat.mx_driving import PatcherBuilder, default_patcher_builder
 
 LegacyPatcherBuilder = PatcherBuilder
 
+# DrivingSDK's tables of its built-in groups (its __all__ lists them as internal).
+_ALL_PATCH_CLASSES = [CLASSES[name] for name in CLASS_NAMES]
+_DEFAULT_PATCH_CLASSES = [CLASSES[name] for name in DEFAULT_CLASS_NAMES]
+_LEGACY_NAME_TO_CLASS = {getattr(group, "legacy_name"): group for group in _ALL_PATCH_CLASSES
+                         if getattr(group, "legacy_name", None)}
+
 turn_on_npu_device_handling()
 
 __all__ = [
@@ -113,4 +122,5 @@ __all__ = [
     "ddp", "optimizer_hooks", "optimizer_wrapper", "index", "batch_matmul", "numpy_type",
     "pseudo_sampler", "resnet_add_relu", "resnet_maxpool", "resnet_fp16",
     "nuscenes_dataset", "nuscenes_metric", "scatter",
+    "_ALL_PATCH_CLASSES", "_DEFAULT_PATCH_CLASSES", "_LEGACY_NAME_TO_CLASS",
 ]

@@ -5,5 +5,6 @@ gives the very objects of ``lazypatch.compat``.
 """
 
 from lazypatch.compat.driving_sdk2 import Patcher, default_patcher, replace_with
+from lazypatch.compat.mx_driving import PatcherBuilder
 
-__all__ = ["Patcher", "default_patcher", "replace_with"]
+__all__ = ["Patcher", "PatcherBuilder", "default_patcher", "replace_with"]
