@@ -196,13 +196,27 @@ def _checked_replacement(replacement: "Any", runtime_check: "Callable[..., Any]"
     ``runtime_check`` accepts, the original for the others (DrivingSDK's AtomicPatch)."""
     def change(patch: "Any", owner: "Any", attribute: str) -> None:
         value = resolve(replacement)
+        warned: "list" = []
 
         def dispatch(wrapped: "Any", instance: "Any", args: tuple, kwargs: dict) -> "Any":
             # wrapt passes a method's self (or a classmethod's class) as ``instance``;
             # the replacement and the check take it as their first argument, as the
             # original function would.
             full = args if instance is None else (instance,) + tuple(args)
-            if runtime_check(*full, **kwargs):
+            try:
+                accepted = runtime_check(*full, **kwargs)
+            except Exception as error:
+                # A check that cannot decide keeps the original (DrivingSDK's rule): the
+                # call is not the check's to break. Said once, so it is not silent.
+                if not warned:
+                    warned.append(error)
+                    from .notices import notify
+                    notify(f"lazypatch: the runtime_check of the replacement of "
+                           f"{getattr(owner, '__name__', owner)}.{attribute} raised "
+                           f"{type(error).__name__}: {error}; such calls run the original",
+                           RuntimeWarning)
+                accepted = False
+            if accepted:
                 return value(*full, **kwargs)
             return wrapped(*args, **kwargs)
         patch.wrap(owner, attribute, dispatch, rebind=getattr(change, "rebind", False))

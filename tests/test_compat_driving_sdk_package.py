@@ -116,3 +116,24 @@ print(json.dumps({"applied": [applied.status.value, applied.name, applied.module
     assert result["waiting"][0] == "skipped" and "not imported yet" in result["waiting"][1]
     assert result["legacy"] == "applied" and result["extra"] == 7
     assert result["is_result"] and result["weights"] == ["npu", 2]
+
+
+def test_a_runtime_check_that_raises_keeps_the_original_and_says_so_once(interpreter):
+    interpreter.write({"checked_target.py": "def compute(x):\n    return x * 2\n"})
+    result = interpreter.run("""
+import json, warnings
+import lazypatch.auto
+from mx_driving.patcher import AtomicPatch
+import checked_target
+
+def check(x):
+    if x == 0:
+        raise ValueError("cannot check zero")
+    return x > 5
+
+AtomicPatch("checked_target.compute", lambda x: x * 100, runtime_check=check).apply()
+print(json.dumps([checked_target.compute(10), checked_target.compute(0),
+                  checked_target.compute(0), checked_target.compute(1)]))
+""")
+    assert result.stdout.strip().splitlines()[-1] == "[1000, 0, 0, 2]"
+    assert result.stderr.count("raised ValueError: cannot check zero") == 1, result.stderr
