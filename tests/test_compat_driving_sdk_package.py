@@ -137,3 +137,20 @@ print(json.dumps([checked_target.compute(10), checked_target.compute(0),
 """)
     assert result.stdout.strip().splitlines()[-1] == "[1000, 0, 0, 2]"
     assert result.stderr.count("raised ValueError: cannot check zero") == 1, result.stderr
+
+
+def test_with_imports_binds_every_listed_name_as_drivingsdk_does(interpreter):
+    interpreter.write({"names_source.py": "A, B, C, D = 1, 2, 3, 4\n"})
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+from mx_driving.patcher import with_imports
+
+@with_imports(("names_source", "A", "B", "C", "D", "MISSING"), "os.path",
+              ("names_source", "A as first"))
+def use():
+    return [A, B, C, D, first, path.sep]      # noqa: F821 (bound on the first call)
+
+print(json.dumps({"values": use(), "module_untouched": "A" not in globals()}))
+""")
+    assert result == {"values": [1, 2, 3, 4, 1, "/"], "module_untouched": True}

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from ..boundaries import Deferred, resolve
 from ..paths import declare_path, replace, split_path
 from ..registry_entries import registry_entry
@@ -374,17 +372,26 @@ def with_imports(*import_specs: "Any",
                  apply_decorators: "Optional[List[Tuple[str, Dict[str, Any]]]]" = None
                  ) -> "Callable[[Any], Any]":
     """Declare what a replacement imports, done on its first call (so declaring a patch
-    imports nothing): ``"module"``, ``("module", "name")``, ``("module", "name", "alias")``
-    bind into the function's module globals, as DrivingSDK does; ``"@expression"``
-    strings and ``apply_decorators=[("pkg.mod.decorator", {kwargs})]`` decorate it then."""
+    imports nothing), with DrivingSDK's meaning:
+
+    * ``"pkg.mod"`` binds the module under its last name (``mod``);
+    * ``("pkg.mod", "a", "b", ...)`` binds every listed name (a name the module lacks
+      is skipped, as DrivingSDK does; a module that cannot be imported is warned about);
+      ``"a as b"`` inside the tuple binds ``a`` under the name ``b`` (lazypatch's alias
+      form: no identifier contains a space, so it cannot be mistaken for a name);
+    * ``"@expression"`` decorates the function, evaluated once the names are bound;
+      ``apply_decorators=[("pkg.mod.decorator", {kwargs})]`` the older form.
+
+    The names go into a copy of the function's globals: the module that defines the
+    function is left as it was."""
     for spec in import_specs:
-        if isinstance(spec, str) and (spec.startswith("@") or spec):
+        if isinstance(spec, str) and spec.strip():
             continue
-        if isinstance(spec, tuple) and len(spec) in (2, 3) and all(isinstance(part, str)
-                                                                  for part in spec):
+        if isinstance(spec, tuple) and len(spec) >= 1 and all(
+                isinstance(part, str) and part.strip() for part in spec):
             continue
-        raise TypeError(f"with_imports: {spec!r} must be 'module', ('module', 'name'), "
-                        f"('module', 'name', 'alias') or '@decorator(...)'")
+        raise TypeError(f"with_imports: {spec!r} must be 'pkg.module', ('pkg.module', 'name', "
+                        f"...), ('pkg.module', 'name as alias') or '@decorator(...)'")
 
     def decorate(function: "Any") -> "Any":
         import functools
@@ -395,33 +402,65 @@ def with_imports(*import_specs: "Any",
             if not ready:
                 ready.append(_prepared(function, import_specs, apply_decorators or []))
             return ready[0](*args, **kwargs)
+        call._with_imports_decorated = True   # type: ignore[attr-defined]
         return call
     return decorate
 
 
+def _bound_names(spec: "Any") -> "Tuple[str, List[Tuple[str, str]]]":
+    """(module, [(attribute, name it is bound to)]); no attributes: bind the module."""
+    if isinstance(spec, str):
+        return spec, []
+    pairs = []
+    for item in spec[1:]:
+        attribute, _, alias = item.partition(" as ")
+        pairs.append((attribute.strip(), (alias or attribute).strip()))
+    return spec[0], pairs
+
+
 def _prepared(function: "Any", specs: "Tuple[Any, ...]",
               apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Any":
+    import types
+    import warnings
     from importlib import import_module
-    namespace = function.__globals__
+    namespace = dict(function.__globals__)
     expressions = []
     for spec in specs:
         if isinstance(spec, str) and spec.startswith("@"):
             expressions.append(spec[1:])
-        elif isinstance(spec, str):
-            import_module(spec)
-            top = spec.partition(".")[0]
-            namespace[top] = sys.modules[top]
-        else:
-            module_name, attribute = spec[0], spec[1]
-            value = getattr(import_module(module_name), attribute)
-            namespace[spec[2] if len(spec) == 3 else attribute] = value
-    result = function
-    for path, arguments in apply_decorators:
-        module_name, _, attribute = path.rpartition(".")
-        result = getattr(import_module(module_name), attribute)(**arguments)(result)
-    for expression in reversed(expressions):
+            continue
+        module_name, pairs = _bound_names(spec)
+        try:
+            module = import_module(module_name)
+        except ImportError as error:
+            warnings.warn(f"with_imports: failed to import {module_name}: {error}", stacklevel=3)
+            continue
+        if not pairs:
+            namespace[module_name.rpartition(".")[2]] = module
+        for attribute, bound in pairs:
+            if hasattr(module, attribute):
+                namespace[bound] = getattr(module, attribute)
+    result = types.FunctionType(function.__code__, namespace, function.__name__,
+                                function.__defaults__, function.__closure__)
+    result.__kwdefaults__ = function.__kwdefaults__
+    result.__dict__.update(function.__dict__)
+    result.__qualname__ = getattr(function, "__qualname__", function.__name__)
+    # DrivingSDK's order: the "@expression" decorators as listed, then the older form.
+    for expression in expressions:
         result = eval(expression, namespace)(result)  # noqa: S307 - the patch author's own text
+    for path, arguments in apply_decorators:
+        decorator = object_at_path(path)
+        if decorator is None:
+            warnings.warn(f"with_imports: decorator not found: {path}", stacklevel=3)
+            continue
+        result = decorator(**arguments)(result) if arguments else decorator(result)
     return result
+
+
+def object_at_path(path: str) -> "Any":
+    """The object at dotted ``path`` (importing its module), or None."""
+    from .driving_sdk2_helpers import object_at
+    return object_at(path)
 
 
 __all__ = ["BasePatch", "AtomicPatch", "RegistryPatch", "LegacyPatch", "Patch", "with_imports",
