@@ -133,10 +133,12 @@ def test_failing_patch_is_rolled_back_and_blacklist_and_quiet_warning(interprete
     value, applied_never, statuses, failure_warnings = result
     assert value == ["gpu", 5]
     assert applied_never is False
-    assert statuses["mx_driving.root_module.half_done"] == "failed"
+    # DrivingSDK's rule: a patch function meeting a missing attribute (another version of
+    # its target) is skipped, not failed; its partial change is rolled back all the same.
+    assert statuses["mx_driving.root_module.half_done"] == "skipped"
     assert statuses["mx_driving.root_module.quiet_failure"] == "failed"
     assert "mx_driving.root_module.never" not in statuses
-    assert len(failure_warnings) == 1 and "half_done" in failure_warnings[0]
+    assert failure_warnings == []      # the one failure asked to stay quiet
 
 
 def test_default_builder_selects_builtin_packs_lazily(interpreter):

@@ -29,7 +29,7 @@ import sys
 import warnings
 
 from .. import application
-from ..errors import PatchFailedWarning
+from ..errors import PatchFailedWarning, SkipPatch
 from ..events import waiting
 from ..paths import module_exists, move_patch
 from ..registration import register, validate_target
@@ -124,7 +124,10 @@ def legacy_patch_function(patch_object: Patch, module_name: str,
             except AttributeError as error:
                 submodule = _submodule_not_imported(error)
                 if submodule is None:
-                    raise
+                    # DrivingSDK's rule: a patch function that meets a missing attribute
+                    # (another version of the target) is skipped, not failed; its partial
+                    # changes are rolled back all the same, and a reload tries it again.
+                    raise SkipPatch(f"AttributeError: {error}") from None
                 move_patch(patch_name, submodule)
                 raise waiting(f"waiting for {submodule!r} to be imported (the patch "
                               f"function reaches into it); applied when it is") from None
