@@ -258,3 +258,38 @@ def test_drivingsdk_group_names_leave_out_the_builtin_patches_doing_their_work(i
     by_legacy_name, enabled = result
     assert by_legacy_name and "applied" not in by_legacy_name.values(), by_legacy_name
     assert enabled == {"ascend.tensor_bool_index": False}
+
+
+@pytest.mark.stack
+def test_registrations_made_inside_a_legacy_patch_function_are_undone(interpreter):
+    """`@ATTENTION.register_module()` run by a 1.0 patch function is taken back when the
+    builder's `with` block ends (the report says reverted, and it is)."""
+    interpreter.write({"my_project/__init__.py": "", "my_project/layers.py": "X = 1\n"})
+    result = interpreter.run_json("""
+import json
+from mmengine.registry import Registry
+from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+
+ATTENTION = Registry("attention")
+
+@ATTENTION.register_module()
+class Original:
+    pass
+
+def register_npu_attention(module, options):
+    @ATTENTION.register_module(name="NPUAttention")
+    class NPUAttention:
+        pass
+
+    @ATTENTION.register_module(name="Original", force=True)
+    class Replacement:
+        pass
+
+with PatcherBuilder().add_module_patch("my_project", Patch(register_npu_attention)).build():
+    import my_project
+    inside = [ATTENTION.get("NPUAttention").__name__, ATTENTION.get("Original").__name__]
+after = [ATTENTION.get("NPUAttention"), ATTENTION.get("Original").__name__]
+print(json.dumps({"inside": inside, "after": [after[0], after[1]]}))
+""")
+    assert result["inside"] == ["NPUAttention", "Replacement"]
+    assert result["after"] == [None, "Original"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import sys
 import warnings
+from contextlib import contextmanager
 
 from .. import application
 from ..errors import PatchFailedWarning, SkipPatch
@@ -40,7 +41,7 @@ from .capture import record_plain_assignments, snapshot
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
-    from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple, Union
 
 DEFAULT_TAGS = ("ascend", "numpy", "openmmlab")
 NAME_PREFIX = "mx_driving"
@@ -120,7 +121,8 @@ def legacy_patch_function(patch_object: Patch, module_name: str,
         copies = snapshot(root)
         try:
             try:
-                patch_object.func(target, patch_object.options)
+                with registrations_recorded(patch):
+                    patch_object.func(target, patch_object.options)
             except AttributeError as error:
                 submodule = _submodule_not_imported(error)
                 if submodule is None:
@@ -136,6 +138,54 @@ def legacy_patch_function(patch_object: Patch, module_name: str,
     apply_legacy_patch.__doc__ = (patch_object.func.__doc__ or
                                   f"DrivingSDK-style patch {patch_object.name} on {module_name}")
     return apply_legacy_patch
+
+
+# The registry classes whose registrations a legacy patch function makes are recorded:
+# mmengine's (OpenMMLab 2.x) and mmcv 1.x's, read only if their module is imported.
+REGISTRY_CLASSES = (("mmengine.registry.registry", "Registry"), ("mmcv.utils.registry", "Registry"))
+
+
+@contextmanager
+def registrations_recorded(patch: "Any") -> "Iterator[None]":
+    """While a 1.0 patch function runs, every entry it registers in an OpenMMLab
+    ``Registry`` (``@ATTENTION.register_module()`` inside the function) goes through the
+    patch's ledger, so that leaving the patcher's ``with`` block takes it back exactly
+    (an entry that replaced another restores that one) instead of reporting
+    ``reverted`` while the entry stays.
+
+    The registry's own ``_register_module`` still does the work (its checks, its
+    errors); what it changed in ``_module_dict`` is then written again through
+    ``patch.setitem``. The class attribute is swapped only for the call, and put back
+    whatever happens."""
+    swapped = []
+    for module_name, class_name in REGISTRY_CLASSES:
+        registry_class: "Any" = getattr(sys.modules.get(module_name), class_name, None)
+        original = getattr(registry_class, "_register_module", None)
+        if registry_class is None or original is None or \
+                "_register_module" not in vars(registry_class):
+            continue
+
+        def recording(self: "Any", *args: "Any", _original: "Any" = original,
+                      **kwargs: "Any") -> "Any":
+            table = self._module_dict
+            before = dict(table)
+            result = _original(self, *args, **kwargs)
+            for key, value in list(table.items()):
+                if key not in before or before[key] is not value:
+                    # back to what it was, then the same change through the ledger
+                    if key in before:
+                        table[key] = before[key]
+                    else:
+                        del table[key]
+                    patch.setitem(table, key, value)
+            return result
+        registry_class._register_module = recording
+        swapped.append((registry_class, original))
+    try:
+        yield
+    finally:
+        for registry_class, original in reversed(swapped):
+            registry_class._register_module = original
 
 
 def _submodule_not_imported(error: AttributeError) -> "Optional[str]":
