@@ -96,8 +96,14 @@ class PathPatch:
         # for the aliases to compare against; None until applied.
         self.applied: "Optional[Tuple[Any, str, Any, Any]]" = None
 
-    def apply(self, module: "Any", patch: "Any") -> None:
-        """The patch function: walk to the owner, then change its attribute."""
+    def apply(self, module: "Any", patch: "Any",
+              precheck: "Optional[Callable[[], Any]]" = None) -> None:
+        """The patch function: walk to the owner, ask ``precheck``, change the attribute.
+
+        The precheck is asked only once the owner is reached: a patch registered on an
+        imported parent package that waits for its submodule must not run a precheck
+        at the parent's import (a precheck that imports the target would make the
+        patch eager, importing the very module it waits for)."""
         owner: "Any" = module
         for depth, attribute in enumerate(self.attributes[:-1]):
             found = self._step(owner, attribute)
@@ -112,6 +118,8 @@ class PathPatch:
                 raise AttributeError(f"{where!r} has no attribute {attribute!r}, so {self.path!r} "
                                      f"cannot be patched (renamed or moved in this version?)")
             owner = found
+        if precheck is not None and not precheck():
+            patch.skip(f"precheck {getattr(precheck, '__qualname__', precheck)!r} said no")
         attribute = self.attributes[-1]
         before = _current_value(owner, attribute)
         self.change(patch, owner, attribute)
@@ -327,9 +335,7 @@ def _register_path(declaration: PathPatch, description: str,
                    requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
                    events: "Optional[Any]", alias_of: str = "") -> str:
     def apply_by_path(target_module: "Any", patch: "Any") -> None:
-        if precheck is not None and not precheck():
-            patch.skip(f"precheck {getattr(precheck, '__qualname__', precheck)!r} said no")
-        declaration.apply(target_module, patch)
+        declaration.apply(target_module, patch, precheck)
     apply_by_path.__doc__ = description
     apply_by_path.lazypatch_path = declaration  # type: ignore[attr-defined]
     if alias_of:

@@ -154,3 +154,29 @@ def use():
 print(json.dumps({"values": use(), "module_untouched": "A" not in globals()}))
 """)
     assert result == {"values": [1, 2, 3, 4, 1, "/"], "module_untouched": True}
+
+
+def test_a_precheck_waits_for_its_module_and_does_not_make_the_patch_eager(interpreter):
+    """A patch on pkg.sub.f declared while only pkg is imported: its precheck (which
+    imports pkg.sub itself) is asked when pkg.sub is imported, not at once."""
+    interpreter.write({"eager_pkg/__init__.py": "",
+                       "eager_pkg/sub.py": "def f():\n    return 'original'\n"})
+    result = interpreter.run_json("""
+import json, os, sys
+import lazypatch.auto
+import eager_pkg
+from mx_driving.patcher import AtomicPatch
+
+asked = []
+def precheck():
+    import eager_pkg.sub            # a precheck that reaches for its own target
+    asked.append(True)
+    return True
+
+AtomicPatch("eager_pkg.sub.f", lambda: "patched", precheck=precheck).apply()
+before = ["eager_pkg.sub" in sys.modules, len(asked)]
+import eager_pkg.sub
+print(json.dumps({"before": before, "after": eager_pkg.sub.f(), "asked": len(asked)}))
+""")
+    assert result["before"] == [False, 0]
+    assert result["after"] == "patched" and result["asked"] == 1
