@@ -6,7 +6,8 @@ of the patcher's API (``lazypatch.compat.driving_sdk_package``): an ``mx_driving
 stand-in whose only submodule is ``patcher``. Nothing is imported until the
 program imports ``mx_driving``; where DrivingSDK is installed, its package is
 imported and this patch reports ``skipped`` (the real one is in charge), unless
-``LAZYPATCH_DRIVING_SDK=lazypatch`` replaces it with lazypatch's.
+``LAZYPATCH_DRIVING_SDK=lazypatch`` replaces its ``mx_driving.patcher`` with lazypatch's
+(DrivingSDK's operators stay in use).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ if _choice not in ("auto", "lazypatch"):
     _choice = "auto"
 
 if _choice == "lazypatch":
-    lazypatch.replace_module("mx_driving", "lazypatch.compat.driving_sdk_package",
+    # Only the patcher is replaced: the installed DrivingSDK's operators stay its own.
+    lazypatch.replace_module("mx_driving.patcher", "lazypatch.compat.driving_sdk_package.patcher",
                              name=PATCH_NAME, tags=("driving_sdk_api",))
 else:
     lazypatch.stand_in("mx_driving", {"__path__": [PACKAGE_DIRECTORY]}, name=PATCH_NAME,

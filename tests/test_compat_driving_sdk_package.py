@@ -52,27 +52,31 @@ print(json.dumps({"before": before, "inside": inside,
     assert result["package"] and result["status"] == "applied"
 
 
-FAKE_INSTALLED = {
-    "site/mx_driving/__init__.py": "",
+FAKE_INSTALLED = {   # a FAKE DrivingSDK: its NPU operators cannot exist here
+    "site/mx_driving/__init__.py": "def deformable_aggregation(*args):\n    return 'npu kernel'\n",
     "site/mx_driving/patcher/__init__.py": "WHO = 'the installed DrivingSDK'\n",
 }
 
 
-def test_an_installed_drivingsdk_stays_in_charge_unless_lazypatch_is_chosen(interpreter):
+def test_fake_installed_drivingsdk_stays_in_charge_unless_lazypatch_is_chosen(interpreter):
     interpreter.write(FAKE_INSTALLED)
     code = """
 import json, sys
 import lazypatch.auto
 import mx_driving.patcher as patcher
 record = next(r for r in lazypatch.report() if r["name"] == "driving_sdk_api.mx_driving_patcher")
+import mx_driving
 print(json.dumps({"who": getattr(patcher, "WHO", "lazypatch"), "status": record["status"],
-                  "has_api": hasattr(patcher, "AtomicPatch")}))
+                  "has_api": hasattr(patcher, "AtomicPatch"),
+                  "kernel": mx_driving.deformable_aggregation()}))
 """
     site = str(interpreter.root / "site")
     theirs = interpreter.run_json(code, env={"PYTHONPATH": site})
-    assert theirs == {"who": "the installed DrivingSDK", "status": "skipped", "has_api": False}
+    assert theirs == {"who": "the installed DrivingSDK", "status": "skipped", "has_api": False,
+                      "kernel": "npu kernel"}
     ours = interpreter.run_json(code, env={"PYTHONPATH": site, "LAZYPATCH_DRIVING_SDK": "lazypatch"})
     assert ours["who"] == "lazypatch" and ours["has_api"] and ours["status"] == "applied"
+    assert ours["kernel"] == "npu kernel"     # DrivingSDK's operators stay its own
 
 
 FAKE_TORCH_NPU = {"npu_site/torch_npu/__init__.py": "# FAKE torch_npu: found, never used\n"}
