@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -356,6 +357,10 @@ def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               f"process of the command writes one, so writing {arguments.report} "
               f"({{pid}} filled in)", file=sys.stderr)
     environment = run_environment(arguments)
+    problem = other_interpreter_problem(command[0], environment)
+    if problem:
+        print(f"lazypatch run: {problem}", file=sys.stderr)
+        return USAGE_ERROR
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -369,6 +374,58 @@ def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               file=sys.stderr)
         return 126
     return 0   # not reached: exec replaces this process
+
+
+def command_interpreter(program: str, environment: Dict[str, str]) -> Optional[str]:
+    """The Python interpreter ``program`` runs: itself when it is one (``python``,
+    ``python3.11``), the one its ``#!`` line names when it is a Python script
+    (``torchrun``, ``pytest``), else None (not a Python program, or not found)."""
+    import re
+    import shutil
+    found = shutil.which(program, path=environment.get("PATH")) or program
+    if re.fullmatch(r"python[0-9.]*", os.path.basename(found)):
+        return found
+    try:
+        with open(found, "rb") as handle:
+            first = handle.readline(256).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!") or "python" not in first:
+        return None
+    words = first[2:].split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env":
+        names = [word for word in words[1:] if not word.startswith("-")]
+        return shutil.which(names[0], path=environment.get("PATH")) if names else None
+    return words[0]
+
+
+def other_interpreter_problem(program: str, environment: Dict[str, str]) -> str:
+    """Why ``program`` would run unpatched ("" when it will activate): it runs another
+    Python than this one, where lazypatch's bootstrap stays inert (a venv that is not
+    activated, conda, pyenv: ``python`` on PATH is not ``sys.executable``)."""
+    interpreter = command_interpreter(program, environment)
+    if interpreter is None:
+        return ""
+    # Not realpath: a venv's python is a symlink to its base interpreter, and the
+    # environment (sys.prefix, what it can import) is what matters.
+    if os.path.abspath(interpreter) == os.path.abspath(sys.executable):
+        return ""
+    probe = "import sys; print(sys.prefix + '|' + sys.implementation.cache_tag)"
+    try:
+        result = subprocess.run([interpreter, "-I", "-c", probe], capture_output=True,
+                                text=True, timeout=60)
+        theirs = result.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        theirs = ""
+    if theirs == f"{sys.prefix}|{sys.implementation.cache_tag}":
+        return ""          # another name for this very interpreter (python3 -> python3.11)
+    what = f"{program!r} runs {interpreter}" if program != interpreter else f"{program!r}"
+    return (f"{what}, not the Python lazypatch is installed in ({sys.executable}); the "
+            f"program would run unpatched. Run `lazypatch run -- {sys.executable} ...`, "
+            f"activate that environment first, or install lazypatch into "
+            f"{interpreter} and use its `lazypatch run`")
 
 
 def config_file_problem(path: str) -> str:

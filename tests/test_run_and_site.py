@@ -281,3 +281,29 @@ def test_run_finds_the_users_patch_module_in_the_current_directory(tmp_path):
                              timeout=120)
     assert "No module named 'mypatchez' on sys.path or in the current directory" in missing.stderr
     assert str(project) in missing.stderr and "PYTHONPATH" in missing.stderr
+
+
+def test_run_refuses_a_command_whose_python_is_another_interpreter(tmp_path):
+    """`lazypatch run -- python script.py` where `python` on PATH is another interpreter
+    (a venv not activated, conda, pyenv) would run the script unpatched: run says so and
+    how to fix it, for `python` itself and for a script whose #! names that interpreter."""
+    other = tmp_path / "other-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True,
+                   timeout=120)
+    (tmp_path / "tool").write_text(f"#!{other / 'bin' / 'python'}\nprint('ran')\n")
+    (tmp_path / "tool").chmod(0o755)
+    environment = clean_environment({})
+    environment["PATH"] = str(other / "bin") + os.pathsep + environment["PATH"]
+    for command in (["python", "-c", "print('ran')"], [str(tmp_path / "tool")]):
+        result = subprocess.run(lazypatch_run() + command, cwd=tmp_path, env=environment,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and "ran" not in result.stdout, result
+        assert "the program would run unpatched" in result.stderr
+        assert f"lazypatch run -- {sys.executable}" in result.stderr
+    # The same command with this interpreter runs, activated.
+    same = subprocess.run(lazypatch_run() + [sys.executable, "-c",
+                                             "import lazypatch; print(lazypatch.activation_info()"
+                                             "['activated_by'])"],
+                          cwd=tmp_path, env=environment, capture_output=True, text=True,
+                          timeout=120)
+    assert same.returncode == 0 and same.stdout.strip() == "lazypatch run", same.stderr
