@@ -34,6 +34,7 @@ the one supported way for tests to start clean.
 
 from __future__ import annotations
 
+import os
 import sys
 from _thread import RLock, get_ident
 from time import perf_counter
@@ -337,3 +338,21 @@ class EngineState:
 
 
 STATE = EngineState()
+
+
+def _hold_for_fork() -> None:
+    STATE.lock.acquire()
+
+
+def _release_after_fork() -> None:
+    STATE.lock.release()
+
+
+# os.fork() copies the lock as it is: if another thread held it at that moment, the
+# child (where that thread does not exist) waits for it forever at its first watched
+# import. As CPython's logging module does for its own lock, the forking thread takes
+# the lock before the fork (waiting out any bookkeeping in progress, which is short)
+# and releases it after, in the parent and in the child, where that thread lives on.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_hold_for_fork, after_in_parent=_release_after_fork,
+                        after_in_child=_release_after_fork)
