@@ -315,8 +315,8 @@ class PatchContext:
 
     def note_provider(self, provider: "Callable[[], Any]") -> None:
         """Call ``provider()`` each time the report is built and add what it returns
-        (a string or strings) to the notes: for figures that change after the patch
-        applied, such as call counters."""
+        (a string, a list of them, or any value such as a counter, shown with ``str``)
+        to the notes: for figures that change after the patch applied."""
         if not callable(provider):
             raise TypeError(f"note_provider needs a callable, got {provider!r}")
         self.note_providers.append(provider)

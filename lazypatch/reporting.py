@@ -50,7 +50,17 @@ def _provided_notes(patch: "RegisteredPatch") -> "List[str]":
             continue
         if provided is None:
             continue
-        lines.extend([provided] if isinstance(provided, str) else [str(item) for item in provided])
+        # A string, or several; anything else (a counter is a number) is one note. A
+        # value whose str() raises is named instead: the report must still be built.
+        items = list(provided) if isinstance(provided, (list, tuple, set, frozenset)) \
+            else [provided]
+        for item in items:
+            try:
+                lines.append(item if isinstance(item, str) else str(item))
+            except Exception as error:
+                from .slots import describe_exception
+                lines.append(f"note provider returned a {type(item).__name__} that cannot be "
+                             f"shown ({describe_exception(error)})")
     return lines
 
 
