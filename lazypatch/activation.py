@@ -213,8 +213,8 @@ def _announce_device_redirect(configuration: "_configuration.Configuration") -> 
     if os.environ.get(DEVICE_NOTICE_VARIABLE) or _configuration.current_rank() != 0:
         return
     level = configuration.log_level
-    if level and _configuration.LOG_LEVELS.get(level, int(level) if level.isdigit() else 0) \
-            >= _configuration.LOG_LEVELS["WARNING"]:
+    numeric = int(level) if level and level.isascii() and level.isdigit() else 0
+    if level and _configuration.LOG_LEVELS.get(level, numeric) >= _configuration.LOG_LEVELS["WARNING"]:
         return
     if not any(patch.enabled and patch.name.startswith("device.")
                for patch in STATE.catalog.by_name.values()):

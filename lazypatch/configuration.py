@@ -94,7 +94,9 @@ def rank_variable(environ: "Optional[Mapping[str, str]]" = None) -> "Optional[st
     """The launcher variable this process's rank comes from, or None (not launched with ranks)."""
     environment = os.environ if environ is None else environ
     for variable in RANK_VARIABLES:
-        if environment.get(variable, "").strip().isdigit():
+        value = environment.get(variable, "").strip()
+        # ASCII digits only: str.isdigit() accepts "²", which int() refuses.
+        if value.isascii() and value.isdigit():
             return variable
     return None
 
@@ -170,7 +172,7 @@ def parse_log_level(value: "Optional[str]") -> "Optional[str]":
     if value is None or not value.strip():
         return None
     level = value.strip().upper()
-    if level in LOG_LEVELS or level.isdigit():
+    if level in LOG_LEVELS or (level.isascii() and level.isdigit()):
         return level
     alert(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
           f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.", ConfigurationWarning)

@@ -33,7 +33,7 @@ def info(message: str) -> None:
 
 def configure_logging(level: str, all_ranks: bool = False) -> None:
     """Set the ``lazypatch`` logger's level and attach a stderr handler once."""
-    logger.setLevel(int(level) if level.isdigit() else level)
+    logger.setLevel(int(level) if level.isascii() and level.isdigit() else level)
     if not any(getattr(handler, "_lazypatch", False) for handler in logger.handlers):
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter(

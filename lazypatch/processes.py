@@ -31,7 +31,7 @@ AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch",
 def _first_number(variables: "Tuple[str, ...]", environment: "Mapping[str, str]") -> "Optional[int]":
     for variable in variables:
         value = environment.get(variable, "").strip()
-        if value.isdigit():
+        if value.isascii() and value.isdigit():   # int() refuses "²", which isdigit() accepts
             return int(value)
     return None
 

@@ -25,3 +25,12 @@ def test_a_bad_setting_under_lazypatch_run_points_at_the_activation(interpreter)
     # console script's own line
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("<lazypatch activation>:0: ConfigurationWarning"), lines[0]
+
+
+def test_a_rank_variable_of_non_ascii_digits_is_no_rank_and_activation_completes(interpreter):
+    result = interpreter.run_json(
+        "import json, lazypatch.auto, lazypatch\n"
+        "info = lazypatch.activation_info()\n"
+        "print(json.dumps([info['active'], len(info['sources']) > 10]))\n",
+        env={"RANK": "\u00b2", "LOCAL_RANK": "\u0663", "LAZYPATCH_LOG": "INFO"})
+    assert result == [True, True]
