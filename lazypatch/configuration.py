@@ -224,6 +224,13 @@ def _load_toml(path: str, what: str) -> "Optional[dict]":
         alert(f"lazypatch: cannot read {what}={path!r}: {error}; ignoring it",
               ConfigurationWarning)
         return None
+    except RecursionError:
+        # tomllib parses nested arrays and tables recursively: a file nested deeper than
+        # the interpreter's recursion limit must not stop `import lazypatch`.
+        alert(f"lazypatch: cannot read {what}={path!r}: its values are nested too deeply "
+              f"to parse (settings are flat keys and short lists); ignoring it",
+              ConfigurationWarning)
+        return None
 
 
 def _settings_of(section: "Dict[str, object]", path: str,

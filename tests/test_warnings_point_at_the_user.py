@@ -34,3 +34,13 @@ def test_a_rank_variable_of_non_ascii_digits_is_no_rank_and_activation_completes
         "print(json.dumps([info['active'], len(info['sources']) > 10]))\n",
         env={"RANK": "\u00b2", "LOCAL_RANK": "\u0663", "LAZYPATCH_LOG": "INFO"})
     assert result == [True, True]
+
+
+def test_a_too_deeply_nested_config_file_is_ignored_with_a_message(interpreter):
+    interpreter.write({"deep.toml": "[lazypatch]\nvalue = " + "[" * 5000 + "]" * 5000 + "\n"})
+    result = interpreter.run(
+        "import json, lazypatch.auto, lazypatch\n"
+        "print(json.dumps(lazypatch.activation_info()['active']))\n",
+        env={"LAZYPATCH_CONFIG": str(interpreter.root / "deep.toml")})
+    assert result.stdout.strip().splitlines()[-1] == "true"
+    assert "nested too deeply" in result.stderr
