@@ -230,4 +230,8 @@ def render_page(merged: Dict[str, Any], diff: bool = False) -> str:
     parts += _matrix(merged)
     parts += _details(merged, diff)
     parts.append(f"<script>{SCRIPT}</script></body></html>")
-    return "\n".join(parts) + "\n"
+    page = "\n".join(parts) + "\n"
+    # File names, argv and reasons read from reports may carry undecodable bytes (a report
+    # file whose name is not UTF-8 arrives as lone surrogates): shown as U+FFFD, the page
+    # itself is always valid UTF-8.
+    return page.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

@@ -91,3 +91,22 @@ print(json.dumps({"notes": record["notes"], "written": os.path.exists(path),
     assert result["notes"][:3] == ["42", "3", "three"]
     assert "cannot be shown" in result["notes"][3]
     assert result["written"] and result["in_table"] and result["json"] > 0
+
+
+def test_html_report_of_a_file_whose_name_is_not_utf8(interpreter, tmp_path):
+    import os
+    import subprocess
+    import sys
+    interpreter.write({"named_target.py": "X = 1\n"})
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    interpreter.run("import lazypatch.auto, named_target\n",
+                    env={"LAZYPATCH_REPORT": str(tmp_path / "plain.json")})
+    odd = os.path.join(os.fsencode(str(reports)), b"r\xff.json")
+    os.rename(str(tmp_path / "plain.json"), odd)
+    page = tmp_path / "page.html"
+    result = subprocess.run([sys.executable, "-m", "lazypatch", "report", "--html", str(page),
+                             str(reports)], capture_output=True, encoding="utf-8", errors="replace",
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "r\ufffd.json" in page.read_text(encoding="utf-8")
