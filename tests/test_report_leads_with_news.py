@@ -110,3 +110,32 @@ def test_html_report_of_a_file_whose_name_is_not_utf8(interpreter, tmp_path):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert "r\ufffd.json" in page.read_text(encoding="utf-8")
+
+
+def test_report_writes_never_follow_planted_links_nor_replace_special_files(tmp_path):
+    import os
+    import stat
+
+    import pytest
+
+    from lazypatch.files import atomic_write
+    target = tmp_path / "victim.txt"
+    target.write_text("mine")
+    report = tmp_path / "report.json"
+    # Links planted at every name the old scheme would use (pid-based) change nothing.
+    os.symlink(target, tmp_path / f".report.json.{os.getpid()}.tmp")
+    atomic_write(str(report), "{}")
+    assert report.read_text() == "{}" and target.read_text() == "mine"
+    assert not stat.S_ISLNK(os.lstat(report).st_mode)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="a FIFO, not a regular file"):
+        atomic_write(str(fifo), "{}")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    link = tmp_path / "link.json"
+    os.symlink(target, link)
+    with pytest.raises(OSError, match="a symbolic link"):
+        atomic_write(str(link), "{}")
+    assert target.read_text() == "mine"
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.endswith(".tmp")) == \
+        [f".report.json.{os.getpid()}.tmp"]      # only the planted link: nothing left behind
