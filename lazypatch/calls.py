@@ -228,6 +228,9 @@ def in_place(value: "Any") -> "Any":
     is recognised by type), the own ``__init__`` of a class, else ``value``."""
     if isinstance(value, type):
         return value.__dict__.get("__init__")
+    wrapper = getattr(value, "__lazypatch_wrapper__", None)   # wrapping.wrapper_function's
+    if wrapper is not None and type(value).__name__ == "function":
+        return wrapper
     wrapt = sys.modules.get("wrapt")   # loaded already if a wrapt proxy exists
     if wrapt is not None and isinstance(value, wrapt.FunctionWrapper):
         return value._self_wrapper

@@ -222,11 +222,11 @@ class PatchContext:
 
     def wrap(self, owner: "Any", name: str, wrapper: "Callable[..., Any]",
              rebind: bool = False) -> "Any":
-        """Replace ``owner.name`` with a ``wrapt.FunctionWrapper`` calling
-        ``wrapper(wrapped, instance, args, kwargs)``; return the wrapper object.
-
-        The wrapped object is the raw descriptor (classmethod, staticmethod or
-        function) so that wrapt binds it exactly as the original would be.
+        """Replace ``owner.name`` with something calling ``wrapper(wrapped, instance, args,
+        kwargs)``; return it. A module's function gets a plain function (compilers,
+        copies and pickle treat it as a function: wrapping.py); a class attribute gets a
+        ``wrapt.FunctionWrapper`` around the raw descriptor (classmethod, staticmethod or
+        function), so that wrapt binds it exactly as the original would be.
         ``rebind`` is as for ``setattr``: module globals holding the original
         (``from x import f``) get the wrapper too.
         """
@@ -245,10 +245,29 @@ class PatchContext:
         if isinstance(original, property):
             raise TypeError(f"cannot wrap property {describe(owner)}.{name}; "
                             f"set a new property with patch.setattr instead")
-        # wrapt's cost (benchmarks/COSTS.md) is paid here once and reported on its own
-        FunctionWrapper = PatchContext.import_dependency("wrapt").FunctionWrapper
         hook = PatchContext.value_hook
-        wrapped = FunctionWrapper(original, wrapper if hook is None else hook(wrapper))
+        calling = wrapper if hook is None else hook(wrapper)
+        from .wrapping import (
+            takes_a_plain_function,
+            torchscript_compiled_name,
+            torchscript_table,
+            wrapper_function,
+        )
+        if takes_a_plain_function(owner, original):
+            # A module's function: a real function in place (wrapping.py says why).
+            wrapped: "Any" = wrapper_function(original, calling)
+            table = torchscript_table()
+            if table is not None and id(original) in table:
+                self.setitem(table, id(wrapped), table[id(original)])
+            else:
+                compiled = torchscript_compiled_name(original)
+                if compiled is not None:
+                    cache = sys.modules["torch.jit._state"]._jit_caching_layer
+                    self.setitem(cache, wrapped, compiled)
+        else:
+            # wrapt's cost (benchmarks/COSTS.md) is paid here once and reported on its own
+            FunctionWrapper = PatchContext.import_dependency("wrapt").FunctionWrapper
+            wrapped = FunctionWrapper(original, calling)
         change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
         if rebind and change.before is not MISSING:
             self._rebind(change, exclude=(owner,))

@@ -136,7 +136,9 @@ def replacement_of(change: "Any") -> "Any":
     """The object a change put in place; for ``patch.wrap``, the user's wrapper function."""
     after = change.after
     if change.action == "wrap":
-        return getattr(after, "_self_wrapper", after)
+        # a module function's plain wrapper (wrapping.py), or wrapt's proxy
+        return getattr(after, "__lazypatch_wrapper__", None) or getattr(after, "_self_wrapper",
+                                                                           after)
     return after
 
 

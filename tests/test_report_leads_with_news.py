@@ -43,8 +43,9 @@ import lazypatch
 
 @lazypatch.when_imported("wrapped_target", name="wrapping.first")
 def first(module, patch):
-    patch.wrap(module, "f", lambda wrapped, instance, args, kwargs: wrapped(*args, **kwargs))
-""", "wrapped_target.py": "def f():\n    return 1\n"})
+    # a method: wrapt's FunctionWrapper binds it (a module's function needs no wrapt)
+    patch.wrap(module.Model, "f", lambda wrapped, instance, args, kwargs: wrapped(*args, **kwargs))
+""", "wrapped_target.py": "class Model:\n    def f(self):\n        return 1\n"})
     result = interpreter.run_json(
         "import json as _json, sys, time\n"
         "assert 'wrapt' not in sys.modules\n"

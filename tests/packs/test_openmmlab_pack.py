@@ -299,7 +299,8 @@ def test_fake_mx_driving_kernels_are_wired_into_mmcv_ops_and_undone(interpreter)
             "voxel": mmcv.ops.voxelize.voxelization is mx_driving.voxelization,
             "same_class": msda_module.MultiScaleDeformableAttnFunction is Function,
         }
-        statuses = {r.name: r.status for r in lazypatch.report() if "mx_driving" in r.name}
+        statuses = {r.name: r.status for r in lazypatch.report()
+                    if r.name.startswith("openmmlab.mx_driving")}
         kernels = {name: getattr(mx_driving, name) for name in (
             "DeformConv2dFunction", "deform_conv2d", "modulated_deform_conv2d", "voxelization")}
         lazypatch.unpatch_all()
@@ -332,7 +333,7 @@ def test_fake_mx_driving_without_torch_npu_is_not_used(interpreter):
         import lazypatch.auto, lazypatch, json, sys
         import mmcv.ops
         print(json.dumps([{r.name: [r.status, r.reason] for r in lazypatch.report()
-                           if "mx_driving" in r.name}, "mx_driving" in sys.modules]))
+                           if r.name.startswith("openmmlab.mx_driving")}, "mx_driving" in sys.modules]))
     """)
     records, imported = result
     assert not imported

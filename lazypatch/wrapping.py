@@ -1,0 +1,114 @@
+"""What ``patch.wrap`` puts in place of a module's function: a real function.
+
+wrapt's ``FunctionWrapper`` is a proxy: it forwards attribute reads to what it
+wraps, ``__code__`` included. That is what makes it transparent, and it is
+what made ``torch.compile`` silently drop the wrapper (dynamo reads the
+proxy's ``__code__`` and inlines the original's body), and what made
+``copy.deepcopy``, ``copy.copy`` and ``pickle`` raise ``object proxy must
+define __deepcopy__()`` for any model holding the function (an
+``nn.TransformerEncoder`` deep-copies its layer, EMA deep-copies the model,
+``torch.save`` pickles it).
+
+A function defined here instead is an ordinary Python function whose body
+calls ``wrapper(original, None, args, kwargs)``: the compiler traces through
+it (and so through the wrapper), ``deepcopy`` returns it as it returns any
+function, and ``pickle`` stores it by name (its ``__module__`` and
+``__qualname__`` are the original's, and the name leads to it while the patch
+is in force). Its ``__wrapped__`` is the original, as ``functools.wraps`` gives.
+
+Methods, class methods and static methods on classes still get wrapt's
+``FunctionWrapper``: binding them exactly as the original would be bound is
+what wrapt is for, and the call goes through its descriptor protocol.
+
+TorchScript cannot compile a ``*args`` function. Where the original is one
+of the operators TorchScript knows by identity (``torch.cat`` is
+``aten::cat``), the wrapper is registered under the same operator; where it
+is one of torch's Python functions that TorchScript compiles from source
+(``torch.nn.functional.relu``), the original is compiled and the wrapper
+entered in TorchScript's cache as that compiled function. Either way scripted
+code keeps compiling to the very call it made before (scripted code runs no
+Python, so the wrapper does not run there; traced code records it).
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Optional
+
+
+def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
+    """A plain function calling ``wrapper(original, None, args, kwargs)``, named and
+    documented as ``original`` (its ``__wrapped__`` is ``original``)."""
+    # The original's own body may call it again by its module name, which now names
+    # this function: torch.nn.functional.relu re-dispatches to ``relu`` under a
+    # TorchFunctionMode (torch.compile's aot backends trace under one), and the wrapper
+    # would apply twice. A call made while this wrapper runs, on the same thread, goes
+    # to the original.
+    from threading import local
+    state = local()
+
+    def wrapped_call(*args: "Any", **kwargs: "Any") -> "Any":
+        if getattr(state, "inside", False):
+            return original(*args, **kwargs)
+        state.inside = True
+        try:
+            return wrapper(original, None, args, kwargs)
+        finally:
+            state.inside = False
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        try:
+            setattr(wrapped_call, attribute, getattr(original, attribute))
+        except (AttributeError, TypeError):
+            pass
+    wrapped_call.__dict__.update(getattr(original, "__dict__", {}))
+    wrapped_call.__wrapped__ = original            # type: ignore[attr-defined]
+    wrapped_call.__lazypatch_wrapper__ = wrapper   # type: ignore[attr-defined]
+    return wrapped_call
+
+
+def takes_a_plain_function(owner: "Any", original: "Any") -> bool:
+    """Whether ``patch.wrap`` puts a plain function in place: a module's attribute that
+    is a function or a builtin (not a class, not a descriptor needing binding)."""
+    if not isinstance(owner, ModuleType) or isinstance(original, type):
+        return False
+    kind = type(original).__name__
+    return kind in ("function", "builtin_function_or_method")
+
+
+def torchscript_table() -> "Optional[Dict[int, str]]":
+    """TorchScript's id -> operator table where torch.jit is loaded already, else None
+    (nothing of torch is imported here)."""
+    builtins = sys.modules.get("torch.jit._builtins")
+    table_of = getattr(builtins, "_get_builtin_table", None)
+    if table_of is None:
+        return None
+    try:
+        return table_of()
+    except Exception:   # a torch without it, or one that fails to build it: not ours to fix
+        return None
+
+
+
+def torchscript_compiled_name(original: "Any") -> "Optional[str]":
+    """The qualified name under which TorchScript compiled ``original`` (compiling it
+    now), for one of torch's own Python functions where torch.jit is loaded; else None."""
+    state = sys.modules.get("torch.jit._state")
+    script = getattr(sys.modules.get("torch.jit"), "script", None)
+    if state is None or script is None or type(original).__name__ != "function" or \
+            not str(getattr(original, "__module__", "")).startswith("torch."):
+        return None
+    cache = getattr(state, "_jit_caching_layer", None)
+    if cache is None:
+        return None
+    try:
+        name = cache.get(original)
+        if name is None:
+            script(original)
+            name = cache.get(original)
+    except Exception:   # not scriptable: TorchScript will say so itself if it is asked
+        return None
+    return name
