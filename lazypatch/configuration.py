@@ -53,6 +53,9 @@ VARIABLES: "Dict[str, str]" = {
     "LAZYPATCH_CACHE_DIR": "directory of the plugin-pack cache (default ~/.cache/lazypatch)",
     "LAZYPATCH_TRACK_CALLS": "how calls of replacements are counted for the report: auto "
                              "(sys.monitoring on Python 3.12+, none before), wrappers, off",
+    "LAZYPATCH_TRUST_PROJECT_CONFIG": "1 trusts [tool.lazypatch] of ./pyproject.toml like a "
+                                      "file you named: it may then import modules and write "
+                                      "outside the project",
 }
 
 WORKER_VARIABLE = "LAZYPATCH_WORKER"
@@ -72,6 +75,8 @@ INTERNAL_VARIABLES: "Dict[str, str]" = {
                                "replaced by lazypatch's and which lazypatch's runs first",
     "LAZYPATCH_SAID": "fingerprints of the warnings a parent process showed, so that its "
                       "children do not repeat them (notices.notify)",
+    "LAZYPATCH_ENABLE_FROM_FILE": "the `enable` of a TOML file (carried apart from "
+                                  "LAZYPATCH_ENABLE: a file cannot enable an unsafe patch)",
 }
 
 # Launchers' rank variables, most specific first: torchrun sets RANK and
@@ -186,6 +191,8 @@ class Configuration:
         self.active = True
         self.disable: "List[str]" = []
         self.enable: "List[str]" = []
+        # the part of ``enable`` that came from a TOML file (it cannot choose an unsafe patch)
+        self.enable_from_files: "List[str]" = []
         self.strict = False
         self.log_level: "Optional[str]" = None
         self.log_all_ranks = False
@@ -300,7 +307,46 @@ def _from_pyproject(file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]"
         alert(f"lazypatch: {path}: tool.lazypatch must be a table ({PYPROJECT_TABLE} with "
               f"lines such as disable = [\"name\"]); ignoring it", ConfigurationWarning)
         return {}
-    return _settings_of(section, path, file_keys)
+    settings = _settings_of(section, path, file_keys)
+    if not parse_flag("LAZYPATCH_TRUST_PROJECT_CONFIG",
+                      os.environ.get("LAZYPATCH_TRUST_PROJECT_CONFIG")):
+        settings = _untrusted_project_settings(settings, path)
+    return settings
+
+
+# What a pyproject.toml found in the current directory may not do, since nobody named
+# it: any Python process of an environment where lazypatch is installed site-wide reads
+# it, so a downloaded model folder's file must not import modules, write files outside
+# its own folder, or (see selection.py) enable an unsafe patch. docs/configuration.md.
+PROJECT_FILE_REFUSED = {"LAZYPATCH_MODULES": "imports modules",
+                        "LAZYPATCH_PLUGINS": "chooses which installed code runs"}
+
+
+def _untrusted_project_settings(settings: "Dict[str, str]", path: str) -> "Dict[str, str]":
+    """``settings`` of a project file nobody named, without what only a named file may
+    set; each refusal said, with the way to trust the file."""
+    project = os.path.dirname(path)
+    kept: "Dict[str, str]" = {}
+    for variable, value in settings.items():
+        what = PROJECT_FILE_REFUSED.get(variable)
+        if what is None and variable in ("LAZYPATCH_REPORT", "LAZYPATCH_CACHE_DIR") \
+                and not _inside(project, value):
+            what = f"writes outside {project}"
+        if what is not None:
+            alert(f"lazypatch: {path} sets {variable[len('LAZYPATCH_'):].lower()}, which "
+                  f"{what}; a project file found in the current directory may not (nobody "
+                  f"named it). Ignored: name the file with LAZYPATCH_CONFIG or --config, or "
+                  f"set LAZYPATCH_TRUST_PROJECT_CONFIG=1 to trust it", ConfigurationWarning)
+            continue
+        kept[variable] = value
+    return kept
+
+
+def _inside(directory: str, value: str) -> bool:
+    """Whether path ``value`` (relative to ``directory``) stays inside ``directory``."""
+    target = os.path.realpath(os.path.join(directory, os.path.expanduser(value)))
+    root = os.path.realpath(directory)
+    return target == root or target.startswith(root + os.sep)
 
 
 # Variables that name the file itself, or that only lazypatch sets.
@@ -373,6 +419,9 @@ def _read(source: "Mapping[str, str]") -> Configuration:
         config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
         if config_path:
             merged.update(_from_file(config_path, configuration.file_keys))
+        # A file's `enable` travels apart: selection lets it choose no unsafe patch.
+        if "LAZYPATCH_ENABLE" in merged:
+            merged["LAZYPATCH_ENABLE_FROM_FILE"] = merged.pop("LAZYPATCH_ENABLE")
     merged.update({key: value for key, value in environment.items()
                    if key == "LAZYPATCH" or key.startswith("LAZYPATCH_")})
     configuration.settings = run_settings(merged)
@@ -381,6 +430,9 @@ def _read(source: "Mapping[str, str]") -> Configuration:
     configuration.active = parse_flag("LAZYPATCH", merged.get("LAZYPATCH"), default=True)
     configuration.disable = split_list(merged.get("LAZYPATCH_DISABLE", ""))
     configuration.enable = split_list(merged.get("LAZYPATCH_ENABLE", ""))
+    if "LAZYPATCH_ENABLE" not in merged:   # the environment's enable replaces a file's
+        configuration.enable_from_files = split_list(merged.get("LAZYPATCH_ENABLE_FROM_FILE", ""))
+        configuration.enable += configuration.enable_from_files
     configuration.strict = parse_flag("LAZYPATCH_STRICT", merged.get("LAZYPATCH_STRICT"))
     configuration.log_level = parse_log_level(merged.get("LAZYPATCH_LOG"))
     configuration.log_all_ranks = parse_flag("LAZYPATCH_LOG_ALL_RANKS",
@@ -470,8 +522,8 @@ def run_settings(merged: "Mapping[str, str]") -> "Dict[str, str]":
     configuration file's path (its content is merged in) and lazypatch's own
     bookkeeping, and no empty value (empty means "not set")."""
     return {name: value for name, value in merged.items()
-            if name not in NOT_IN_FILES and value.strip()
-            and (name == "LAZYPATCH" or name.startswith("LAZYPATCH_"))}
+            if (name not in NOT_IN_FILES or name == "LAZYPATCH_ENABLE_FROM_FILE")
+            and value.strip() and (name == "LAZYPATCH" or name.startswith("LAZYPATCH_"))}
 
 
 def settings_fingerprint(settings: "Mapping[str, str]") -> str:

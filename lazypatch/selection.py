@@ -139,11 +139,23 @@ def set_enabled(patch: "RegisteredPatch", enabled: bool, reason: str) -> None:
         patch.status, patch.reason = PENDING, ""
 
 
+# A patch with this tag weakens a safety default (it unpickles, say): only the user's
+# own environment or command line enables it, never a TOML file (docs/configuration.md).
+UNSAFE_TAG = "unsafe"
+
+
 def decide_at_registration(patch: "RegisteredPatch") -> None:
     """Apply the configuration's rules to a new patch; ``LAZYPATCH_DISABLE`` wins."""
     if STATE.disable_rules and any(matches(rule, patch) for rule in STATE.disable_rules):
         set_enabled(patch, False, DISABLED_BY_CONFIGURATION)
     elif STATE.enable_rules and any(matches(rule, patch) for rule in STATE.enable_rules):
+        from_files = getattr(STATE.configuration, "enable_from_files", ())
+        if UNSAFE_TAG in patch.tags and not any(
+                matches(rule, patch) for rule in STATE.enable_rules if rule not in from_files):
+            with STATE.lock:
+                patch.remember(f"not enabled: {patch.name} is unsafe, and only LAZYPATCH_ENABLE "
+                               f"or `lazypatch run --enable` may enable it, not a file")
+            return
         set_enabled(patch, True, ENABLED_BY_CONFIGURATION)
 
 
