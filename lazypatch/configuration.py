@@ -470,6 +470,17 @@ def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
         alert(f"lazypatch: unknown key {key!r} in {path}{suggestion(key.lower(), keys)}; "
               f"`lazypatch run --help` lists the accepted keys (variable names without "
               f"LAZYPATCH_, in lower case)", ConfigurationWarning)
+    # Settings the launching process passed on (PYTHONLAZYPATCH: `lazypatch run` read its
+    # --config file and pyproject.toml there and sent their content, not the files): a
+    # misspelled key arrives here as a setting nobody declared.
+    for variable in sorted(configuration.extra):
+        if variable in known or variable in NOT_IN_FILES or variable in configuration.file_keys:
+            continue
+        key = variable[len("LAZYPATCH_"):].lower() if variable.startswith("LAZYPATCH_") \
+            else variable
+        alert(f"lazypatch: unknown key {key!r} in the configuration file given to the "
+              f"launching `lazypatch run`{suggestion(key, keys)}; `lazypatch run --help` "
+              f"lists the accepted keys", ConfigurationWarning)
 
 
 def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> None:

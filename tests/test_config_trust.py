@@ -58,3 +58,20 @@ def test_trusting_the_project_file_is_the_users_choice(interpreter):
     interpreter.write({"pyproject.toml": HOSTILE, "planted.py": "X = 1\n"})
     seen, _ = _run(interpreter, env={"LAZYPATCH_TRUST_PROJECT_CONFIG": "1"})
     assert seen["module_imported"] is True and seen["unsafe_enabled"] is False
+
+
+def test_typos_get_the_nearest_name_under_every_activation_path(interpreter):
+    import os
+    import subprocess
+    import sys
+    interpreter.write({"bad.toml": "[lazypatch]\nenabel = [\"device\"]\n"})
+    environment = dict(os.environ, PYTHONPATH=str(interpreter.root))
+    for name in [name for name in environment if name.startswith("LAZYPATCH")]:
+        del environment[name]
+    under_run = subprocess.run([sys.executable, "-m", "lazypatch", "run", "--config",
+                                str(interpreter.root / "bad.toml"), "--", sys.executable, "-c",
+                                "pass"], env=environment, capture_output=True, text=True,
+                               timeout=120)
+    assert "unknown key 'enabel'" in under_run.stderr and "did you mean 'enable'" in under_run.stderr
+    pack = interpreter.run("import lazypatch.auto\n", env={"LAZYPATCH_ENABLE": "devcie"})
+    assert "did you mean 'device'" in pack.stderr, pack.stderr
