@@ -19,6 +19,7 @@ from .configuration import declare_variable, setting
 from .errors import (
     ConfigurationWarning,
     LatePatchWarning,
+    NewAttributeWarning,
     PatchConflictWarning,
     PatchError,
     PatchFailedWarning,
@@ -408,7 +409,7 @@ __all__ = [
     "unpatch", "unpatch_all", "enable", "disable", "patched", "install", "uninstall",
     "set_strict", "original", "is_patched", "installed_version", "version_matches",
     "PatchContext", "PatchRecord", "PatchError", "UndoError", "LatePatchWarning",
-    "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning",
+    "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning", "NewAttributeWarning",
     "STATUSES", "matches", "patches", "declare_variable", "setting", "source_drift",
     "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
     "replace", "wrap", "StandInError", "registry_entry", "set_event_action",

@@ -35,6 +35,11 @@ class PatchFailedWarning(UserWarning):
     """A patch raised; its changes were rolled back and the import went on."""
 
 
+class NewAttributeWarning(UserWarning):
+    """``patch.setattr`` created an attribute the object did not have, and one with a
+    nearby name exists: most likely a typo (``new=True`` says the name is meant to be new)."""
+
+
 class ConfigurationWarning(UserWarning):
     """An environment variable or configuration value was not understood.
 

@@ -187,17 +187,48 @@ class PatchContext:
             self.conflicts.append((change, others))
         return change
 
-    def setattr(self, owner: "Any", name: str, value: "Any", rebind: bool = False) -> None:
+    def setattr(self, owner: "Any", name: str, value: "Any", rebind: bool = False,
+                new: bool = False) -> None:
         """Set ``owner.name = value``; with ``rebind``, also replace the old object
-        wherever other imported modules hold it as a global (``from x import y``)."""
+        wherever other imported modules hold it as a global (``from x import y``).
+
+        A name the object does not have is created, as ``setattr`` does; when an
+        existing name is close to it (``nrom`` for ``norm``), a ``NewAttributeWarning``
+        names it and the patch's notes say so, unless ``new=True`` says the name is
+        meant to be new (a compatibility alias, say)."""
         if not isinstance(name, str):
             raise TypeError(f"attribute name must be a string, got {name!r}")
+        # Filling a stand-in module (one lazypatch provides) creates names by design.
+        namespace = own_dict(owner)
+        stand_in = isinstance(namespace, dict) and "__lazypatch_stand_in__" in namespace
+        creates = not new and not stand_in and read_slot(ATTRIBUTE, owner, name) is MISSING \
+            and not hasattr(owner, name)
         hook = PatchContext.value_hook
         if hook is not None:
             value = hook(value)
         change = self._apply("setattr", ATTRIBUTE, owner, name, value)
+        if creates:
+            self._warn_if_typo(owner, name)
         if rebind and change.before is not MISSING:
             self._rebind(change, exclude=(owner,))
+
+    def _warn_if_typo(self, owner: "Any", name: str) -> None:
+        try:
+            names = [existing for existing in dir(owner)
+                     if existing != name and not existing.startswith("__")]
+        except Exception:
+            return
+        from difflib import get_close_matches  # only when a name was created
+        close = get_close_matches(name, names, n=1, cutoff=0.75)
+        if not close:
+            return
+        message = (f"patch {self.name!r} created {describe(owner)}.{name}, which did not exist; "
+                   f"did you mean {close[0]!r}? (patch.setattr(..., new=True) says the name is "
+                   f"meant to be new)")
+        self.notes.append(message)
+        from .errors import NewAttributeWarning
+        from .notices import notify
+        notify(f"lazypatch: {message}", NewAttributeWarning)
 
     def delattr(self, owner: "Any", name: str) -> None:
         """Delete ``owner.name``; it must be the owner's own attribute."""

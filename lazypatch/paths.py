@@ -115,7 +115,8 @@ class PathPatch:
                     raise waiting(f"waiting for {submodule!r} to be imported ({self.path!r} "
                                   f"is inside it); applied when it is")
                 where = ".".join([self.module] + self.attributes[:depth])
-                raise AttributeError(f"{where!r} has no attribute {attribute!r}, so {self.path!r} "
+                raise AttributeError(f"{where!r} has no attribute {attribute!r}"
+                                     f"{nearest_attribute(owner, attribute)}, so {self.path!r} "
                                      f"cannot be patched (renamed or moved in this version?)")
             owner = found
         if precheck is not None and not precheck():
@@ -150,6 +151,18 @@ class PathPatch:
         self.module, self.attributes = module, attributes   # before: moving may apply it
         if not move_patch(self.patch_name, module):
             self.module, self.attributes = previous
+
+
+def nearest_attribute(owner: "Any", attribute: str) -> str:
+    """`` (did you mean 'norm'?)`` for the owner's attribute closest to ``attribute``,
+    or "" (difflib is imported only here, on the way to an error message)."""
+    try:
+        names = [name for name in dir(owner) if not name.startswith("__")]
+    except Exception:
+        return ""
+    from difflib import get_close_matches
+    close = get_close_matches(attribute, names, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def move_patch(patch_name: str, module: str) -> bool:
@@ -237,7 +250,7 @@ def _replace_value(replacement: "Any") -> "Callable[[Any, Any, str], None]":
         original = read_slot(ATTRIBUTE, owner, attribute)
         if original is MISSING and not hasattr(owner, attribute):
             raise AttributeError(f"{getattr(owner, '__name__', owner)!r} has no attribute "
-                                 f"{attribute!r} to replace")
+                                 f"{attribute!r} to replace{nearest_attribute(owner, attribute)}")
         # A plain function replacing a staticmethod or classmethod keeps that kind:
         # otherwise the class would start passing self/cls to it.
         if isinstance(original, (staticmethod, classmethod)) and \

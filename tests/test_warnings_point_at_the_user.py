@@ -44,3 +44,26 @@ def test_a_too_deeply_nested_config_file_is_ignored_with_a_message(interpreter):
         env={"LAZYPATCH_CONFIG": str(interpreter.root / "deep.toml")})
     assert result.stdout.strip().splitlines()[-1] == "true"
     assert "nested too deeply" in result.stderr
+
+
+def test_a_misspelled_attribute_is_named_and_a_meant_new_name_is_not(interpreter):
+    interpreter.write({"typo_target.py": "def norm(x):\n    return x\n"})
+    result = interpreter.run("""
+import json
+import lazypatch
+
+@lazypatch.when_imported("typo_target", name="typo.patch")
+def typo(module, patch):
+    patch.setattr(module, "nrom", lambda x: -x)           # a typo of norm
+    patch.setattr(module, "norm_v2", lambda x: x, new=True)  # meant to be new
+    patch.setattr(module, "helper_added", 1)               # new, nothing close
+
+import typo_target
+record = next(r for r in lazypatch.report() if r["name"] == "typo.patch")
+print(json.dumps(record["notes"]))
+""")
+    notes = result.stdout.strip().splitlines()[-1]
+    assert "did you mean 'norm'?" in notes and "norm_v2" not in notes
+    assert "helper_added" not in notes
+    assert result.stderr.count("NewAttributeWarning") == 1, result.stderr
+    assert "_scenario.py" in result.stderr.split("NewAttributeWarning")[0]   # the user's line
