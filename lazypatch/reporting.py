@@ -11,6 +11,7 @@ imported by the functions that need it; see benchmarks/COSTS.md).
 from __future__ import annotations
 
 import os
+import sys
 
 from .calls import calls_of
 from .selection import unmet_requirements
@@ -100,7 +101,38 @@ def record_of(patch: "RegisteredPatch",
     record["package"], record["version"] = packages[top]
     if providers:   # user code: called without the lock
         record["notes"] = record["notes"] + _provided_notes(patch)
+    if record["status"] == "pending" and record["source"] != "built-in":
+        hint = missing_module_hint(top)
+        if hint:
+            record["notes"] = record["notes"] + [hint]
     return record
+
+
+def missing_module_hint(top: str) -> str:
+    """For a patch waiting on a top-level module that nothing can import: say so, with
+    the installed module of the nearest name (``nunpy``: did you mean 'numpy'?); ""
+    when the module is importable (it simply was not imported yet)."""
+    if top in sys.modules:
+        return ""
+    from importlib.util import find_spec
+    try:
+        if find_spec(top) is not None:
+            return ""
+    except (ImportError, ValueError):
+        pass
+    # The program's own imports first (the module it did import is the likely meaning),
+    # then everything installed. Only for a user's patch on a module nothing provides
+    # (rare): the listing is not kept.
+    from difflib import get_close_matches
+    imported = sorted({name.partition(".")[0] for name in list(sys.modules)})
+    close = get_close_matches(top, imported, n=1, cutoff=0.75)
+    if not close:
+        import pkgutil
+        installed = {module.name for module in pkgutil.iter_modules()}
+        close = get_close_matches(top, sorted(installed | set(sys.builtin_module_names)), n=1,
+                                  cutoff=0.75)
+    return f"no module named {top!r} can be imported here" + (
+        f" (did you mean {close[0]!r}?)" if close else "; the patch waits for nothing")
 
 
 def target_distribution(target: str) -> "Tuple[str, Optional[str]]":

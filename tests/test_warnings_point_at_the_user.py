@@ -67,3 +67,25 @@ print(json.dumps(record["notes"]))
     assert "helper_added" not in notes
     assert result.stderr.count("NewAttributeWarning") == 1, result.stderr
     assert "_scenario.py" in result.stderr.split("NewAttributeWarning")[0]   # the user's line
+
+
+def test_a_patch_waiting_for_a_misspelled_module_says_what_was_meant(interpreter):
+    result = interpreter.run_json("""
+import json
+import lazypatch
+
+@lazypatch.when_imported("nunpy", name="typo.module")
+def never(module):
+    pass
+
+@lazypatch.when_imported("json_later_module", name="typo.not_imported_yet")
+def later(module):
+    pass
+
+import numpy
+notes = {r["name"]: r["notes"] for r in lazypatch.report() if r["name"].startswith("typo.")}
+print(json.dumps(notes))
+""")
+    assert result["typo.module"] == [
+        "no module named 'nunpy' can be imported here (did you mean 'numpy'?)"]
+    assert any("can be imported here" in note for note in result["typo.not_imported_yet"])
