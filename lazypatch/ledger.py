@@ -75,17 +75,45 @@ class Ledger:
         self._stacks: "Dict[Tuple[str, int, Any], List[Change]]" = {}
 
     def change(self, action: str, kind: str, owner: "Any", key: "Any", value: "Any",
-               patch_name: str) -> "Tuple[Change, List[Change]]":
-        """Write ``value`` into a slot and record it; return the change and the live
-        changes of *other* patches on that slot (a conflict when not empty)."""
+               patch_name: str, record_into: "Optional[List[Change]]" = None
+               ) -> "Tuple[Change, List[Change]]":
+        """Record a change, then write ``value`` into its slot; return the change and
+        the live changes of *other* patches on that slot (a conflict when not empty).
+
+        Recorded first, written second: an asynchronous exception (KeyboardInterrupt
+        from a signal handler, SystemExit) can land between any two bytecodes, and a
+        write that happened unrecorded could never be undone. ``record_into`` (the
+        patch's list of changes) is filled in the same step. If the write fails, the
+        record is taken back, unless the slot holds the new value after all (the
+        interrupt landed after the write itself): then the record stays, and undo
+        puts the old value back. Undoing a recorded change whose write never happened
+        writes back the value the slot still has, which is harmless."""
         with self.lock:
             before = read_slot(kind, owner, key)
-            write_slot(kind, owner, key, value)
             change = Change(action, kind, owner, key, before, value, patch_name)
             stack = self._stacks.setdefault(change.slot, [])
             others = [earlier for earlier in stack if earlier.patch_name != patch_name]
             stack.append(change)
+            if record_into is not None:
+                record_into.append(change)
+            try:
+                write_slot(kind, owner, key, value)
+            except BaseException:
+                if read_slot(kind, owner, key) is not value or value is before:
+                    self._forget(change, record_into)
+                raise
             return change, others
+
+    def _forget(self, change: "Change", record_into: "Optional[List[Change]]") -> None:
+        """Take back the record of a change whose write did not happen."""
+        stack = self._stacks.get(change.slot, [])
+        for records in (stack, record_into or []):
+            for position in range(len(records) - 1, -1, -1):
+                if records[position] is change:     # identity: records compare by value
+                    del records[position]
+        if not stack:
+            self._stacks.pop(change.slot, None)
+        change.live = False
 
     def undo(self, change: "Change") -> bool:
         """Undo one change exactly, splicing it out if later changes sit on top.
@@ -181,8 +209,8 @@ class PatchContext:
     # -- recording ----------------------------------------------------------
 
     def _apply(self, action: str, kind: str, owner: "Any", key: "Any", value: "Any") -> Change:
-        change, others = self._ledger.change(action, kind, owner, key, value, self.name)
-        self.changes.append(change)
+        change, others = self._ledger.change(action, kind, owner, key, value, self.name,
+                                             record_into=self.changes)
         if others:
             self.conflicts.append((change, others))
         return change
