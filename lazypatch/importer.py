@@ -276,11 +276,51 @@ def _unwatched_fast_path(finder: LazyPatchFinder, watched: Dict[str, Any]
     """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name.
     A watched name goes to ``finder._find_watched``, looked up on each call, so that
     the class swap of ``declare_replacement`` takes effect."""
+    meta_path = sys.meta_path
+
     def find_spec(fullname: str, path: Optional[Sequence[str]] = None,
                   target: Any = None) -> Any:
+        if meta_path[0] is not finder:
+            # Another finder moved in front (pytest's assertion rewriter, an import hook
+            # of typeguard or beartype): what it claims never reaches us. It keeps its
+            # place; its answers for watched names get our loader (guard_foreign_finders).
+            guard_foreign_finders(finder)
         if fullname not in watched:
             return None
         return finder._find_watched(fullname, path, target)
+    return find_spec
+
+
+def guard_foreign_finders(finder: LazyPatchFinder) -> None:
+    """Make the finder instances ahead of ours hand watched modules to our loader: their
+    ``find_spec`` (an attribute of that instance only) asks them as before, and a spec
+    they return for a watched name gets a ``LoaderProxy``. Classes (the import system's
+    own finders) and finders already guarded are left alone."""
+    meta_path = sys.meta_path
+    if finder not in meta_path:
+        return
+    foreign: Any
+    for foreign in meta_path[:meta_path.index(finder)]:
+        if isinstance(foreign, type) or getattr(foreign, "_lazypatch_guarded", False):
+            continue
+        original = getattr(foreign, "find_spec", None)
+        if original is None:
+            continue
+        try:
+            foreign.find_spec = _guarded_find_spec(original, finder)
+            foreign._lazypatch_guarded = True
+        except (AttributeError, TypeError):   # __slots__ or a read-only object: leave it
+            continue
+
+
+def _guarded_find_spec(original: Callable[..., Any], finder: LazyPatchFinder) -> Callable[..., Any]:
+    watched = finder._watched
+
+    def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+        spec = original(fullname, path, target)
+        if spec is not None and fullname in watched and spec.loader is not None:
+            return wrap_spec_loader(spec, finder._run_body)
+        return spec
     return find_spec
 
 

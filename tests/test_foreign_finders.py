@@ -1,0 +1,61 @@
+"""A finder that puts itself in front of lazypatch's after activation (pytest's assertion
+rewriter, typeguard/beartype import hooks) keeps its place, and the watched modules it
+imports are patched all the same, instead of being reported as not imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def test_a_hand_written_finder_at_the_front_claiming_a_watched_module(interpreter):
+    interpreter.write({"claimed/target.py": "VALUE = 'original'\n", "claimed/__init__.py": "",
+                       "unrelated_fresh.py": ""})
+    result = interpreter.run_json("""
+import importlib.machinery, json, sys
+import lazypatch.auto, lazypatch
+
+@lazypatch.when_imported("claimed.target", name="foreign.patch")
+def patched(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+class Instrumenting:                  # claims claimed.* as an instrumenting hook would
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith("claimed"):
+            return importlib.machinery.PathFinder.find_spec(fullname, path)
+        return None
+
+hook = Instrumenting()
+sys.meta_path.insert(0, hook)
+import unrelated_fresh        # the next import reaching lazypatch's finder notices the newcomer
+import claimed.target
+record = next(r for r in lazypatch.report() if r["name"] == "foreign.patch")
+print(json.dumps({"value": claimed.target.VALUE, "status": record["status"],
+                  "front": sys.meta_path[0] is hook}))
+""")
+    assert result == {"value": "patched", "status": "applied", "front": True}
+
+
+def test_pytest_assertion_rewriting_under_lazypatch_run(tmp_path):
+    """`lazypatch run -- python -m pytest`: the test module, imported by pytest's
+    rewriter, is patched as it is imported."""
+    (tmp_path / "patches_for_tests.py").write_text(
+        "import lazypatch\n"
+        "@lazypatch.when_imported('test_patched_module', name='rewrite.patch')\n"
+        "def patched(module, patch):\n"
+        "    patch.setattr(module, 'VALUE', 'patched')\n")
+    (tmp_path / "test_patched_module.py").write_text(
+        "VALUE = 'original'\n\n"
+        "def test_value():\n"
+        "    assert VALUE == 'patched'\n")
+    environment = dict(os.environ, PYTHONPATH=str(tmp_path))
+    for name in [name for name in environment if name.startswith("LAZYPATCH")]:
+        del environment[name]
+    result = subprocess.run([sys.executable, "-m", "lazypatch", "run", "--modules",
+                             "patches_for_tests", "--", sys.executable, "-m", "pytest", "-q",
+                             "-p", "no:cacheprovider", "test_patched_module.py"],
+                            cwd=tmp_path, env=environment, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
