@@ -306,23 +306,13 @@ class PatchContext:
                             f"set a new property with patch.setattr instead")
         hook = PatchContext.value_hook
         calling = wrapper if hook is None else hook(wrapper)
-        from .wrapping import (
-            takes_a_plain_function,
-            torchscript_compiled_name,
-            torchscript_table,
-            wrapper_function,
-        )
+        from .wrapping import takes_a_plain_function, torchscript_table, wrapper_function
         if takes_a_plain_function(owner, original):
             # A module's function: a real function in place (wrapping.py says why).
             wrapped: "Any" = wrapper_function(original, calling)
             table = torchscript_table()
             if table is not None and id(original) in table:
                 self.setitem(table, id(wrapped), table[id(original)])
-            else:
-                compiled = torchscript_compiled_name(original)
-                if compiled is not None:
-                    cache = sys.modules["torch.jit._state"]._jit_caching_layer
-                    self.setitem(cache, wrapped, compiled)
         else:
             # wrapt's cost (benchmarks/COSTS.md) is paid here once and reported on its own
             FunctionWrapper = PatchContext.import_dependency("wrapt").FunctionWrapper

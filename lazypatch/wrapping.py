@@ -24,16 +24,17 @@ TorchScript cannot compile a ``*args`` function. Where the original is one
 of the operators TorchScript knows by identity (``torch.cat`` is
 ``aten::cat``), the wrapper is registered under the same operator; where it
 is one of torch's Python functions that TorchScript compiles from source
-(``torch.nn.functional.relu``), the original is compiled and the wrapper
-entered in TorchScript's cache as that compiled function. Either way scripted
-code keeps compiling to the very call it made before (scripted code runs no
-Python, so the wrapper does not run there; traced code records it).
+(``torch.nn.functional.relu``), TorchScript reads the original's source
+through ``__wrapped__`` and resolves its names through the wrapper's globals,
+which are therefore the original's. Either way scripted code keeps compiling
+to the very call it made before (scripted code runs no Python, so the wrapper
+does not run there; traced code records it).
 """
 
 from __future__ import annotations
 
 import sys
-from types import ModuleType
+from types import FunctionType, ModuleType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,6 +60,13 @@ def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
             return wrapper(original, None, args, kwargs)
         finally:
             state.inside = False
+    namespace = getattr(original, "__globals__", None)
+    if isinstance(namespace, dict):
+        # The original's module globals as this function's: TorchScript, meeting this
+        # function, reads the original's source (through __wrapped__) and resolves its
+        # names through this function's globals, which must then be the original's.
+        wrapped_call = FunctionType(wrapped_call.__code__, namespace, wrapped_call.__name__,
+                                    None, wrapped_call.__closure__)
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
         try:
             setattr(wrapped_call, attribute, getattr(original, attribute))
@@ -92,23 +100,3 @@ def torchscript_table() -> "Optional[Dict[int, str]]":
         return None
 
 
-
-def torchscript_compiled_name(original: "Any") -> "Optional[str]":
-    """The qualified name under which TorchScript compiled ``original`` (compiling it
-    now), for one of torch's own Python functions where torch.jit is loaded; else None."""
-    state = sys.modules.get("torch.jit._state")
-    script = getattr(sys.modules.get("torch.jit"), "script", None)
-    if state is None or script is None or type(original).__name__ != "function" or \
-            not str(getattr(original, "__module__", "")).startswith("torch."):
-        return None
-    cache = getattr(state, "_jit_caching_layer", None)
-    if cache is None:
-        return None
-    try:
-        name = cache.get(original)
-        if name is None:
-            script(original)
-            name = cache.get(original)
-    except Exception:   # not scriptable: TorchScript will say so itself if it is asked
-        return None
-    return name
