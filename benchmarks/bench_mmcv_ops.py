@@ -398,6 +398,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
     parser.add_argument("--only", default="", help="sections to run: msda, nms_rotated")
     args = parser.parse_args()
+    # Every kernel on one torch thread: on a shared 2-core machine two threads made one
+    # kernel read anywhere from 2.4 to 136 ms (3D NMS), and the ratios meant nothing.
+    torch.set_num_threads(1)
     rows = bench(args.device, args.quick, args.only)
     if args.json:
         print(json.dumps([[op, size, ours, name, None if math.isnan(theirs) else theirs]
