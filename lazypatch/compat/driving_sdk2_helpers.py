@@ -84,55 +84,5 @@ def nuscenes_kit_available() -> bool:
 
 
 
-def training_loop_patch(target_module: str, options: "Any") -> "Any":
-    """DrivingSDK's ``build_mmengine_*_train_loop_patch`` / ``build_mmcv_*_runner_patch``:
-    a ``LegacyPatch`` on ``target_module`` that turns on profiling and the brake from
-    ``options`` (``enable_profiler``, ``profiling_path``, ``profiling_level``,
-    ``step_ctrl`` = (wait, warmup, active, repeat, skip_first), ``enable_brake``,
-    ``brake_step``). lazypatch's training pack hooks the loop instead of replacing it,
-    so one patch serves epoch- and iteration-based loops of mmengine and mmcv alike."""
-    from .driving_sdk2_patches import LegacyPatch
-    settings = dict(options or {})
-    if settings.get("enable_profiler"):
-        level = settings.get("profiling_level", 0)
-        if not isinstance(level, int) or not 0 <= level <= 2:
-            raise ValueError(f"valid profiling levels are integers within range [0, 2], "
-                             f"got {level!r}")
-
-    def training_loop(module: "Any", _options: "Any") -> None:
-        from ..registry import training
-        if settings.get("enable_profiler"):
-            wait, warmup, active, repeat, skip_first = tuple(
-                settings.get("step_ctrl", (1, 1, 1, 1, 20)))
-            training.profile_to(settings["profiling_path"], settings.get("profiling_level", 0),
-                                skip_first=skip_first, wait=wait, warmup=warmup,
-                                active=active, repeat=repeat)
-        if settings.get("enable_brake"):
-            training.brake_at(settings.get("brake_step"))
-    return LegacyPatch(training_loop, settings, target_module=target_module)
-
-
-def build_mmengine_epoch_train_loop_patch(options: "Any") -> "Any":
-    """Profiling and brake for mmengine's epoch-based loop (``training_loop_patch``)."""
-    return training_loop_patch("mmengine", options)
-
-
-def build_mmengine_iter_train_loop_patch(options: "Any") -> "Any":
-    """Profiling and brake for mmengine's iteration-based loop (``training_loop_patch``)."""
-    return training_loop_patch("mmengine", options)
-
-
-def build_mmcv_epoch_runner_patch(options: "Any") -> "Any":
-    """Profiling and brake for mmcv 1.x's EpochBasedRunner (``training_loop_patch``)."""
-    return training_loop_patch("mmcv", options)
-
-
-def build_mmcv_iter_runner_patch(options: "Any") -> "Any":
-    """Profiling and brake for mmcv 1.x's IterBasedRunner (``training_loop_patch``)."""
-    return training_loop_patch("mmcv", options)
-
-
 __all__ = ["import_module_or_none", "object_at", "callable_name", "source_diff",
-           "nuscenes_kit_available", "training_loop_patch",
-           "build_mmengine_epoch_train_loop_patch", "build_mmengine_iter_train_loop_patch",
-           "build_mmcv_epoch_runner_patch", "build_mmcv_iter_runner_patch"]
+           "nuscenes_kit_available"]

@@ -11,7 +11,7 @@ which the DrivingSDK patcher misses.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 from types import ModuleType
 from typing import Any
 
@@ -23,10 +23,13 @@ REQUIRED_MODULES = ("torch_npu", "mx_driving")
 def _import_mx_driving(patch: lazypatch.PatchContext) -> ModuleType:
     """mx_driving, or skip the patch when the Ascend stack is not importable.
 
-    ``find_spec`` on top-level names only reads the path (no parent package
-    to import), so hosts without an NPU pay no import for this check.
+    ``PathFinder.find_spec`` on top-level names only reads the path (no parent
+    package to import), so hosts without an NPU pay no import for this check; and it
+    sees only what is installed, not the ``mx_driving`` lazypatch provides for code
+    written against DrivingSDK's patcher (it has no kernels).
     """
-    missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
+    missing = [name for name in REQUIRED_MODULES
+               if importlib.machinery.PathFinder.find_spec(name) is None]
     if missing:
         patch.skip(f"{' and '.join(missing)} not importable: not an Ascend NPU host "
                    f"with DrivingSDK")

@@ -13,8 +13,6 @@ from lazypatch.compat.driving_sdk2_builtin_patches import (
     SparseConv3D,
     Stream,
     Voxelization,
-)
-from lazypatch.compat.driving_sdk2_helpers import (
     build_mmcv_epoch_runner_patch,
     build_mmcv_iter_runner_patch,
 )

@@ -6,8 +6,6 @@ gives the very objects of ``lazypatch.compat``.
 
 from lazypatch.compat.driving_sdk2_builtin_patches import (
     OptimizerWrapper,
-)
-from lazypatch.compat.driving_sdk2_helpers import (
     build_mmengine_epoch_train_loop_patch,
     build_mmengine_iter_train_loop_patch,
 )
