@@ -69,6 +69,8 @@ def test_every_python_block_compiles():
         compile(body, "<README block>", "exec")
 
 
+# The README shows the output on the development stack (its report names mmcv-lite...).
+@pytest.mark.stack
 @pytest.mark.parametrize("index", range(len(sessions())))
 def test_console_block_prints_what_the_readme_shows(project, index):
     environment = dict(os.environ)

@@ -112,6 +112,7 @@ def _rows(dom: str) -> List[List[str]]:
     return rows
 
 
+@pytest.mark.stack   # compares a screenshot with Pillow, from the stack
 def test_page_shows_the_matrix_with_the_difference_and_each_patchs_details(
         interpreter, browser, tmp_path):
     page = _write_pages(interpreter, "--diff")
