@@ -46,7 +46,7 @@ GROUPS = (
     BuiltinGroup("optimizer_hooks", "", ("ascend.mmcv1_optimizer_hook",
                                          "ascend.mmcv1_fp16_scaler")),
     BuiltinGroup("optimizer_wrapper", "", ("ascend.optim_wrapper_clip",)),
-    BuiltinGroup("pseudo_sampler", "", ("ascend.pseudo_sampler",)),
+    BuiltinGroup("pseudo_sampler", "", ("ascend.pseudo_sampler", "ascend.pseudo_sampler_mmdet2")),
     BuiltinGroup("resnet_add_relu", "", ("ascend.resnet_add_relu",)),
     BuiltinGroup("resnet_maxpool", "", ("ascend.resnet_maxpool",)),
     BuiltinGroup("resnet_fp16", "", ("ascend.resnet_fp16",), ("resnet_maxpool",)),

@@ -63,6 +63,7 @@ ASCEND = ["torch_npu", "mx_driving"]
 ASCEND_MMCV1 = ASCEND + ["mmcv<2.0.0"]
 RESNET = "mmdet.models.backbones.resnet"
 PSEUDO_SAMPLER = "mmdet.models.task_modules.samplers.pseudo_sampler"
+PSEUDO_SAMPLER_MMDET2 = "mmdet.core.bbox.samplers.pseudo_sampler"
 NUSCENES_METRIC = "mmdet3d.evaluation.metrics.nuscenes_metric"
 
 
@@ -160,6 +161,14 @@ def mmcv1_fp16_scaler(optimizer_hooks, patch):
                          tags=(PACK, "mmdet", "sampler"))
 def pseudo_sampler(pseudo_sampler_module, patch):
     """mmdet PseudoSampler.sample without Tensor.unique (nonzero's indices are already unique)."""
+    from .samplers import patch_pseudo_sampler
+    patch_pseudo_sampler(pseudo_sampler_module, patch)
+
+
+@lazypatch.when_imported(PSEUDO_SAMPLER_MMDET2, name=f"{PACK}.pseudo_sampler_mmdet2",
+                         requires=ASCEND, tags=(PACK, "mmdet", "sampler"))
+def pseudo_sampler_mmdet2(pseudo_sampler_module, patch):
+    """mmdet 2.x PseudoSampler.sample without Tensor.unique (the same change, mmdet 2.x's path)."""
     from .samplers import patch_pseudo_sampler
     patch_pseudo_sampler(pseudo_sampler_module, patch)
 

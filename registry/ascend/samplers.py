@@ -3,41 +3,89 @@
 Upstream takes ``torch.nonzero(mask).squeeze(-1).unique()``; ``nonzero`` already
 returns each index once, in increasing order, so ``unique`` (a sort, which
 Ascend runs on the host with a device synchronisation) returns its input
-unchanged. The copy below drops it and changes nothing else; it is pinned to
-mmdet 3.3.0's source by :mod:`.sources`.
+unchanged.
+
+Rather than installing a copy of one release's method (which fits that release
+only), the patch reads the *installed* method's source, removes exactly that
+``.unique()`` call wherever it follows ``nonzero(...).squeeze(-1)``, and compiles
+the result in the method's own module. So it fits every mmdet whose source has
+that idiom: mmdet 2.x (``mmdet.core.bbox.samplers``), 3.x
+(``mmdet.models.task_modules.samplers``), and releases not written yet; where the
+idiom is not there (a release that dropped ``unique``, or a method someone
+replaced), there is nothing to remove and the patch is skipped, saying so.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any
-
-import torch
+import ast
+import inspect
+import textwrap
+from types import FunctionType, ModuleType
+from typing import Any, Optional
 
 import lazypatch
 
-from .sources import drift_reason
+
+class _DropUniqueAfterNonzero(ast.NodeTransformer):
+    """``X.squeeze(-1).unique()`` with X a ``nonzero(...)`` call becomes ``X.squeeze(-1)``."""
+
+    def __init__(self) -> None:
+        self.removed = 0
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        function = node.func
+        if isinstance(function, ast.Attribute) and function.attr == "unique" \
+                and not node.args and not node.keywords and _is_squeezed_nonzero(function.value):
+            self.removed += 1
+            return function.value
+        return node
 
 
-def sample(self: Any, assign_result: Any, pred_instances: Any, gt_instances: Any,
-           *args: Any, **kwargs: Any) -> Any:
-    """mmdet 3.3.0's ``PseudoSampler.sample``, without the redundant ``unique``."""
-    from mmdet.models.task_modules.samplers.sampling_result import SamplingResult
-    gt_bboxes = gt_instances.bboxes
-    priors = pred_instances.priors
-    pos_inds = torch.nonzero(assign_result.gt_inds > 0, as_tuple=False).squeeze(-1)
-    neg_inds = torch.nonzero(assign_result.gt_inds == 0, as_tuple=False).squeeze(-1)
-    gt_flags = priors.new_zeros(priors.shape[0], dtype=torch.uint8)
-    return SamplingResult(pos_inds=pos_inds, neg_inds=neg_inds, priors=priors,
-                          gt_bboxes=gt_bboxes, assign_result=assign_result,
-                          gt_flags=gt_flags, avg_factor_with_neg=False)
+def _is_squeezed_nonzero(node: ast.AST) -> bool:
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "squeeze"):
+        return False
+    inner = node.func.value
+    return isinstance(inner, ast.Call) and (
+        (isinstance(inner.func, ast.Attribute) and inner.func.attr == "nonzero")
+        or (isinstance(inner.func, ast.Name) and inner.func.id == "nonzero"))
+
+
+def without_unique(function: Any) -> "tuple[Optional[FunctionType], str]":
+    """(``function`` recompiled without ``.unique()`` after ``nonzero(...).squeeze(-1)``,
+    "") or (None, why not)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError) as error:
+        return None, f"its source cannot be read ({error})"
+    tree = ast.parse(source)
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef):
+        return None, "it is not a plain function"
+    definition.decorator_list = []
+    transformer = _DropUniqueAfterNonzero()
+    transformer.visit(tree)
+    if not transformer.removed:
+        return None, ("its source has no .unique() after nonzero(...).squeeze(-1): nothing to "
+                      "remove (another release, or already changed)")
+    ast.fix_missing_locations(tree)
+    code = compile(tree, inspect.getsourcefile(function) or "<PseudoSampler.sample>", "exec")
+    namespace: dict = {}
+    exec(code, function.__globals__, namespace)   # the method's own module resolves its names
+    rebuilt = namespace[definition.name]
+    rebuilt.__qualname__ = function.__qualname__
+    rebuilt.__doc__ = function.__doc__
+    rebuilt.__wrapped__ = function
+    return rebuilt, ""
 
 
 def patch_pseudo_sampler(pseudo_sampler: ModuleType, patch: lazypatch.PatchContext) -> None:
-    """Replace ``PseudoSampler.sample``, or skip when upstream's source differs."""
+    """Replace ``PseudoSampler.sample`` by itself without ``unique``, or skip saying why."""
     owner = pseudo_sampler.PseudoSampler
-    reason = drift_reason(owner, "sample")
-    if reason is not None:
-        patch.skip(reason)
-    patch.setattr(owner, "sample", sample)
-    patch.note("PseudoSampler.sample without Tensor.unique (copy pinned to mmdet 3.3.0)")
+    rebuilt, why_not = without_unique(owner.__dict__.get("sample", owner.sample))
+    if rebuilt is None:
+        patch.skip(f"PseudoSampler.sample left as it is: {why_not}")
+    patch.setattr(owner, "sample", rebuilt)
+    patch.note(f"PseudoSampler.sample of {pseudo_sampler.__name__}, recompiled from the "
+               f"installed source without Tensor.unique after nonzero")
