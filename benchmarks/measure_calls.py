@@ -1,8 +1,9 @@
 """The per-call cost of counting a replacement's calls (``lazypatch/calls.py``).
 
 One process per mode of ``LAZYPATCH_TRACK_CALLS``, each timing with ``timeit``
-the replacement a patch put in place, interleaved with the same function called
-directly and with wrapt's C ``FunctionWrapper`` around it (the cheapest wrapper a
+the replacement a patch put in place, interleaved with a function of the same body
+(its own code object, so that no monitoring reaches it) called directly and with
+wrapt's C ``FunctionWrapper`` around it (the cheapest wrapper a
 Python patcher can put in place: the yardstick). The cost of a mode is its time
 minus the direct call's. ``off`` is the floor (nothing counted); ``auto`` counts
 through ``sys.monitoring`` on Python 3.12+ and is ``off`` before; ``wrappers``
@@ -30,6 +31,13 @@ def replacement(x):
     return x
 
 
+# The baseline: the same body in a code object of its own. Under sys.monitoring the
+# events are set on replacement's code object, so calling replacement directly would
+# pay the monitoring too and the difference would measure nothing.
+def unmonitored(x):
+    return x
+
+
 def passthrough(wrapped, instance, args, kwargs):
     return wrapped(*args, **kwargs)
 
@@ -40,7 +48,7 @@ def replace_hot(module, patch):
 
 
 import bm_wrap_target
-callables = {{"direct": replacement, "wrapt": wrapt.FunctionWrapper(replacement, passthrough),
+callables = {{"direct": unmonitored, "wrapt": wrapt.FunctionWrapper(unmonitored, passthrough),
               "in_place": bm_wrap_target.hot}}
 best = {{name: float("inf") for name in callables}}
 for _ in range({rounds}):
