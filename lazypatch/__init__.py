@@ -309,9 +309,57 @@ def stand_in(module_name: str, attributes: "Optional[Dict[str, Any]]" = None, *,
     nothing installed provides it, carrying ``attributes``; reading any other public
     attribute raises ``StandInError`` naming the patch. With ``submodules``, every
     ``module_name.x`` imported gets a stand-in too. Returns the patch name."""
+    if not submodules and isinstance(module_name, str) and "." not in module_name \
+            and module_name not in sys.modules and isinstance(attributes, (dict, type(None))) \
+            and all(isinstance(key, str) and key.isidentifier() for key in attributes or {}):
+        # A top-level module not imported yet: declared without loading boundaries.py,
+        # which loads if the module is ever imported (_deferred_stand_in says why).
+        from .importer import BOUNDARY_TAG
+        _registration.validate_target(module_name)
+        chosen = [tags] if isinstance(tags, str) else list(tags)
+        if BOUNDARY_TAG not in chosen:
+            chosen.append(BOUNDARY_TAG)
+        patch_name = name or f"stand_in:{module_name}"
+        return _registration.register(
+            _deferred_stand_in(module_name, dict(attributes or {}), patch_name, chosen),
+            module_name, phase=BEFORE, name=patch_name, priority=_registration.FIRST,
+            tags=chosen, enabled=enabled)
     from .boundaries import stand_in as declare
     return declare(module_name, attributes, name=name, tags=tags, enabled=enabled,
                    submodules=submodules)
+
+
+def _deferred_stand_in(module_name: str, attributes: "Dict[str, Any]", patch_name: str,
+                      tags: "List[str]") -> "Callable[[Any, Any], None]":
+    """The patch function of a top-level stand-in whose boundary is made on first need,
+    exactly as ``boundaries.stand_in`` makes it.
+
+    A built-in pack that declares a stand-in at activation (``driving_sdk_api``'s
+    ``mx_driving``) would otherwise import the boundary machinery into every process,
+    about 2M instructions of the 10 ms activation budget (benchmarks/COSTS.md), for a
+    module almost no program imports. Registration checks a plain function cheaply; the
+    boundary is made by ``boundaries`` when the finder asks for it
+    (``importer.boundary_of``) or the patch runs, and is then the function's
+    ``lazypatch_boundary`` like any other."""
+    made: "List[Any]" = []
+
+    def real() -> "Callable[..., None]":
+        if not made:
+            from .boundaries import Boundary, _stand_in_function
+            declaration = Boundary(module_name)
+            declaration.patch_name = patch_name
+            declaration.attributes = dict(attributes)
+            declaration.tags = list(tags)
+            made.append(_stand_in_function(declaration, dict(attributes)))
+            provide_stand_in.lazypatch_boundary = declaration  # type: ignore[attr-defined]
+        return made[0]
+
+    def provide_stand_in(module: "Any", patch: "Any") -> None:
+        real()(module, patch)
+    provide_stand_in.__doc__ = f"Stand-in for {module_name}, which is not installed"
+    provide_stand_in.lazypatch_deferred = real  # type: ignore[attr-defined]
+    return provide_stand_in
+
 
 
 def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]" = None,

@@ -49,7 +49,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-BOUNDARY_TAG = "import-boundary"
+from .importer import BOUNDARY_TAG, boundary_of  # noqa: E402
 
 
 class StandInError(AttributeError):
@@ -261,7 +261,7 @@ def _replacement_function(declaration: Boundary, replacement: "Any") -> "Callabl
 
 def _stand_in_declared(module_name: str) -> bool:
     for patch in STATE.catalog.by_target.get(module_name, ()):
-        boundary = getattr(patch.function, "lazypatch_boundary", None)
+        boundary = boundary_of(patch.function)
         if boundary is not None and not boundary.takes_over:
             return True
     return False
@@ -350,7 +350,7 @@ class StandInPathFinder:
 def _submodule_declaration(module_name: str) -> "Optional[Boundary]":
     """The enabled stand-in declaration of ``module_name`` that provides submodules."""
     for patch in STATE.catalog.by_target.get(module_name, ()):
-        boundary = getattr(patch.function, "lazypatch_boundary", None)
+        boundary = boundary_of(patch.function)
         if boundary is not None and boundary.submodules and patch.enabled and patch.live:
             return boundary
     return None
@@ -400,7 +400,7 @@ def _submodule_declarations() -> "List[Boundary]":
     found = []
     for patches in list(STATE.catalog.by_target.values()):
         for patch in patches:
-            boundary = getattr(patch.function, "lazypatch_boundary", None)
+            boundary = boundary_of(patch.function)
             if boundary is not None and boundary.submodules:
                 found.append(boundary)
     return found

@@ -265,7 +265,7 @@ class LazyPatchFinder:
     def _boundary_spec(self, fullname: str, takes_over: bool) -> Any:
         """The spec of the first enabled boundary declared on ``fullname`` of that kind."""
         for patch in self._watched.get(fullname, ()):
-            boundary = getattr(patch.function, "lazypatch_boundary", None)
+            boundary = boundary_of(patch.function)
             if boundary is not None and patch.enabled and boundary.takes_over is takes_over:
                 return wrap_spec_loader(boundary.spec(fullname), self._run_body)
         return None
@@ -488,3 +488,24 @@ def watch_lazy_module(module: Any, run_body: Callable[[Any, Any], None]) -> bool
     if spec is not None and spec.loader is not None:
         wrap_spec_loader(spec, run_body)
     return True
+
+
+# --- stand-ins declared without loading boundaries.py ---------------------------------
+# ``lazypatch.stand_in`` declares a stand-in for a top-level module not imported yet as
+# a plain function carrying ``lazypatch_deferred`` (see ``_deferred_stand_in`` in
+# lazypatch/__init__.py): the boundary is made on first need, which is when the finder
+# asks for it here.
+
+# The tag every import boundary carries (boundaries.py imports it from here).
+BOUNDARY_TAG = "import-boundary"
+
+
+def boundary_of(function: "Any") -> "Optional[Any]":
+    """The boundary a patch function declares (made now if it was deferred), or None."""
+    boundary = getattr(function, "lazypatch_boundary", None)
+    if boundary is None:   # a deferred stand-in: its boundary is made now
+        deferred = getattr(function, "lazypatch_deferred", None)
+        if deferred is not None:
+            deferred()
+            boundary = getattr(function, "lazypatch_boundary", None)
+    return boundary
