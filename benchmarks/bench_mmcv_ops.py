@@ -400,7 +400,8 @@ def main() -> None:
     args = parser.parse_args()
     # Every kernel on one torch thread: on a shared 2-core machine two threads made one
     # kernel read anywhere from 2.4 to 136 ms (3D NMS), and the ratios meant nothing.
-    torch.set_num_threads(1)
+    import torch as torch_module
+    torch_module.set_num_threads(1)
     rows = bench(args.device, args.quick, args.only)
     if args.json:
         print(json.dumps([[op, size, ours, name, None if math.isnan(theirs) else theirs]
