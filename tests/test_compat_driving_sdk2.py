@@ -166,6 +166,7 @@ def test_skip_replace_and_inject_import_examples(interpreter):
         "scatter_attr": repr(torch_scatter.scatter_add)[:20],
         "run": run(), "kernel": MyFunction is NPUImpl, "legacy": Legacy is NPUImpl,
         "scatter_iterates_empty": list(torch_scatter) == [] and not torch_scatter,
+        "module_call": torch_scatter(1, key=2), "module_repr": repr(torch_scatter),
         "template": [old_module.special(), old_module.other()],
         "injected": V1SparseDrive.__name__, "existing": Existing,
         "all": projects.models.__all__,
@@ -187,7 +188,10 @@ def test_skip_replace_and_inject_import_examples(interpreter):
     # skip_import leaves it (a stub: no code of anyone's runs); nothing else is imported.
     assert result["imported_early"] == ["flash_attn"]
     assert result["stub_call"] is None and result["stub_bool"] is False
-    assert result["scatter_attr"].startswith("<driving_sdk stub")
+    assert result["scatter_attr"].startswith("<Stub 'scatter_add'")
+    # The skipped module itself is callable (None) and says "Stub", as DrivingSDK's does.
+    assert result["module_call"] is None
+    assert result["module_repr"] == "<StubModule 'torch_scatter' (driving_sdk skip_import)>"
     assert result["scatter_iterates_empty"]
     assert result["run"] == "npu run" and result["kernel"] and result["legacy"]
     assert result["template"] == ["custom", "other"]
