@@ -975,3 +975,35 @@ def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new
     # on_apply was not set either: not in the summary's silent events, not in the engine
     assert (driving_sdk2_summary.SILENT_EVENTS, action_for(patch, "apply")) == before
     patcher.restore()
+
+
+def test_get_info_names_original_and_replacement_and_imports_nothing(interpreter):
+    interpreter.write(MODEL)
+    result = interpreter.run_json("""
+    import json, sys
+    from lazypatch.compat.driving_sdk2 import AtomicPatch
+
+    def npu_helper(x):
+        return ("npu helper", x)
+
+    waiting = AtomicPatch("my_model.layers.helper", npu_helper)
+    by_string = AtomicPatch("my_model.layers.helper", "my_model.ops.gaussian:compute_gaussian_weights")
+    before = [waiting.get_info(), by_string.get_info(), "my_model" in sys.modules]
+    import my_model.layers
+    waiting.apply()
+    print(json.dumps({"before": before, "applied": waiting.get_info(),
+                      "diff": waiting.get_info(show_diff=True),
+                      "string_module_imported": "my_model.ops" in sys.modules}))
+    """)
+    # Nothing imported to describe a patch: the original is <missing> until its module is.
+    assert result["before"] == [
+        "my_model.layers.helper: <missing> -> npu_helper",
+        "my_model.layers.helper: <missing> -> my_model.ops.gaussian:compute_gaussian_weights",
+        False]
+    # Once applied, the original is the value before the patch, not the replacement.
+    assert result["applied"] == "my_model.layers.helper: helper -> npu_helper"
+    diff = result["diff"].splitlines()
+    assert diff[0] == result["applied"]
+    assert diff[1:3] == ["--- original: helper", "+++ replacement: npu_helper"]
+    assert '-    return ("cuda helper", x)' in diff and '+    return ("npu helper", x)' in diff
+    assert result["string_module_imported"] is False

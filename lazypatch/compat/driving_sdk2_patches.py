@@ -178,6 +178,31 @@ class AtomicPatch(BasePatch):
                             requires=self.requires,
                             tags=(TAG,), enabled=True, precheck=precheck, aliases=self.aliases)
 
+    def get_info(self, show_diff: bool = False) -> str:
+        """``"target: original -> replacement"`` (the original as it was before any live
+        patch, ``<missing>`` when its module is not imported or lacks it); with
+        ``show_diff``, the unified diff of their sources below it. Imports nothing."""
+        from .. import original as original_of
+        from .driving_sdk2_helpers import callable_name, object_at, source_diff
+        owner_path, _, attribute = self.target.rpartition(".")
+        owner = object_at(owner_path, ensure_import=False)
+        original: "Any" = None
+        if owner is not None:
+            try:
+                original = original_of(owner, attribute)
+            except AttributeError:
+                original = None
+        # A string replacement is named as written: resolving it would import its module.
+        replacement = self.target_wrapper if self.replacement is None else self.replacement
+        shown = replacement if isinstance(replacement, str) else callable_name(replacement)
+        info = (f"{self.target}: "
+                f"{callable_name(original) if original is not None else '<missing>'} -> {shown}")
+        if show_diff and callable(original) and callable(replacement):
+            diff = source_diff(original, replacement)
+            if diff:
+                info += "\n" + diff
+        return info
+
     def __repr__(self) -> str:
         return f"AtomicPatch({self.target!r})"
 
