@@ -31,6 +31,7 @@ class BasePatch:
 
     name = ""
     requires: "Tuple[str, ...]" = ()
+    target_kind = "module"   # what a "not found" result names
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
@@ -60,7 +61,7 @@ class BasePatch:
             return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
         name = self.declare(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
         self.declared_names().append(name)
-        return result_of(name, self.name, self.module)
+        return result_of(name, self.name, self.module, self.target_kind)
 
     @property
     def is_applied(self) -> bool:
@@ -220,13 +221,16 @@ def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], 
 class RegistryPatch(BasePatch):
     """Register ``module_cls`` (or ``module_factory()``) as ``name`` in ``registry``."""
 
+    target_kind = "registry"
+
     def __init__(self, registry: str, module_cls: "Any" = None, *,
                  name: "Optional[str]" = None, force: bool = True,
                  precheck: "Optional[Callable[..., Any]]" = None,
                  module_factory: "Optional[Callable[[], Any]]" = None,
                  requires: "Iterable[str]" = ()) -> None:
         if module_cls is None and module_factory is None:
-            raise ValueError("RegistryPatch: either module_cls or module_factory must be provided")
+            raise ValueError("RegistryPatch: Either module_cls or module_factory must be provided "
+                             "(the class to register, or a function returning it)")
         if module_cls is None and name is None:
             raise ValueError("RegistryPatch: name is required when using module_factory")
         if module_factory is not None and not callable(module_factory):
@@ -256,6 +260,13 @@ class RegistryPatch(BasePatch):
         return registry_entry(self.registry, self.register_name, value, name=patch_name,
                               tags=(TAG,), force=self.force, precheck=_guarded(precheck, guard),
                               requires=self.requires)
+
+    def get_info(self, show_diff: bool = False) -> str:
+        """``"registry.name: registers Class"`` (``<factory>`` when the class comes from
+        ``module_factory``, which is not called to describe it)."""
+        from .driving_sdk2_helpers import callable_name
+        what = "<factory>" if self.module_cls is None else callable_name(self.module_cls)
+        return f"{self.name}: registers {what}"
 
     def __repr__(self) -> str:
         return f"RegistryPatch({self.registry}, {self.register_name})"
