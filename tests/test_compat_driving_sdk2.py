@@ -1007,3 +1007,31 @@ def test_get_info_names_original_and_replacement_and_imports_nothing(interpreter
     assert diff[1:3] == ["--- original: helper", "+++ replacement: npu_helper"]
     assert '-    return ("cuda helper", x)' in diff and '+    return ("npu helper", x)' in diff
     assert result["string_module_imported"] is False
+
+
+def test_patch_group_repr_and_a_bad_add_say_what_they_are(interpreter):
+    result = interpreter.run_json("""
+    import json
+    from lazypatch.compat.driving_sdk2 import Patcher, Patch
+
+    class Named(Patch):
+        name = "my_group"
+
+        @classmethod
+        def patches(cls, options=None):
+            return []
+
+    class Unnamed(Named):
+        name = None
+
+    try:
+        Patcher().add("not a patch")
+        error = None
+    except TypeError as refused:
+        error = str(refused)
+    print(json.dumps({"named": repr(Named()), "unnamed": repr(Unnamed()), "error": error}))
+    """)
+    assert result["named"] == "<Patch group Named name='my_group'>"
+    assert result["unnamed"] == "<Patch group Unnamed name='Unnamed'>"
+    assert result["error"].startswith("Patcher.add: Expected Patch class or BasePatch instance")
+    assert result["error"].endswith("got 'not a patch'")

@@ -164,8 +164,10 @@ class Patcher:
             elif isinstance(item, BasePatch):
                 self._entries.append((item, None))
             else:
-                raise TypeError(f"Patcher.add: expected a Patch class or an AtomicPatch / "
-                                f"RegistryPatch, got {item!r}")
+                # DrivingSDK's words first: code matching its message keeps working.
+                raise TypeError(f"Patcher.add: Expected Patch class or BasePatch instance "
+                                f"(a Patch subclass, an AtomicPatch, RegistryPatch or "
+                                f"LegacyPatch), got {item!r}")
         return self
 
     def disable(self, *names: "Any") -> "Patcher":

@@ -346,6 +346,9 @@ class Patch(metaclass=_PatchMeta):
     conflicts_with: "Tuple[str, ...]" = ()
     apply_before_collect: bool = False
 
+    def __repr__(self) -> str:
+        return f"<Patch group {type(self).__qualname__} name={self.name!r}>"
+
     def __init_subclass__(cls, **kwargs: "Any") -> None:
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("name") is None:
