@@ -1035,3 +1035,34 @@ def test_patch_group_repr_and_a_bad_add_say_what_they_are(interpreter):
     assert result["unnamed"] == "<Patch group Unnamed name='Unnamed'>"
     assert result["error"].startswith("Patcher.add: Expected Patch class or BasePatch instance")
     assert result["error"].endswith("got 'not a patch'")
+
+
+def test_replace_import_with_a_module_and_overrides(interpreter):
+    interpreter.write({"npu_shim.py": """
+        VALUE = 42
+
+        def func(x):
+            return x * 3
+    """})
+    result = interpreter.run_json("""
+    import json, sys
+    from lazypatch.compat.driving_sdk2 import Patcher
+
+    patcher = Patcher().replace_import("cuda_only_ext", "npu_shim", VALUE=100)
+    patcher.apply()
+    import cuda_only_ext
+    try:
+        Patcher().replace_import("other_ext", exports={"VALUE": 1}, VALUE=2)
+        conflict = None
+    except ValueError as refused:
+        conflict = str(refused)
+    seen = [cuda_only_ext.VALUE, cuda_only_ext.func(5), sys.modules["npu_shim"].VALUE]
+    patcher.restore()
+    print(json.dumps({"seen": seen, "conflict": conflict,
+                      "after": "cuda_only_ext" in sys.modules}))
+    """)
+    # The shim's names, VALUE overridden; the shim itself is left as it is.
+    assert result["seen"] == [100, 15, 42]
+    assert result["conflict"] == ("replace_import('other_ext'): VALUE given both in exports= "
+                                  "and as a keyword; give each name once")
+    assert result["after"] is False
