@@ -166,6 +166,7 @@ def test_skip_replace_and_inject_import_examples(interpreter):
         "scatter_attr": repr(torch_scatter.scatter_add)[:20],
         "run": run(), "kernel": MyFunction is NPUImpl, "legacy": Legacy is NPUImpl,
         "scatter_iterates_empty": list(torch_scatter) == [] and not torch_scatter,
+        "module_call": torch_scatter(1, key=2), "module_repr": repr(torch_scatter),
         "template": [old_module.special(), old_module.other()],
         "injected": V1SparseDrive.__name__, "existing": Existing,
         "all": projects.models.__all__,
@@ -187,7 +188,10 @@ def test_skip_replace_and_inject_import_examples(interpreter):
     # skip_import leaves it (a stub: no code of anyone's runs); nothing else is imported.
     assert result["imported_early"] == ["flash_attn"]
     assert result["stub_call"] is None and result["stub_bool"] is False
-    assert result["scatter_attr"].startswith("<driving_sdk stub")
+    assert result["scatter_attr"].startswith("<Stub 'scatter_add'")
+    # The skipped module itself is callable (None) and says "Stub", as DrivingSDK's does.
+    assert result["module_call"] is None
+    assert result["module_repr"] == "<StubModule 'torch_scatter' (driving_sdk skip_import)>"
     assert result["scatter_iterates_empty"]
     assert result["run"] == "npu run" and result["kernel"] and result["legacy"]
     assert result["template"] == ["custom", "other"]
@@ -971,3 +975,94 @@ def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new
     # on_apply was not set either: not in the summary's silent events, not in the engine
     assert (driving_sdk2_summary.SILENT_EVENTS, action_for(patch, "apply")) == before
     patcher.restore()
+
+
+def test_get_info_names_original_and_replacement_and_imports_nothing(interpreter):
+    interpreter.write(MODEL)
+    result = interpreter.run_json("""
+    import json, sys
+    from lazypatch.compat.driving_sdk2 import AtomicPatch
+
+    def npu_helper(x):
+        return ("npu helper", x)
+
+    waiting = AtomicPatch("my_model.layers.helper", npu_helper)
+    by_string = AtomicPatch("my_model.layers.helper", "my_model.ops.gaussian:compute_gaussian_weights")
+    before = [waiting.get_info(), by_string.get_info(), "my_model" in sys.modules]
+    import my_model.layers
+    waiting.apply()
+    print(json.dumps({"before": before, "applied": waiting.get_info(),
+                      "diff": waiting.get_info(show_diff=True),
+                      "string_module_imported": "my_model.ops" in sys.modules}))
+    """)
+    # Nothing imported to describe a patch: the original is <missing> until its module is.
+    assert result["before"] == [
+        "my_model.layers.helper: <missing> -> npu_helper",
+        "my_model.layers.helper: <missing> -> my_model.ops.gaussian:compute_gaussian_weights",
+        False]
+    # Once applied, the original is the value before the patch, not the replacement.
+    assert result["applied"] == "my_model.layers.helper: helper -> npu_helper"
+    diff = result["diff"].splitlines()
+    assert diff[0] == result["applied"]
+    assert diff[1:3] == ["--- original: helper", "+++ replacement: npu_helper"]
+    assert '-    return ("cuda helper", x)' in diff and '+    return ("npu helper", x)' in diff
+    assert result["string_module_imported"] is False
+
+
+def test_patch_group_repr_and_a_bad_add_say_what_they_are(interpreter):
+    result = interpreter.run_json("""
+    import json
+    from lazypatch.compat.driving_sdk2 import Patcher, Patch
+
+    class Named(Patch):
+        name = "my_group"
+
+        @classmethod
+        def patches(cls, options=None):
+            return []
+
+    class Unnamed(Named):
+        name = None
+
+    try:
+        Patcher().add("not a patch")
+        error = None
+    except TypeError as refused:
+        error = str(refused)
+    print(json.dumps({"named": repr(Named()), "unnamed": repr(Unnamed()), "error": error}))
+    """)
+    assert result["named"] == "<Patch group Named name='my_group'>"
+    assert result["unnamed"] == "<Patch group Unnamed name='Unnamed'>"
+    assert result["error"].startswith("Patcher.add: Expected Patch class or BasePatch instance")
+    assert result["error"].endswith("got 'not a patch'")
+
+
+def test_replace_import_with_a_module_and_overrides(interpreter):
+    interpreter.write({"npu_shim.py": """
+        VALUE = 42
+
+        def func(x):
+            return x * 3
+    """})
+    result = interpreter.run_json("""
+    import json, sys
+    from lazypatch.compat.driving_sdk2 import Patcher
+
+    patcher = Patcher().replace_import("cuda_only_ext", "npu_shim", VALUE=100)
+    patcher.apply()
+    import cuda_only_ext
+    try:
+        Patcher().replace_import("other_ext", exports={"VALUE": 1}, VALUE=2)
+        conflict = None
+    except ValueError as refused:
+        conflict = str(refused)
+    seen = [cuda_only_ext.VALUE, cuda_only_ext.func(5), sys.modules["npu_shim"].VALUE]
+    patcher.restore()
+    print(json.dumps({"seen": seen, "conflict": conflict,
+                      "after": "cuda_only_ext" in sys.modules}))
+    """)
+    # The shim's names, VALUE overridden; the shim itself is left as it is.
+    assert result["seen"] == [100, 15, 42]
+    assert result["conflict"] == ("replace_import('other_ext'): VALUE given both in exports= "
+                                  "and as a keyword; give each name once")
+    assert result["after"] is False

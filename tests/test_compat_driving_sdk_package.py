@@ -102,22 +102,35 @@ def test_per_patch_apply_returns_drivingsdk_results(interpreter):
     result = interpreter.run_json("""
 import json
 import lazypatch.auto
-from mx_driving.patcher import AtomicPatch, LegacyPatch, PatchStatus, PatchResult
+from mx_driving.patcher import AtomicPatch, LegacyPatch, PatchStatus, PatchResult, RegistryPatch
 import model_ops.gaussian
 applied = AtomicPatch("model_ops.gaussian.weights", "npu_ops.weights").apply()
-waiting = AtomicPatch("not_imported_yet.f", print).apply()
+waiting = AtomicPatch("colorsys.rgb_to_yiq", print).apply()     # installed, not imported
+missing = AtomicPatch("not_installed_anywhere.f", print).apply()
+missing_registry = RegistryPatch("not_installed_anywhere.MODELS", dict).apply()
 def legacy(module, options):
     module.EXTRA = options["value"]
 legacy_result = LegacyPatch(legacy, {"value": 7}, target_module="model_ops").apply()
 import model_ops
 print(json.dumps({"applied": [applied.status.value, applied.name, applied.module],
                   "waiting": [waiting.status.value, waiting.reason],
+                  "missing": [missing.status.value, missing.reason],
+                  "missing_registry": missing_registry.reason,
+                  "registry_info": [RegistryPatch("pkg.MODELS", dict).get_info(),
+                                    RegistryPatch("pkg.MODELS", name="X",
+                                                  module_factory=dict).get_info()],
                   "legacy": legacy_result.status.value, "extra": model_ops.EXTRA,
                   "is_result": isinstance(applied, PatchResult),
                   "weights": model_ops.gaussian.weights(2)}))
 """)
     assert result["applied"] == ["applied", "model_ops.gaussian.weights", "model_ops"]
-    assert result["waiting"][0] == "skipped" and "not imported yet" in result["waiting"][1]
+    assert result["waiting"] == ["skipped", "colorsys not imported yet: applies when it is imported"]
+    # DrivingSDK's words where nothing is installed under the name; the patch still waits.
+    assert result["missing"] == ["skipped", "module not found: not_installed_anywhere is not "
+                                            "installed (the patch applies if it is imported later)"]
+    assert result["missing_registry"].startswith("registry not found: not_installed_anywhere ")
+    assert result["registry_info"] == ["pkg.MODELS.dict: registers dict",
+                                       "pkg.MODELS.X: registers <factory>"]
     assert result["legacy"] == "applied" and result["extra"] == 7
     assert result["is_result"] and result["weights"] == ["npu", 2]
 

@@ -164,8 +164,10 @@ class Patcher:
             elif isinstance(item, BasePatch):
                 self._entries.append((item, None))
             else:
-                raise TypeError(f"Patcher.add: expected a Patch class or an AtomicPatch / "
-                                f"RegistryPatch, got {item!r}")
+                # DrivingSDK's words first: code matching its message keeps working.
+                raise TypeError(f"Patcher.add: Expected Patch class or BasePatch instance "
+                                f"(a Patch subclass, an AtomicPatch, RegistryPatch or "
+                                f"LegacyPatch), got {item!r}")
         return self
 
     def disable(self, *names: "Any") -> "Patcher":
@@ -231,11 +233,23 @@ class Patcher:
         ``replace_with.module(...)``); the compatible forms ``base_module=``/``exports=``
         and keyword exports build a module the same way."""
         validate_target(module_path)
-        if replacement is not None and (base_module is not None or exports or attrs):
-            raise ValueError(f"replace_import({module_path!r}): give the replacement, or "
-                             f"base_module/exports, not both")
-        if replacement is None:
-            replacement = ImportReplacementSpec(base_module, {**(exports or {}), **attrs})
+        both = sorted(set(exports or {}) & set(attrs))
+        if both:
+            raise ValueError(f"replace_import({module_path!r}): {', '.join(both)} given both in "
+                             f"exports= and as a keyword; give each name once")
+        if replacement is not None and base_module is not None:
+            raise ValueError(f"replace_import({module_path!r}): give the replacement or "
+                             f"base_module=, not both (they name the same thing)")
+        overrides = {**(exports or {}), **attrs}
+        if isinstance(replacement, str) and overrides:
+            # DrivingSDK's replace_import(path, "pkg.mod", NAME=value): the module's names
+            # with these overriding them.
+            replacement = ImportReplacementSpec(replacement, overrides)
+        elif isinstance(replacement, ImportReplacementSpec) and overrides:
+            replacement = ImportReplacementSpec(replacement.base_module,
+                                                {**replacement.exports, **overrides})
+        elif replacement is None:
+            replacement = ImportReplacementSpec(base_module, overrides)
         if isinstance(replacement, ImportReplacementSpec):
             spec = replacement
             value: "Any" = Deferred(lambda: spec.build(module_path),

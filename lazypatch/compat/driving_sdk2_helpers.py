@@ -43,13 +43,17 @@ def object_at(path: str, ensure_import: bool = True) -> "Any":
 
 
 def callable_name(value: "Any") -> str:
-    """``module.qualname`` of a function or class, else its ``repr``."""
+    """A readable name of ``value`` as DrivingSDK's messages show it: the qualified name
+    of a function or class (its module is in the patch target already), else its
+    ``__name__``, else its type's name; ``"<None>"`` for None."""
+    if value is None:
+        return "<None>"
     value = getattr(value, "__func__", value)
-    module = getattr(value, "__module__", None)
-    qualname = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-    if qualname is None:
-        return repr(value)
-    return f"{module}.{qualname}" if module else str(qualname)
+    for attribute in ("__qualname__", "__name__"):
+        name = getattr(value, attribute, None)
+        if isinstance(name, str):
+            return name
+    return type(value).__name__
 
 
 def source_diff(original: "Any", replacement: "Any") -> str:
@@ -69,8 +73,8 @@ def source_diff(original: "Any", replacement: "Any") -> str:
     if before is None or after is None:
         return ""
     return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                        fromfile=callable_name(original),
-                                        tofile=callable_name(replacement)))
+                                        fromfile=f"original: {callable_name(original)}",
+                                        tofile=f"replacement: {callable_name(replacement)}"))
 
 
 def nuscenes_kit_available() -> bool:

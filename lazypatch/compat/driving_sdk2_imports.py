@@ -41,7 +41,7 @@ class Stub:
         return False
 
     def __repr__(self) -> str:
-        return f"<driving_sdk stub {self._name}>"
+        return f"<Stub {self._name!r} (driving_sdk skip_import)>"
 
 
 class StubModule(ModuleType):
@@ -62,8 +62,14 @@ class StubModule(ModuleType):
     def __bool__(self) -> bool:
         return False
 
+    def __call__(self, *args: "Any", **kwargs: "Any") -> None:
+        # DrivingSDK's stub module is callable (code calling a skipped module's
+        # factory gets None), like the stubs its attributes hand out.
+        return None
+
     def __repr__(self) -> str:
-        return f"<driving_sdk stub module {self.__name__!r}>"
+        # "Stub" in the text, as DrivingSDK's repr has it: logs grepped for it keep working.
+        return f"<StubModule {self.__name__!r} (driving_sdk skip_import)>"
 
 
 def stub_getattr(name: str) -> "Any":

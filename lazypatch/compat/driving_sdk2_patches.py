@@ -31,6 +31,7 @@ class BasePatch:
 
     name = ""
     requires: "Tuple[str, ...]" = ()
+    target_kind = "module"   # what a "not found" result names
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
@@ -60,7 +61,7 @@ class BasePatch:
             return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
         name = self.declare(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
         self.declared_names().append(name)
-        return result_of(name, self.name, self.module)
+        return result_of(name, self.name, self.module, self.target_kind)
 
     @property
     def is_applied(self) -> bool:
@@ -178,6 +179,31 @@ class AtomicPatch(BasePatch):
                             requires=self.requires,
                             tags=(TAG,), enabled=True, precheck=precheck, aliases=self.aliases)
 
+    def get_info(self, show_diff: bool = False) -> str:
+        """``"target: original -> replacement"`` (the original as it was before any live
+        patch, ``<missing>`` when its module is not imported or lacks it); with
+        ``show_diff``, the unified diff of their sources below it. Imports nothing."""
+        from .. import original as original_of
+        from .driving_sdk2_helpers import callable_name, object_at, source_diff
+        owner_path, _, attribute = self.target.rpartition(".")
+        owner = object_at(owner_path, ensure_import=False)
+        original: "Any" = None
+        if owner is not None:
+            try:
+                original = original_of(owner, attribute)
+            except AttributeError:
+                original = None
+        # A string replacement is named as written: resolving it would import its module.
+        replacement = self.target_wrapper if self.replacement is None else self.replacement
+        shown = replacement if isinstance(replacement, str) else callable_name(replacement)
+        info = (f"{self.target}: "
+                f"{callable_name(original) if original is not None else '<missing>'} -> {shown}")
+        if show_diff and callable(original) and callable(replacement):
+            diff = source_diff(original, replacement)
+            if diff:
+                info += "\n" + diff
+        return info
+
     def __repr__(self) -> str:
         return f"AtomicPatch({self.target!r})"
 
@@ -195,13 +221,16 @@ def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], 
 class RegistryPatch(BasePatch):
     """Register ``module_cls`` (or ``module_factory()``) as ``name`` in ``registry``."""
 
+    target_kind = "registry"
+
     def __init__(self, registry: str, module_cls: "Any" = None, *,
                  name: "Optional[str]" = None, force: bool = True,
                  precheck: "Optional[Callable[..., Any]]" = None,
                  module_factory: "Optional[Callable[[], Any]]" = None,
                  requires: "Iterable[str]" = ()) -> None:
         if module_cls is None and module_factory is None:
-            raise ValueError("RegistryPatch: either module_cls or module_factory must be provided")
+            raise ValueError("RegistryPatch: Either module_cls or module_factory must be provided "
+                             "(the class to register, or a function returning it)")
         if module_cls is None and name is None:
             raise ValueError("RegistryPatch: name is required when using module_factory")
         if module_factory is not None and not callable(module_factory):
@@ -231,6 +260,13 @@ class RegistryPatch(BasePatch):
         return registry_entry(self.registry, self.register_name, value, name=patch_name,
                               tags=(TAG,), force=self.force, precheck=_guarded(precheck, guard),
                               requires=self.requires)
+
+    def get_info(self, show_diff: bool = False) -> str:
+        """``"registry.name: registers Class"`` (``<factory>`` when the class comes from
+        ``module_factory``, which is not called to describe it)."""
+        from .driving_sdk2_helpers import callable_name
+        what = "<factory>" if self.module_cls is None else callable_name(self.module_cls)
+        return f"{self.name}: registers {what}"
 
     def __repr__(self) -> str:
         return f"RegistryPatch({self.registry}, {self.register_name})"
@@ -309,6 +345,9 @@ class Patch(metaclass=_PatchMeta):
     legacy_name: "Optional[str]" = None
     conflicts_with: "Tuple[str, ...]" = ()
     apply_before_collect: bool = False
+
+    def __repr__(self) -> str:
+        return f"<Patch group {type(self).__qualname__} name={self.name!r}>"
 
     def __init_subclass__(cls, **kwargs: "Any") -> None:
         super().__init_subclass__(**kwargs)

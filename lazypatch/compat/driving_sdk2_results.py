@@ -33,8 +33,23 @@ class PatchResult:
     reason: Optional[str] = None
 
 
-def result_of(patch_name: str, name: str, module: str) -> PatchResult:
-    """The result of the lazypatch patch ``patch_name`` as it stands now."""
+def _installed(module_name: str) -> bool:
+    """Whether the top-level package of ``module_name`` is imported or can be (only its
+    finder is asked: nothing is imported)."""
+    import sys
+    from importlib.util import find_spec
+    top = module_name.partition(".")[0]
+    if top in sys.modules:
+        return True
+    try:
+        return find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def result_of(patch_name: str, name: str, module: str, what: str = "module") -> PatchResult:
+    """The result of the lazypatch patch ``patch_name`` as it stands now; ``what`` names
+    the kind of target in a "not found" reason (``module``, ``registry``)."""
     from ..state import STATE
     patch: Any = STATE.catalog.by_name.get(patch_name)
     if patch is None:
@@ -45,6 +60,11 @@ def result_of(patch_name: str, name: str, module: str) -> PatchResult:
     if status == "failed":
         return PatchResult(PatchStatus.FAILED, name, module, patch.reason or "failed")
     if status == "pending":
+        if not _installed(patch.target):
+            # DrivingSDK's words for a target that is not there; lazypatch still waits.
+            return PatchResult(PatchStatus.SKIPPED, name, module,
+                               f"{what} not found: {patch.target} is not installed "
+                               f"(the patch applies if it is imported later)")
         return PatchResult(PatchStatus.SKIPPED, name, module,
                            f"{patch.target} not imported yet: applies when it is imported")
     return PatchResult(PatchStatus.SKIPPED, name, module, patch.reason or status)
