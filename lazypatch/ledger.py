@@ -285,7 +285,8 @@ class PatchContext:
         kwargs)``; return it. A module's function gets a plain function (compilers,
         copies and pickle treat it as a function: wrapping.py); a class attribute gets a
         ``wrapt.FunctionWrapper`` around the raw descriptor (classmethod, staticmethod or
-        function), so that wrapt binds it exactly as the original would be.
+        function), so that wrapt binds it exactly as the original would be; copy, deepcopy
+        and pickle treat it as a function or bound method (by reference).
         ``rebind`` is as for ``setattr``: module globals holding the original
         (``from x import f``) get the wrapper too.
         """
@@ -315,8 +316,9 @@ class PatchContext:
                 self.setitem(table, id(wrapped), table[id(original)])
         else:
             # wrapt's cost (benchmarks/COSTS.md) is paid here once and reported on its own
-            FunctionWrapper = PatchContext.import_dependency("wrapt").FunctionWrapper
-            wrapped = FunctionWrapper(original, calling)
+            from .wrapping import method_wrapper
+            wrapped = method_wrapper(PatchContext.import_dependency("wrapt"), owner, name,
+                                     original, calling)
         change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
         if rebind and change.before is not MISSING:
             self._rebind(change, exclude=(owner,))
