@@ -126,7 +126,13 @@ class Ledger:
             stack = self._stacks.get(change.slot, [])
             position = next((index for index, item in enumerate(stack) if item is change), None)
             if position is not None and position + 1 < len(stack):
-                stack[position + 1].before = change.before
+                above = stack[position + 1]
+                above.before = change.before
+                if above.action == "wrap" and change.before is not MISSING:
+                    # The wrap above wraps what this change put in place: it must
+                    # now call what this change replaced.
+                    from .wrapping import retarget
+                    retarget(above.after, change.after, change.before)
                 written = False
             else:
                 # Marked undone only once the write succeeded: a failed write

@@ -51,13 +51,16 @@ def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
     # to the original.
     from threading import local
     state = local()
+    # What this function calls, in a cell that ``retarget`` can change: when a wrap
+    # below this one is undone, this one must call what that one wrapped.
+    target = [original]
 
     def wrapped_call(*args: "Any", **kwargs: "Any") -> "Any":
         if getattr(state, "inside", False):
-            return original(*args, **kwargs)
+            return target[0](*args, **kwargs)
         state.inside = True
         try:
-            return wrapper(original, None, args, kwargs)
+            return wrapper(target[0], None, args, kwargs)
         finally:
             state.inside = False
     namespace = getattr(original, "__globals__", None)
@@ -75,7 +78,27 @@ def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
     wrapped_call.__dict__.update(getattr(original, "__dict__", {}))
     wrapped_call.__wrapped__ = original            # type: ignore[attr-defined]
     wrapped_call.__lazypatch_wrapper__ = wrapper   # type: ignore[attr-defined]
+    wrapped_call.__lazypatch_target__ = target     # type: ignore[attr-defined]
     return wrapped_call
+
+
+def retarget(wrapped: "Any", below: "Any", replacement: "Any") -> None:
+    """If ``wrapped`` (what a wrap put in place) calls ``below``, make it call
+    ``replacement``: the ledger splices out an undone wrap that sat under another one
+    on the same slot, and the wrap above must then call what the undone one wrapped,
+    or undoing a patch would leave its wrapper running."""
+    try:
+        current = wrapped.__wrapped__
+    except Exception:
+        return
+    if current is not below:
+        return
+    target = getattr(wrapped, "__lazypatch_target__", None)
+    if isinstance(target, list):          # wrapper_function's cell
+        target[0] = replacement
+        wrapped.__wrapped__ = replacement
+    elif type(wrapped) is _METHOD_WRAPPER.get("classes"):  # the proxy's wrapped object
+        wrapped.__wrapped__ = replacement
 
 
 def takes_a_plain_function(owner: "Any", original: "Any") -> bool:
