@@ -59,7 +59,8 @@ print(json.dumps({"leftovers": leftovers, "interrupted": interrupted}))
 
 # The same guarantee, exhaustively: a tracer raises KeyboardInterrupt at the Nth line the
 # engine executes (every N in turn, until a run finishes without it), while a patch makes
-# a setattr, a wrap, a setitem, a delattr and creates a name; then while it is undone.
+# a setattr, wraps a function and a method, a setitem, a delattr and creates a name; then
+# while it is undone.
 # Whatever line the interrupt lands on, one more unpatch leaves every slot exactly as it
 # was (identity, absent names absent again) and nothing live in the ledger.
 INJECTION = """
@@ -77,10 +78,12 @@ def originals():
         return value
     module.function = function
     module.table = {"key": object()}
+    module.Holder = type("Holder", (), {"method": lambda self, value: value})
     return module
 
 def snapshot(module):
     return {name: id(value) for name, value in vars(module).items()} | {
+        "Holder.method": id(module.Holder.__dict__.get("method")),
         "table[key]": id(module.table["key"]), "table keys": sorted(module.table)}
 
 def inject_at(line_number):
@@ -100,6 +103,7 @@ def patch_body(target, patch):
     patch.setattr(target, "kept", object())
     patch.wrap(target, "function", lambda wrapped, instance, args, kwargs: wrapped(*args) * 2)
     patch.setitem(target.table, "key", object())
+    patch.wrap(target.Holder, "method", lambda wrapped, instance, args, kwargs: wrapped(*args))
     patch.delattr(target, "deleted")
     patch.setattr(target, "created", object(), new=True)
 
