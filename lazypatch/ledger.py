@@ -126,7 +126,13 @@ class Ledger:
             stack = self._stacks.get(change.slot, [])
             position = next((index for index, item in enumerate(stack) if item is change), None)
             if position is not None and position + 1 < len(stack):
-                stack[position + 1].before = change.before
+                above = stack[position + 1]
+                above.before = change.before
+                if above.action == "wrap" and change.before is not MISSING:
+                    # The wrap above wraps what this change put in place: it must
+                    # now call what this change replaced.
+                    from .wrapping import retarget
+                    retarget(above.after, change.after, change.before)
                 written = False
             else:
                 # Marked undone only once the write succeeded: a failed write
@@ -285,7 +291,8 @@ class PatchContext:
         kwargs)``; return it. A module's function gets a plain function (compilers,
         copies and pickle treat it as a function: wrapping.py); a class attribute gets a
         ``wrapt.FunctionWrapper`` around the raw descriptor (classmethod, staticmethod or
-        function), so that wrapt binds it exactly as the original would be.
+        function), so that wrapt binds it exactly as the original would be; copy, deepcopy
+        and pickle treat it as a function or bound method (by reference).
         ``rebind`` is as for ``setattr``: module globals holding the original
         (``from x import f``) get the wrapper too.
         """
@@ -315,8 +322,9 @@ class PatchContext:
                 self.setitem(table, id(wrapped), table[id(original)])
         else:
             # wrapt's cost (benchmarks/COSTS.md) is paid here once and reported on its own
-            FunctionWrapper = PatchContext.import_dependency("wrapt").FunctionWrapper
-            wrapped = FunctionWrapper(original, calling)
+            from .wrapping import method_wrapper
+            wrapped = method_wrapper(PatchContext.import_dependency("wrapt"), owner, name,
+                                     original, calling)
         change = self._apply("wrap", ATTRIBUTE, owner, name, wrapped)
         if rebind and change.before is not MISSING:
             self._rebind(change, exclude=(owner,))

@@ -51,13 +51,16 @@ def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
     # to the original.
     from threading import local
     state = local()
+    # What this function calls, in a cell that ``retarget`` can change: when a wrap
+    # below this one is undone, this one must call what that one wrapped.
+    target = [original]
 
     def wrapped_call(*args: "Any", **kwargs: "Any") -> "Any":
         if getattr(state, "inside", False):
-            return original(*args, **kwargs)
+            return target[0](*args, **kwargs)
         state.inside = True
         try:
-            return wrapper(original, None, args, kwargs)
+            return wrapper(target[0], None, args, kwargs)
         finally:
             state.inside = False
     namespace = getattr(original, "__globals__", None)
@@ -75,7 +78,27 @@ def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
     wrapped_call.__dict__.update(getattr(original, "__dict__", {}))
     wrapped_call.__wrapped__ = original            # type: ignore[attr-defined]
     wrapped_call.__lazypatch_wrapper__ = wrapper   # type: ignore[attr-defined]
+    wrapped_call.__lazypatch_target__ = target     # type: ignore[attr-defined]
     return wrapped_call
+
+
+def retarget(wrapped: "Any", below: "Any", replacement: "Any") -> None:
+    """If ``wrapped`` (what a wrap put in place) calls ``below``, make it call
+    ``replacement``: the ledger splices out an undone wrap that sat under another one
+    on the same slot, and the wrap above must then call what the undone one wrapped,
+    or undoing a patch would leave its wrapper running."""
+    try:
+        current = wrapped.__wrapped__
+    except Exception:
+        return
+    if current is not below:
+        return
+    target = getattr(wrapped, "__lazypatch_target__", None)
+    if isinstance(target, list):          # wrapper_function's cell
+        target[0] = replacement
+        wrapped.__wrapped__ = replacement
+    elif type(wrapped) is _METHOD_WRAPPER.get("classes"):  # the proxy's wrapped object
+        wrapped.__wrapped__ = replacement
 
 
 def takes_a_plain_function(owner: "Any", original: "Any") -> bool:
@@ -100,3 +123,72 @@ def torchscript_table() -> "Optional[Dict[int, str]]":
         return None
 
 
+
+
+_METHOD_WRAPPER: "Dict[str, Any]" = {}
+
+
+def method_wrapper(wrapt: "Any", owner: type, name: str, original: "Any",
+                   wrapper: "Callable[..., Any]") -> "Any":
+    """wrapt's ``FunctionWrapper`` around a class's raw descriptor, taught what a proxy
+    cannot guess: copy and deepcopy treat it (and what it binds to) as they treat a
+    function or a bound method, and pickle stores it by reference, as
+    ``getattr(owner, name)`` (or ``getattr(instance, name)`` once bound), which is how a
+    bound method pickles. Without this, ``pickle.dumps(dataset.collate)`` (a spawn
+    DataLoader's ``collate_fn``) raised ``object proxy must define __reduce__()``."""
+    classes = _METHOD_WRAPPER.get("classes")
+    if classes is None:
+        classes = _METHOD_WRAPPER["classes"] = _method_wrapper_classes(wrapt)
+    wrapped = classes(original, wrapper)
+    wrapped._self_lazypatch_home = (owner, name)
+    return wrapped
+
+
+def _method_wrapper_classes(wrapt: "Any") -> "Any":
+    """The two classes (defined once, when wrapt is first needed): the wrapper in the
+    class's ``__dict__`` and what it returns when an attribute read binds it."""
+
+    class BoundMethodWrapper(wrapt.BoundFunctionWrapper):
+        def _lazypatch_receiver(self) -> "Any":
+            instance = self._self_instance
+            owner, _ = self._self_parent._self_lazypatch_home
+            return owner if instance is None else instance
+
+        def __copy__(self) -> "Any":
+            return self                  # as a bound method: immutable
+
+        def __deepcopy__(self, memo: "Dict[int, Any]") -> "Any":
+            from copy import deepcopy
+            receiver = self._lazypatch_receiver()
+            if isinstance(receiver, type):
+                return self              # classes deep-copy as themselves
+            _, name = self._self_parent._self_lazypatch_home
+            return getattr(deepcopy(receiver, memo), name)
+
+        def __reduce_ex__(self, protocol: "Any") -> "Any":
+            _, name = self._self_parent._self_lazypatch_home
+            return getattr, (self._lazypatch_receiver(), name)
+
+    class MethodWrapper(wrapt.FunctionWrapper):
+        __bound_function_wrapper__ = BoundMethodWrapper
+
+        def __copy__(self) -> "Any":
+            return self                  # as a function: copied as itself
+
+        def __deepcopy__(self, memo: "Dict[int, Any]") -> "Any":
+            return self
+
+        def __reduce_ex__(self, protocol: "Any") -> "Any":
+            # By reference, as pickle stores a function: the owner's raw slot, read
+            # back through its __dict__ so that unpickling returns this very object.
+            owner, name = self._self_lazypatch_home
+            return _own_attribute, (owner, name)
+
+    return MethodWrapper
+
+
+def _own_attribute(owner: "Any", name: str) -> "Any":
+    """``owner.__dict__[name]``, falling back to ``getattr`` (for unpickling a wrapper
+    stored by reference: where the patch is not in force, the attribute is the original)."""
+    namespace = getattr(owner, "__dict__", {})
+    return namespace[name] if name in namespace else getattr(owner, name)

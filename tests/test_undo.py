@@ -190,3 +190,33 @@ def test_source_drift_accepts_the_pinned_source_and_names_drift_and_wrappers(tmp
     context.undo()
     assert lazypatch.source_drift(upstream.Model, "missing", pinned, "x") == \
         "upstream_for_drift.Model.missing is not defined there"
+
+
+def test_undoing_a_wrap_under_another_takes_its_wrapper_out_of_the_calls():
+    # Two patches wrap one function (and one method); undoing the first, lower one must
+    # leave only the second's wrapper running, not both (the second wrapped the first's
+    # wrapper object): the wrap above is pointed at what the undone one wrapped.
+    module = types.ModuleType("stacked_wraps")
+
+    def function(value):
+        return value
+    module.function = function
+
+    class Holder:
+        def method(self, value):
+            return value
+    module.Holder = Holder
+    raw_method = Holder.__dict__["method"]
+
+    def times(factor):
+        return lambda wrapped, instance, args, kwargs: wrapped(*args, **kwargs) * factor
+    lower, upper = PatchContext("lower", module), PatchContext("upper", module)
+    for context, factor in ((lower, 2), (upper, 3)):
+        context.wrap(module, "function", times(factor))
+        context.wrap(Holder, "method", times(factor))
+    assert module.function(1) == 6 and Holder().method(1) == 6
+    lower.undo()
+    assert module.function(1) == 3 and Holder().method(1) == 3
+    assert module.function.__wrapped__ is function
+    upper.undo()
+    assert module.function is function and Holder.__dict__["method"] is raw_method

@@ -77,3 +77,75 @@ print(json.dumps({"script": compiled(torch.tensor([-1.0, 3.0])).tolist(),
 """, timeout=600)
     # scripted code runs no Python: the operator itself; the trace recorded the wrapper's ops
     assert result == {"script": [0.0, 3.0], "trace": [0.0, 6.0], "restored": [3.0]}
+
+
+# A method, class method or static method keeps wrapt's FunctionWrapper (bound exactly as
+# the original), taught to copy and pickle as a function or bound method does: by
+# reference. A spawn DataLoader pickles its collate_fn (a dataset's bound method) for the
+# worker, EMA deep-copies a model holding one.
+DATASET = {"wrapped_dataset.py": """
+import torch
+
+class Squares(torch.utils.data.Dataset):
+    def __init__(self, size):
+        self.size = size
+    def __len__(self):
+        return self.size
+    def __getitem__(self, index):
+        return torch.tensor([float(index)])
+    def collate(self, items):
+        return torch.stack(items) ** 2
+    @classmethod
+    def build(cls, size):
+        return cls(size)
+    @staticmethod
+    def scale(value):
+        return value * 10
+"""}
+
+
+def test_wrapped_methods_copy_deepcopy_pickle_and_reach_a_spawn_dataloader(interpreter):
+    result = interpreter.write(DATASET).run_json("""
+import copy, json, pickle
+import lazypatch
+import torch
+
+seen = []
+
+def noting(wrapped, instance, args, kwargs):
+    seen.append(type(instance).__name__ if instance is not None else None)
+    return wrapped(*args, **kwargs)
+
+@lazypatch.when_imported("wrapped_dataset", name="demo.dataset_calls")
+def dataset_calls(module, patch):
+    for name in ("collate", "build", "scale"):
+        patch.wrap(module.Squares, name, noting)
+
+if __name__ == "__main__":
+    from wrapped_dataset import Squares
+    data = Squares.build(4)
+    data.tag = "original"
+    out = {}
+    for label, function in [("bound", data.collate), ("classmethod", Squares.build),
+                            ("staticmethod", Squares.scale),
+                            ("raw", Squares.__dict__["collate"])]:
+        out[label] = [type(copy.copy(function)).__name__ != "",
+                      callable(copy.deepcopy(function)),
+                      callable(pickle.loads(pickle.dumps(function)))]
+    twin = copy.deepcopy({"data": data, "collate": data.collate})
+    out["deepcopy binds to the copy"] = twin["collate"].__self__ is twin["data"]
+    out["raw by reference"] = pickle.loads(pickle.dumps(Squares.__dict__["collate"])) \\
+        is Squares.__dict__["collate"]
+    out["static"] = pickle.loads(pickle.dumps(Squares.scale))(2)
+    seen.clear()
+    loader = torch.utils.data.DataLoader(data, batch_size=2, collate_fn=data.collate,
+                                         num_workers=1, multiprocessing_context="spawn")
+    out["batches"] = [batch.flatten().tolist() for batch in loader]
+    out["wrapper ran here"] = (data.collate([torch.tensor([3.0])]).item(), seen)
+    print(json.dumps(out))
+""", timeout=600)
+    assert result == {
+        "bound": [True, True, True], "classmethod": [True, True, True],
+        "staticmethod": [True, True, True], "raw": [True, True, True],
+        "deepcopy binds to the copy": True, "raw by reference": True, "static": 20,
+        "batches": [[0.0, 1.0], [4.0, 9.0]], "wrapper ran here": [9.0, ["Squares"]]}
