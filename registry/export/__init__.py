@@ -25,3 +25,12 @@ def cache_pytree(module: "Any", patch: "Any") -> None:
     inputs and outputs), restored entry by entry at undo."""
     from .cache_pytree import register
     register(module, patch)
+
+
+def dynamic_shapes(value: "Any", shape_of: "Any") -> "Any":
+    """The ``dynamic_shapes`` entry of ``torch.export.export`` for ``value`` (a cache,
+    or a list/tuple/dict of them), with ``shape_of(tensor)`` for each tensor, e.g.
+    ``lambda t: {0: batch, 2: cache_length}``. Call inside the scope (the cache
+    classes must be pytree nodes)."""
+    from .cache_pytree import children_shapes
+    return children_shapes(value, shape_of)

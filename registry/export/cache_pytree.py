@@ -102,3 +102,17 @@ def register(module: Any, patch: Any) -> None:
         patch.setitem(fx_pytree.SUPPORTED_NODES_EXACT_MATCH, cls, None)
     patch.note(f"{len(classes)} cache classes registered as pytree nodes: "
                + ", ".join(cls.__name__ for cls in classes))
+
+
+def children_shapes(value: Any, shape_of: Any) -> Any:
+    """The ``dynamic_shapes`` entry torch.export expects for ``value``: a registered
+    node becomes the list of its children's entries, a tensor ``shape_of(tensor)``."""
+    if isinstance(value, torch.Tensor):
+        return shape_of(value)
+    node = pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return None
+    children, _ = node.flatten_fn(value)
+    shapes = [children_shapes(child, shape_of) for child in children]
+    return shapes if type(value) is list or type(value) not in (tuple, dict) else \
+        tuple(shapes) if type(value) is tuple else dict(zip(value, shapes))
