@@ -67,7 +67,7 @@ SCRIPT = textwrap.dedent('''
     pytree.register_pytree_node(Before, lambda o: ([], None), lambda c, x: Before())
     results = {}
     import lazypatch.registry.export as export_pack
-    before = registries()
+    restored = []
     for family in sys.argv[1].split(","):
         config_name, model_name = FAMILIES[family]
         config = getattr(transformers, config_name)(
@@ -75,6 +75,7 @@ SCRIPT = textwrap.dedent('''
             num_key_value_heads=2, vocab_size=100)
         torch.manual_seed(0)
         model = Wrapper(getattr(transformers, model_name)(config).eval())
+        before = registries()
         with lazypatch.patched("export"):
             example = inputs(config, 2, 3, 5)
             flat, spec = pytree.tree_flatten(example["past_key_values"])
@@ -92,7 +93,8 @@ SCRIPT = textwrap.dedent('''
             exported = program.module()(**copy.deepcopy(other))
         results[family] = dict(diff=(eager - exported).abs().max().item(),
                                roundtrip=roundtrip)
-    results["registries_restored"] = same(before, registries())
+        restored.append(same(before, registries()))
+    results["registries_restored"] = all(restored)
     results["before_kept"] = pytree.SUPPORTED_NODES.get(Before) is before["nodes"][Before]
     results["cache_registered_after"] = DynamicCache in pytree.SUPPORTED_NODES
     print("RESULT" + json.dumps(results))
