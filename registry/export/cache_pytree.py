@@ -23,6 +23,18 @@ import torch.fx._pytree as fx_pytree
 import torch.utils._pytree as pytree
 
 
+# Integer state that is a tensor's length while the layer has not dropped anything
+# (DynamicSlidingWindowLayer.cumulative_length before the window is full). Kept as a
+# plain number in the context, it would be the example's length, a constant baked
+# into the masks, and export reports "specialized to a constant". Recorded as
+# "equal to that dimension" instead, unflatten reads it from the (symbolic) tensor.
+DERIVED_LENGTHS = {"cumulative_length": ("keys", -2)}
+
+
+class _LengthOf(tuple):
+    """Context marker: this attribute equals ``getattr(obj, name).shape[dim]``."""
+
+
 def _is_child(value: Any, node_types: Tuple[type, ...]) -> bool:
     """Whether an attribute's value belongs to the flattened children."""
     if isinstance(value, torch.Tensor) or isinstance(value, node_types):
@@ -33,13 +45,32 @@ def _is_child(value: Any, node_types: Tuple[type, ...]) -> bool:
     return False
 
 
+def _derived(state: Any, key: str, value: Any) -> Any:
+    """``value``, or a ``_LengthOf`` marker when it is the length of a tensor attribute."""
+    source = DERIVED_LENGTHS.get(key)
+    if source is None or not isinstance(value, (int, torch.SymInt)) or isinstance(value, bool):
+        return value
+    tensor = state.get(source[0])
+    if not isinstance(tensor, torch.Tensor) or not tensor.dim():
+        return value
+    length = tensor.shape[source[1]]
+    if isinstance(value, torch.SymInt) or isinstance(length, torch.SymInt):
+        # while tracing: compare without adding a guard on the symbolic sizes
+        from torch.fx.experimental.symbolic_shapes import statically_known_true
+        same = statically_known_true(value == length)
+    else:
+        same = value == length
+    return _LengthOf(source) if same else value
+
+
 def make_flatteners(cls: type, node_types: Tuple[type, ...]) -> Tuple[Any, Any, Any]:
     """flatten, unflatten and flatten-with-keys functions for instances of ``cls``."""
 
     def split(obj: Any) -> Tuple[List[str], List[Any], Tuple[Tuple[str, Any], ...]]:
         state = vars(obj)
         names = sorted(key for key, value in state.items() if _is_child(value, node_types))
-        rest = tuple(sorted((key, value) for key, value in state.items() if key not in names))
+        rest = tuple(sorted((key, _derived(state, key, value)) for key, value in state.items()
+                            if key not in names))
         return names, [state[name] for name in names], rest
 
     def flatten(obj: Any) -> Tuple[List[Any], Any]:
@@ -63,6 +94,9 @@ def make_flatteners(cls: type, node_types: Tuple[type, ...]) -> Tuple[Any, Any, 
         for name, kind, child in zip(names, kinds, children):
             state[name] = tuple(child) if kind == "tuple" else \
                 list(child) if kind == "list" else child
+        for key, value in rest:
+            if isinstance(value, _LengthOf):
+                state[key] = state[value[0]].shape[value[1]]
         return obj
 
     return flatten, unflatten, flatten_with_keys
