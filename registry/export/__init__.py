@@ -13,7 +13,7 @@ import lazypatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Iterable, Optional
 
 TAGS = ["export"]
 
@@ -34,3 +34,51 @@ def dynamic_shapes(value: "Any", shape_of: "Any") -> "Any":
     classes must be pytree nodes)."""
     from .cache_pytree import children_shapes
     return children_shapes(value, shape_of)
+
+
+def rewrite_control_flow(target: str, dump: "Optional[str]" = None, *,
+                         tags: "Iterable[str]" = TAGS) -> str:
+    """Declare that ``target``'s data-dependent ``if``s become ``torch.cond``; return
+    the patch name (usable in ``lazypatch.patched(...)``).
+
+    ``target`` is ``"pkg.mod:Class.method"`` (or ``"pkg.mod:function"``). Nothing is
+    imported now: when ``pkg.mod`` is imported (at once if it already is, once the
+    patch is enabled), the method is rewritten (registry/export/control_flow.py);
+    ``dump``, a directory, receives the original source, the rewritten source and
+    their diff. Undo puts the original function object back. A target that is not
+    there, is wrapped by someone else, or has no ``if`` that can be rewritten is
+    reported ``skipped`` with the reason. Off unless selected (``patched("export")``
+    selects it with the default tags).
+    """
+    if not isinstance(target, str) or target.count(":") != 1:
+        raise ValueError(f"rewrite_control_flow() takes 'pkg.mod:Class.method', got {target!r}")
+    module_name, path = target.split(":")
+    parts = path.split(".")
+    if not module_name or not all(part.isidentifier() for part in parts) or \
+            not all(part.isidentifier() for part in module_name.split(".")):
+        raise ValueError(f"rewrite_control_flow(): {target!r} is not 'pkg.mod:Class.method'")
+    if dump is not None and not isinstance(dump, str):
+        raise TypeError(f"rewrite_control_flow(): dump must be a directory path, got {dump!r}")
+    name = f"export.control_flow.{module_name}.{path}"
+
+    def apply(module: "Any", patch: "Any") -> None:
+        from .control_flow_patch import rewrite_in_module
+        rewrite_in_module(module, parts, target, dump, patch)
+
+    apply.__doc__ = f"rewrite the data-dependent `if`s of {target} into torch.cond"
+    lazypatch.when_imported(module_name, name=name, tags=list(tags), enabled=False)(apply)
+    return name
+
+
+# Layers whose forward branches on a tensor's value (a float16 overflow clamp),
+# which torch.export cannot trace: declared by dotted path, imported by no one here.
+KNOWN_CONTROL_FLOW = (
+    "transformers.models.bart.modeling_bart:BartEncoderLayer.forward",
+    "transformers.models.marian.modeling_marian:MarianEncoderLayer.forward",
+    "transformers.models.plbart.modeling_plbart:PLBartEncoderLayer.forward",
+    "transformers.models.mvp.modeling_mvp:MvpEncoderLayer.forward",
+    "transformers.models.blenderbot_small.modeling_blenderbot_small:"
+    "BlenderbotSmallEncoderLayer.forward",
+)
+for _target in KNOWN_CONTROL_FLOW:
+    rewrite_control_flow(_target)
