@@ -22,7 +22,6 @@ import torch
 import torch.fx._pytree as fx_pytree
 import torch.utils._pytree as pytree
 
-
 # Integer state that is a tensor's length while the layer has not dropped anything
 # (DynamicSlidingWindowLayer.cumulative_length before the window is full). Kept as a
 # plain number in the context, it would be the example's length, a constant baked

@@ -17,8 +17,8 @@ def rewrite_in_module(module: Any, parts: List[str], target: str, dump: Optional
     attribute = parts[-1]
     namespace = owner.__dict__ if isinstance(owner, type) else vars(owner)
     if attribute not in namespace:
-        patch.skip(f"{target}: {attribute!r} is not defined on {parts[-2] if len(parts) > 1 else module.__name__} "
-                   f"itself")
+        where = parts[-2] if len(parts) > 1 else module.__name__
+        patch.skip(f"{target}: {attribute!r} is not defined on {where} itself")
     current = namespace[attribute]
     function = getattr(current, "__func__", current)
     wrapped = getattr(function, "__wrapped__", None)

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the SCENARIO script below is kept as the models' plain code)
 """The export pack: torch.export of tiny transformers models inside patched("export").
 
 Each scenario runs in a fresh interpreter (the pack must import nothing by itself):
@@ -26,7 +27,179 @@ pytest.importorskip("transformers", reason="the export pack needs transformers "
                     "(pip install -r requirements/export.txt)")
 pytestmark = pytest.mark.stack
 
-SCENARIO = 'import copy, json, sys, traceback\nimport lazypatch.auto, lazypatch\nimport torch\nimport torch.utils._pytree as pytree\nimport transformers\nfrom torch.export import Dim\n\nSMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,\n             num_key_value_heads=2, vocab_size=100)\nDECODERS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "phi": "Phi",\n            "gemma2": "Gemma2", "qwen3_moe": "Qwen3Moe"}\n\nclass CausalLM(torch.nn.Module):\n    def __init__(self, model):\n        super().__init__(); self.model = model\n    def forward(self, input_ids, attention_mask, past_key_values):\n        return self.model(input_ids=input_ids, attention_mask=attention_mask,\n                          past_key_values=past_key_values).logits\n\ndef build(family):\n    if family in DECODERS:\n        prefix = DECODERS[family]\n        extra = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, head_dim=8) if family == "qwen3_moe" else {}\n        if family == "gemma2": extra = dict(head_dim=8, sliding_window=32)\n        config = getattr(transformers, prefix + "Config")(**SMALL, **extra)\n        model = CausalLM(getattr(transformers, prefix + "ForCausalLM")(config).eval())\n        def inputs(batch, length, cached):\n            cache = transformers.DynamicCache(config=config)\n            heads = config.num_key_value_heads\n            dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads\n            for layer in range(config.num_hidden_layers):\n                cache.update(torch.randn(batch, heads, cached, dim), torch.randn(batch, heads, cached, dim), layer)\n            return dict(input_ids=torch.randint(0, 100, (batch, length)),\n                        attention_mask=torch.ones(batch, length + cached, dtype=torch.long),\n                        past_key_values=cache)\n        return model, inputs, (dict(batch=2, length=3, cached=5), dict(batch=3, length=4, cached=7))\n    if family == "gpt2":\n        config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=64)\n        model = CausalLM(transformers.GPT2LMHeadModel(config).eval())\n        def inputs(batch, length, cached):\n            cache = transformers.DynamicCache(config=config)\n            for layer in range(2):\n                cache.update(torch.randn(batch, 4, cached, 8), torch.randn(batch, 4, cached, 8), layer)\n            return dict(input_ids=torch.randint(0, 100, (batch, length)),\n                        attention_mask=torch.ones(batch, length + cached, dtype=torch.long),\n                        past_key_values=cache)\n        return model, inputs, (dict(batch=2, length=3, cached=5), dict(batch=3, length=4, cached=7))\n    if family == "bert":\n        config = transformers.BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=100)\n        class Encoder(torch.nn.Module):\n            def __init__(self):\n                super().__init__(); self.model = transformers.BertModel(config).eval()\n            def forward(self, input_ids, attention_mask):\n                return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state\n        def inputs(batch, length):\n            return dict(input_ids=torch.randint(0, 100, (batch, length)), attention_mask=torch.ones(batch, length, dtype=torch.long))\n        return Encoder(), inputs, (dict(batch=2, length=5), dict(batch=3, length=7))\n    if family in ("bart", "bart_encoder_fp16"):\n        config = transformers.BartConfig(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,\n                                         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=100)\n        if family == "bart_encoder_fp16":\n            class Encoder(torch.nn.Module):\n                def __init__(self):\n                    super().__init__(); self.model = transformers.BartModel(config).get_encoder().eval().half()\n                def forward(self, input_ids, attention_mask):\n                    return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.float()\n            def inputs(batch, length):\n                return dict(input_ids=torch.randint(0, 100, (batch, length)), attention_mask=torch.ones(batch, length, dtype=torch.long))\n            return Encoder(), inputs, (dict(batch=2, length=5), dict(batch=3, length=7))\n        class Seq2Seq(torch.nn.Module):\n            def __init__(self):\n                super().__init__(); self.model = transformers.BartForConditionalGeneration(config).eval()\n            def forward(self, input_ids, attention_mask, decoder_input_ids):\n                out = self.model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=True)\n                return out.logits, out.past_key_values\n        def inputs(batch, length):\n            return dict(input_ids=torch.randint(0, 100, (batch, length)), attention_mask=torch.ones(batch, length, dtype=torch.long),\n                        decoder_input_ids=torch.randint(0, 100, (batch, length - 1)))\n        return Seq2Seq(), inputs, (dict(batch=2, length=5), dict(batch=3, length=7))\n    raise KeyError(family)\n\ndef shapes_of(value, export_pack):\n    d = Dim.DYNAMIC\n    out = {}\n    for key, item in value.items():\n        if isinstance(item, torch.Tensor):\n            out[key] = {i: d for i in range(min(item.dim(), 2))}\n        else:\n            out[key] = export_pack.dynamic_shapes(item, lambda t: {0: d, 2: d})\n    return out\n\nimport types\nDESCRIPTORS = (types.FunctionType, types.BuiltinFunctionType, property, classmethod,\n               staticmethod, type, types.MethodType)\n\n\ndef is_code(value):\n    """Functions, descriptors and classes: what a patch replaces (state such as\n    counters, caches and submodule attributes changes by exporting at all)."""\n    return isinstance(value, DESCRIPTORS) or type(value).__name__ in (\n        "FunctionWrapper", "BoundFunctionWrapper", "method_descriptor", "getset_descriptor")\n\n\ndef fingerprint():\n    """id of every module attribute and class member of torch, transformers and sympy,\n    plus every pytree registry entry."""\n    import torch.fx._pytree as fx_pytree\n    prints = {}\n    for name, module in list(sys.modules.items()):\n        if module is None or name.split(".")[0] not in ("torch", "transformers", "sympy"):\n            continue\n        try:\n            items = list(vars(module).items())\n        except TypeError:\n            continue\n        for key, value in items:\n            if is_code(value):\n                prints[f"{name}:{key}"] = id(value)\n            if isinstance(value, type) and getattr(value, "__module__", None) == name:\n                for member, raw in list(vars(value).items()):\n                    if is_code(raw):\n                        prints[f"{name}:{key}.{member}"] = id(raw)\n    for label, table in (("nodes", pytree.SUPPORTED_NODES),\n                         ("serialized", pytree.SUPPORTED_SERIALIZED_TYPES),\n                         ("by_name", pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE),\n                         ("fx", fx_pytree.SUPPORTED_NODES),\n                         ("fx_exact", fx_pytree.SUPPORTED_NODES_EXACT_MATCH)):\n        for key, value in list(table.items()):\n            prints[f"pytree.{label}:{key!r}"] = id(value)\n    return prints\n\n\ndef warm_up():\n    """Export a tiny module with torch.cond first: torch replaces some of its own\n    functions on first use (lazy dynamo wrappers, cached properties), which a\n    fingerprint around the scope would otherwise blame on the pack."""\n    class Tiny(torch.nn.Module):\n        def forward(self, x):\n            return torch.cond(x.sum() > 0, lambda y: y.sin(), lambda y: y.cos(), (x,))\n    torch.export.export(Tiny(), (torch.ones(3),), dynamic_shapes=({0: Dim.DYNAMIC},))\n\n\nwarm_up()\nselectors = sys.argv[2].split(",") if len(sys.argv) > 2 else ["export"]\nresults = {}\nfor family in sys.argv[1].split(","):\n    try:\n        torch.manual_seed(0)\n        model, inputs, (first, second) = build(family)\n        modules_before = set(sys.modules)\n        before = fingerprint()\n        with lazypatch.patched(*selectors):\n            import lazypatch.registry.export as export_pack\n            example = inputs(**first)\n            program = torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes_of(example, export_pack), strict=False)\n            other = inputs(**second)\n            eager = model(**copy.deepcopy(other))\n            got = program.module()(**copy.deepcopy(other))\n            eager_leaves, got_leaves = pytree.tree_leaves(eager), pytree.tree_leaves(got)\n        assert len(eager_leaves) == len(got_leaves), (len(eager_leaves), len(got_leaves))\n        after = fingerprint()\n        # keys that appeared are new imports (torch imports more while exporting);\n        # every key that existed must hold the same object, and no pytree entry is new\n        changed = sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key)\n                         and (key in before or key.startswith("pytree.")))\n        new_modules = sorted(name for name in set(sys.modules) - modules_before\n                             if name.split(".")[0] in ("transformers", "onnx", "onnxruntime", "onnx_diagnostic")\n                             and ".models." in name or name.split(".")[0] in ("onnx", "onnxruntime", "onnx_diagnostic"))\n        results[family] = dict(changed=changed[:20], new_modules=new_modules, diff=max((a.float() - b.float()).abs().max().item() for a, b in zip(eager_leaves, got_leaves)))\n    except Exception as error:\n        results[family] = dict(error=f"{type(error).__name__}: {str(error)[:3000]}")\nprint("RESULT" + json.dumps(results))\n'
+SCENARIO = r'''import copy, json, sys, traceback
+import lazypatch.auto, lazypatch
+import torch
+import torch.utils._pytree as pytree
+import transformers
+from torch.export import Dim
+
+SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=100)
+DECODERS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "phi": "Phi",
+            "gemma2": "Gemma2", "qwen3_moe": "Qwen3Moe"}
+
+class CausalLM(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__(); self.model = model
+    def forward(self, input_ids, attention_mask, past_key_values):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          past_key_values=past_key_values).logits
+
+def build(family):
+    if family in DECODERS:
+        prefix = DECODERS[family]
+        extra = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, head_dim=8) if family == "qwen3_moe" else {}
+        if family == "gemma2": extra = dict(head_dim=8, sliding_window=32)
+        config = getattr(transformers, prefix + "Config")(**SMALL, **extra)
+        model = CausalLM(getattr(transformers, prefix + "ForCausalLM")(config).eval())
+        def inputs(batch, length, cached):
+            cache = transformers.DynamicCache(config=config)
+            heads = config.num_key_value_heads
+            dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+            for layer in range(config.num_hidden_layers):
+                cache.update(torch.randn(batch, heads, cached, dim), torch.randn(batch, heads, cached, dim), layer)
+            return dict(input_ids=torch.randint(0, 100, (batch, length)),
+                        attention_mask=torch.ones(batch, length + cached, dtype=torch.long),
+                        past_key_values=cache)
+        return model, inputs, (dict(batch=2, length=3, cached=5), dict(batch=3, length=4, cached=7))
+    if family == "gpt2":
+        config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=64)
+        model = CausalLM(transformers.GPT2LMHeadModel(config).eval())
+        def inputs(batch, length, cached):
+            cache = transformers.DynamicCache(config=config)
+            for layer in range(2):
+                cache.update(torch.randn(batch, 4, cached, 8), torch.randn(batch, 4, cached, 8), layer)
+            return dict(input_ids=torch.randint(0, 100, (batch, length)),
+                        attention_mask=torch.ones(batch, length + cached, dtype=torch.long),
+                        past_key_values=cache)
+        return model, inputs, (dict(batch=2, length=3, cached=5), dict(batch=3, length=4, cached=7))
+    if family == "bert":
+        config = transformers.BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=100)
+        class Encoder(torch.nn.Module):
+            def __init__(self):
+                super().__init__(); self.model = transformers.BertModel(config).eval()
+            def forward(self, input_ids, attention_mask):
+                return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        def inputs(batch, length):
+            return dict(input_ids=torch.randint(0, 100, (batch, length)), attention_mask=torch.ones(batch, length, dtype=torch.long))
+        return Encoder(), inputs, (dict(batch=2, length=5), dict(batch=3, length=7))
+    if family in ("bart", "bart_encoder_fp16"):
+        config = transformers.BartConfig(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                                         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=100)
+        if family == "bart_encoder_fp16":
+            class Encoder(torch.nn.Module):
+                def __init__(self):
+                    super().__init__(); self.model = transformers.BartModel(config).get_encoder().eval().half()
+                def forward(self, input_ids, attention_mask):
+                    return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.float()
+            def inputs(batch, length):
+                return dict(input_ids=torch.randint(0, 100, (batch, length)), attention_mask=torch.ones(batch, length, dtype=torch.long))
+            return Encoder(), inputs, (dict(batch=2, length=5), dict(batch=3, length=7))
+        class Seq2Seq(torch.nn.Module):
+            def __init__(self):
+                super().__init__(); self.model = transformers.BartForConditionalGeneration(config).eval()
+            def forward(self, input_ids, attention_mask, decoder_input_ids):
+                out = self.model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=True)
+                return out.logits, out.past_key_values
+        def inputs(batch, length):
+            return dict(input_ids=torch.randint(0, 100, (batch, length)), attention_mask=torch.ones(batch, length, dtype=torch.long),
+                        decoder_input_ids=torch.randint(0, 100, (batch, length - 1)))
+        return Seq2Seq(), inputs, (dict(batch=2, length=5), dict(batch=3, length=7))
+    raise KeyError(family)
+
+def shapes_of(value, export_pack):
+    d = Dim.DYNAMIC
+    out = {}
+    for key, item in value.items():
+        if isinstance(item, torch.Tensor):
+            out[key] = {i: d for i in range(min(item.dim(), 2))}
+        else:
+            out[key] = export_pack.dynamic_shapes(item, lambda t: {0: d, 2: d})
+    return out
+
+import types
+DESCRIPTORS = (types.FunctionType, types.BuiltinFunctionType, property, classmethod,
+               staticmethod, type, types.MethodType)
+
+
+def is_code(value):
+    """Functions, descriptors and classes: what a patch replaces (state such as
+    counters, caches and submodule attributes changes by exporting at all)."""
+    return isinstance(value, DESCRIPTORS) or type(value).__name__ in (
+        "FunctionWrapper", "BoundFunctionWrapper", "method_descriptor", "getset_descriptor")
+
+
+def fingerprint():
+    """id of every module attribute and class member of torch, transformers and sympy,
+    plus every pytree registry entry."""
+    import torch.fx._pytree as fx_pytree
+    prints = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".")[0] not in ("torch", "transformers", "sympy"):
+            continue
+        try:
+            items = list(vars(module).items())
+        except TypeError:
+            continue
+        for key, value in items:
+            if is_code(value):
+                prints[f"{name}:{key}"] = id(value)
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for member, raw in list(vars(value).items()):
+                    if is_code(raw):
+                        prints[f"{name}:{key}.{member}"] = id(raw)
+    for label, table in (("nodes", pytree.SUPPORTED_NODES),
+                         ("serialized", pytree.SUPPORTED_SERIALIZED_TYPES),
+                         ("by_name", pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE),
+                         ("fx", fx_pytree.SUPPORTED_NODES),
+                         ("fx_exact", fx_pytree.SUPPORTED_NODES_EXACT_MATCH)):
+        for key, value in list(table.items()):
+            prints[f"pytree.{label}:{key!r}"] = id(value)
+    return prints
+
+
+def warm_up():
+    """Export a tiny module with torch.cond first: torch replaces some of its own
+    functions on first use (lazy dynamo wrappers, cached properties), which a
+    fingerprint around the scope would otherwise blame on the pack."""
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda y: y.sin(), lambda y: y.cos(), (x,))
+    torch.export.export(Tiny(), (torch.ones(3),), dynamic_shapes=({0: Dim.DYNAMIC},))
+
+
+warm_up()
+selectors = sys.argv[2].split(",") if len(sys.argv) > 2 else ["export"]
+results = {}
+for family in sys.argv[1].split(","):
+    try:
+        torch.manual_seed(0)
+        model, inputs, (first, second) = build(family)
+        modules_before = set(sys.modules)
+        before = fingerprint()
+        with lazypatch.patched(*selectors):
+            import lazypatch.registry.export as export_pack
+            example = inputs(**first)
+            program = torch.export.export(model, (), kwargs=example, dynamic_shapes=shapes_of(example, export_pack), strict=False)
+            other = inputs(**second)
+            eager = model(**copy.deepcopy(other))
+            got = program.module()(**copy.deepcopy(other))
+            eager_leaves, got_leaves = pytree.tree_leaves(eager), pytree.tree_leaves(got)
+        assert len(eager_leaves) == len(got_leaves), (len(eager_leaves), len(got_leaves))
+        after = fingerprint()
+        # keys that appeared are new imports (torch imports more while exporting);
+        # every key that existed must hold the same object, and no pytree entry is new
+        changed = sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key)
+                         and (key in before or key.startswith("pytree.")))
+        new_modules = sorted(name for name in set(sys.modules) - modules_before
+                             if name.split(".")[0] in ("transformers", "onnx", "onnxruntime", "onnx_diagnostic")
+                             and ".models." in name or name.split(".")[0] in ("onnx", "onnxruntime", "onnx_diagnostic"))
+        results[family] = dict(changed=changed[:20], new_modules=new_modules, diff=max((a.float() - b.float()).abs().max().item() for a, b in zip(eager_leaves, got_leaves)))
+    except Exception as error:
+        results[family] = dict(error=f"{type(error).__name__}: {str(error)[:3000]}")
+print("RESULT" + json.dumps(results))
+'''
 
 FAMILIES = ["llama", "qwen2", "mistral", "phi", "gemma2", "qwen3_moe", "gpt2", "bert", "bart",
             "bart_encoder_fp16"]
