@@ -82,3 +82,13 @@ KNOWN_CONTROL_FLOW = (
 )
 for _target in KNOWN_CONTROL_FLOW:
     rewrite_control_flow(_target)
+
+
+@lazypatch.when_imported("torch.fx.experimental.symbolic_shapes", name="export.stop_if_static",
+                         tags=TAGS + ["explicit"], enabled=False)
+def stop_if_static(module: "Any", patch: "Any") -> None:
+    """Raise where a dimension declared dynamic becomes a constant, so that the
+    traceback shows the user's line that caused it (torch reports it only at the end
+    of the export, without the line). Chosen by its exact name only."""
+    from .static_dimensions import install
+    install(module, patch)
