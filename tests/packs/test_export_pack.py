@@ -39,6 +39,14 @@ SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_atte
 DECODERS = {"llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "phi": "Phi",
             "gemma2": "Gemma2", "qwen3_moe": "Qwen3Moe"}
 
+def new_cache(config):
+    """An empty DynamicCache (transformers 4.x takes no config)."""
+    try:
+        return transformers.DynamicCache(config=config)
+    except TypeError:
+        return transformers.DynamicCache()
+
+
 class CausalLM(torch.nn.Module):
     def __init__(self, model):
         super().__init__(); self.model = model
@@ -54,7 +62,7 @@ def build(family):
         config = getattr(transformers, prefix + "Config")(**SMALL, **extra)
         model = CausalLM(getattr(transformers, prefix + "ForCausalLM")(config).eval())
         def inputs(batch, length, cached):
-            cache = transformers.DynamicCache(config=config)
+            cache = new_cache(config)
             heads = config.num_key_value_heads
             dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
             for layer in range(config.num_hidden_layers):
@@ -67,7 +75,7 @@ def build(family):
         config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=64)
         model = CausalLM(transformers.GPT2LMHeadModel(config).eval())
         def inputs(batch, length, cached):
-            cache = transformers.DynamicCache(config=config)
+            cache = new_cache(config)
             for layer in range(2):
                 cache.update(torch.randn(batch, 4, cached, 8), torch.randn(batch, 4, cached, 8), layer)
             return dict(input_ids=torch.randint(0, 100, (batch, length)),
