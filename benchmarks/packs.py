@@ -16,7 +16,7 @@ from typing import Dict, List
 from benchmarks import harness
 
 GROUP = "7. Packs"
-PACK_BENCHMARKS = ("bench_device", "bench_mmcv_ops", "bench_tracing")
+PACK_BENCHMARKS = ("bench_device", "bench_mmcv_ops", "bench_tracing", "bench_export")
 
 
 def measure(quick: bool, modules: "tuple[str, ...]" = PACK_BENCHMARKS) -> List[Dict[str, object]]:
