@@ -216,7 +216,9 @@ def test_assign_score_withk_against_loop_and_gradcheck(ops):
 
 def ref_sort_angles(vertices, mask, count):
     valid = [i for i in range(len(mask)) if mask[i]]
-    return sorted(valid, key=lambda i: (math.atan2(vertices[i][1], vertices[i][0]) % (2 * math.pi), i))[:count]
+    def angle(i):
+        return math.atan2(vertices[i][1], vertices[i][0]) % (2 * math.pi)
+    return sorted(valid, key=lambda i: (angle(i), i))[:count]
 
 
 @EXAMPLES

@@ -31,7 +31,8 @@ def _aggregate(points: torch.Tensor, centers: torch.Tensor, scores: torch.Tensor
 def assign_score_withk_forward(points: torch.Tensor, centers: torch.Tensor,
                                scores: torch.Tensor, knn_idx: torch.Tensor,
                                output: torch.Tensor, B: int, N0: int, N1: int,
-                               M: int, K: int, O: int, aggregate: int) -> None:
+                               M: int, K: int, O: int,  # noqa: E741 (mmcv's keyword)
+                               aggregate: int) -> None:
     """Write the score-weighted neighbour-minus-centre features into ``output``."""
     output.copy_(_aggregate(points, centers, scores, knn_idx))
 
@@ -42,7 +43,7 @@ def assign_score_withk_backward(grad_out: torch.Tensor, points: torch.Tensor,
                                 grad_points: torch.Tensor,
                                 grad_centers: torch.Tensor,
                                 grad_scores: torch.Tensor, B: int, N0: int,
-                                N1: int, M: int, K: int, O: int,
+                                N1: int, M: int, K: int, O: int,  # noqa: E741 (mmcv's keyword)
                                 aggregate: int) -> None:
     """Accumulate the gradients of the forward into the three grad tensors."""
     with torch.enable_grad():
