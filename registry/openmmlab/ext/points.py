@@ -33,8 +33,11 @@ def _squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Ten
     Differences are squared directly (not ``|a|^2 + |b|^2 - 2ab``) so that
     ties and zero distances match the CUDA kernels bit for bit.
     """
-    diff = queries[:, :, None, :] - points[:, None, :, :]
-    return (diff * diff).sum(-1)
+    total = None
+    for axis in range(3):  # per axis: no (B, Q, N, 3) intermediate
+        diff = queries[:, :, axis, None] - points[:, None, :, axis]
+        total = diff * diff if total is None else total.add_(diff * diff)
+    return total
 
 
 def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor,
@@ -182,17 +185,16 @@ def group_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
 def _first_hits(hit: torch.Tensor, nsample: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """For a (..., N) bool mask: the first ``nsample`` hit indices in order,
     padded with the first hit (0 when there is none), and the hit counts."""
-    n = hit.shape[-1]
-    position = torch.arange(n, device=hit.device)
-    key = torch.where(hit, position, position.new_tensor(n))
-    k = min(nsample, n)
-    first, _ = key.topk(k, dim=-1, largest=False, sorted=True)
-    count = hit.sum(-1)
-    if k < nsample:
-        first = torch.cat([first, first.new_full(first.shape[:-1] + (nsample - k,), n)], -1)
-    head = torch.where(count > 0, first[..., 0], torch.zeros_like(count))
-    result = torch.where(first < n, first, head[..., None])
-    return result, count
+    lead, n = hit.shape[:-1], hit.shape[-1]
+    flat = hit.reshape(-1, n)
+    rank = flat.cumsum(-1)  # 1-based rank of each hit within its row
+    count = rank[:, -1] if n else flat.new_zeros(flat.shape[0], dtype=torch.long)
+    result = torch.zeros(flat.shape[0], nsample, dtype=torch.long, device=hit.device)
+    rows, cols = torch.nonzero(flat & (rank <= nsample), as_tuple=True)
+    result[rows, rank[rows, cols] - 1] = cols
+    slot = torch.arange(nsample, device=hit.device)
+    result = torch.where(slot < count[:, None], result, result[:, :1])
+    return result.reshape(*lead, nsample), count.reshape(lead)
 
 
 def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
