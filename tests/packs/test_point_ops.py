@@ -257,3 +257,55 @@ def test_diff_iou_rotated_matches_polygon_overlap(ops):
     assert torch.allclose(iou, torch.tensor([[2.0 / 6.0, 1.0, 0.0]]), atol=1e-4)
     iou.sum().backward()
     assert torch.isfinite(boxes1.grad).all()
+
+
+@EXAMPLES
+@given(counts=st.lists(st.integers(1, 12), min_size=1, max_size=3),
+       centres=st.lists(st.integers(1, 5), min_size=3, max_size=3),
+       nsample=st.integers(1, 6), radius=st.sampled_from([0.2, 0.5, 2.0]), seed=st.integers(0, 99))
+def test_stack_ball_query_and_grouping_match_loop_reference(ext, counts, centres, nsample,
+                                                            radius, seed):
+    centres = centres[:len(counts)]
+    xyz, center = cloud(seed, sum(counts), 3), cloud(seed + 1, sum(centres), 3)
+    xyz_cnt, center_cnt = torch.tensor(counts, dtype=torch.int32), torch.tensor(centres,
+                                                                               dtype=torch.int32)
+    idx = torch.zeros(sum(centres), nsample, dtype=torch.int32)
+    ext.stack_ball_query_forward(center, center_cnt, xyz, xyz_cnt, idx, max_radius=radius,
+                                 nsample=nsample)
+    want, p0, c0 = [], 0, 0
+    for n_points, n_centres in zip(counts, centres):
+        pts = xyz[p0:p0 + n_points].tolist()
+        for c in center[c0:c0 + n_centres].tolist():
+            row, cnt = [0] * nsample, 0
+            for k, p in enumerate(pts):
+                if d2(c, p) < radius ** 2:
+                    if cnt == 0:
+                        row = [k] * nsample
+                    row[cnt] = k
+                    cnt += 1
+                    if cnt >= nsample:
+                        break
+            if cnt == 0:
+                row[0] = -1
+            want.append(row)
+        p0, c0 = p0 + n_points, c0 + n_centres
+    assert idx.tolist() == want
+    # grouping with those (in-range) indices, and its backward
+    idx = idx.clamp(min=0)
+    features = cloud(seed + 2, sum(counts), 4)
+    out = torch.zeros(sum(centres), 4, nsample)
+    ext.stack_group_points_forward(features, xyz_cnt, idx, center_cnt, out, b=len(counts),
+                                   m=sum(centres), c=4, nsample=nsample)
+    grad = torch.zeros_like(features)
+    ext.stack_group_points_backward(out, idx, center_cnt, xyz_cnt, grad, b=len(counts), c=4,
+                                    m=sum(centres), n=sum(counts), nsample=nsample)
+    want_grad = torch.zeros_like(features)
+    j, p0 = 0, 0
+    for n_points, n_centres in zip(counts, centres):
+        for _ in range(n_centres):
+            for s in range(nsample):
+                assert torch.equal(out[j, :, s], features[p0 + idx[j, s]])
+                want_grad[p0 + idx[j, s]] += out[j, :, s]
+            j += 1
+        p0 += n_points
+    assert torch.allclose(grad, want_grad, atol=1e-6)

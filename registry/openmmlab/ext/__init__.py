@@ -93,7 +93,9 @@ IMPLEMENTED: Dict[str, Tuple[str, str]] = {
         "three_interpolate_forward", "three_interpolate_backward",
         "ball_query_forward",
         "group_points_forward", "group_points_backward",
-        "gather_points_forward", "gather_points_backward")},
+        "gather_points_forward", "gather_points_backward",
+        "stack_ball_query_forward",
+        "stack_group_points_forward", "stack_group_points_backward")},
     "assign_score_withk_forward": ("assign_score", "assign_score_withk_forward"),
     "assign_score_withk_backward": (
         "assign_score", "assign_score_withk_backward"),

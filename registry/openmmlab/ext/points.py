@@ -211,3 +211,75 @@ def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
         hit = (d2 == 0) | ((d2 >= min2) & (d2 < max2))
         result, _ = _first_hits(hit, nsample)
         idx[:, start:stop] = result.to(idx.dtype)
+
+
+# --- "stack" layout: batches concatenated along the point axis, with counts ---------
+
+def _batch_of(counts: torch.Tensor, total: int) -> torch.Tensor:
+    """Batch number of each of ``total`` stacked rows given per-batch ``counts``."""
+    return torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device),
+                                   counts.long(), output_size=total)
+
+
+def _starts(counts: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(counts.long(), 0) - counts.long()
+
+
+def stack_ball_query_forward(center_xyz: torch.Tensor, center_xyz_batch_cnt: torch.Tensor,
+                             xyz: torch.Tensor, xyz_batch_cnt: torch.Tensor,
+                             idx: torch.Tensor, max_radius: float, nsample: int) -> None:
+    """Ball query on stacked batches: per centre, the first ``nsample`` points of
+    its own batch with ``d < max_radius`` as indices local to that batch; when none,
+    slot 0 is -1 (the rest left as the caller allocated them), as the CUDA kernel."""
+    total_centres, total_points = center_xyz.shape[0], xyz.shape[0]
+    centre_batch = _batch_of(center_xyz_batch_cnt, total_centres)
+    point_batch = _batch_of(xyz_batch_cnt, total_points)
+    point_local = torch.arange(total_points, device=xyz.device) - _starts(xyz_batch_cnt)[point_batch]
+    radius2 = float(max_radius) ** 2
+    step = max(1, CHUNK_ELEMENTS // max(total_points, 1))
+    for start in range(0, total_centres, step):
+        stop = min(total_centres, start + step)
+        d2 = _squared_distances(center_xyz[None, start:stop].float(), xyz[None].float())[0]
+        hit = (d2 < radius2) & (centre_batch[start:stop, None] == point_batch[None, :])
+        first, count = _first_hits(hit, nsample)
+        local = point_local[first]
+        found = count > 0
+        chunk = idx[start:stop]
+        chunk[found] = local[found].to(idx.dtype)
+        chunk[~found, 0] = -1
+
+
+def _stack_group_index(features_batch_cnt: torch.Tensor, indices: torch.Tensor,
+                       indices_batch_cnt: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Global feature row of each (centre, sample) and whether the kernel reads it."""
+    total_centres = indices.shape[0]
+    batch = _batch_of(indices_batch_cnt, total_centres)
+    start = _starts(features_batch_cnt)[batch][:, None]
+    end = torch.cumsum(features_batch_cnt.long(), 0)[batch][:, None]
+    local = indices.long()
+    # the CUDA kernel compares the *local* index with the batch's end row
+    valid = (local < end) & (start + local >= 0)
+    return (start + local).clamp(min=0), valid
+
+
+def stack_group_points_forward(features: torch.Tensor, features_batch_cnt: torch.Tensor,
+                               indices: torch.Tensor, indices_batch_cnt: torch.Tensor,
+                               output: torch.Tensor, b: int, m: int, c: int,
+                               nsample: int) -> None:
+    """output[j, :, s] = features[start(batch of j) + indices[j, s], :]."""
+    rows, valid = _stack_group_index(features_batch_cnt, indices, indices_batch_cnt)
+    rows = rows.clamp(max=max(features.shape[0] - 1, 0))
+    gathered = features[rows]  # (M, nsample, C)
+    gathered = gathered * valid[..., None].to(gathered.dtype)
+    output.copy_(gathered.permute(0, 2, 1))
+
+
+def stack_group_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
+                                idx_batch_cnt: torch.Tensor,
+                                features_batch_cnt: torch.Tensor,
+                                grad_features: torch.Tensor, b: int, c: int, m: int,
+                                n: int, nsample: int) -> None:
+    """grad_features[start + idx[j, s], :] += grad_out[j, :, s]."""
+    rows, _ = _stack_group_index(features_batch_cnt, idx, idx_batch_cnt)
+    grad_features.index_add_(0, rows.reshape(-1),
+                             grad_out.permute(0, 2, 1).reshape(-1, c).to(grad_features.dtype))
