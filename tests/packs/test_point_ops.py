@@ -214,47 +214,69 @@ def test_assign_score_withk_against_loop_and_gradcheck(ops):
         lambda s, p, c: assign_score_withk(s, p, c, knn, 'sum'), (scores, points, centers))
 
 
-def ref_sort_angles(vertices, mask, count):
-    valid = [i for i in range(len(mask)) if mask[i]]
-    def angle(i):
-        return math.atan2(vertices[i][1], vertices[i][0]) % (2 * math.pi)
-    return sorted(valid, key=lambda i: (angle(i), i))[:count]
+EPS = 1e-8
+
+
+def before(x1, y1, x2, y2):
+    """Whether vertex 1 comes before vertex 2 counter-clockwise from +x (equal: no)."""
+    if abs(x1 - x2) < EPS and abs(y1 - y2) < EPS:
+        return False
+    if (y1 > 0) != (y2 > 0):
+        return y1 > 0
+    return math.atan2(y1, x1) % (2 * math.pi) < math.atan2(y2, x2) % (2 * math.pi)
+
+
+def ref_sort_vertices(vertices, mask, count):
+    """One polygon, one vertex at a time: each pick is the smallest vertex strictly
+    after the previous pick (index 0 when there is none)."""
+    pad = next(j for j in range(8, len(mask)) if not mask[j])
+    if count < 3:
+        return [pad] * 9
+    picks = []
+    for j in range(count):
+        take = 0
+        best = None
+        for k, (x, y) in enumerate(vertices):
+            if not mask[k] or (j and not before(*vertices[picks[-1]], x, y)):
+                continue
+            if best is None or before(x, y, *best):
+                best, take = (x, y), k
+        picks.append(take)
+    row = picks + [picks[0]] + [pad] * (8 - count)
+    if count == 8 and sum(row[k] == row[j] for j in range(4) for k in range(4, 8)) == 4:
+        row = row[:4] + [row[0]] + [pad] * 4
+    return row
 
 
 @EXAMPLES
-@given(seed=st.integers(0, 999), valid=st.integers(0, 8))  # polygons have <= 8 corners
-def test_sort_vertices_orders_valid_vertices_counter_clockwise(ext, seed, valid):
+@given(seed=st.integers(0, 999), valid=st.integers(0, 8), twins=st.integers(0, 4))
+def test_sort_vertices_matches_one_at_a_time_reference(ext, seed, valid, twins):
     g = torch.Generator().manual_seed(seed)
     vertices = torch.rand(1, 1, 24, 2, generator=g) - 0.5
     mask = torch.zeros(1, 1, 24, dtype=torch.bool)
-    chosen = torch.randperm(24, generator=g)[:valid]
+    chosen = torch.randperm(23, generator=g)[:valid]  # slot 23 stays free to pad with
     mask[0, 0, chosen] = True
-    mask[0, 0, 23] = False  # at least one invalid intersection slot to pad with
+    vertices[0, 0, 4:4 + twins] = vertices[0, 0, :twins]  # shared corners, found twice
     count = int(mask.sum())
     vertices[~mask] = 0
     idx = ext.diff_iou_rotated_sort_vertices_forward(vertices, mask, torch.tensor([[count]]))
     assert idx.shape == (1, 1, 9) and idx.dtype == torch.int64
-    pad = next(j for j in range(8, 24) if not mask[0, 0, j])
-    row = idx[0, 0].tolist()
-    if count < 3:
-        assert row == [pad] * 9
-        return
-    order = ref_sort_angles(vertices[0, 0].tolist(), mask[0, 0].tolist(), count)
-    if count == 8 and all(i >= 8 for i in order[:4]):
-        assert row == order[:4] + [order[0]] + [pad] * 4
-    else:
-        assert row[:count] == order and row[count] == order[0]
-        assert row[count + 1:] == [pad] * (8 - count)
+    assert idx[0, 0].tolist() == ref_sort_vertices(vertices[0, 0].tolist(),
+                                                   mask[0, 0].tolist(), count)
 
 
 def test_diff_iou_rotated_matches_polygon_overlap(ops):
     from mmcv.ops import diff_iou_rotated_2d
     boxes1 = torch.tensor([[[0.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 1.0, 0.3],
-                            [1.0, 1.0, 1.0, 1.0, 0.0]]], requires_grad=True)
+                            [1.0, 1.0, 1.0, 1.0, 0.0], [0.5, 0.5, 1.0, 1.0, 0.0]]],
+                          requires_grad=True)
     boxes2 = torch.tensor([[[1.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 1.0, 0.3],
-                            [5.0, 5.0, 1.0, 1.0, 0.0]]])
+                            [5.0, 5.0, 1.0, 1.0, 0.0], [0.5, 0.5, 1.0, 1.0, math.pi / 4]]])
     iou = diff_iou_rotated_2d(boxes1, boxes2)
-    assert torch.allclose(iou, torch.tensor([[2.0 / 6.0, 1.0, 0.0]]), atol=1e-4)
+    # a unit square and itself turned by 45 degrees overlap in an octagon: 2(sqrt2 - 1)
+    octagon = 2 * (math.sqrt(2) - 1)
+    assert torch.allclose(iou, torch.tensor([[2.0 / 6.0, 1.0, 0.0, octagon / (2 - octagon)]]),
+                          atol=1e-4)
     iou.sum().backward()
     assert torch.isfinite(boxes1.grad).all()
 

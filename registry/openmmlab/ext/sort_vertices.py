@@ -7,8 +7,10 @@ valid vertices' indices in counter-clockwise order starting from the smallest
 angle in [0, 2*pi) measured from +x, the first repeated after the last, the
 rest padded with the first invalid intersection slot (index >= 8), whose
 vertex is zero so that the shoelace area ignores it. Polygons with fewer than
-three vertices are all padding. Two identical boxes (8 valid, the first four
-sorted all intersections) keep only those four, as mmcv's kernel does.
+three vertices are all padding. Two identical boxes (8 valid vertices whose
+first four picks reappear among the last four) keep only those four, as
+mmcv's kernel does: it takes each vertex strictly after the previous one (equal
+vertices once), and index 0 once none is left.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import math
 import torch
 
 MAX_VERTICES = 9
+EPSILON = 1e-8
 INTERSECTION_OFFSET = 8
 
 
@@ -24,24 +27,37 @@ def diff_iou_rotated_sort_vertices_forward(vertices: torch.Tensor,
                                            mask: torch.Tensor,
                                            num_valid: torch.Tensor) -> torch.Tensor:
     """Return the (B, N, 9) int64 sorted-vertex indices described above."""
-    slots = vertices.shape[2]
     x, y = vertices[..., 0].float(), vertices[..., 1].float()
     angle = torch.atan2(y, x)
     angle = torch.where(angle < 0, angle + 2 * math.pi, angle)
     mask = mask.bool()
-    key = torch.where(mask, angle, torch.full_like(angle, float('inf')))
-    order = torch.sort(key, dim=-1, stable=True).indices  # valid ones first
-    invalid_intersections = ~mask[..., INTERSECTION_OFFSET:]
-    pad = INTERSECTION_OFFSET + invalid_intersections.float().argmax(-1)  # (B, N)
+    order = torch.sort(torch.where(mask, angle, torch.full_like(angle, float('inf'))),
+                       dim=-1, stable=True).indices  # valid ones first, by angle
+    sx, sy = torch.gather(x, -1, order), torch.gather(y, -1, order)
+    valid = torch.gather(mask, -1, order)
+    # the kernel takes each next vertex strictly after the previous one, so a vertex
+    # equal to its predecessor (a shared corner, found twice) is taken once
+    same = ((sx[..., 1:] - sx[..., :-1]).abs() < EPSILON) & \
+        ((sy[..., 1:] - sy[..., :-1]).abs() < EPSILON) & valid[..., :-1]
+    unique = valid & torch.cat([torch.ones_like(same[..., :1]), ~same], -1)
+    slots = vertices.shape[2]
+    position = torch.arange(slots, device=vertices.device)
+    compact = torch.sort(torch.where(unique, position, position + slots), dim=-1).indices
+    distinct = torch.gather(order, -1, compact)[..., :MAX_VERTICES]
+    if distinct.shape[-1] < MAX_VERTICES:
+        distinct = torch.cat([distinct, distinct.new_zeros(
+            *distinct.shape[:-1], MAX_VERTICES - distinct.shape[-1])], -1)
+    taken = unique.sum(-1)
+    slot = torch.arange(MAX_VERTICES, device=vertices.device)
+    # once no vertex is left after the previous one, the kernel takes index 0
+    picks = torch.where(slot < taken[..., None], distinct, torch.zeros_like(distinct))
+    pad = INTERSECTION_OFFSET + (~mask[..., INTERSECTION_OFFSET:]).float().argmax(-1)
     count = num_valid.long()
-    position = torch.arange(MAX_VERTICES, device=vertices.device)
-    head = order[..., :MAX_VERTICES] if slots >= MAX_VERTICES else torch.cat(
-        [order, order[..., :1].expand(*order.shape[:-1], MAX_VERTICES - slots)], -1)
-    result = torch.where(position < count[..., None], head, pad[..., None])
-    result = torch.where(position == count[..., None], order[..., :1], result)
-    # identical boxes: eight valid vertices whose first four are intersections
-    same = (count == 8) & (result[..., :4] >= INTERSECTION_OFFSET).all(-1)
-    trimmed = torch.where(position == 4, order[..., :1], pad[..., None])
-    result = torch.where(same[..., None] & (position >= 4), trimmed, result)
-    result = torch.where((count < 3)[..., None], pad[..., None], result)
-    return result
+    result = torch.where(slot < count[..., None], picks, pad[..., None])
+    result = torch.where(slot == count[..., None], picks[..., :1], result)
+    # identical boxes: the last four picks repeat the first four
+    repeats = (result[..., :4, None] == result[..., None, 4:8]).sum((-1, -2))
+    same_box = (count == 8) & (repeats == 4)
+    trimmed = torch.where(slot == 4, picks[..., :1], pad[..., None])
+    result = torch.where(same_box[..., None] & (slot >= 4), trimmed, result)
+    return torch.where((count < 3)[..., None], pad[..., None], result)
