@@ -3,8 +3,10 @@ CUDA, run unchanged on the CPU with the device pack and CUDA claimed available.
 
 Nothing is downloaded: give an extracted checkout of each project's tests,
 
-    git -C <mmdetection3d clone> archive v1.4.0 tests | tar -x -C /tmp/mmdet3d
-    git -C <mmdetection clone> archive v3.3.0 tests | tar -x -C /tmp/mmdet
+    git -C <mmdetection3d clone> archive v1.4.0 tests configs | tar -x -C /tmp/mmdet3d
+    git -C <mmdetection clone> archive v3.3.0 tests configs | tar -x -C /tmp/mmdet
+
+(the detector tests read their model configs from ``configs/``)
     LAZYPATCH_MMDET3D_CHECKOUT=/tmp/mmdet3d LAZYPATCH_MMDET_CHECKOUT=/tmp/mmdet pytest ...
 
 (or ``python tests/packs/test_mmdet3d_cuda_suite.py <checkout>`` to print the table).
@@ -96,8 +98,8 @@ def known_reason(test_id: str) -> str:
 
 
 def needs(path: str, variable: str) -> Path:
-    if not path or not (Path(path) / "tests").is_dir():
-        pytest.skip(f"no extracted checkout with tests/ (set {variable}; see this file's "
+    if not path or not (Path(path) / "tests").is_dir() or not (Path(path) / "configs").is_dir():
+        pytest.skip(f"no extracted checkout with tests/ and configs/ (set {variable}; see this file's "
                     f"docstring for the git archive command)")
     return Path(path)
 
