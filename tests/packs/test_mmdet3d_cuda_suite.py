@@ -3,10 +3,11 @@ CUDA, run unchanged on the CPU with the device pack and CUDA claimed available.
 
 Nothing is downloaded: give an extracted checkout of each project's tests,
 
-    git -C <mmdetection3d clone> archive v1.4.0 tests configs | tar -x -C /tmp/mmdet3d
-    git -C <mmdetection clone> archive v3.3.0 tests configs | tar -x -C /tmp/mmdet
+    git -C <mmdetection3d clone> archive v1.4.0 mmdet3d tests configs | tar -x -C /tmp/mmdet3d
+    git -C <mmdetection clone> archive v3.3.0 mmdet tests configs | tar -x -C /tmp/mmdet
 
-(the detector tests read their model configs from ``configs/``)
+(the detector tests find ``configs/`` beside the imported package, so the package is
+extracted too: pytest runs in the checkout and imports it from there.)
     LAZYPATCH_MMDET3D_CHECKOUT=/tmp/mmdet3d LAZYPATCH_MMDET_CHECKOUT=/tmp/mmdet pytest ...
 
 (or ``python tests/packs/test_mmdet3d_cuda_suite.py <checkout>`` to print the table).
