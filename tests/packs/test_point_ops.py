@@ -331,3 +331,36 @@ def test_stack_ball_query_and_grouping_match_loop_reference(ext, counts, centres
             j += 1
         p0 += n_points
     assert torch.allclose(grad, want_grad, atol=1e-6)
+
+
+def ref_point_in_quad(px, py, quad):
+    """mmcv's crossing-number loop for one point and one quadrilateral."""
+    crossings = 0
+    j = 3
+    for i in range(4):
+        sx, sy, tx, ty = quad[2 * i], quad[2 * i + 1], quad[2 * j], quad[2 * j + 1]
+        j = i
+        if py < min(sy, ty) or py > max(sy, ty):
+            continue
+        if (sx == px and sy == py) or (tx == px and ty == py):
+            break
+        if (sy < py <= ty) or (ty < py <= sy):
+            x = torch.tensor(sx) + (torch.tensor(py) - sy) * (torch.tensor(tx) - sx) / (
+                torch.tensor(ty) - sy)  # float32, in the kernel's order
+            if float(x) == px:
+                break
+            if float(x) > px:
+                crossings += 1
+    return float(crossings % 2)
+
+
+@EXAMPLES
+@given(points=st.integers(1, 20), quads=st.integers(1, 5), seed=st.integers(0, 999))
+def test_points_in_polygons_match_crossing_loop(ops, points, quads, seed):
+    from mmcv.ops import points_in_polygons
+    g = torch.Generator().manual_seed(seed)
+    pts = torch.randint(0, 8, (points, 2), generator=g).float()  # grid: vertex/edge hits
+    polys = torch.randint(0, 8, (quads, 8), generator=g).float()
+    got = points_in_polygons(pts, polys)
+    want = [[ref_point_in_quad(float(p[0]), float(p[1]), q.tolist()) for q in polys] for p in pts]
+    assert got.tolist() == want
