@@ -364,3 +364,37 @@ def test_points_in_polygons_match_crossing_loop(ops, points, quads, seed):
     got = points_in_polygons(pts, polys)
     want = [[ref_point_in_quad(float(p[0]), float(p[1]), q.tolist()) for q in polys] for p in pts]
     assert got.tolist() == want
+
+
+def inside_box(p, box):
+    x, y, z = p
+    cx, cy, cz, dx, dy, dz, rz = box
+    cz += dz / 2
+    if abs(z - cz) > dz / 2:
+        return False
+    c, s = math.cos(-rz), math.sin(-rz)
+    lx = (x - cx) * c - (y - cy) * s
+    ly = (x - cx) * s + (y - cy) * c
+    return -dx / 2 < lx < dx / 2 and -dy / 2 < ly < dy / 2
+
+
+@EXAMPLES
+@given(n=st.integers(1, 30), boxes=st.integers(1, 4), sampled=st.integers(1, 6),
+       seed=st.integers(0, 999))
+def test_roipoint_pool3d_matches_loop_reference(ops, n, boxes, sampled, seed):
+    from mmcv.ops import RoIPointPool3d
+    g = torch.Generator().manual_seed(seed)
+    xyz = torch.rand(1, n, 3, generator=g, dtype=torch.float64) * 4
+    feats = torch.rand(1, n, 2, generator=g, dtype=torch.float64)
+    box = torch.cat([torch.rand(1, boxes, 3, generator=g, dtype=torch.float64) * 4,
+                     torch.rand(1, boxes, 3, generator=g, dtype=torch.float64) * 3 + 0.5,
+                     torch.rand(1, boxes, 1, generator=g, dtype=torch.float64) * 3], -1)
+    pooled, empty = RoIPointPool3d(num_sampled_points=sampled)(xyz, feats, box)
+    for m in range(boxes):
+        hits = [k for k in range(n) if inside_box(xyz[0, k].tolist(), box[0, m].tolist())]
+        hits = hits[:sampled]
+        assert int(empty[0, m]) == (not hits)
+        for s in range(sampled):
+            want = (torch.cat([xyz[0, hits[s % len(hits)]], feats[0, hits[s % len(hits)]]])
+                    if hits else torch.zeros(5, dtype=torch.float64))
+            assert torch.equal(pooled[0, m, s], want)

@@ -99,6 +99,7 @@ IMPLEMENTED: Dict[str, Tuple[str, str]] = {
     "assign_score_withk_forward": ("assign_score", "assign_score_withk_forward"),
     "assign_score_withk_backward": (
         "assign_score", "assign_score_withk_backward"),
+    "roipoint_pool3d_forward": ("roipoint_pool3d", "roipoint_pool3d_forward"),
     "points_in_polygons_forward": (
         "points_in_polygons", "points_in_polygons_forward"),
     "diff_iou_rotated_sort_vertices_forward": (
