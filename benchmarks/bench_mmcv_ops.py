@@ -243,6 +243,7 @@ def bench(device: str, quick: bool, only: str = "") -> List[Row]:
         "naive loop",
         median_ms(lambda: [[ref.naive_in_box(p, b) for b in pb[0].tolist()]
                            for p in pp[0].tolist()], naive_reps, "cpu"))
+    add_point_rows(add, reps, quick)
     return rows
 
 
@@ -340,7 +341,104 @@ def bench_sections(device: str, quick: bool, rows: List[Row], add, dev, reps: in
         add_msda_rows(add, dev, device, reps, quick)
     if "nms_rotated" in only:
         add_rotated_nms_rows(add, dev, device, 1000 if quick else 3500)
+    if "points" in only:
+        add_point_rows(add, reps, quick)
     return rows
+
+
+def add_point_rows(add, reps: int, quick: bool) -> None:
+    """Point-cloud kernels (registry/openmmlab/ext/points.py) at PointNet++ sizes
+    (VoteNet's first set abstraction: 20000 points, 2048 centres, 64 neighbours),
+    against straightforward PyTorch: the whole distance matrix at once, and furthest
+    point sampling that recomputes each point's distance to the whole chosen set."""
+    ext = sys.modules["mmcv.ops.nms"].ext_module
+    n, m, k = (4000, 512, 16) if quick else (20000, 2048, 64)
+    g = torch.Generator().manual_seed(50)
+    xyz = torch.rand(1, n, 3, generator=g)
+    size = f"{n} points, {m} centres"
+
+    def ours_fps():
+        out = torch.zeros(1, m, dtype=torch.int32)
+        ext.furthest_point_sampling_forward(xyz, torch.full((1, n), 1e10), out, b=1, n=n, m=m)
+        return out
+
+    def plain_fps():
+        picks = [0]
+        for _ in range(1, m):
+            chosen = xyz[0, picks]
+            picks.append(int(torch.cdist(xyz[0], chosen).min(1).values.argmax()))
+        return picks
+
+    fps_m = min(m, 256)  # the plain version is quadratic in the samples
+
+    def ours_fps_short():
+        out = torch.zeros(1, fps_m, dtype=torch.int32)
+        ext.furthest_point_sampling_forward(xyz, torch.full((1, n), 1e10), out, b=1, n=n,
+                                            m=fps_m)
+        return out
+
+    def plain_fps_short():
+        picks = [0]
+        for _ in range(1, fps_m):
+            picks.append(int(torch.cdist(xyz[0], xyz[0, picks]).min(1).values.argmax()))
+        return picks
+
+    assert ours_fps_short()[0].tolist() == plain_fps_short(), "FPS variants disagree"
+    add("furthest_point_sampling_forward", f"{n} points, {fps_m} samples",
+        median_ms(ours_fps_short, reps, "cpu"), "cdist to the chosen set each step",
+        median_ms(plain_fps_short, 1, "cpu"))
+    add("furthest_point_sampling_forward", size, median_ms(ours_fps, 3, "cpu"), "-", math.nan)
+    centres = xyz[:, torch.randperm(n, generator=g)[:m]].contiguous()
+
+    def ours_ball():
+        idx = torch.zeros(1, m, k, dtype=torch.int32)
+        ext.ball_query_forward(centres, xyz, idx, b=1, n=n, m=m, min_radius=0.0,
+                               max_radius=0.05, nsample=k)
+        return idx
+
+    def plain_ball():
+        d2 = torch.cdist(centres[0], xyz[0]) ** 2
+        hit = d2 < 0.05 ** 2
+        rank = hit.cumsum(1)
+        out = torch.zeros(m, k, dtype=torch.long)
+        rows, cols = torch.nonzero(hit & (rank <= k), as_tuple=True)
+        out[rows, rank[rows, cols] - 1] = cols
+        first = out[:, :1].expand(m, k)
+        return torch.where(torch.arange(k) < rank[:, -1:], out, first)
+
+    add("ball_query_forward", f"{size}, {k} neighbours", median_ms(ours_ball, reps, "cpu"),
+        "full distance matrix, cumsum ranks", median_ms(plain_ball, reps, "cpu"))
+
+    def ours_knn():
+        idx = torch.zeros(1, m, 16, dtype=torch.int32)
+        ext.knn_forward(xyz, centres, idx, torch.zeros(1, m, 16), b=1, n=n, m=m, nsample=16)
+        return idx
+
+    add("knn_forward", f"{size}, k=16", median_ms(ours_knn, reps, "cpu"),
+        "full cdist + topk", median_ms(
+            lambda: torch.cdist(centres[0], xyz[0]).topk(16, largest=False), reps, "cpu"))
+    features = torch.rand(1, 64, n, generator=g)
+    index = torch.randint(0, n, (1, m, k), generator=g, dtype=torch.int32)
+
+    def ours_group():
+        out = torch.zeros(1, 64, m, k)
+        ext.group_points_forward(features, index, out, b=1, c=64, n=n, npoints=m, nsample=k)
+        return out
+
+    add("group_points_forward", f"64 channels, {m}x{k} groups", median_ms(ours_group, reps, "cpu"),
+        "advanced indexing", median_ms(lambda: features[0][:, index[0].long()], reps, "cpu"))
+    weight = torch.rand(1, n, 3, generator=g)
+    near = torch.randint(0, m, (1, n, 3), generator=g, dtype=torch.int32)
+    coarse = torch.rand(1, 64, m, generator=g)
+
+    def ours_interp():
+        out = torch.empty(1, 64, n)
+        ext.three_interpolate_forward(coarse, near, weight, out, b=1, c=64, m=m, n=n)
+        return out
+
+    add("three_interpolate_forward", f"64 channels, {m} -> {n}", median_ms(ours_interp, reps, "cpu"),
+        "advanced indexing", median_ms(
+            lambda: (coarse[0][:, near[0].long()] * weight[0]).sum(-1), reps, "cpu"))
 
 
 def all_pairs_nms_rotated(boxes, scores, threshold: float):
@@ -396,12 +494,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
-    parser.add_argument("--only", default="", help="sections to run: msda, nms_rotated")
+    parser.add_argument("--only", default="", help="sections to run: msda, nms_rotated, points")
     args = parser.parse_args()
     # Every kernel on one torch thread: on a shared 2-core machine two threads made one
     # kernel read anywhere from 2.4 to 136 ms (3D NMS), and the ratios meant nothing.
-    import torch as torch_module
-    torch_module.set_num_threads(1)
+    _load_stack()  # torch is imported there, not at module import
+    torch.set_num_threads(1)
     rows = bench(args.device, args.quick, args.only)
     if args.json:
         print(json.dumps([[op, size, ours, name, None if math.isnan(theirs) else theirs]

@@ -85,6 +85,25 @@ IMPLEMENTED: Dict[str, Tuple[str, str]] = {
         "points_in_boxes", "points_in_boxes_all_forward"),
     "points_in_boxes_cpu_forward": (
         "points_in_boxes", "points_in_boxes_cpu_forward"),
+    # point-cloud neighbourhoods (PointNet++ family, PAConv, diff IoU)
+    **{name: ("points", name) for name in (
+        "furthest_point_sampling_forward",
+        "furthest_point_sampling_with_dist_forward",
+        "knn_forward", "three_nn_forward",
+        "three_interpolate_forward", "three_interpolate_backward",
+        "ball_query_forward",
+        "group_points_forward", "group_points_backward",
+        "gather_points_forward", "gather_points_backward",
+        "stack_ball_query_forward",
+        "stack_group_points_forward", "stack_group_points_backward")},
+    "assign_score_withk_forward": ("assign_score", "assign_score_withk_forward"),
+    "assign_score_withk_backward": (
+        "assign_score", "assign_score_withk_backward"),
+    "roipoint_pool3d_forward": ("roipoint_pool3d", "roipoint_pool3d_forward"),
+    "points_in_polygons_forward": (
+        "points_in_polygons", "points_in_polygons_forward"),
+    "diff_iou_rotated_sort_vertices_forward": (
+        "sort_vertices", "diff_iou_rotated_sort_vertices_forward"),
 }
 
 

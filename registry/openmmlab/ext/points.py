@@ -1,0 +1,285 @@
+"""Point-cloud neighbourhood kernels of mmcv that ship only as CUDA code.
+
+``furthest_point_sampling_forward`` (and ``_with_dist``), ``knn_forward``,
+``three_nn_forward``, ``three_interpolate_forward/backward``,
+``ball_query_forward``, ``group_points_forward/backward`` and
+``gather_points_forward/backward``: same call signatures as mmcv's bindings,
+results written into the caller's preallocated tensors. Every kernel is
+vectorised over points; distance matrices are built a chunk of query points at
+a time so that memory stays bounded for realistic cloud sizes. Furthest point
+sampling is sequential by nature (each pick depends on the previous one): it
+loops over the *samples*, each step vectorised over all points.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Tuple
+
+import torch
+
+#: Upper bound on elements of one (batch, queries, points) distance chunk.
+CHUNK_ELEMENTS = 1 << 24
+
+
+def _query_chunks(b: int, queries: int, points: int) -> Iterator[Tuple[int, int]]:
+    """(start, stop) ranges over the query axis keeping chunks bounded."""
+    step = max(1, CHUNK_ELEMENTS // max(b * points, 1))
+    for start in range(0, queries, step):
+        yield start, min(queries, start + step)
+
+
+def _squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """(B, Q, 3), (B, N, 3) -> (B, Q, N) exact squared distances.
+
+    Differences are squared directly (not ``|a|^2 + |b|^2 - 2ab``) so that
+    ties and zero distances match the CUDA kernels bit for bit.
+    """
+    total = None
+    for axis in range(3):  # per axis: no (B, Q, N, 3) intermediate
+        diff = queries[:, :, axis, None] - points[:, None, :, axis]
+        total = diff * diff if total is None else total.add_(diff * diff)
+    return total
+
+
+def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor,
+                                    output: torch.Tensor, b: int, n: int,
+                                    m: int) -> None:
+    """Furthest point sampling on (B, N, 3) points, first pick index 0.
+
+    ``temp`` (B, N) holds each point's squared distance to the chosen set and
+    is updated in place, as in the CUDA kernel; ``output`` (B, m) gets indices.
+    """
+    if m <= 0 or n <= 0:
+        return
+    xyz = points_xyz.float()
+    best = temp.float().clone()
+    rows = torch.arange(b, device=xyz.device)
+    chosen = torch.zeros(b, dtype=torch.long, device=xyz.device)
+    picks = [chosen]
+    for _ in range(1, m):
+        last = xyz[rows, chosen]  # (B, 3)
+        diff = xyz - last[:, None, :]
+        best = torch.minimum(best, (diff * diff).sum(-1))
+        chosen = best.argmax(dim=1)  # first maximum, like the CUDA reduction
+        picks.append(chosen)
+    temp.copy_(best)
+    output.copy_(torch.stack(picks, dim=1).to(output.dtype))
+
+
+def furthest_point_sampling_with_dist_forward(points_dist: torch.Tensor,
+                                              temp: torch.Tensor,
+                                              output: torch.Tensor, b: int,
+                                              n: int, m: int) -> None:
+    """Furthest point sampling from a (B, N, N) distance matrix."""
+    if m <= 0 or n <= 0:
+        return
+    dist = points_dist.float()
+    best = temp.float().clone()
+    rows = torch.arange(b, device=dist.device)
+    chosen = torch.zeros(b, dtype=torch.long, device=dist.device)
+    picks = [chosen]
+    for _ in range(1, m):
+        best = torch.minimum(best, dist[rows, chosen])
+        chosen = best.argmax(dim=1)
+        picks.append(chosen)
+    temp.copy_(best)
+    output.copy_(torch.stack(picks, dim=1).to(output.dtype))
+
+
+def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
+                dist2: torch.Tensor, b: int, n: int, m: int,
+                nsample: int) -> None:
+    """k nearest of (B, N, 3) ``xyz`` for each (B, m, 3) centre, nearest first.
+
+    ``idx``/``dist2`` are (B, m, nsample); when N < nsample the remaining
+    slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
+    """
+    k = min(nsample, n)
+    for start, stop in _query_chunks(b, m, n):
+        d = _squared_distances(center_xyz[:, start:stop].float(), xyz.float())
+        values, order = d.topk(k, dim=2, largest=False, sorted=True)
+        idx[:, start:stop, :k] = order.to(idx.dtype)
+        dist2[:, start:stop, :k] = values.to(dist2.dtype)
+    if k < nsample:
+        idx[:, :, k:] = 0
+        dist2[:, :, k:] = 1e10
+
+
+def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
+                     dist2: torch.Tensor, idx: torch.Tensor, b: int, n: int,
+                     m: int) -> None:
+    """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target."""
+    k = min(3, m)
+    for start, stop in _query_chunks(b, n, m):
+        d = _squared_distances(target[:, start:stop].float(), source.float())
+        values, order = d.topk(k, dim=2, largest=False, sorted=True)
+        dist2[:, start:stop, :k] = values.to(dist2.dtype)
+        idx[:, start:stop, :k] = order.to(idx.dtype)
+    if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
+        dist2[:, :, k:] = 1e40
+        idx[:, :, k:] = 0
+
+
+def three_interpolate_forward(features: torch.Tensor, indices: torch.Tensor,
+                              weight: torch.Tensor, output: torch.Tensor,
+                              b: int, c: int, m: int, n: int) -> None:
+    """output[b, :, j] = sum_k weight[b, j, k] * features[b, :, indices[b, j, k]]."""
+    gathered = _gather_columns(
+        features, indices.long().reshape(b, n * 3)).view(b, c, n, 3)
+    output.copy_((gathered * weight[:, None, :, :].to(gathered.dtype)).sum(-1))
+
+
+def three_interpolate_backward(grad_out: torch.Tensor, idx: torch.Tensor,
+                               weight: torch.Tensor, grad_features: torch.Tensor,
+                               b: int, c: int, n: int, m: int) -> None:
+    """Scatter-add ``weight * grad_out`` (B, c, n) back onto (B, c, m)."""
+    contrib = grad_out[:, :, :, None] * weight[:, None, :, :].to(grad_out.dtype)
+    _scatter_add_columns(grad_features, idx.long().reshape(b, n * 3),
+                         contrib.reshape(b, c, n * 3))
+
+
+def _gather_columns(features: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """(B, C, N) features, (B, K) column indices -> (B, C, K)."""
+    bsz, channels, _ = features.shape
+    return torch.gather(features, 2,
+                        index[:, None, :].expand(bsz, channels, index.shape[1]))
+
+
+def _scatter_add_columns(target: torch.Tensor, index: torch.Tensor,
+                         values: torch.Tensor) -> None:
+    """target[b, :, index[b, k]] += values[b, :, k] (in place, duplicates summed)."""
+    bsz, channels, _ = target.shape
+    target.scatter_add_(2, index[:, None, :].expand(bsz, channels, index.shape[1]),
+                        values.to(target.dtype))
+
+
+def gather_points_forward(features: torch.Tensor, indices: torch.Tensor,
+                          output: torch.Tensor, b: int, c: int, n: int,
+                          npoints: int) -> None:
+    """output[b, :, j] = features[b, :, indices[b, j]]."""
+    output.copy_(_gather_columns(features, indices.long()))
+
+
+def gather_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
+                           grad_features: torch.Tensor, b: int, c: int, n: int,
+                           npoints: int) -> None:
+    """grad_features[b, :, idx[b, j]] += grad_out[b, :, j]."""
+    _scatter_add_columns(grad_features, idx.long(), grad_out)
+
+
+def group_points_forward(features: torch.Tensor, indices: torch.Tensor,
+                         output: torch.Tensor, b: int, c: int, n: int,
+                         npoints: int, nsample: int) -> None:
+    """output[b, :, j, s] = features[b, :, indices[b, j, s]]."""
+    flat = _gather_columns(features, indices.long().reshape(b, npoints * nsample))
+    output.copy_(flat.view(b, c, npoints, nsample))
+
+
+def group_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
+                          grad_features: torch.Tensor, b: int, c: int, n: int,
+                          npoints: int, nsample: int) -> None:
+    """grad_features[b, :, idx[b, j, s]] += grad_out[b, :, j, s]."""
+    _scatter_add_columns(grad_features, idx.long().reshape(b, npoints * nsample),
+                         grad_out.reshape(b, c, npoints * nsample))
+
+
+def _first_hits(hit: torch.Tensor, nsample: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """For a (..., N) bool mask: the first ``nsample`` hit indices in order,
+    padded with the first hit (0 when there is none), and the hit counts."""
+    lead, n = hit.shape[:-1], hit.shape[-1]
+    flat = hit.reshape(-1, n)
+    rank = flat.cumsum(-1)  # 1-based rank of each hit within its row
+    count = rank[:, -1] if n else flat.new_zeros(flat.shape[0], dtype=torch.long)
+    result = torch.zeros(flat.shape[0], nsample, dtype=torch.long, device=hit.device)
+    rows, cols = torch.nonzero(flat & (rank <= nsample), as_tuple=True)
+    result[rows, rank[rows, cols] - 1] = cols
+    slot = torch.arange(nsample, device=hit.device)
+    result = torch.where(slot < count[:, None], result, result[:, :1])
+    return result.reshape(*lead, nsample), count.reshape(lead)
+
+
+def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
+                       idx: torch.Tensor, b: int, n: int, m: int,
+                       min_radius: float, max_radius: float,
+                       nsample: int) -> None:
+    """For each (B, m, 3) centre, the first ``nsample`` of the (B, n, 3) points
+    (in index order) with ``d == 0`` or ``min_radius <= d < max_radius``;
+    missing slots repeat the first hit, 0 when there is none (as the CUDA kernel).
+    """
+    min2, max2 = float(min_radius) ** 2, float(max_radius) ** 2
+    for start, stop in _query_chunks(b, m, n):
+        d2 = _squared_distances(center_xyz[:, start:stop].float(), xyz.float())
+        hit = (d2 == 0) | ((d2 >= min2) & (d2 < max2))
+        result, _ = _first_hits(hit, nsample)
+        idx[:, start:stop] = result.to(idx.dtype)
+
+
+# --- "stack" layout: batches concatenated along the point axis, with counts ---------
+
+def _batch_of(counts: torch.Tensor, total: int) -> torch.Tensor:
+    """Batch number of each of ``total`` stacked rows given per-batch ``counts``."""
+    return torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device),
+                                   counts.long(), output_size=total)
+
+
+def _starts(counts: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(counts.long(), 0) - counts.long()
+
+
+def stack_ball_query_forward(center_xyz: torch.Tensor, center_xyz_batch_cnt: torch.Tensor,
+                             xyz: torch.Tensor, xyz_batch_cnt: torch.Tensor,
+                             idx: torch.Tensor, max_radius: float, nsample: int) -> None:
+    """Ball query on stacked batches: per centre, the first ``nsample`` points of
+    its own batch with ``d < max_radius`` as indices local to that batch; when none,
+    slot 0 is -1 (the rest left as the caller allocated them), as the CUDA kernel."""
+    total_centres, total_points = center_xyz.shape[0], xyz.shape[0]
+    centre_batch = _batch_of(center_xyz_batch_cnt, total_centres)
+    point_batch = _batch_of(xyz_batch_cnt, total_points)
+    point_local = torch.arange(total_points, device=xyz.device) - _starts(xyz_batch_cnt)[point_batch]
+    radius2 = float(max_radius) ** 2
+    step = max(1, CHUNK_ELEMENTS // max(total_points, 1))
+    for start in range(0, total_centres, step):
+        stop = min(total_centres, start + step)
+        d2 = _squared_distances(center_xyz[None, start:stop].float(), xyz[None].float())[0]
+        hit = (d2 < radius2) & (centre_batch[start:stop, None] == point_batch[None, :])
+        first, count = _first_hits(hit, nsample)
+        local = point_local[first]
+        found = count > 0
+        chunk = idx[start:stop]
+        chunk[found] = local[found].to(idx.dtype)
+        chunk[~found, 0] = -1
+
+
+def _stack_group_index(features_batch_cnt: torch.Tensor, indices: torch.Tensor,
+                       indices_batch_cnt: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Global feature row of each (centre, sample) and whether the kernel reads it."""
+    total_centres = indices.shape[0]
+    batch = _batch_of(indices_batch_cnt, total_centres)
+    start = _starts(features_batch_cnt)[batch][:, None]
+    end = torch.cumsum(features_batch_cnt.long(), 0)[batch][:, None]
+    local = indices.long()
+    # the CUDA kernel compares the *local* index with the batch's end row
+    valid = (local < end) & (start + local >= 0)
+    return (start + local).clamp(min=0), valid
+
+
+def stack_group_points_forward(features: torch.Tensor, features_batch_cnt: torch.Tensor,
+                               indices: torch.Tensor, indices_batch_cnt: torch.Tensor,
+                               output: torch.Tensor, b: int, m: int, c: int,
+                               nsample: int) -> None:
+    """output[j, :, s] = features[start(batch of j) + indices[j, s], :]."""
+    rows, valid = _stack_group_index(features_batch_cnt, indices, indices_batch_cnt)
+    rows = rows.clamp(max=max(features.shape[0] - 1, 0))
+    gathered = features[rows]  # (M, nsample, C)
+    gathered = gathered * valid[..., None].to(gathered.dtype)
+    output.copy_(gathered.permute(0, 2, 1))
+
+
+def stack_group_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
+                                idx_batch_cnt: torch.Tensor,
+                                features_batch_cnt: torch.Tensor,
+                                grad_features: torch.Tensor, b: int, c: int, m: int,
+                                n: int, nsample: int) -> None:
+    """grad_features[start + idx[j, s], :] += grad_out[j, :, s]."""
+    rows, _ = _stack_group_index(features_batch_cnt, idx, idx_batch_cnt)
+    grad_features.index_add_(0, rows.reshape(-1),
+                             grad_out.permute(0, 2, 1).reshape(-1, c).to(grad_features.dtype))

@@ -1,0 +1,400 @@
+"""Point-cloud kernels of the pure-PyTorch ``mmcv._ext`` against loop references.
+
+Each kernel is called with mmcv's binding signature (results written into
+preallocated tensors) and compared with a deliberately naive reference written
+here with Python loops over a small input. Gradients go through mmcv's own
+autograd Functions with ``gradcheck`` where mmcv has a backward. Random shapes
+come from hypothesis (fixed, derandomized examples so CI stays fast).
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import mmcv  # noqa: F401  (the real mmcv-lite: requirements/stack.txt)
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = settings(max_examples=20, deadline=None, derandomize=True)
+
+
+@pytest.fixture(scope="module")
+def ext(ops):
+    return sys.modules["mmcv.ops.nms"].ext_module
+
+
+def cloud(seed: int, *shape: int) -> torch.Tensor:
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def d2(a, b) -> float:
+    return float(sum((float(a[i]) - float(b[i])) ** 2 for i in range(3)))
+
+
+# ---------------------------------------------------------------- references
+
+def ref_fps(xyz, m):
+    out = []
+    for pts in xyz:
+        n = len(pts)
+        best = [1e10] * n
+        picks = [0]
+        for _ in range(1, m):
+            last = pts[picks[-1]]
+            for k in range(n):
+                best[k] = min(best[k], d2(pts[k], last))
+            top = max(range(n), key=lambda k: (best[k], -k))
+            picks.append(top)
+        out.append(picks)
+    return out
+
+
+def ref_ball_query(center, xyz, min_r, max_r, nsample):
+    out = []
+    for cs, ps in zip(center, xyz):
+        rows = []
+        for c in cs:
+            row = [0] * nsample
+            cnt = 0
+            for k, p in enumerate(ps):
+                dist = d2(c, p)
+                if dist == 0 or (min_r ** 2 <= dist < max_r ** 2):
+                    if cnt == 0:
+                        row = [k] * nsample
+                    row[cnt] = k
+                    cnt += 1
+                    if cnt >= nsample:
+                        break
+            rows.append(row)
+        out.append(rows)
+    return out
+
+
+def ref_knn_sets(center, xyz, k):
+    """Per centre, the sorted distances of the k nearest points."""
+    return [[sorted(d2(c, p) for p in ps)[:k] for c in cs] for cs, ps in zip(center, xyz)]
+
+
+# ---------------------------------------------------------------- kernels
+
+@EXAMPLES
+@given(b=st.integers(1, 2), n=st.integers(1, 40), m=st.integers(1, 12), seed=st.integers(0, 99))
+def test_furthest_point_sampling_matches_loop_reference(ext, b, n, m, seed):
+    m = min(m, n)
+    xyz = cloud(seed, b, n, 3)
+    temp = torch.full((b, n), 1e10)
+    out = torch.zeros(b, m, dtype=torch.int32)
+    ext.furthest_point_sampling_forward(xyz, temp, out, b=b, n=n, m=m)
+    assert out.tolist() == ref_fps(xyz.tolist(), m)
+
+
+@EXAMPLES
+@given(b=st.integers(1, 2), n=st.integers(1, 30), m=st.integers(1, 10), seed=st.integers(0, 99))
+def test_furthest_point_sampling_with_dist_agrees_with_xyz_version(ext, b, n, m, seed):
+    m = min(m, n)
+    xyz = cloud(seed, b, n, 3)
+    dist = ((xyz[:, :, None] - xyz[:, None]) ** 2).sum(-1)
+    out = torch.zeros(b, m, dtype=torch.int32)
+    ext.furthest_point_sampling_with_dist_forward(dist, torch.full((b, n), 1e10), out,
+                                                  b=b, n=n, m=m)
+    assert out.tolist() == ref_fps(xyz.tolist(), m)
+
+
+@EXAMPLES
+@given(b=st.integers(1, 2), n=st.integers(1, 30), m=st.integers(1, 8),
+       k=st.integers(1, 6), seed=st.integers(0, 99))
+def test_knn_returns_the_k_nearest_in_order(ext, b, n, m, k, seed):
+    xyz, center = cloud(seed, b, n, 3), cloud(seed + 1, b, m, 3)
+    idx = torch.zeros(b, m, k, dtype=torch.int32)
+    dist2 = torch.zeros(b, m, k)
+    ext.knn_forward(xyz, center, idx, dist2, b=b, n=n, m=m, nsample=k)
+    want = ref_knn_sets(center.tolist(), xyz.tolist(), k)
+    kk = min(k, n)
+    assert torch.allclose(dist2[:, :, :kk], torch.tensor(want), atol=1e-6)
+    # the indices point at points at those distances
+    again = ((center[:, :, None] - torch.gather(
+        xyz, 1, idx[:, :, :kk].long().reshape(b, -1, 1).expand(-1, -1, 3)
+    ).view(b, m, kk, 3)) ** 2).sum(-1)
+    assert torch.allclose(again, dist2[:, :, :kk], atol=1e-6)
+
+
+@EXAMPLES
+@given(b=st.integers(1, 2), n=st.integers(1, 20), m=st.integers(3, 20), seed=st.integers(0, 99))
+def test_three_nn_matches_loop_reference(ext, b, n, m, seed):
+    target, source = cloud(seed, b, n, 3), cloud(seed + 1, b, m, 3)
+    dist2 = torch.empty(b, n, 3)
+    idx = torch.empty(b, n, 3, dtype=torch.int32)
+    ext.three_nn_forward(target, source, dist2, idx, b=b, n=n, m=m)
+    want = ref_knn_sets(target.tolist(), source.tolist(), 3)
+    assert torch.allclose(dist2, torch.tensor(want), atol=1e-6)
+    for bi in range(b):
+        for j in range(n):
+            for s in range(3):
+                got = d2(target[bi, j], source[bi, int(idx[bi, j, s])])
+                assert math.isclose(got, float(dist2[bi, j, s]), abs_tol=1e-6)
+
+
+@EXAMPLES
+@given(b=st.integers(1, 2), n=st.integers(1, 30), m=st.integers(1, 8),
+       nsample=st.integers(1, 8), min_r=st.sampled_from([0.0, 0.1]),
+       max_r=st.sampled_from([0.2, 0.4, 2.0]), seed=st.integers(0, 99))
+def test_ball_query_matches_loop_reference(ext, b, n, m, nsample, min_r, max_r, seed):
+    xyz = cloud(seed, b, n, 3)
+    center = torch.cat([xyz[:, :1], cloud(seed + 1, b, m - 1, 3)], 1)  # one exact hit
+    idx = torch.zeros(b, m, nsample, dtype=torch.int32)
+    ext.ball_query_forward(center, xyz, idx, b=b, n=n, m=m, min_radius=min_r,
+                           max_radius=max_r, nsample=nsample)
+    assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), min_r, max_r, nsample)
+
+
+@EXAMPLES
+@given(b=st.integers(1, 2), c=st.integers(1, 4), n=st.integers(1, 12),
+       p=st.integers(1, 6), s=st.integers(1, 4), seed=st.integers(0, 99))
+def test_group_and_gather_points_match_loop_reference(ext, b, c, n, p, s, seed):
+    features = cloud(seed, b, c, n)
+    g = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, n, (b, p, s), generator=g, dtype=torch.int32)
+    out = torch.zeros(b, c, p, s)
+    ext.group_points_forward(features, index, out, b=b, c=c, n=n, npoints=p, nsample=s)
+    want = [[[[features[bi, ci, index[bi, j, k]].item() for k in range(s)] for j in range(p)]
+             for ci in range(c)] for bi in range(b)]
+    assert torch.equal(out, torch.tensor(want))
+    grad = torch.zeros(b, c, n)
+    ext.group_points_backward(out, index, grad, b=b, c=c, n=n, npoints=p, nsample=s)
+    want_grad = torch.zeros(b, c, n)
+    for bi in range(b):
+        for j in range(p):
+            for k in range(s):
+                want_grad[bi, :, index[bi, j, k]] += out[bi, :, j, k]
+    assert torch.allclose(grad, want_grad, atol=1e-6)
+    flat = index[:, :, 0].contiguous()
+    gathered = torch.zeros(b, c, p)
+    ext.gather_points_forward(features, flat, gathered, b=b, c=c, n=n, npoints=p)
+    assert torch.equal(gathered, out[:, :, :, 0])
+
+
+def test_point_gradients_through_mmcv_functions(ops):
+    from mmcv.ops import gather_points, grouping_operation, three_interpolate
+    g = torch.Generator().manual_seed(0)
+    features = torch.rand(2, 3, 7, dtype=torch.float64, generator=g, requires_grad=True)
+    index = torch.randint(0, 7, (2, 4, 3), generator=g, dtype=torch.int32)
+    weight = torch.rand(2, 4, 3, dtype=torch.float64, generator=g)
+    assert torch.autograd.gradcheck(lambda f: three_interpolate(f, index, weight), (features,))
+    assert torch.autograd.gradcheck(lambda f: grouping_operation(f, index), (features,))
+    assert torch.autograd.gradcheck(lambda f: gather_points(f, index[:, :, 0].contiguous()),
+                                    (features,))
+    # three_interpolate forward against a loop
+    out = three_interpolate(features, index, weight)
+    for bi in range(2):
+        for j in range(4):
+            want = sum(weight[bi, j, k] * features[bi, :, index[bi, j, k]] for k in range(3))
+            assert torch.allclose(out[bi, :, j], want)
+
+
+def test_assign_score_withk_against_loop_and_gradcheck(ops):
+    from mmcv.ops import assign_score_withk
+    g = torch.Generator().manual_seed(1)
+    b, n, npoint, k, m, o = 2, 6, 4, 3, 2, 3
+    scores = torch.rand(b, npoint, k, m, dtype=torch.float64, generator=g, requires_grad=True)
+    points = torch.rand(b, n, m, o, dtype=torch.float64, generator=g, requires_grad=True)
+    centers = torch.rand(b, n, m, o, dtype=torch.float64, generator=g, requires_grad=True)
+    knn = torch.randint(0, n, (b, npoint, k), generator=g)
+    out = assign_score_withk(scores, points, centers, knn, 'sum')
+    for bi in range(b):
+        for oi in range(o):
+            for j in range(npoint):
+                for kk in range(k):
+                    want = sum(scores[bi, j, kk, mi] * (points[bi, knn[bi, j, kk], mi, oi]
+                                                        - centers[bi, knn[bi, j, 0], mi, oi])
+                               for mi in range(m))
+                    assert torch.allclose(out[bi, oi, j, kk], want)
+    assert torch.autograd.gradcheck(
+        lambda s, p, c: assign_score_withk(s, p, c, knn, 'sum'), (scores, points, centers))
+
+
+EPS = 1e-8
+
+
+def before(x1, y1, x2, y2):
+    """Whether vertex 1 comes before vertex 2 counter-clockwise from +x (equal: no)."""
+    if abs(x1 - x2) < EPS and abs(y1 - y2) < EPS:
+        return False
+    if (y1 > 0) != (y2 > 0):
+        return y1 > 0
+    return math.atan2(y1, x1) % (2 * math.pi) < math.atan2(y2, x2) % (2 * math.pi)
+
+
+def ref_sort_vertices(vertices, mask, count):
+    """One polygon, one vertex at a time: each pick is the smallest vertex strictly
+    after the previous pick (index 0 when there is none)."""
+    pad = next(j for j in range(8, len(mask)) if not mask[j])
+    if count < 3:
+        return [pad] * 9
+    picks = []
+    for j in range(count):
+        take = 0
+        best = None
+        for k, (x, y) in enumerate(vertices):
+            if not mask[k] or (j and not before(*vertices[picks[-1]], x, y)):
+                continue
+            if best is None or before(x, y, *best):
+                best, take = (x, y), k
+        picks.append(take)
+    row = picks + [picks[0]] + [pad] * (8 - count)
+    if count == 8 and sum(row[k] == row[j] for j in range(4) for k in range(4, 8)) == 4:
+        row = row[:4] + [row[0]] + [pad] * 4
+    return row
+
+
+@EXAMPLES
+@given(seed=st.integers(0, 999), valid=st.integers(0, 8), twins=st.integers(0, 4))
+def test_sort_vertices_matches_one_at_a_time_reference(ext, seed, valid, twins):
+    g = torch.Generator().manual_seed(seed)
+    vertices = torch.rand(1, 1, 24, 2, generator=g) - 0.5
+    mask = torch.zeros(1, 1, 24, dtype=torch.bool)
+    chosen = torch.randperm(23, generator=g)[:valid]  # slot 23 stays free to pad with
+    mask[0, 0, chosen] = True
+    vertices[0, 0, 4:4 + twins] = vertices[0, 0, :twins]  # shared corners, found twice
+    count = int(mask.sum())
+    vertices[~mask] = 0
+    idx = ext.diff_iou_rotated_sort_vertices_forward(vertices, mask, torch.tensor([[count]]))
+    assert idx.shape == (1, 1, 9) and idx.dtype == torch.int64
+    assert idx[0, 0].tolist() == ref_sort_vertices(vertices[0, 0].tolist(),
+                                                   mask[0, 0].tolist(), count)
+
+
+def test_diff_iou_rotated_matches_polygon_overlap(ops):
+    from mmcv.ops import diff_iou_rotated_2d
+    boxes1 = torch.tensor([[[0.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 1.0, 0.3],
+                            [1.0, 1.0, 1.0, 1.0, 0.0], [0.5, 0.5, 1.0, 1.0, 0.0]]],
+                          requires_grad=True)
+    boxes2 = torch.tensor([[[1.0, 0.0, 2.0, 2.0, 0.0], [0.0, 0.0, 2.0, 1.0, 0.3],
+                            [5.0, 5.0, 1.0, 1.0, 0.0], [0.5, 0.5, 1.0, 1.0, math.pi / 4]]])
+    iou = diff_iou_rotated_2d(boxes1, boxes2)
+    # a unit square and itself turned by 45 degrees overlap in an octagon: 2(sqrt2 - 1)
+    octagon = 2 * (math.sqrt(2) - 1)
+    assert torch.allclose(iou, torch.tensor([[2.0 / 6.0, 1.0, 0.0, octagon / (2 - octagon)]]),
+                          atol=1e-4)
+    iou.sum().backward()
+    assert torch.isfinite(boxes1.grad).all()
+
+
+@EXAMPLES
+@given(counts=st.lists(st.integers(1, 12), min_size=1, max_size=3),
+       centres=st.lists(st.integers(1, 5), min_size=3, max_size=3),
+       nsample=st.integers(1, 6), radius=st.sampled_from([0.2, 0.5, 2.0]), seed=st.integers(0, 99))
+def test_stack_ball_query_and_grouping_match_loop_reference(ext, counts, centres, nsample,
+                                                            radius, seed):
+    centres = centres[:len(counts)]
+    xyz, center = cloud(seed, sum(counts), 3), cloud(seed + 1, sum(centres), 3)
+    xyz_cnt, center_cnt = torch.tensor(counts, dtype=torch.int32), torch.tensor(centres,
+                                                                               dtype=torch.int32)
+    idx = torch.zeros(sum(centres), nsample, dtype=torch.int32)
+    ext.stack_ball_query_forward(center, center_cnt, xyz, xyz_cnt, idx, max_radius=radius,
+                                 nsample=nsample)
+    want, p0, c0 = [], 0, 0
+    for n_points, n_centres in zip(counts, centres):
+        pts = xyz[p0:p0 + n_points].tolist()
+        for c in center[c0:c0 + n_centres].tolist():
+            row, cnt = [0] * nsample, 0
+            for k, p in enumerate(pts):
+                if d2(c, p) < radius ** 2:
+                    if cnt == 0:
+                        row = [k] * nsample
+                    row[cnt] = k
+                    cnt += 1
+                    if cnt >= nsample:
+                        break
+            if cnt == 0:
+                row[0] = -1
+            want.append(row)
+        p0, c0 = p0 + n_points, c0 + n_centres
+    assert idx.tolist() == want
+    # grouping with those (in-range) indices, and its backward
+    idx = idx.clamp(min=0)
+    features = cloud(seed + 2, sum(counts), 4)
+    out = torch.zeros(sum(centres), 4, nsample)
+    ext.stack_group_points_forward(features, xyz_cnt, idx, center_cnt, out, b=len(counts),
+                                   m=sum(centres), c=4, nsample=nsample)
+    grad = torch.zeros_like(features)
+    ext.stack_group_points_backward(out, idx, center_cnt, xyz_cnt, grad, b=len(counts), c=4,
+                                    m=sum(centres), n=sum(counts), nsample=nsample)
+    want_grad = torch.zeros_like(features)
+    j, p0 = 0, 0
+    for n_points, n_centres in zip(counts, centres):
+        for _ in range(n_centres):
+            for s in range(nsample):
+                assert torch.equal(out[j, :, s], features[p0 + idx[j, s]])
+                want_grad[p0 + idx[j, s]] += out[j, :, s]
+            j += 1
+        p0 += n_points
+    assert torch.allclose(grad, want_grad, atol=1e-6)
+
+
+def ref_point_in_quad(px, py, quad):
+    """mmcv's crossing-number loop for one point and one quadrilateral."""
+    crossings = 0
+    j = 3
+    for i in range(4):
+        sx, sy, tx, ty = quad[2 * i], quad[2 * i + 1], quad[2 * j], quad[2 * j + 1]
+        j = i
+        if py < min(sy, ty) or py > max(sy, ty):
+            continue
+        if (sx == px and sy == py) or (tx == px and ty == py):
+            break
+        if (sy < py <= ty) or (ty < py <= sy):
+            x = torch.tensor(sx) + (torch.tensor(py) - sy) * (torch.tensor(tx) - sx) / (
+                torch.tensor(ty) - sy)  # float32, in the kernel's order
+            if float(x) == px:
+                break
+            if float(x) > px:
+                crossings += 1
+    return float(crossings % 2)
+
+
+@EXAMPLES
+@given(points=st.integers(1, 20), quads=st.integers(1, 5), seed=st.integers(0, 999))
+def test_points_in_polygons_match_crossing_loop(ops, points, quads, seed):
+    from mmcv.ops import points_in_polygons
+    g = torch.Generator().manual_seed(seed)
+    pts = torch.randint(0, 8, (points, 2), generator=g).float()  # grid: vertex/edge hits
+    polys = torch.randint(0, 8, (quads, 8), generator=g).float()
+    got = points_in_polygons(pts, polys)
+    want = [[ref_point_in_quad(float(p[0]), float(p[1]), q.tolist()) for q in polys] for p in pts]
+    assert got.tolist() == want
+
+
+def inside_box(p, box):
+    x, y, z = p
+    cx, cy, cz, dx, dy, dz, rz = box
+    cz += dz / 2
+    if abs(z - cz) > dz / 2:
+        return False
+    c, s = math.cos(-rz), math.sin(-rz)
+    lx = (x - cx) * c - (y - cy) * s
+    ly = (x - cx) * s + (y - cy) * c
+    return -dx / 2 < lx < dx / 2 and -dy / 2 < ly < dy / 2
+
+
+@EXAMPLES
+@given(n=st.integers(1, 30), boxes=st.integers(1, 4), sampled=st.integers(1, 6),
+       seed=st.integers(0, 999))
+def test_roipoint_pool3d_matches_loop_reference(ops, n, boxes, sampled, seed):
+    from mmcv.ops import RoIPointPool3d
+    g = torch.Generator().manual_seed(seed)
+    xyz = torch.rand(1, n, 3, generator=g, dtype=torch.float64) * 4
+    feats = torch.rand(1, n, 2, generator=g, dtype=torch.float64)
+    box = torch.cat([torch.rand(1, boxes, 3, generator=g, dtype=torch.float64) * 4,
+                     torch.rand(1, boxes, 3, generator=g, dtype=torch.float64) * 3 + 0.5,
+                     torch.rand(1, boxes, 1, generator=g, dtype=torch.float64) * 3], -1)
+    pooled, empty = RoIPointPool3d(num_sampled_points=sampled)(xyz, feats, box)
+    for m in range(boxes):
+        hits = [k for k in range(n) if inside_box(xyz[0, k].tolist(), box[0, m].tolist())]
+        hits = hits[:sampled]
+        assert int(empty[0, m]) == (not hits)
+        for s in range(sampled):
+            want = (torch.cat([xyz[0, hits[s % len(hits)]], feats[0, hits[s % len(hits)]]])
+                    if hits else torch.zeros(5, dtype=torch.float64))
+            assert torch.equal(pooled[0, m, s], want)
