@@ -16,13 +16,7 @@ if TYPE_CHECKING:
 TAG = "driving_sdk"
 
 
-def unique_name(base: str) -> str:
-    """``base``, or ``base#2``, ``base#3``... when a patch of that name is registered."""
-    from ..state import STATE
-    name, number = base, 2
-    while name in STATE.catalog.by_name:
-        name, number = f"{base}#{number}", number + 1
-    return name
+unique_name = mx_driving.unique_name   # one definition, in the 1.0 layer below
 
 
 class BasePatch:

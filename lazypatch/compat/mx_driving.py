@@ -91,14 +91,12 @@ def _as_patch_list(module_name: str, patches: "Any") -> "List[Patch]":
     return items
 
 
-def _unique_name(base: str) -> str:
-    taken = {record.name for record in report()}
-    if base not in taken:
-        return base
-    number = 2
-    while f"{base}#{number}" in taken:
-        number += 1
-    return f"{base}#{number}"
+def unique_name(base: str) -> str:
+    """``base``, or ``base#2``, ``base#3``... when a patch of that name is registered."""
+    name, number = base, 2
+    while name in STATE.catalog.by_name:
+        name, number = f"{base}#{number}", number + 1
+    return name
 
 
 def legacy_patch_function(patch_object: Patch, module_name: str,
@@ -276,7 +274,7 @@ class Patcher:
         return self
 
     def _register(self, module_name: str, patch_object: Patch) -> None:
-        name = _unique_name(f"{NAME_PREFIX}.{module_name}.{patch_object.name}")
+        name = unique_name(f"{NAME_PREFIX}.{module_name}.{patch_object.name}")
         if not patch_object.patch_failure_warning:
             warnings.filterwarnings("ignore", message=re.escape(f"lazypatch: patch {name!r}"),
                                     category=PatchFailedWarning)
@@ -334,7 +332,7 @@ class Patcher:
             # property's value, so the patcher restores it itself on exit.
             config.allow_internal_format = flag
 
-        name = _unique_name(f"{NAME_PREFIX}.torch_npu.allow_internal_format")
+        name = unique_name(f"{NAME_PREFIX}.torch_npu.allow_internal_format")
         self.names.append(name)
         register(internal_format, "torch_npu", name=name, tags=(NAME_PREFIX,))
 
