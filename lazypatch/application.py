@@ -217,35 +217,44 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                                 f"{len(context.changes)} change(s) were rolled back")
                 patch.remember(f"failed: {patch.reason}")
             raise
-        duration_ms = _elapsed_ms(started)
-        # Plain assignments are found when the report is built, from two C-level
-        # copies taken here: the diff itself stays off the import path.
-        snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
-        with _lock:
-            if patch.generation == generation and patch.enabled:
-                # Commit: the fields a report reads, written together under the lock.
-                patch.duration_ms = duration_ms
-                patch.status = APPLIED
-                if patch.reason or patch.error:
-                    patch.reason = patch.error = ""
-                if context.notes or patch.notes:
-                    patch.notes = context.notes
-                if context.note_providers or patch.note_providers:
-                    patch.note_providers = context.note_providers
-                patch.live.append(context)
-                patch.application_count += 1
-                STATE.application_count += 1
-                patch.applied_order = STATE.application_count
-                if patch.untracked_changes:
-                    patch.untracked_changes = []
-                patch.namespace_snapshots = snapshots
-                history = patch.history
-                history.append("applied")
-                if len(history) > HISTORY_LENGTH:
-                    del history[0]
-                stale = False
-            else:
-                stale = True
+        try:
+            duration_ms = _elapsed_ms(started)
+            # Plain assignments are found when the report is built, from two C-level
+            # copies taken here: the diff itself stays off the import path.
+            snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
+            with _lock:
+                if patch.generation == generation and patch.enabled:
+                    # Commit: the fields a report reads, written together under the lock.
+                    patch.duration_ms = duration_ms
+                    patch.status = APPLIED
+                    if patch.reason or patch.error:
+                        patch.reason = patch.error = ""
+                    if context.notes or patch.notes:
+                        patch.notes = context.notes
+                    if context.note_providers or patch.note_providers:
+                        patch.note_providers = context.note_providers
+                    patch.live.append(context)
+                    patch.application_count += 1
+                    STATE.application_count += 1
+                    patch.applied_order = STATE.application_count
+                    if patch.untracked_changes:
+                        patch.untracked_changes = []
+                    patch.namespace_snapshots = snapshots
+                    history = patch.history
+                    history.append("applied")
+                    if len(history) > HISTORY_LENGTH:
+                        del history[0]
+                    stale = False
+                else:
+                    stale = True
+        except BaseException:
+            # An interrupt (KeyboardInterrupt from a signal handler) between the patch
+            # function's return and the commit: the changes are in the context, which the
+            # patch does not hold yet, so nothing would ever undo them. Undo them here
+            # unless the commit got as far as holding the context.
+            if not any(held is context for held in patch.live):
+                _undo_quietly(context)
+            raise
         if stale:
             # Unpatched or disabled by another thread while the function ran.
             _undo_quietly(context)
