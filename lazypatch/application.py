@@ -372,20 +372,18 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
 
 def detach(patch: "RegisteredPatch", status: str, reason: str,
            module: "Any" = None) -> "List[PatchContext]":
-    """Mark a patch's live applications (those on ``module`` only, if given) as being
-    undone and return them; the caller holds the lock and undoes them with
-    ``undo_contexts`` after releasing it.
-
-    The contexts stay on ``patch.live`` until ``undo_contexts`` has undone them: a
-    KeyboardInterrupt landing between here and there (or inside this function) must not
-    leave changes that no context on the patch can reach, so the next ``unpatch``
-    finds them again."""
-    contexts = [context for context in patch.live if module is None or context.module is module]
+    """Take a patch's live applications (those on ``module`` only, if given) off it and
+    mark it; the caller holds the lock and undoes the returned contexts after releasing it."""
+    if module is None:
+        contexts, patch.live = patch.live, []
+    else:
+        contexts = [context for context in patch.live if context.module is module]
+        patch.live = [context for context in patch.live if context.module is not module]
     patch.generation += 1
     if contexts:
         patch.untracked()             # settle the report before the snapshots are dropped
         patch.namespace_snapshots = None
-    if patch.status == APPLIED and len(contexts) == len(patch.live):
+    if patch.status == APPLIED and not patch.live:
         patch.status, patch.reason = status, reason
         patch.remember(f"{status}: {reason}")
     return contexts
@@ -415,21 +413,12 @@ def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> N
     """Undo detached applications newest first; every one is attempted. Raises one
     ``UndoError`` naming what failed (or the first interrupt) at the end."""
     from .errors import UndoError
-    failures: "List[str]" = []
-    interrupt: "Optional[BaseException]" = None
-    try:
-        failures, interrupt = _attempt_each([(patch, context.undo)
-                                             for context in reversed(contexts)])
-    finally:
-        # Only a context with nothing live left comes off the patch (one assignment: an
-        # interrupt leaves the list as it was, and undoing a context twice is harmless);
-        # what could not be undone stays reachable for another try.
-        with STATE.lock:
-            done = [context for context in contexts if not context.live_changes()]
-            patch.live = [context for context in patch.live
-                          if not any(context is finished for finished in done)]
-            if len(done) < len(contexts):
-                patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
+    failures, interrupt = _attempt_each([(patch, context.undo) for context in reversed(contexts)])
+    incomplete = [context for context in contexts if context.live_changes()]
+    if incomplete:
+        with STATE.lock:   # keep what could not be undone reachable for another try
+            patch.live = incomplete + patch.live
+            patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
     if interrupt is not None:
         raise interrupt
     if failures:
@@ -451,10 +440,11 @@ def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str
     with STATE.lock:
         if context not in patch.live:
             return
-        patch.generation += 1         # stays on patch.live until undone (see detach)
+        patch.live.remove(context)
+        patch.generation += 1
         patch.untracked()
         patch.namespace_snapshots = None
-        if len(patch.live) == 1 and patch.status == APPLIED:
+        if not patch.live and patch.status == APPLIED:
             patch.status, patch.reason = status, reason
             patch.remember(f"{status}: {reason}")
     undo_contexts(patch, [context])
