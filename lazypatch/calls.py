@@ -345,13 +345,8 @@ def _counting(value: "Any") -> "Any":
             _count_call(entries, 1)
         return value(*args, **kwargs)
 
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-        try:
-            setattr(counted, attribute, getattr(value, attribute))
-        except (AttributeError, TypeError):
-            pass
-    counted.__dict__.update(getattr(value, "__dict__", {}))
-    counted.__wrapped__ = value                  # type: ignore[attr-defined]
+    from .wrapping import take_identity
+    take_identity(counted, value)
     counted.__lazypatch_calls__ = True           # type: ignore[attr-defined]
     return counted
 

@@ -70,13 +70,7 @@ def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
         # names through this function's globals, which must then be the original's.
         wrapped_call = FunctionType(wrapped_call.__code__, namespace, wrapped_call.__name__,
                                     None, wrapped_call.__closure__)
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-        try:
-            setattr(wrapped_call, attribute, getattr(original, attribute))
-        except (AttributeError, TypeError):
-            pass
-    wrapped_call.__dict__.update(getattr(original, "__dict__", {}))
-    wrapped_call.__wrapped__ = original            # type: ignore[attr-defined]
+    take_identity(wrapped_call, original)
     wrapped_call.__lazypatch_wrapper__ = wrapper   # type: ignore[attr-defined]
     wrapped_call.__lazypatch_target__ = target     # type: ignore[attr-defined]
     return wrapped_call
@@ -99,6 +93,19 @@ def retarget(wrapped: "Any", below: "Any", replacement: "Any") -> None:
         wrapped.__wrapped__ = replacement
     elif type(wrapped) is _METHOD_WRAPPER.get("classes"):  # the proxy's wrapped object
         wrapped.__wrapped__ = replacement
+
+
+def take_identity(function: "Any", original: "Any") -> None:
+    """Give a function that stands in for ``original`` its module, names, doc, attributes
+    and ``__wrapped__`` (``functools.update_wrapper``, tolerating values a function
+    refuses): reports, ``inspect`` and ``pickle`` then see the original's identity."""
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        try:
+            setattr(function, attribute, getattr(original, attribute))
+        except (AttributeError, TypeError):
+            pass
+    function.__dict__.update(getattr(original, "__dict__", {}))
+    function.__wrapped__ = original
 
 
 def takes_a_plain_function(owner: "Any", original: "Any") -> bool:
