@@ -104,6 +104,13 @@ IMPLEMENTED: Dict[str, Tuple[str, str]] = {
         "points_in_polygons", "points_in_polygons_forward"),
     "diff_iou_rotated_sort_vertices_forward": (
         "sort_vertices", "diff_iou_rotated_sort_vertices_forward"),
+    # sparse convolution (SECOND, CenterPoint, Part-A2, PV-RCNN backbones)
+    **{name: ("sparse_conv", name) for name in (
+        "get_indice_pairs_2d_forward", "get_indice_pairs_3d_forward",
+        "get_indice_pairs_4d_forward", "get_indice_pairs_2d_backward",
+        "get_indice_pairs_3d_backward", "indice_conv_forward",
+        "indice_conv_backward", "fused_indice_conv_forward",
+        "indice_maxpool_forward", "indice_maxpool_backward")},
 }
 
 

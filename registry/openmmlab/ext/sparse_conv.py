@@ -1,0 +1,330 @@
+"""Sparse-convolution kernels of ``mmcv._ext`` (spconv 1.x as vendored by mmcv):
+``get_indice_pairs_{2,3,4}d_forward`` / ``_{2,3}d_backward``,
+``indice_conv_forward`` / ``_backward``, ``fused_indice_conv_forward`` and
+``indice_maxpool_forward`` / ``_backward``.
+
+Conventions, those of mmcv's CUDA kernels:
+
+* ``indices`` is (N, 1 + ndim) int32: the batch index, then the site's
+  coordinates in the axis order of ``spatial_shape``.
+* ``indicePairs`` is (K, 2, N) int32 filled with -1, K the kernel volume with
+  the kernel offset ``k`` counted row-major over the kernel axes;
+  ``indicePairs[k, 0, :n_k]`` are input rows, ``indicePairs[k, 1, :n_k]`` the
+  output rows they reach through offset ``k``, and ``indiceNum[k] = n_k``.
+  Within one offset, pairs follow the input order.
+* A pair (input i, output o, offset k) of a regular convolution means
+  ``pos(i) = pos(o) * stride - padding + k * dilation`` (the cross-correlation
+  of ``torch.nn.functional.conv3d``); of a transposed one,
+  ``pos(o) = pos(i) * stride - padding + k * dilation`` (``conv_transpose3d``).
+* A submanifold convolution keeps the input sites as outputs and, as mmcv
+  does, uses stride 1 and padding ``kernel // 2`` whatever it was given.
+* The output sites of a regular or transposed convolution are sorted by
+  (batch, row-major position), which is the order mmcv's CUDA kernel gives.
+* Max-pooling starts every output from 0, so an output whose inputs are all
+  negative is 0, and its gradient goes to every input equal to the maximum:
+  both as mmcv's kernel.
+
+The pairs come from a lookup of linearised coordinates: the candidate output
+sites of all (input, offset) combinations are computed as whole tensors, and
+``torch.unique`` (regular) or a binary search among the sorted input keys
+(submanifold) maps them to rows; there is no loop over points. The
+convolution is gather, GEMM, scatter-add per kernel offset.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+#: Upper bound on (input sites x kernel offsets) candidates computed at once,
+#: to bound the memory of pair building on large clouds (int64, ndim columns).
+CANDIDATES_PER_CHUNK = 1 << 22
+
+
+def kernel_offsets(kernel_size: Sequence[int],
+                   device: torch.device) -> torch.Tensor:
+    """(K, ndim) int64: every kernel offset, row-major (the last axis fastest)."""
+    grid = list(itertools.product(*(range(int(size)) for size in kernel_size)))
+    return torch.tensor(grid, dtype=torch.long, device=device).reshape(
+        len(grid), len(kernel_size))
+
+
+def linear_keys(batch: torch.Tensor, coords: torch.Tensor,
+                shape: torch.Tensor) -> torch.Tensor:
+    """One int64 per site: row-major index of (batch, coords) in a grid of
+    ``shape`` per batch entry."""
+    key = batch.clone()
+    for axis in range(coords.shape[1]):
+        key = key * shape[axis] + coords[:, axis]
+    return key
+
+
+def decode_keys(keys: torch.Tensor, shape: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`linear_keys`: (M, 1 + ndim) int32 (batch, coords)."""
+    columns = []
+    rest = keys
+    for axis in range(shape.numel() - 1, -1, -1):
+        columns.append(rest % shape[axis])
+        rest = torch.div(rest, shape[axis], rounding_mode="floor")
+    columns.append(rest)
+    return torch.stack(columns[::-1], dim=1).to(torch.int32)
+
+
+def _candidate_sites(coords: torch.Tensor, offsets: torch.Tensor,
+                     stride: torch.Tensor, padding: torch.Tensor,
+                     dilation: torch.Tensor, out_shape: torch.Tensor,
+                     transpose: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Output positions (C, N, ndim) reached from each input through each of
+    the C ``offsets``, and whether each lies on the output grid (C, N)."""
+    shift = (offsets * dilation)[:, None, :]
+    if transpose:
+        position = coords[None] * stride - padding + shift
+        on_grid = torch.ones(position.shape[:2], dtype=torch.bool,
+                             device=coords.device)
+    else:
+        numerator = coords[None] + padding - shift
+        position = torch.div(numerator, stride, rounding_mode="floor")
+        on_grid = (position * stride == numerator).all(dim=-1)
+    inside = ((position >= 0) & (position < out_shape)).all(dim=-1)
+    return position, on_grid & inside
+
+
+def build_indice_pairs(indices: torch.Tensor, batch_size: int,
+                       spatial_shape: Sequence[int], out_shape: Sequence[int],
+                       kernel_size: Sequence[int], stride: Sequence[int],
+                       padding: Sequence[int], dilation: Sequence[int],
+                       subm: bool, transpose: bool
+                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(out_indices, indice_pairs, indice_num)`` of a sparse convolution
+    (layout in the module docstring).
+
+    For ``subm`` the output sites are the input sites (``out_indices`` is
+    ``indices`` itself) and a pair exists where the offset site is active;
+    ``stride``/``padding`` are used as given (the mmcv entry points pass 1 and
+    ``kernel // 2``). Duplicate input sites are not supported.
+    """
+    device = indices.device
+    count = indices.shape[0]
+    ndim = len(kernel_size)
+    volume = math.prod(int(size) for size in kernel_size)
+    pairs = torch.full((volume, 2, count), -1, dtype=torch.int32, device=device)
+    as_tensor = lambda values: torch.tensor(  # noqa: E731
+        [int(v) for v in values], dtype=torch.long, device=device)
+    out_grid = as_tensor(out_shape)
+    if count == 0:
+        empty = indices if subm else torch.zeros(
+            (0, ndim + 1), dtype=torch.int32, device=device)
+        return empty, pairs, torch.zeros(volume, dtype=torch.int32, device=device)
+    batch = indices[:, 0].long()
+    coords = indices[:, 1:].long()
+    offsets = kernel_offsets(kernel_size, device)
+    chunk = max(1, CANDIDATES_PER_CHUNK // count)
+    offset_ids, rows, keys = [], [], []
+    for start in range(0, volume, chunk):
+        position, valid = _candidate_sites(
+            coords, offsets[start:start + chunk], as_tensor(stride),
+            as_tensor(padding), as_tensor(dilation), out_grid, transpose)
+        # nonzero is row-major: grouped by offset, input order within each.
+        local_offset, row = valid.nonzero(as_tuple=True)
+        offset_ids.append(local_offset + start)
+        rows.append(row)
+        keys.append(linear_keys(batch[row], position[local_offset, row], out_grid))
+    offset_id = torch.cat(offset_ids)
+    row = torch.cat(rows)
+    key = torch.cat(keys)
+    if subm:
+        table, order = torch.sort(linear_keys(batch, coords, out_grid))
+        slot = torch.searchsorted(table, key).clamp_(max=count - 1)
+        found = table[slot] == key
+        offset_id, row, out_row = offset_id[found], row[found], order[slot[found]]
+        out_indices = indices
+    else:
+        unique_keys, out_row = torch.unique(key, sorted=True, return_inverse=True)
+        out_indices = decode_keys(unique_keys, out_grid)
+    num = torch.bincount(offset_id, minlength=volume)
+    first = torch.cumsum(num, 0) - num
+    place = torch.arange(offset_id.numel(), device=device) - first[offset_id]
+    pairs[offset_id, 0, place] = row.to(torch.int32)
+    pairs[offset_id, 1, place] = out_row.to(torch.int32)
+    return out_indices, pairs, num.to(torch.int32)
+
+
+def _subm_geometry(kernel_size: Sequence[int]) -> Tuple[List[int], List[int]]:
+    """mmcv's submanifold stride and padding: 1 and ``kernel // 2`` per axis."""
+    return [1] * len(kernel_size), [int(size) // 2 for size in kernel_size]
+
+
+def _indice_pairs(ndim: int, indices: torch.Tensor, batchSize: int,
+                  outSpatialShape: Sequence[int], spatialShape: Sequence[int],
+                  kernelSize: Sequence[int], stride: Sequence[int],
+                  padding: Sequence[int], dilation: Sequence[int],
+                  _subM: int, _transpose: int) -> List[torch.Tensor]:
+    if indices.shape[1] != ndim + 1 or len(kernelSize) != ndim:
+        raise ValueError(f"get_indice_pairs_{ndim}d: indices must be (N, {ndim + 1}) "
+                         f"and the kernel {ndim}-D, got {tuple(indices.shape)} and "
+                         f"{list(kernelSize)}")
+    subm = bool(_subM)
+    if subm:
+        stride, padding = _subm_geometry(kernelSize)
+        outSpatialShape = spatialShape
+    out_indices, pairs, num = build_indice_pairs(
+        indices, int(batchSize), spatialShape, outSpatialShape, kernelSize, stride,
+        padding, dilation, subm, bool(_transpose) and not subm)
+    return [out_indices, pairs, num]
+
+
+def _forward_entry(ndim: int):
+    def get_indice_pairs_forward(indices, batchSize, outSpatialShape, spatialShape,
+                                 kernelSize, stride, padding, dilation, outPadding,
+                                 _subM, _transpose):
+        return _indice_pairs(ndim, indices, batchSize, outSpatialShape, spatialShape,
+                             kernelSize, stride, padding, dilation, _subM, _transpose)
+    get_indice_pairs_forward.__name__ = f"get_indice_pairs_{ndim}d_forward"
+    get_indice_pairs_forward.__qualname__ = get_indice_pairs_forward.__name__
+    get_indice_pairs_forward.__doc__ = (
+        f"Ext ``get_indice_pairs_{ndim}d_forward``: ``[out_indices, indice_pairs, "
+        f"indice_num]`` of a {ndim}-D sparse convolution (``outPadding`` only "
+        "enters through ``outSpatialShape``, as in mmcv).")
+    return get_indice_pairs_forward
+
+
+def _backward_entry(ndim: int):
+    def get_indice_pairs_backward(indices, gridOut, batchSize, outSpatialShape,
+                                  spatialShape, kernelSize, stride, padding, dilation,
+                                  outPadding, _subM, _transpose):
+        return _indice_pairs(ndim, indices, batchSize, outSpatialShape, spatialShape,
+                             kernelSize, stride, padding, dilation, _subM, _transpose)
+    get_indice_pairs_backward.__name__ = f"get_indice_pairs_{ndim}d_backward"
+    get_indice_pairs_backward.__qualname__ = get_indice_pairs_backward.__name__
+    get_indice_pairs_backward.__doc__ = (
+        f"Ext ``get_indice_pairs_{ndim}d_backward``: the variant of "
+        f"``get_indice_pairs_{ndim}d_forward`` that takes a caller-owned grid "
+        "buffer ``gridOut``; the buffer is scratch space in mmcv (left all -1) and "
+        "unused here, the result is the same.")
+    return get_indice_pairs_backward
+
+
+get_indice_pairs_2d_forward = _forward_entry(2)
+get_indice_pairs_3d_forward = _forward_entry(3)
+get_indice_pairs_4d_forward = _forward_entry(4)
+get_indice_pairs_2d_backward = _backward_entry(2)
+get_indice_pairs_3d_backward = _backward_entry(3)
+
+
+def _identity_offset(pairs: torch.Tensor, counts: List[int], rows: int
+                     ) -> Optional[int]:
+    """The offset whose pairs map every input row to itself (the centre of a
+    submanifold kernel), or None: it is a plain matrix product, no gather."""
+    if not counts or rows == 0:
+        return None
+    best = max(range(len(counts)), key=counts.__getitem__)
+    if counts[best] != rows or not torch.equal(pairs[best, 0, :rows],
+                                               pairs[best, 1, :rows]):
+        return None
+    return best
+
+
+def _conv_plan(features: torch.Tensor, filters: torch.Tensor,
+               indicePairs: torch.Tensor, indiceNum: torch.Tensor, subm: bool,
+               out_rows: int) -> Tuple[torch.Tensor, List[int], Optional[int]]:
+    channels_in = features.shape[1]
+    weights = filters.reshape(-1, channels_in, filters.shape[-1])
+    counts = [int(n) for n in indiceNum.tolist()]
+    identity = None
+    if subm and out_rows == features.shape[0]:
+        identity = _identity_offset(indicePairs, counts, features.shape[0])
+    return weights, counts, identity
+
+
+def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
+                        indicePairs: torch.Tensor, indiceNum: torch.Tensor,
+                        numActOut: int, _inverse: int, _subM: int) -> torch.Tensor:
+    """Ext ``indice_conv_forward``: (numActOut, C_out) sum over pairs of
+    ``features[in] @ filters[k]``; ``filters`` is (*kernel, C_in, C_out).
+    ``_inverse`` reads the pairs the other way round (output rows gather)."""
+    source = 1 if _inverse else 0
+    out_rows = int(numActOut)
+    weights, counts, identity = _conv_plan(features, filters, indicePairs, indiceNum,
+                                           bool(_subM), out_rows)
+    if identity is not None:
+        output = features @ weights[identity]
+    else:
+        output = features.new_zeros((out_rows, weights.shape[2]))
+    for offset, count in enumerate(counts):
+        if count == 0 or offset == identity:
+            continue
+        gathered = features.index_select(0, indicePairs[offset, source, :count])
+        output.index_add_(0, indicePairs[offset, 1 - source, :count],
+                          gathered @ weights[offset])
+    return output
+
+
+def fused_indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
+                              bias: torch.Tensor, indicePairs: torch.Tensor,
+                              indiceNum: torch.Tensor, numActOut: int,
+                              _inverse: int, _subM: int) -> torch.Tensor:
+    """Ext ``fused_indice_conv_forward``: :func:`indice_conv_forward` plus
+    ``bias`` (the convolution of a conv + batch-norm pair folded together)."""
+    output = indice_conv_forward(features, filters, indicePairs, indiceNum,
+                                 numActOut, _inverse, _subM)
+    return output + bias
+
+
+def indice_conv_backward(features: torch.Tensor, filters: torch.Tensor,
+                         outGrad: torch.Tensor, indicePairs: torch.Tensor,
+                         indiceNum: torch.Tensor, _inverse: int, _subM: int
+                         ) -> List[torch.Tensor]:
+    """Ext ``indice_conv_backward``: ``[input_grad, filters_grad]`` of
+    :func:`indice_conv_forward` for the output gradient ``outGrad``."""
+    source = 1 if _inverse else 0
+    weights, counts, identity = _conv_plan(features, filters, indicePairs, indiceNum,
+                                           bool(_subM), outGrad.shape[0])
+    filters_grad = torch.zeros_like(weights)
+    if identity is not None:
+        filters_grad[identity] = features.t() @ outGrad
+        input_grad = outGrad @ weights[identity].t()
+    else:
+        input_grad = torch.zeros_like(features)
+    for offset, count in enumerate(counts):
+        if count == 0 or offset == identity:
+            continue
+        rows_in = indicePairs[offset, source, :count]
+        grad_out = outGrad.index_select(0, indicePairs[offset, 1 - source, :count])
+        filters_grad[offset] = features.index_select(0, rows_in).t() @ grad_out
+        input_grad.index_add_(0, rows_in, grad_out @ weights[offset].t())
+    return [input_grad, filters_grad.reshape(filters.shape)]
+
+
+def active_pairs(indicePairs: torch.Tensor, indiceNum: torch.Tensor
+                 ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """All (input rows, output rows) of the pairs, every offset together."""
+    width = indicePairs.shape[2]
+    used = torch.arange(width, device=indicePairs.device)[None, :] < \
+        indiceNum.to(indicePairs.device).long()[:, None]
+    return indicePairs[:, 0][used].long(), indicePairs[:, 1][used].long()
+
+
+def indice_maxpool_forward(features: torch.Tensor, indicePairs: torch.Tensor,
+                           indiceNum: torch.Tensor, numAct: int) -> torch.Tensor:
+    """Ext ``indice_maxpool_forward``: per output row, the channel-wise maximum
+    of 0 and the features of the input rows paired with it."""
+    rows_in, rows_out = active_pairs(indicePairs, indiceNum)
+    output = features.new_zeros((int(numAct), features.shape[1]))
+    output.scatter_reduce_(0, rows_out[:, None].expand(-1, features.shape[1]),
+                           features.index_select(0, rows_in), "amax",
+                           include_self=True)
+    return output
+
+
+def indice_maxpool_backward(features: torch.Tensor, outFeatures: torch.Tensor,
+                            outGrad: torch.Tensor, indicePairs: torch.Tensor,
+                            indiceNum: torch.Tensor) -> torch.Tensor:
+    """Ext ``indice_maxpool_backward``: each output's gradient goes to every
+    paired input whose feature equals the output (per channel)."""
+    rows_in, rows_out = active_pairs(indicePairs, indiceNum)
+    is_max = features.index_select(0, rows_in) == outFeatures.index_select(0, rows_out)
+    input_grad = torch.zeros_like(features)
+    input_grad.index_add_(0, rows_in, outGrad.index_select(0, rows_out) * is_max)
+    return input_grad
