@@ -20,15 +20,22 @@ module                             what the stand-in carries
 ``apex.optimizers``                ``FusedAdam`` (``torch.optim.Adam``; ``adam_w_mode``
                                    means decoupled weight decay, as AdamW)
 ``apex.normalization``             ``FusedLayerNorm``, ``FusedRMSNorm``
+``spconv``, ``spconv.pytorch``     spconv 2's ``SparseConvTensor``, ``SparseSequential``,
+(``.core``, ``.conv``, ``.pool``,  ``SubMConv``/``SparseConv``/``SparseConvTranspose``/
+``.modules``, ``.functional``)     ``SparseInverseConv``/``SparseMaxPool`` 1-4d,
+                                   ``ToDense``, ``functional.indice_*`` on the
+                                   pure-PyTorch sparse kernels of ``openmmlab.ext``
 =================================  =============================================
 
 Each module is two patches: ``cuda_extensions.<module>`` (an import boundary,
 ``lazypatch.stand_in``) provides the empty module only when nothing installed
 provides it, and ``cuda_extensions.<module>.pytorch`` fills it when it is
-imported. A module that is really installed is imported and left alone (both
-report ``skipped``). Unsupported arguments (``alibi_slopes``, ``softcap``,
-``amsgrad``, opt levels O2/O3, ...) raise ``NotImplementedError`` naming the
-argument, never a silently different computation.
+imported (``cuda_extensions.spconv.pure_pytorch`` for ``spconv``, whose own
+submodule ``spconv.pytorch`` has the other name). A module that is really
+installed is imported and left alone (both report ``skipped``). Unsupported
+arguments (``alibi_slopes``, ``softcap``, ``amsgrad``, opt levels O2/O3, a
+fused spconv activation, ...) raise ``NotImplementedError`` naming the argument,
+never a silently different computation.
 
 This file only declares (standard library and lazypatch): torch is imported
 by the implementations, when one of these modules is imported.
@@ -51,8 +58,18 @@ FLASH_ATTENTION = ("flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qk
                    "flash_attn_varlen_func")
 
 #: In place of an implementation: the names are the module's own submodules, imported
-#: by the fill patch (the real ``apex/__init__`` imports them too).
+#: by the fill patch (the real ``apex/__init__`` imports them too); any declared
+#: submodule among a module's names is imported so, whatever its implementation.
 SUBMODULES = ""
+
+_SPCONV_DIMS = ("1d", "2d", "3d", "4d")
+SPCONV_TOP = ("SparseConvTensor", "ToDense", "RemoveGrid")
+SPCONV_CONV = ("SparseConvolution",) + tuple(
+    f"{kind}{dims}" for dims in _SPCONV_DIMS
+    for kind in ("SparseConv", "SubMConv", "SparseConvTranspose", "SparseInverseConv"))
+SPCONV_POOL = ("SparseMaxPool",) + tuple(f"SparseMaxPool{dims}" for dims in _SPCONV_DIMS)
+SPCONV_MODULES = ("SparseModule", "SparseSequential", "SparseBatchNorm", "SparseReLU",
+                  "SparseIdentity")
 
 #: module -> (implementation submodule of this pack, names it provides). Parents
 #: come before their children so that each parent has its own named stand-in.
@@ -67,6 +84,19 @@ STAND_INS: "dict[str, Tuple[str, Tuple[str, ...]]]" = {
                               "load_state_dict")),
     "apex.optimizers": ("apex_modules", ("FusedAdam",)),
     "apex.normalization": ("apex_modules", ("FusedLayerNorm", "FusedRMSNorm")),
+    "spconv": ("spconv", ("__version__", "SPCONV_VERSION_NUMBERS", "ConvAlgo")),
+    "spconv.pytorch": ("spconv", SPCONV_TOP + SPCONV_CONV + SPCONV_MODULES +
+                       SPCONV_POOL + ("ConvAlgo", "core", "conv", "pool", "modules",
+                                      "functional")),
+    "spconv.pytorch.core": ("spconv", SPCONV_TOP[:1] + ("IndiceData", "expand_nd",
+                                                        "scatter_nd")),
+    "spconv.pytorch.conv": ("spconv", SPCONV_CONV),
+    "spconv.pytorch.pool": ("spconv", SPCONV_POOL),
+    "spconv.pytorch.modules": ("spconv", SPCONV_MODULES + (
+        "is_spconv_module", "is_sparse_conv", "assign_name_for_sparse_modules")),
+    "spconv.pytorch.functional": ("spconv", ("indice_conv", "indice_inverse_conv",
+                                             "indice_subm_conv", "indice_maxpool",
+                                             "sparse_add")),
 }
 
 
@@ -75,24 +105,25 @@ def _fill_function(module_name: str, implementation: str, names: "Tuple[str, ...
         if MARKER not in vars(module):
             patch.skip(f"{module_name!r} is installed: the real one is used, untouched")
         from importlib import import_module
-        if implementation == SUBMODULES:
-            # Importing a submodule stand-in binds it on this module (its own patch
-            # records that), as the real package's imports would.
-            for name in names:
-                try:
-                    import_module(f"{module_name}.{name}")
-                except ModuleNotFoundError as error:
-                    if error.name != f"{module_name}.{name}":
-                        raise
-                    # That stand-in was turned off: its import fails on its own.
-                    patch.note(f"{module_name}.{name} is not provided (turned off)")
+        # A name that is a declared stand-in itself is that submodule: importing it
+        # binds it on this module (its own patch records that), as the real
+        # package's imports would (apex.amp, spconv.pytorch.functional).
+        children = [name for name in names if f"{module_name}.{name}" in STAND_INS]
+        for name in children:
+            try:
+                import_module(f"{module_name}.{name}")
+            except ModuleNotFoundError as error:
+                if error.name != f"{module_name}.{name}":
+                    raise
+                # That stand-in was turned off: its import fails on its own.
+                patch.note(f"{module_name}.{name} is not provided (turned off)")
+        values = [name for name in names if name not in children]
+        if implementation == SUBMODULES or not values:
             return
-        else:
-            source = import_module(f"{__name__}.{implementation}")
-            values = {name: getattr(source, name) for name in names}
-        for name, value in values.items():
-            patch.setattr(module, name, value)
-        patch.note(f"pure-PyTorch {', '.join(names)}")
+        source = import_module(f"{__name__}.{implementation}")
+        for name in values:
+            patch.setattr(module, name, getattr(source, name))
+        patch.note(f"pure-PyTorch {', '.join(values)}")
     fill.__doc__ = f"Fill the stand-in of {module_name} with pure-PyTorch {', '.join(names)}"
     fill.__qualname__ = f"fill_{module_name.replace('.', '_')}"
     return fill
@@ -104,8 +135,16 @@ def _declare(module_name: str, implementation: str, names: "Tuple[str, ...]") ->
     patch_name = f"{PACK}.{module_name}"
     lazypatch.stand_in(module_name, attributes={MARKER: PACK}, name=patch_name, tags=TAGS,
                        enabled=False)
-    lazypatch.when_imported(module_name, name=f"{patch_name}.pytorch", tags=TAGS,
+    fill_name = fill_patch_name(module_name)
+    lazypatch.when_imported(module_name, name=fill_name, tags=TAGS,
                             enabled=False)(_fill_function(module_name, implementation, names))
+
+
+def fill_patch_name(module_name: str) -> str:
+    """``cuda_extensions.<module>.pytorch``, the patch that fills the stand-in; for a
+    module whose submodule ``pytorch`` is declared too (spconv), ``.pure_pytorch``."""
+    suffix = "pure_pytorch" if f"{module_name}.pytorch" in STAND_INS else "pytorch"
+    return f"{PACK}.{module_name}.{suffix}"
 
 
 for _module_name, (_implementation, _names) in STAND_INS.items():

@@ -19,7 +19,15 @@ lazypatch.enable("cuda_extensions")
 '''
 
 MODULES = ["flash_attn", "flash_attn.flash_attn_interface", "torch_scatter", "apex", "apex.amp",
-           "apex.optimizers", "apex.normalization"]
+           "apex.optimizers", "apex.normalization", "spconv", "spconv.pytorch",
+           "spconv.pytorch.core", "spconv.pytorch.conv", "spconv.pytorch.pool",
+           "spconv.pytorch.modules", "spconv.pytorch.functional"]
+
+
+def fill_name(module: str) -> str:
+    """The patch that fills a stand-in: ``<boundary>.pytorch``, but ``spconv``'s own
+    submodule ``spconv.pytorch`` holds that name, so spconv's is ``.pure_pytorch``."""
+    return f"cuda_extensions.{module}." + ("pure_pytorch" if module == "spconv" else "pytorch")
 
 
 def test_pack_off_by_default_imports_fail_as_without_lazypatch_and_declaring_imports_nothing(interpreter):
@@ -30,7 +38,7 @@ import lazypatch.registry.cuda_extensions
 imported = sorted(name for name in ("torch", "numpy") if name in sys.modules)
 failures = {}
 for name in ("flash_attn", "flash_attn.flash_attn_interface", "torch_scatter", "apex.amp",
-             "apex"):
+             "apex", "spconv.pytorch"):
     try:
         __import__(name)
         failures[name] = "imported"
@@ -41,11 +49,12 @@ print(json.dumps({"imported": imported, "failures": failures, "statuses": status
 ''')
     assert result["imported"] == []
     top = {"flash_attn": "flash_attn", "flash_attn.flash_attn_interface": "flash_attn",
-           "torch_scatter": "torch_scatter", "apex.amp": "apex", "apex": "apex"}
+           "torch_scatter": "torch_scatter", "apex.amp": "apex", "apex": "apex",
+           "spconv.pytorch": "spconv"}
     assert result["failures"] == {name: ["ModuleNotFoundError", missing]
                                   for name, missing in top.items()}
-    assert set(result["statuses"]) == {f"cuda_extensions.{name}{suffix}"
-                                       for name in MODULES for suffix in ("", ".pytorch")}
+    assert set(result["statuses"]) == {f"cuda_extensions.{name}" for name in MODULES} | {
+        fill_name(name) for name in MODULES}
     assert set(result["statuses"].values()) == {"disabled"}
 
 
@@ -54,7 +63,7 @@ def test_enabled_by_the_environment_through_activation_and_undone_exactly(interp
 import json, sys
 import lazypatch.auto
 import lazypatch
-import flash_attn, torch_scatter
+import flash_attn, torch_scatter, spconv.pytorch
 from apex import amp
 from apex.optimizers import FusedAdam
 from flash_attn.flash_attn_interface import flash_attn_func
@@ -63,7 +72,7 @@ amp_filled = callable(amp.scale_loss) and FusedAdam.__module__.endswith("apex_mo
 statuses = {r.name: r.status for r in lazypatch.report() if r.name.startswith("cuda_extensions")}
 lazypatch.unpatch_all()
 left = sorted(name for name in sys.modules if name.split(".")[0] in ("flash_attn", "apex",
-                                                                      "torch_scatter"))
+                                                                      "torch_scatter", "spconv"))
 try:
     import torch_scatter
     after = "imported"
