@@ -131,11 +131,24 @@ def assert_close(actual, expected):
 
 # ---------------------------------------------------------------- properties
 
+@pytest.fixture
+def lookup(sparse, monkeypatch):
+    """Choose how pairs find their sites: a direct-address table (small grids) or
+    sorted keys (grids above TABLE_SITES, such as SECOND's full input grid)."""
+    kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
+
+    def choose(table: bool) -> None:
+        monkeypatch.setattr(kernels, "TABLE_SITES", 1 << 24 if table else 0)
+    return choose
+
+
 @examples("conv")
 @given(case=sparse_inputs(), data=st.data(),
-       mode=st.sampled_from(["regular", "subm", "transposed", "inverse"]))
+       mode=st.sampled_from(["regular", "subm", "transposed", "inverse"]),
+       table=st.booleans())
 def test_sparse_conv_equals_dense_conv_at_active_sites_values_and_gradients(
-        sparse, case, data, mode):
+        sparse, lookup, case, data, mode, table):
+    lookup(table)
     ops, functional = sparse
     ndim, batch, shape, indices, features, generator = case
     kernel, stride, padding, dilation = data.draw(geometries(ndim))

@@ -42,6 +42,11 @@ import torch
 #: to bound the memory of pair building on large clouds (int64, ndim columns).
 CANDIDATES_PER_CHUNK = 1 << 22
 
+#: Largest grid (batch x output sites) looked up through a direct-address table
+#: (int32, one entry per site: 64 MB at this size), as mmcv's CUDA kernel does with
+#: its ``gridOut``; larger grids (SECOND's full 41x1600x1408 input) use sorted keys.
+TABLE_SITES = 1 << 24
+
 
 def kernel_offsets(kernel_size: Sequence[int],
                    device: torch.device) -> torch.Tensor:
@@ -134,21 +139,50 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
     offset_id = torch.cat(offset_ids)
     row = torch.cat(rows)
     key = torch.cat(keys)
+    sites = int(batch_size) * math.prod(int(size) for size in out_shape)
+    # A table costs its size, sorting costs the candidates: take the table when it
+    # is not much larger than the candidates.
+    direct = sites <= min(TABLE_SITES, max(1 << 20, 16 * key.numel()))
     if subm:
-        table, order = torch.sort(linear_keys(batch, coords, out_grid))
-        slot = torch.searchsorted(table, key).clamp_(max=count - 1)
-        found = table[slot] == key
-        offset_id, row, out_row = offset_id[found], row[found], order[slot[found]]
+        out_row = _lookup(linear_keys(batch, coords, out_grid), key, sites, direct)
+        found = out_row >= 0
+        offset_id, row, out_row = offset_id[found], row[found], out_row[found]
         out_indices = indices
     else:
-        unique_keys, out_row = torch.unique(key, sorted=True, return_inverse=True)
+        unique_keys, out_row = _number_sites(key, sites, direct)
         out_indices = decode_keys(unique_keys, out_grid)
     num = torch.bincount(offset_id, minlength=volume)
     first = torch.cumsum(num, 0) - num
     place = torch.arange(offset_id.numel(), device=device) - first[offset_id]
-    pairs[offset_id, 0, place] = row.to(torch.int32)
-    pairs[offset_id, 1, place] = out_row.to(torch.int32)
+    flat = pairs.view(-1)
+    slot = offset_id * (2 * count) + place
+    flat[slot] = row.to(torch.int32)
+    flat[slot + count] = out_row.to(torch.int32)
     return out_indices, pairs, num.to(torch.int32)
+
+
+def _lookup(table_keys: torch.Tensor, keys: torch.Tensor, sites: int,
+            direct: bool) -> torch.Tensor:
+    """Row of each of ``keys`` among ``table_keys`` (distinct), -1 when absent."""
+    if direct:
+        table = torch.full((sites,), -1, dtype=torch.int32, device=keys.device)
+        table[table_keys] = torch.arange(table_keys.numel(), dtype=torch.int32,
+                                         device=keys.device)
+        return table[keys].long()
+    ordered, order = torch.sort(table_keys)
+    slot = torch.searchsorted(ordered, keys).clamp_(max=ordered.numel() - 1)
+    return torch.where(ordered[slot] == keys, order[slot], -1)
+
+
+def _number_sites(keys: torch.Tensor, sites: int, direct: bool
+                  ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The distinct ``keys`` in increasing order, and each key's rank among them."""
+    if not direct:
+        return torch.unique(keys, sorted=True, return_inverse=True)
+    present = torch.zeros(sites, dtype=torch.bool, device=keys.device)
+    present[keys] = True
+    rank = torch.cumsum(present, 0, dtype=torch.int32) - 1
+    return present.nonzero().squeeze(1), rank[keys].long()
 
 
 def _subm_geometry(kernel_size: Sequence[int]) -> Tuple[List[int], List[int]]:
@@ -228,14 +262,16 @@ def _identity_offset(pairs: torch.Tensor, counts: List[int], rows: int
 
 def _conv_plan(features: torch.Tensor, filters: torch.Tensor,
                indicePairs: torch.Tensor, indiceNum: torch.Tensor, subm: bool,
-               out_rows: int) -> Tuple[torch.Tensor, List[int], Optional[int]]:
+               out_rows: int
+               ) -> Tuple[torch.Tensor, List[int], Optional[int], torch.Tensor]:
     channels_in = features.shape[1]
     weights = filters.reshape(-1, channels_in, filters.shape[-1])
     counts = [int(n) for n in indiceNum.tolist()]
     identity = None
     if subm and out_rows == features.shape[0]:
         identity = _identity_offset(indicePairs, counts, features.shape[0])
-    return weights, counts, identity
+    # int64 rows once: index_select/index_add_ take a slower path with int32 on the CPU
+    return weights, counts, identity, indicePairs.to(features.device, torch.long)
 
 
 def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
@@ -246,8 +282,8 @@ def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
     ``_inverse`` reads the pairs the other way round (output rows gather)."""
     source = 1 if _inverse else 0
     out_rows = int(numActOut)
-    weights, counts, identity = _conv_plan(features, filters, indicePairs, indiceNum,
-                                           bool(_subM), out_rows)
+    weights, counts, identity, rows = _conv_plan(features, filters, indicePairs,
+                                                 indiceNum, bool(_subM), out_rows)
     if identity is not None:
         output = features @ weights[identity]
     else:
@@ -255,9 +291,8 @@ def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
     for offset, count in enumerate(counts):
         if count == 0 or offset == identity:
             continue
-        gathered = features.index_select(0, indicePairs[offset, source, :count])
-        output.index_add_(0, indicePairs[offset, 1 - source, :count],
-                          gathered @ weights[offset])
+        gathered = features.index_select(0, rows[offset, source, :count])
+        output.index_add_(0, rows[offset, 1 - source, :count], gathered @ weights[offset])
     return output
 
 
@@ -279,8 +314,8 @@ def indice_conv_backward(features: torch.Tensor, filters: torch.Tensor,
     """Ext ``indice_conv_backward``: ``[input_grad, filters_grad]`` of
     :func:`indice_conv_forward` for the output gradient ``outGrad``."""
     source = 1 if _inverse else 0
-    weights, counts, identity = _conv_plan(features, filters, indicePairs, indiceNum,
-                                           bool(_subM), outGrad.shape[0])
+    weights, counts, identity, rows = _conv_plan(features, filters, indicePairs,
+                                                 indiceNum, bool(_subM), outGrad.shape[0])
     filters_grad = torch.zeros_like(weights)
     if identity is not None:
         filters_grad[identity] = features.t() @ outGrad
@@ -290,8 +325,8 @@ def indice_conv_backward(features: torch.Tensor, filters: torch.Tensor,
     for offset, count in enumerate(counts):
         if count == 0 or offset == identity:
             continue
-        rows_in = indicePairs[offset, source, :count]
-        grad_out = outGrad.index_select(0, indicePairs[offset, 1 - source, :count])
+        rows_in = rows[offset, source, :count]
+        grad_out = outGrad.index_select(0, rows[offset, 1 - source, :count])
         filters_grad[offset] = features.index_select(0, rows_in).t() @ grad_out
         input_grad.index_add_(0, rows_in, grad_out @ weights[offset].t())
     return [input_grad, filters_grad.reshape(filters.shape)]
