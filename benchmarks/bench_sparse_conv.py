@@ -66,7 +66,8 @@ def random_sites(shape: Sequence[int], density: float, seed: int):
 
 def scatter_dense(indices, features, shape):
     dense = features.new_zeros((1, *shape, features.shape[1]))
-    return dense.index_put(tuple(indices.long().t()), features).movedim(-1, 1)
+    dense = dense.index_put(tuple(indices.long().t()), features).movedim(-1, 1)
+    return dense.clone(memory_format=torch.contiguous_format)
 
 
 def density_rows(quick: bool) -> List[Row]:

@@ -59,10 +59,12 @@ DENSE_MAX_POOL = {2: F.max_pool2d, 3: F.max_pool3d}
 def scatter_dense(indices: torch.Tensor, features: torch.Tensor, batch: int,
                   shape: Sequence[int], fill: float = 0.0) -> torch.Tensor:
     """(B, C, *shape) tensor holding ``features`` at ``indices``, ``fill``
-    elsewhere (differentiable in ``features``)."""
+    elsewhere (differentiable in ``features``), in standard strides: torch 2.13's
+    conv_transpose3d gives wrong input gradients for a one-channel tensor whose
+    strides also read as channels-last (what ``movedim`` leaves)."""
     dense = features.new_full((batch, *shape, features.shape[1]), fill)
     dense = dense.index_put(tuple(indices.long().t()), features)
-    return dense.movedim(-1, 1)
+    return dense.movedim(-1, 1).clone(memory_format=torch.contiguous_format)
 
 
 def at_sites(dense: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -134,21 +136,23 @@ def assert_close(actual, expected):
 @pytest.fixture
 def lookup(sparse, monkeypatch):
     """Choose how pairs find their sites: a direct-address table (small grids) or
-    sorted keys (grids above TABLE_SITES, such as SECOND's full input grid)."""
+    sorted keys (grids above TABLE_SITES, such as SECOND's full input grid); and
+    whether candidate keys are broadcast or gathered (above BROADCAST_KEYS)."""
     kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
 
-    def choose(table: bool) -> None:
+    def choose(table: bool, broadcast: bool) -> None:
         monkeypatch.setattr(kernels, "TABLE_SITES", 1 << 24 if table else 0)
+        monkeypatch.setattr(kernels, "BROADCAST_KEYS", 1 << 23 if broadcast else 0)
     return choose
 
 
 @examples("conv")
 @given(case=sparse_inputs(), data=st.data(),
        mode=st.sampled_from(["regular", "subm", "transposed", "inverse"]),
-       table=st.booleans())
+       table=st.booleans(), broadcast=st.booleans())
 def test_sparse_conv_equals_dense_conv_at_active_sites_values_and_gradients(
-        sparse, lookup, case, data, mode, table):
-    lookup(table)
+        sparse, lookup, case, data, mode, table, broadcast):
+    lookup(table, broadcast)
     ops, functional = sparse
     ndim, batch, shape, indices, features, generator = case
     kernel, stride, padding, dilation = data.draw(geometries(ndim))

@@ -25,7 +25,8 @@ torch.manual_seed(0)
 DENSE_CHAIN = PROLOGUE + '''
 def scatter(indices, features, batch, shape, fill=0.0):
     dense = features.new_full((batch, *shape, features.shape[1]), fill)
-    return dense.index_put(tuple(indices.long().t()), features).movedim(-1, 1)
+    dense = dense.index_put(tuple(indices.long().t()), features).movedim(-1, 1)
+    return dense.clone(memory_format=torch.contiguous_format)  # see test_sparse_conv.py
 
 def conv_weight(layer):          # spconv 2's (out, *k, in) -> conv's (out, in, *k)
     return layer.weight.movedim(-1, 1).contiguous()

@@ -32,28 +32,19 @@ convolution is gather, GEMM, scatter-add per kernel offset.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from typing import List, Optional, Sequence, Tuple
 
 import torch
-
-#: Upper bound on (input sites x kernel offsets) candidates computed at once,
-#: to bound the memory of pair building on large clouds (int64, ndim columns).
-CANDIDATES_PER_CHUNK = 1 << 22
 
 #: Largest grid (batch x output sites) looked up through a direct-address table
 #: (int32, one entry per site: 64 MB at this size), as mmcv's CUDA kernel does with
 #: its ``gridOut``; larger grids (SECOND's full 41x1600x1408 input) use sorted keys.
 TABLE_SITES = 1 << 24
 
-
-def kernel_offsets(kernel_size: Sequence[int],
-                   device: torch.device) -> torch.Tensor:
-    """(K, ndim) int64: every kernel offset, row-major (the last axis fastest)."""
-    grid = list(itertools.product(*(range(int(size)) for size in kernel_size)))
-    return torch.tensor(grid, dtype=torch.long, device=device).reshape(
-        len(grid), len(kernel_size))
+#: Up to this many (kernel offset x input site) candidates, every candidate's output
+#: key is computed by broadcasting (int64: 64 MB here); above it, only the valid ones.
+BROADCAST_KEYS = 1 << 23
 
 
 def linear_keys(batch: torch.Tensor, coords: torch.Tensor,
@@ -77,23 +68,63 @@ def decode_keys(keys: torch.Tensor, shape: torch.Tensor) -> torch.Tensor:
     return torch.stack(columns[::-1], dim=1).to(torch.int32)
 
 
-def _candidate_sites(coords: torch.Tensor, offsets: torch.Tensor,
-                     stride: torch.Tensor, padding: torch.Tensor,
-                     dilation: torch.Tensor, out_shape: torch.Tensor,
-                     transpose: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Output positions (C, N, ndim) reached from each input through each of
-    the C ``offsets``, and whether each lies on the output grid (C, N)."""
-    shift = (offsets * dilation)[:, None, :]
+def _axis_candidates(coord: torch.Tensor, size: int, stride: int, padding: int,
+                     dilation: int, out_size: int, transpose: bool
+                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Along one axis, for each kernel index (rows) and input site (columns): the
+    output coordinate reached, and whether it lies on the output grid."""
+    tap = torch.arange(size, device=coord.device)[:, None] * dilation
     if transpose:
-        position = coords[None] * stride - padding + shift
-        on_grid = torch.ones(position.shape[:2], dtype=torch.bool,
-                             device=coords.device)
+        position = coord[None] * stride - padding + tap
+        on_grid = torch.ones_like(position, dtype=torch.bool)
     else:
-        numerator = coords[None] + padding - shift
+        numerator = coord[None] + padding - tap
         position = torch.div(numerator, stride, rounding_mode="floor")
-        on_grid = (position * stride == numerator).all(dim=-1)
-    inside = ((position >= 0) & (position < out_shape)).all(dim=-1)
-    return position, on_grid & inside
+        on_grid = position * stride == numerator
+    return position, on_grid & (position >= 0) & (position < out_size)
+
+
+def _candidates(batch: torch.Tensor, coords: torch.Tensor, kernel_size: Sequence[int],
+                stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                out_shape: Sequence[int], transpose: bool
+                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every (kernel offset, input row) whose output site lies on the output grid, as
+    (offset ids, input rows, output site keys), grouped by offset, input order within.
+
+    A kernel offset is one index per axis, so validity is the AND of per-axis
+    validities and the key a sum of per-axis terms: each axis is computed once for
+    its few kernel indices, and only the valid combinations get a key.
+    """
+    count, ndim = coords.shape
+    valid = torch.ones((1,) * ndim + (count,), dtype=torch.bool, device=coords.device)
+    terms = []
+    multiplier = 1
+    for axis in range(ndim - 1, -1, -1):
+        position, ok = _axis_candidates(
+            coords[:, axis], int(kernel_size[axis]), int(stride[axis]),
+            int(padding[axis]), int(dilation[axis]), int(out_shape[axis]), transpose)
+        view = [1] * ndim + [count]
+        view[axis] = int(kernel_size[axis])
+        valid = valid & ok.view(view)
+        terms.append((axis, position * multiplier))
+        multiplier *= int(out_shape[axis])
+    valid = valid.reshape(-1, count)
+    offset_id, row = valid.nonzero(as_tuple=True)
+    if valid.numel() <= BROADCAST_KEYS:
+        # every candidate's key by broadcasting (no gather), then the valid ones
+        key = (batch * multiplier).view([1] * ndim + [count])
+        for axis, term in terms:
+            view = [1] * ndim + [count]
+            view[axis] = int(kernel_size[axis])
+            key = key + term.view(view)
+        return offset_id, row, key.reshape(-1, count)[valid]
+    key = batch[row] * multiplier
+    rest = offset_id
+    for axis, term in terms:           # last axis first: the fastest-varying index
+        size = int(kernel_size[axis])
+        key = key + term[rest % size, row]
+        rest = torch.div(rest, size, rounding_mode="floor")
+    return offset_id, row, key
 
 
 def build_indice_pairs(indices: torch.Tensor, batch_size: int,
@@ -124,21 +155,8 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
         return empty, pairs, torch.zeros(volume, dtype=torch.int32, device=device)
     batch = indices[:, 0].long()
     coords = indices[:, 1:].long()
-    offsets = kernel_offsets(kernel_size, device)
-    chunk = max(1, CANDIDATES_PER_CHUNK // count)
-    offset_ids, rows, keys = [], [], []
-    for start in range(0, volume, chunk):
-        position, valid = _candidate_sites(
-            coords, offsets[start:start + chunk], as_tensor(stride),
-            as_tensor(padding), as_tensor(dilation), out_grid, transpose)
-        # nonzero is row-major: grouped by offset, input order within each.
-        local_offset, row = valid.nonzero(as_tuple=True)
-        offset_ids.append(local_offset + start)
-        rows.append(row)
-        keys.append(linear_keys(batch[row], position[local_offset, row], out_grid))
-    offset_id = torch.cat(offset_ids)
-    row = torch.cat(rows)
-    key = torch.cat(keys)
+    offset_id, row, key = _candidates(batch, coords, kernel_size, stride, padding,
+                                      dilation, out_shape, transpose)
     sites = int(batch_size) * math.prod(int(size) for size in out_shape)
     # A table costs its size, sorting costs the candidates: take the table when it
     # is not much larger than the candidates.
