@@ -431,7 +431,7 @@ def _pairs_for(layer: Any, input: SparseConvTensor, out_spatial_shape: List[int]
     else:
         stride, padding = layer.stride, layer.padding
     return kernels.build_indice_pairs(
-        input.indices, input.batch_size, input.spatial_shape, out_spatial_shape,
+        input.indices, input.batch_size, out_spatial_shape,
         layer.kernel_size, stride, padding, layer.dilation, layer.subm,
         getattr(layer, "transposed", False) and not layer.subm)
 

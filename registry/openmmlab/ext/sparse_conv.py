@@ -24,10 +24,12 @@ Conventions, those of mmcv's CUDA kernels:
   negative is 0, and its gradient goes to every input equal to the maximum:
   both as mmcv's kernel.
 
-The pairs come from a lookup of linearised coordinates: the candidate output
-sites of all (input, offset) combinations are computed as whole tensors, and
-``torch.unique`` (regular) or a binary search among the sorted input keys
-(submanifold) maps them to rows; there is no loop over points. The
+The pairs come from a lookup of linearised coordinates (one int64 key per
+site), with no loop over points: the candidate output key of every (kernel
+offset, input) is computed as one tensor, per axis and combined; a
+direct-address table over the output grid (mmcv's ``gridOut``), or sorted keys
+for grids above :data:`TABLE_SITES`, numbers the output sites of a regular or
+transposed convolution and finds the neighbours of a submanifold one. The
 convolution is gather, GEMM, scatter-add per kernel offset.
 """
 from __future__ import annotations
@@ -128,7 +130,7 @@ def _candidates(batch: torch.Tensor, coords: torch.Tensor, kernel_size: Sequence
 
 
 def build_indice_pairs(indices: torch.Tensor, batch_size: int,
-                       spatial_shape: Sequence[int], out_shape: Sequence[int],
+                       out_shape: Sequence[int],
                        kernel_size: Sequence[int], stride: Sequence[int],
                        padding: Sequence[int], dilation: Sequence[int],
                        subm: bool, transpose: bool
@@ -137,7 +139,8 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
     (layout in the module docstring).
 
     For ``subm`` the output sites are the input sites (``out_indices`` is
-    ``indices`` itself) and a pair exists where the offset site is active;
+    ``indices`` itself, ``out_shape`` the input's) and a pair exists where the
+    offset site is active;
     ``stride``/``padding`` are used as given (the mmcv entry points pass 1 and
     ``kernel // 2``). Duplicate input sites are not supported.
     """
@@ -146,9 +149,7 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
     ndim = len(kernel_size)
     volume = math.prod(int(size) for size in kernel_size)
     pairs = torch.full((volume, 2, count), -1, dtype=torch.int32, device=device)
-    as_tensor = lambda values: torch.tensor(  # noqa: E731
-        [int(v) for v in values], dtype=torch.long, device=device)
-    out_grid = as_tensor(out_shape)
+    out_grid = torch.tensor([int(v) for v in out_shape], dtype=torch.long, device=device)
     if count == 0:
         empty = indices if subm else torch.zeros(
             (0, ndim + 1), dtype=torch.int32, device=device)
@@ -222,8 +223,8 @@ def _indice_pairs(ndim: int, indices: torch.Tensor, batchSize: int,
         stride, padding = _subm_geometry(kernelSize)
         outSpatialShape = spatialShape
     out_indices, pairs, num = build_indice_pairs(
-        indices, int(batchSize), spatialShape, outSpatialShape, kernelSize, stride,
-        padding, dilation, subm, bool(_transpose) and not subm)
+        indices, int(batchSize), outSpatialShape, kernelSize, stride, padding,
+        dilation, subm, bool(_transpose) and not subm)
     return [out_indices, pairs, num]
 
 
