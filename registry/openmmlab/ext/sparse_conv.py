@@ -234,28 +234,26 @@ def _forward_entry(ndim: int):
                                  _subM, _transpose):
         return _indice_pairs(ndim, indices, batchSize, outSpatialShape, spatialShape,
                              kernelSize, stride, padding, dilation, _subM, _transpose)
-    get_indice_pairs_forward.__name__ = f"get_indice_pairs_{ndim}d_forward"
-    get_indice_pairs_forward.__qualname__ = get_indice_pairs_forward.__name__
+    name = f"get_indice_pairs_{ndim}d_forward"
+    get_indice_pairs_forward.__name__ = get_indice_pairs_forward.__qualname__ = name
     get_indice_pairs_forward.__doc__ = (
-        f"Ext ``get_indice_pairs_{ndim}d_forward``: ``[out_indices, indice_pairs, "
-        f"indice_num]`` of a {ndim}-D sparse convolution (``outPadding`` only "
-        "enters through ``outSpatialShape``, as in mmcv).")
+        f"Ext ``{name}``: ``[out_indices, indice_pairs, indice_num]`` of a {ndim}-D "
+        "sparse convolution (``outPadding`` only enters through ``outSpatialShape``, "
+        "as in mmcv).")
     return get_indice_pairs_forward
 
 
 def _backward_entry(ndim: int):
-    def get_indice_pairs_backward(indices, gridOut, batchSize, outSpatialShape,
-                                  spatialShape, kernelSize, stride, padding, dilation,
-                                  outPadding, _subM, _transpose):
-        return _indice_pairs(ndim, indices, batchSize, outSpatialShape, spatialShape,
-                             kernelSize, stride, padding, dilation, _subM, _transpose)
-    get_indice_pairs_backward.__name__ = f"get_indice_pairs_{ndim}d_backward"
-    get_indice_pairs_backward.__qualname__ = get_indice_pairs_backward.__name__
+    forward = _forward_entry(ndim)
+
+    def get_indice_pairs_backward(indices, gridOut, *arguments):
+        return forward(indices, *arguments)
+    name = f"get_indice_pairs_{ndim}d_backward"
+    get_indice_pairs_backward.__name__ = get_indice_pairs_backward.__qualname__ = name
     get_indice_pairs_backward.__doc__ = (
-        f"Ext ``get_indice_pairs_{ndim}d_backward``: the variant of "
-        f"``get_indice_pairs_{ndim}d_forward`` that takes a caller-owned grid "
-        "buffer ``gridOut``; the buffer is scratch space in mmcv (left all -1) and "
-        "unused here, the result is the same.")
+        f"Ext ``{name}``: ``get_indice_pairs_{ndim}d_forward`` with a caller-owned "
+        "scratch grid ``gridOut`` second (mmcv leaves it all -1; unused here, the "
+        "result is the same).")
     return get_indice_pairs_backward
 
 
