@@ -123,7 +123,8 @@ def _fill_function(module_name: str, implementation: str, names: "Tuple[str, ...
         source = import_module(f"{__name__}.{implementation}")
         for name in values:
             patch.setattr(module, name, getattr(source, name))
-        patch.note(f"pure-PyTorch {', '.join(values)}")
+        shown = values if len(values) <= 10 else values[:8] + [f"{len(values) - 8} more"]
+        patch.note(f"pure-PyTorch {', '.join(shown)}")
     fill.__doc__ = f"Fill the stand-in of {module_name} with pure-PyTorch {', '.join(names)}"
     fill.__qualname__ = f"fill_{module_name.replace('.', '_')}"
     return fill
