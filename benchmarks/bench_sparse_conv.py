@@ -11,7 +11,7 @@ threads made single kernels vary tenfold):
   as SECOND's config builds it, on a synthetic lidar-like scene (a ground band and
   objects), against the same layers as dense ``Conv3d``/``BatchNorm3d`` on the same
   grid; and the same step on SECOND's full KITTI grid (41x1600x1408; a quarter of its
-  extent with ``--quick``), where a dense 3-D network does not fit in memory (no
+  extent with ``--quick``), where the dense layers' activations take gigabytes (no
   baseline).
 
 Run from the repository root::
@@ -183,7 +183,7 @@ def encoder_rows(quick: bool) -> List[Row]:
         rows.append(["encoder", f"SECOND SparseEncoder training step [{size}]",
                      median_ms(sparse_step, repetitions),
                      "same layers as dense Conv3d/BatchNorm3d" if with_dense else
-                     "none (a dense 3-D network on this grid does not fit in memory)",
+                     "none (the dense layers' activations on this grid take gigabytes)",
                      dense_ms])
     return rows
 
