@@ -10,8 +10,6 @@ Importing this package is cheap by design (standard library only, no
 every process it activates.
 """
 
-from __future__ import annotations
-
 import sys
 
 from . import registration as _registration

@@ -16,8 +16,6 @@ file of ``lazypatch site install`` (``"site .pth"``). Whichever runs first in
 a process wins; the others find it active and return.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from time import perf_counter
@@ -170,6 +168,9 @@ def _import_modules(names: "List[str]", what: str) -> None:
 
 def _load_plugins() -> None:
     try:
+        from .plugin_cache import cached_entries
+        if cached_entries() == []:
+            return   # a current cache lists no plugin pack: plugins.py is not needed
         from .plugins import register_plugin_packs
         register_plugin_packs()
     except Exception as error:

@@ -77,7 +77,7 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
 
     ``target`` names the patches to run when it is not the module's own name: a
     program run by ``python -m pkg.mod`` is module ``__main__`` running the code
-    of ``pkg.mod`` (see ``importer.run_program``).
+    of ``pkg.mod`` (see ``programs.run_program``).
 
     Runs on every watched import, so the loops are written out here rather
     than split into helpers: each Python call costs about as much as the

@@ -12,8 +12,6 @@ imported: they are read when ``lazypatch`` is imported (see
 ``configure``), and apply to patches registered later as well.
 """
 
-from __future__ import annotations
-
 from .state import DISABLED, PENDING, STATE
 
 TYPE_CHECKING = False

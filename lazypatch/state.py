@@ -32,8 +32,6 @@ there is no lock order to get wrong. The rules:
 the one supported way for tests to start clean.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from _thread import RLock, get_ident
@@ -79,7 +77,7 @@ class RegisteredPatch:
 
     def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
                  phase: str, priority: int, requires: "Tuple[Requirement, ...]",
-                 tags: frozenset, enabled: bool, takes_context: bool) -> None:
+                 tags: "frozenset", enabled: bool, takes_context: bool) -> None:
         self.name = name
         self.target = target
         self.function = function
@@ -175,7 +173,7 @@ class Catalog:
         self.by_target: "Dict[str, List[RegisteredPatch]]" = {}
         self.sequence = 0
 
-    def add(self, patch: RegisteredPatch) -> None:
+    def add(self, patch: "RegisteredPatch") -> None:
         """Index ``patch`` (the caller holds the lock and checked the name is free)."""
         self.sequence += 1
         patch.sequence = self.sequence
@@ -195,7 +193,7 @@ class Catalog:
         updated.insert(position, patch)
         self.by_target[patch.target] = updated
 
-    def find(self, name: str) -> RegisteredPatch:
+    def find(self, name: str) -> "RegisteredPatch":
         """The patch called ``name``; KeyError naming some registered ones otherwise."""
         if not isinstance(name, str):
             raise TypeError(f"a patch name must be a string, got {name!r}")
@@ -206,7 +204,7 @@ class Catalog:
                            f"(see lazypatch.report() or `lazypatch list`)")
         return patch
 
-    def remove(self, patch: RegisteredPatch) -> None:
+    def remove(self, patch: "RegisteredPatch") -> None:
         """Forget a patch (it must already be undone)."""
         self.by_name.pop(patch.name, None)
         remaining = [other for other in self.by_target.get(patch.target, ()) if other is not patch]
