@@ -4,7 +4,10 @@ Registration of K patches on K distinct, never-imported modules, timed in
 the process (median over processes); budget: linear, and under 50 ms for
 10,000. Then the cost of unwatched imports with K patches registered, which
 must not grow with K (the finder does one dict lookup): compared with K=10
-as the baseline, by instruction count when callgrind is there.
+as the baseline, by instruction count when callgrind is there. Last, ``unpatch``
+and ``enable`` of one applied patch with 1,000, 10,000 and 100,000 registered
+(named in families and tagged, as packs are): flat, since the catalog's indexes
+answer selection and undo without walking every patch.
 """
 
 from __future__ import annotations
@@ -20,6 +23,28 @@ SIZES = (10, 1_000, 10_000)
 REGISTRATION_BUDGET_MS = 50.0
 LINEAR_TOLERANCE = 1.5     # per-patch time at 10,000 at most 1.5x that at 1,000
 FLAT_TOLERANCE = 1.05      # unwatched import at 10,000 patches within 5% of at 10
+UNPATCH_SIZES = (1_000, 10_000, 100_000)
+UNPATCH_TOLERANCE = 1.5    # unpatch + enable at 100,000 at most 1.5x that at 1,000
+UNPATCH_CYCLES = 200
+
+UNPATCH_SCRIPT = """
+import json, sys, time
+import lazypatch
+size, cycles = int(sys.argv[1]), int(sys.argv[2])
+for index in range(size):
+    lazypatch.register(lambda module: None, f"scale_target_{index}",
+                       name=f"family{index % 50}.group{index % 7}.patch{index}",
+                       tags=(f"tag{index % 20}",))
+import json as target      # an imported module: the patch applies at once
+def change(module, patch):
+    patch.setattr(module, "lazypatch_scale_marker", 1)
+lazypatch.register(change, "json", name="scale.measured", tags=("tag1",))
+started = time.perf_counter()
+for _ in range(cycles):
+    lazypatch.unpatch("scale.measured")
+    lazypatch.enable("scale.measured")
+print(json.dumps({"cycle_s": (time.perf_counter() - started) / cycles}))
+"""
 
 
 def measure(environment: Environment, repetitions: int, count: int,
@@ -78,4 +103,32 @@ def measure(environment: Environment, repetitions: int, count: int,
         spread=samples["10000/import"].spread(1e6 / count, 2) + "; with 10 "
                + samples["10/import"].spread(1e6 / count, 2),
         raw={"10": samples["10/import"].as_dict(), "10000": samples["10000/import"].as_dict()}))
+    rows += unpatch_rows(environment, repetitions)
+    return rows
+
+
+def unpatch_rows(environment: Environment, repetitions: int) -> List[Dict[str, object]]:
+    """``unpatch`` + ``enable`` of one applied patch at 1,000 / 10,000 / 100,000 registered,
+    each against the 1,000 in the same run (median over processes)."""
+    script = environment.script("unpatch_scale.py", UNPATCH_SCRIPT)
+    samples = {size: harness.Samples() for size in UNPATCH_SIZES}
+    for repetition in range(max(repetitions, 1)):
+        order = UNPATCH_SIZES if repetition % 2 else tuple(reversed(UNPATCH_SIZES))
+        for size in order:
+            document = harness.last_json_line(harness.run_process(
+                [str(environment.clean_python), str(script), str(size), str(UNPATCH_CYCLES)],
+                env=environment.env()).stdout)
+            samples[size].values.append(document["cycle_s"])  # type: ignore[index]
+    baseline = samples[UNPATCH_SIZES[0]].median * 1e3
+    rows = []
+    for size in UNPATCH_SIZES:
+        value = samples[size].median * 1e3
+        ratio = value / baseline
+        largest = size == UNPATCH_SIZES[-1]
+        rows.append(harness.row(
+            GROUP, f"unpatch + enable of one patch with {size:,} registered", value, "ms",
+            baseline=baseline, ratio=ratio,
+            budget=f"ratio ≤ {UNPATCH_TOLERANCE:g} (flat)" if largest else "",
+            verdict=harness.verdict(ratio <= UNPATCH_TOLERANCE) if largest else harness.INFO,
+            spread=samples[size].spread(1e3, 3), raw=samples[size].as_dict()))
     return rows
