@@ -56,7 +56,7 @@ from .state import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
     from .ledger import Change
     from .state import RegisteredPatch
@@ -219,9 +219,9 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
             raise
         try:
             duration_ms = _elapsed_ms(started)
-            # Plain assignments are found when the report is built, from two C-level
-            # copies taken here: the diff itself stays off the import path.
-            snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
+            untracked = _NOTHING_UNTRACKED if before is None else \
+                untracked_names(before, namespace, module, context.changes)
+            before = None   # the copy goes now: memory follows what changed, not module size
             with _lock:
                 if patch.generation == generation and patch.enabled:
                     # Commit: the fields a report reads, written together under the lock.
@@ -237,9 +237,8 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                     patch.application_count += 1
                     STATE.application_count += 1
                     patch.applied_order = STATE.application_count
-                    if patch.untracked_changes:
-                        patch.untracked_changes = []
-                    patch.namespace_snapshots = snapshots
+                    if untracked or patch.untracked_changes:
+                        patch.untracked_changes = untracked
                     history = patch.history
                     history.append("applied")
                     if len(history) > HISTORY_LENGTH:
@@ -287,6 +286,35 @@ def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
         message = _events.applied_message(patch, len(context.changes))
         _revert_context(patch, context, REVERTED, f"undone: its apply action is {action!r}")
         _events.act(patch, _events.APPLY, action, message)
+
+
+_NOTHING_UNTRACKED: "List[str]" = []
+
+
+def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", module: "Any",
+                    changes: "List[Any]") -> "List[str]":
+    """Names of ``module`` that a patch function changed by plain assignment (not through
+    ``patch``): ``before`` is a copy of ``namespace`` taken before it ran, still alive, so
+    no id() compared here can have been reused. Only the names are kept, never the copies:
+    2,000 patches on a module of 3,000 names held 420 MB when the copies waited for the
+    report (each application: two copies of the namespace)."""
+    tracked = {change.key for change in changes if change.owner is module}
+    # The usual case first, in C: with the tracked names put to their values now, the
+    # copy equals the namespace (identical values compare equal without __eq__).
+    for key in tracked:
+        if key in namespace:
+            before[key] = namespace[key]
+        else:
+            before.pop(key, None)
+    try:
+        if before == namespace:
+            return _NOTHING_UNTRACKED
+    except Exception:   # a changed value whose __eq__ raises (an array): compare by identity
+        pass
+    # (name, id) pairs compared as sets: C speed even for torch's ~1,500 globals.
+    difference = set(zip(before, map(id, before.values()))) ^ \
+        set(zip(namespace, map(id, namespace.values())))
+    return sorted({name for name, _ in difference} - tracked)
 
 
 def _undo_quietly(context: PatchContext) -> "Optional[str]":
@@ -380,9 +408,6 @@ def detach(patch: "RegisteredPatch", status: str, reason: str,
         contexts = [context for context in patch.live if context.module is module]
         patch.live = [context for context in patch.live if context.module is not module]
     patch.generation += 1
-    if contexts:
-        patch.untracked()             # settle the report before the snapshots are dropped
-        patch.namespace_snapshots = None
     if patch.status == APPLIED and not patch.live:
         patch.status, patch.reason = status, reason
         patch.remember(f"{status}: {reason}")
@@ -442,8 +467,6 @@ def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str
             return
         patch.live.remove(context)
         patch.generation += 1
-        patch.untracked()
-        patch.namespace_snapshots = None
         if not patch.live and patch.status == APPLIED:
             patch.status, patch.reason = status, reason
             patch.remember(f"{status}: {reason}")

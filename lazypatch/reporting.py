@@ -72,7 +72,7 @@ def record_of(patch: "RegisteredPatch",
     with STATE.lock:
         changes = [described_change(change) for context in patch.live
                    for change in context.changes]
-        untracked = list(patch.untracked())
+        untracked = list(patch.untracked_changes)
         record = PatchRecord(
             name=patch.name, target=patch.target, phase=patch.phase, status=patch.status,
             reason=patch.reason, error=patch.error, enabled=patch.enabled,

@@ -72,7 +72,7 @@ class RegisteredPatch:
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
         "history", "applied_order", "notes", "note_providers",
-        "namespace_snapshots", "generation", "scope_holds", "scope_saved", "call_counts",
+        "generation", "scope_holds", "scope_saved", "call_counts",
     )
 
     def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
@@ -100,9 +100,6 @@ class RegisteredPatch:
         self.conflicts: "List[str]" = []
         self.late_references: "List[str]" = []
         self.untracked_changes: "List[str]" = []
-        # (target namespace before, after, module, changes) of the last application,
-        # until the report turns them into untracked_changes (see untracked()).
-        self.namespace_snapshots: "Any" = None
         self.takes_context = takes_context
         self.history: "List[str]" = []
         self.applied_order = 0
@@ -137,21 +134,6 @@ class RegisteredPatch:
         history.append(event)
         if len(history) > HISTORY_LENGTH:
             del history[0]
-
-    def untracked(self) -> "List[str]":
-        """Names of the target module the last application changed without going
-        through ``patch`` (plain assignments): they cannot be undone."""
-        snapshots = self.namespace_snapshots
-        if snapshots is not None:
-            before, after, module, changes = snapshots
-            self.namespace_snapshots = None
-            # (name, id) pairs compared as sets: C-speed even for torch's ~1,500 globals;
-            # the snapshots keep the old objects alive, so no id can have been reused.
-            difference = set(zip(before, map(id, before.values()))) ^ \
-                set(zip(after, map(id, after.values())))
-            tracked = {change.key for change in changes if change.owner is module}
-            self.untracked_changes = sorted({name for name, _ in difference} - tracked)
-        return self.untracked_changes
 
     def __repr__(self) -> str:
         return f"<RegisteredPatch {self.name!r} on {self.target!r}: {self.status}>"
