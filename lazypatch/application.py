@@ -77,7 +77,8 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
 
     ``target`` names the patches to run when it is not the module's own name: a
     program run by ``python -m pkg.mod`` is module ``__main__`` running the code
-    of ``pkg.mod`` (see ``programs.run_program``).
+    of ``pkg.mod`` (see ``programs.run_program``); an alias (``six.moves.cPickle``)
+    is a module imported under a second name (see ``LoaderProxy.exec_module``).
 
     Runs on every watched import, so the loops are written out here rather
     than split into helpers: each Python call costs about as much as the

@@ -54,11 +54,12 @@ class LoaderProxy:
     as wrapt's proxy does.
     """
 
-    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body")
+    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "_lazypatch_name")
 
-    def __init__(self, loader: "Any", run_body: "Callable[[Any, Any], None]") -> None:
+    def __init__(self, loader: "Any", run_body: "Callable[..., None]", name: str = "") -> None:
         self._lazypatch_loader = loader
         self._lazypatch_run_body = run_body
+        self._lazypatch_name = name     # the name being imported (the spec's)
 
     def __getattr__(self, name: str) -> "Any":
         if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
@@ -89,7 +90,16 @@ class LoaderProxy:
             spec.loader = loader
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = loader
-        self._lazypatch_run_body(module, loader)
+        name = self._lazypatch_name
+        if name and getattr(module, "__name__", name) != name:
+            # An alias: the loader's create_module handed out a module that exists under
+            # another name (six.moves.cPickle is pickle; a module registered under two
+            # names). Its body does not run again, and the patches to run are the
+            # imported name's; the real name's patches stay as they are (before, its
+            # applications were taken for a reload and undone and re-applied).
+            self._lazypatch_run_body(module, loader, name)
+        else:
+            self._lazypatch_run_body(module, loader)
 
 
 def execute_with_loader(module: "Any", loader: "Any") -> None:
@@ -262,7 +272,7 @@ def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "An
         from importlib.machinery import NamespaceLoader
         loader = NamespaceLoader.__new__(NamespaceLoader)
         loader._path = spec.submodule_search_locations  # type: ignore[attr-defined]
-    spec.loader = LoaderProxy(loader, run_body)
+    spec.loader = LoaderProxy(loader, run_body, spec.name)
     return spec
 
 
