@@ -43,7 +43,7 @@ from .slots import is_unloaded_lazy_module
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Dict, Optional, Sequence
+    from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
 class LoaderProxy:
@@ -198,15 +198,12 @@ def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
     """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name.
     A watched name goes to ``finder._find_watched``, looked up on each call, so that
     the class swap of ``declare_replacement`` takes effect."""
-    meta_path = sys.meta_path
+    # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
+    # beartype's import hook) is guarded when it is put there (MetaPath): nothing to
+    # check here. (Checking sys.meta_path[0] here cost each import more than the lookup.)
 
     def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
                   target: "Any" = None) -> "Any":
-        if meta_path[0] is not finder:
-            # Another finder moved in front (pytest's assertion rewriter, an import hook
-            # of typeguard or beartype): what it claims never reaches us. It keeps its
-            # place; its answers for watched names get our loader (guard_foreign_finders).
-            guard_foreign_finders(finder)
         if fullname not in watched:
             return None
         return finder._find_watched(fullname, path, target)
@@ -276,16 +273,54 @@ def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "An
     return spec
 
 
+class MetaPath(list):
+    """``sys.meta_path`` once lazypatch's finder is installed: to the import system a list
+    like any other (it iterates it with C list iteration, so imports cost the same), that
+    guards a finder put ahead of lazypatch's the moment it is put there.
+
+    Without it, such a finder (pytest's assertion rewriter, typeguard's or beartype's
+    import hook) is noticed at the next import that reaches lazypatch's finder; when the
+    very next import is a watched module it claims, nothing reaches lazypatch and the
+    patch is silently not applied. Only the ways of putting a finder in front are
+    watched (``insert``, item assignment); the foreign finder keeps its place.
+    """
+
+    __slots__ = ()
+
+    def insert(self, index: "Any", finder: "Any") -> None:
+        list.insert(self, index, finder)
+        _guard_the_front(self)
+
+    def __setitem__(self, index: "Any", value: "Any") -> None:
+        list.__setitem__(self, index, value)
+        _guard_the_front(self)
+
+
+_installed: "List[LazyPatchFinder]" = []   # the finder install_finder put on sys.meta_path
+
+
+def _guard_the_front(meta_path: "List[Any]") -> None:
+    if _installed and meta_path and meta_path[0] is not _installed[0] \
+            and meta_path is sys.meta_path:
+        guard_foreign_finders(_installed[0])
+
+
 def install_finder(finder: "LazyPatchFinder") -> None:
     """Put ``finder`` first on ``sys.meta_path``, moving it there if it is elsewhere."""
+    if type(sys.meta_path) is list:   # the same finders, in a list that guards its front
+        sys.meta_path = MetaPath(sys.meta_path)
+    _installed[:] = [finder]
     if sys.meta_path and sys.meta_path[0] is finder:
         return
-    uninstall_finder(finder)
+    while finder in sys.meta_path:
+        sys.meta_path.remove(finder)
     sys.meta_path.insert(0, finder)
 
 
 def uninstall_finder(finder: "LazyPatchFinder") -> None:
     """Take ``finder`` off ``sys.meta_path``; imports after this are not patched."""
+    if _installed and _installed[0] is finder:
+        del _installed[:]
     while finder in sys.meta_path:
         sys.meta_path.remove(finder)
 
