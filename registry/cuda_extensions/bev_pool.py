@@ -1,0 +1,149 @@
+"""BEV pooling kernels of the BEV-detector research projects, on plain tensor ops.
+
+Both families pool the points of a camera frustum into a bird's-eye-view grid
+over *intervals*: runs of points (``interval_starts[i]``, ``interval_lengths[i]``)
+that fall into one BEV cell. Each interval's sum is written into its cell
+(one writer per cell, as each CUDA thread writes its own interval's cell):
+
+* BEVFusion's ``bev_pool_ext`` (``bev_pool_forward`` / ``bev_pool_backward``):
+  features ``x`` (N, C) and integer coordinates ``geom_feats`` (N, 4) in the order
+  (h, w, depth, batch); the output is (B, D, H, W, C). The backward hands each
+  point of an interval the gradient of its cell.
+* BEVDet's ``bev_pool_v2_ext`` (``bev_pool_v2_forward``, ``bev_pool_v2_backward``,
+  ``bev_pool_v2_backward_opt``): each point is the product of a depth score
+  ``depth.flat[ranks_depth]`` and a feature row ``feat.flat[ranks_feat]``; its cell
+  is the row ``ranks_bev`` of the caller's output viewed as (-1, C). The backward's
+  intervals group points by ``ranks_feat``: ``_opt`` adds into the caller's
+  gradients (atomicAdd in CUDA), the plain one writes each interval's sum.
+
+Floating-point sums may differ from CUDA's in the last bits (summation order).
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+
+
+def interval_members(interval_starts: torch.Tensor, interval_lengths: torch.Tensor
+                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(point, interval) for every point of every interval: the point's index and the
+    number of its interval, intervals in order, points in order within each."""
+    starts = interval_starts.long()
+    lengths = interval_lengths.long()
+    interval = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device),
+                                       lengths)
+    first_member = torch.cumsum(lengths, 0) - lengths
+    point = starts[interval] + torch.arange(interval.numel(), device=lengths.device) \
+        - first_member[interval]
+    return point, interval
+
+
+def _covers_all_in_order(point: torch.Tensor, count: int) -> bool:
+    """Whether ``point`` is exactly 0, 1, ..., count - 1 (then no gather is needed)."""
+    return point.numel() == count and (count == 0 or (
+        int(point[0]) == 0 and bool((point[1:] == point[:-1] + 1).all())))
+
+
+def bev_pool_forward(x: torch.Tensor, geom_feats: torch.Tensor,
+                     interval_lengths: torch.Tensor, interval_starts: torch.Tensor,
+                     b: int, d: int, h: int, w: int) -> torch.Tensor:
+    """BEVFusion ``bev_pool_forward``: a new (b, d, h, w, C) tensor holding each
+    interval's feature sum in the cell of its first point, zeros elsewhere."""
+    channels = x.shape[1]
+    point, interval = interval_members(interval_starts, interval_lengths)
+    rows = x if _covers_all_in_order(point, x.shape[0]) else x[point]
+    sums = x.new_zeros(interval_lengths.numel(), channels).index_add_(0, interval, rows)
+    out = x.new_zeros(b * d * h * w, channels)
+    out[_bev_cells(geom_feats, interval_starts, d, h, w)] = sums
+    return out.view(b, d, h, w, channels)
+
+
+def bev_pool_backward(out_grad: torch.Tensor, geom_feats: torch.Tensor,
+                      interval_lengths: torch.Tensor, interval_starts: torch.Tensor,
+                      b: int, d: int, h: int, w: int) -> torch.Tensor:
+    """BEVFusion ``bev_pool_backward``: a new (N, C) tensor giving every point of an
+    interval the gradient of its cell (zeros for points in no interval)."""
+    channels = out_grad.shape[-1]
+    point, interval = interval_members(interval_starts, interval_lengths)
+    cells = _bev_cells(geom_feats, interval_starts, d, h, w)
+    x_grad = out_grad.new_zeros(geom_feats.shape[0], channels)
+    x_grad[point] = out_grad.reshape(-1, channels)[cells[interval]]
+    return x_grad
+
+
+def _bev_cells(geom_feats: torch.Tensor, interval_starts: torch.Tensor,
+               d: int, h: int, w: int) -> torch.Tensor:
+    """Flat (b, d, h, w) cell of each interval, from the (h, w, depth, batch)
+    coordinates of its first point."""
+    first = geom_feats[interval_starts.long()].long()
+    return ((first[:, 3] * d + first[:, 2]) * h + first[:, 0]) * w + first[:, 1]
+
+
+def bev_pool_v2_forward(depth: torch.Tensor, feat: torch.Tensor, out: torch.Tensor,
+                        ranks_depth: torch.Tensor, ranks_feat: torch.Tensor,
+                        ranks_bev: torch.Tensor, interval_lengths: torch.Tensor,
+                        interval_starts: torch.Tensor) -> None:
+    """BEVDet ``bev_pool_v2_forward``: writes into ``out`` (viewed as (-1, C)) at row
+    ``ranks_bev`` of each interval's first point the sum of depth x feature products."""
+    channels = feat.shape[-1]
+    point, interval = interval_members(interval_starts, interval_lengths)
+    products = _depth_of(depth, ranks_depth, point)[:, None] * \
+        feat.reshape(-1, channels)[ranks_feat[point].long()]
+    sums = products.new_zeros(interval_lengths.numel(), channels).index_add_(
+        0, interval, products)
+    out.view(-1, channels)[ranks_bev[interval_starts.long()].long()] = sums.to(out.dtype)
+
+
+def _depth_of(depth: torch.Tensor, ranks_depth: torch.Tensor,
+              point: torch.Tensor) -> torch.Tensor:
+    return depth.reshape(-1)[ranks_depth[point].long()]
+
+
+def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: torch.Tensor,
+                           ranks_depth: torch.Tensor, ranks_feat: torch.Tensor,
+                           ranks_bev: torch.Tensor, interval_lengths: torch.Tensor,
+                           interval_starts: torch.Tensor
+                           ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per point: its depth index and depth gradient; per interval: its feature row
+    and feature gradient."""
+    channels = feat.shape[-1]
+    point, interval = interval_members(interval_starts, interval_lengths)
+    grad_rows = out_grad.reshape(-1, channels)[ranks_bev[point].long()]
+    feat_rows = feat.reshape(-1, channels)[ranks_feat[point].long()]
+    depth_grad = (grad_rows * feat_rows).sum(1)
+    weighted = grad_rows * _depth_of(depth, ranks_depth, point)[:, None]
+    feat_grad = weighted.new_zeros(interval_lengths.numel(), channels).index_add_(
+        0, interval, weighted)
+    return (ranks_depth[point].long(), depth_grad,
+            ranks_feat[interval_starts.long()].long(), feat_grad)
+
+
+def bev_pool_v2_backward(out_grad: torch.Tensor, depth_grad: torch.Tensor,
+                         feat_grad: torch.Tensor, depth: torch.Tensor, feat: torch.Tensor,
+                         ranks_depth: torch.Tensor, ranks_feat: torch.Tensor,
+                         ranks_bev: torch.Tensor, interval_lengths: torch.Tensor,
+                         interval_starts: torch.Tensor) -> None:
+    """BEVDet ``bev_pool_v2_backward``: writes (not adds) each point's depth gradient
+    and each interval's feature gradient (intervals grouped by ``ranks_feat``)."""
+    depth_rows, depth_values, feat_rows, feat_values = _bev_pool_v2_gradients(
+        out_grad, depth, feat, ranks_depth, ranks_feat, ranks_bev, interval_lengths,
+        interval_starts)
+    depth_grad.view(-1)[depth_rows] = depth_values.to(depth_grad.dtype)
+    feat_grad.view(-1, feat.shape[-1])[feat_rows] = feat_values.to(feat_grad.dtype)
+
+
+def bev_pool_v2_backward_opt(out_grad: torch.Tensor, depth_grad: torch.Tensor,
+                             feat_grad: torch.Tensor, depth: torch.Tensor,
+                             feat: torch.Tensor, ranks_depth: torch.Tensor,
+                             ranks_feat: torch.Tensor, ranks_bev: torch.Tensor,
+                             interval_lengths: torch.Tensor,
+                             interval_starts: torch.Tensor) -> None:
+    """BEVDet ``bev_pool_v2_backward_opt``: adds the depth and feature gradients into
+    ``depth_grad`` and ``feat_grad``."""
+    depth_rows, depth_values, feat_rows, feat_values = _bev_pool_v2_gradients(
+        out_grad, depth, feat, ranks_depth, ranks_feat, ranks_bev, interval_lengths,
+        interval_starts)
+    depth_grad.view(-1).index_add_(0, depth_rows, depth_values.to(depth_grad.dtype))
+    feat_grad.view(-1, feat.shape[-1]).index_add_(0, feat_rows,
+                                                  feat_values.to(feat_grad.dtype))
