@@ -2,8 +2,9 @@
 
 Both families pool the points of a camera frustum into a bird's-eye-view grid
 over *intervals*: runs of points (``interval_starts[i]``, ``interval_lengths[i]``)
-that fall into one BEV cell. Each interval's sum is written into its cell
-(one writer per cell, as each CUDA thread writes its own interval's cell):
+that fall into one BEV cell. Each interval's sum is written into its cell (each
+CUDA thread writes its own interval's cell; intervals that share a cell, a race
+there, add up here):
 
 * BEVFusion's ``bev_pool_ext`` (``bev_pool_forward`` / ``bev_pool_backward``):
   features ``x`` (N, C) and integer coordinates ``geom_feats`` (N, 4) in the order
@@ -26,23 +27,25 @@ import torch
 
 
 def interval_members(interval_starts: torch.Tensor, interval_lengths: torch.Tensor
-                     ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(point, interval) for every point of every interval: the point's index and the
-    number of its interval, intervals in order, points in order within each."""
+                     ) -> Tuple[torch.Tensor, torch.Tensor, bool]:
+    """(point, interval, in_order) for every point of every interval: the point's index,
+    the number of its interval (intervals in order, points in order within each), and
+    whether the points are exactly 0, 1, 2, ... (the intervals tile the input)."""
     starts = interval_starts.long()
     lengths = interval_lengths.long()
-    interval = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device),
-                                       lengths)
     first_member = torch.cumsum(lengths, 0) - lengths
-    point = starts[interval] + torch.arange(interval.numel(), device=lengths.device) \
-        - first_member[interval]
-    return point, interval
-
-
-def _covers_all_in_order(point: torch.Tensor, count: int) -> bool:
-    """Whether ``point`` is exactly 0, 1, ..., count - 1 (then no gather is needed)."""
-    return point.numel() == count and (count == 0 or (
-        int(point[0]) == 0 and bool((point[1:] == point[:-1] + 1).all())))
+    total = int(first_member[-1] + lengths[-1]) if lengths.numel() else 0
+    # Interval number by a cumulative count of interval beginnings (an empty interval
+    # begins where the next one does, so it is counted and skipped).
+    beginnings = first_member[1:]
+    marks = torch.zeros(total, dtype=torch.long, device=lengths.device)
+    marks.index_add_(0, beginnings[beginnings < total],
+                     torch.ones_like(beginnings[beginnings < total]))
+    interval = torch.cumsum(marks, 0)
+    positions = torch.arange(total, device=lengths.device)
+    if torch.equal(starts, first_member):
+        return positions, interval, True
+    return starts[interval] + positions - first_member[interval], interval, False
 
 
 def bev_pool_forward(x: torch.Tensor, geom_feats: torch.Tensor,
@@ -51,11 +54,10 @@ def bev_pool_forward(x: torch.Tensor, geom_feats: torch.Tensor,
     """BEVFusion ``bev_pool_forward``: a new (b, d, h, w, C) tensor holding each
     interval's feature sum in the cell of its first point, zeros elsewhere."""
     channels = x.shape[1]
-    point, interval = interval_members(interval_starts, interval_lengths)
-    rows = x if _covers_all_in_order(point, x.shape[0]) else x[point]
-    sums = x.new_zeros(interval_lengths.numel(), channels).index_add_(0, interval, rows)
-    out = x.new_zeros(b * d * h * w, channels)
-    out[_bev_cells(geom_feats, interval_starts, d, h, w)] = sums
+    point, interval, in_order = interval_members(interval_starts, interval_lengths)
+    rows = x[:point.numel()] if in_order else x[point]
+    cells = _bev_cells(geom_feats, interval_starts, d, h, w)[interval]
+    out = x.new_zeros(b * d * h * w, channels).index_add_(0, cells, rows)
     return out.view(b, d, h, w, channels)
 
 
@@ -65,10 +67,14 @@ def bev_pool_backward(out_grad: torch.Tensor, geom_feats: torch.Tensor,
     """BEVFusion ``bev_pool_backward``: a new (N, C) tensor giving every point of an
     interval the gradient of its cell (zeros for points in no interval)."""
     channels = out_grad.shape[-1]
-    point, interval = interval_members(interval_starts, interval_lengths)
-    cells = _bev_cells(geom_feats, interval_starts, d, h, w)
-    x_grad = out_grad.new_zeros(geom_feats.shape[0], channels)
-    x_grad[point] = out_grad.reshape(-1, channels)[cells[interval]]
+    count = geom_feats.shape[0]
+    point, interval, in_order = interval_members(interval_starts, interval_lengths)
+    cells = _bev_cells(geom_feats, interval_starts, d, h, w)[interval]
+    rows = out_grad.reshape(-1, channels).index_select(0, cells)
+    if in_order and point.numel() == count:
+        return rows
+    x_grad = out_grad.new_zeros(count, channels)
+    x_grad[point] = rows
     return x_grad
 
 
@@ -87,12 +93,13 @@ def bev_pool_v2_forward(depth: torch.Tensor, feat: torch.Tensor, out: torch.Tens
     """BEVDet ``bev_pool_v2_forward``: writes into ``out`` (viewed as (-1, C)) at row
     ``ranks_bev`` of each interval's first point the sum of depth x feature products."""
     channels = feat.shape[-1]
-    point, interval = interval_members(interval_starts, interval_lengths)
+    point, interval, _ = interval_members(interval_starts, interval_lengths)
     products = _depth_of(depth, ranks_depth, point)[:, None] * \
         feat.reshape(-1, channels)[ranks_feat[point].long()]
-    sums = products.new_zeros(interval_lengths.numel(), channels).index_add_(
-        0, interval, products)
-    out.view(-1, channels)[ranks_bev[interval_starts.long()].long()] = sums.to(out.dtype)
+    cells = ranks_bev[interval_starts.long()].long()
+    flat = out.view(-1, channels)
+    flat.index_fill_(0, cells, 0)   # each interval writes its cell, as the kernel does
+    flat.index_add_(0, cells[interval], products.to(out.dtype))
 
 
 def _depth_of(depth: torch.Tensor, ranks_depth: torch.Tensor,
@@ -108,7 +115,7 @@ def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: to
     """Per point: its depth index and depth gradient; per interval: its feature row
     and feature gradient."""
     channels = feat.shape[-1]
-    point, interval = interval_members(interval_starts, interval_lengths)
+    point, interval, _ = interval_members(interval_starts, interval_lengths)
     grad_rows = out_grad.reshape(-1, channels)[ranks_bev[point].long()]
     feat_rows = feat.reshape(-1, channels)[ranks_feat[point].long()]
     depth_grad = (grad_rows * feat_rows).sum(1)
