@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 PACK = "cuda_extensions"
+#: The second tag of every patch declared here: selects the project extensions alone.
+TAG = "project_extensions"
 #: Set on every module this pack provides (the pack's own marker).
 MARKER = "__lazypatch_pure_pytorch__"
 
@@ -93,7 +95,7 @@ def declare_extension(module_name: str, like: "Optional[str]" = None,
     strings (resolved when the stand-in is provided), adding to or overriding the
     kind's. Declare it before the package holding the extension is imported. The
     patch, ``cuda_extensions.<module_name>`` unless ``name`` says otherwise, is tagged
-    ``cuda_extensions`` and enabled unless ``enabled=False``.
+    ``cuda_extensions`` and ``project_extensions``, and enabled unless ``enabled=False``.
     """
     package, _, attribute = module_name.rpartition(".")
     if not package or not all(part.isidentifier() for part in module_name.split(".")):
@@ -116,7 +118,7 @@ def declare_extension(module_name: str, like: "Optional[str]" = None,
         raise ValueError(f"declare_extension({module_name!r}): say what it exposes: "
                          f"like=<one of {', '.join(sorted(KINDS))}> or functions={{...}}")
     patch_name = name or f"{PACK}.{module_name}"
-    lazypatch.before_import(package, name=patch_name, tags=(PACK,), enabled=enabled)(
+    lazypatch.before_import(package, name=patch_name, tags=(PACK, TAG), enabled=enabled)(
         _provide_function(module_name, attribute, like, chosen))
     return patch_name
 
