@@ -403,7 +403,7 @@ statuses = {r.name: r.status for r in lazypatch.report() if "project_extensions"
 print(json.dumps({"outcome": outcome, "statuses": statuses}))
 ''')
     assert "bev_pool_ext" in result["outcome"] and result["outcome"].startswith("ImportError")
-    assert len(result["statuses"]) == len(pack.PROJECT_EXTENSIONS)
+    assert len(result["statuses"]) == len(pack.project_extensions.PROJECT_EXTENSIONS)
     assert set(result["statuses"].values()) == {"disabled"}
 
 
