@@ -35,15 +35,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Row = Tuple[str, str, float, str, float]
 
 
-def median_ms(function: Callable[[], object], repetitions: int) -> float:
-    """Median wall time of ``function`` in milliseconds, after one warm-up call."""
-    function()
-    times = []
-    for _ in range(repetitions):
-        started = time.perf_counter()
-        function()
-        times.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(times)
+def paired_ms(ours: Callable[[], object], theirs: Callable[[], object],
+              repetitions: int) -> Tuple[float, float]:
+    """Median wall times in milliseconds of ``ours`` and ``theirs``, timed in alternation
+    (after one warm-up call each) so that the load of a shared machine hits both alike."""
+    ours()
+    theirs()
+    times: Tuple[List[float], List[float]] = ([], [])
+    for repetition in range(repetitions):
+        pair = ((0, ours), (1, theirs)) if repetition % 2 == 0 else ((1, theirs), (0, ours))
+        for side, function in pair:
+            started = time.perf_counter()
+            function()
+            times[side].append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def compared(op: str, size: str, ours: Callable[[], object], theirs: Callable[[], object],
+             reference: str, repetitions: int) -> Row:
+    """One table row: ``ours`` against ``theirs`` on the same inputs."""
+    mine, reference_ms = paired_ms(ours, theirs, repetitions)
+    return op, size, mine, reference, reference_ms
 
 
 def _kernels() -> Any:
@@ -103,11 +115,10 @@ def bev_pool_rows(kernels: Any, points: int, channels: int, grid: int, depth_bin
         out.backward(grad)
 
     size = f"N={points:,}, C={channels}, {depth_bins}x{grid}x{grid}"
-    mine = median_ms(ours, repetitions)
-    rows = [("bev_pool fwd+bwd", size, mine, "scatter-add into the grid (index_put_)",
-             median_ms(scatter_add, repetitions)),
-            ("bev_pool fwd+bwd", size, mine, "cumsum trick (LSS / BEVFusion QuickCumsum)",
-             median_ms(cumsum_trick, repetitions))]
+    rows = [compared("bev_pool fwd+bwd", size, ours, scatter_add,
+                     "scatter-add into the grid (index_put_)", repetitions),
+            compared("bev_pool fwd+bwd", size, ours, cumsum_trick,
+                     "cumsum trick (LSS / BEVFusion QuickCumsum)", repetitions)]
     if with_loop:
         def kernel_loop() -> None:
             out = x.new_zeros(*shape, channels)
@@ -118,8 +129,8 @@ def bev_pool_rows(kernels: Any, points: int, channels: int, grid: int, depth_bin
             for start, length in zip(starts.tolist(), lengths.tolist()):
                 h, w, d, b = geom[start].tolist()
                 x_grad[start:start + length] = grad[b, d, h, w]
-        rows.append(("bev_pool fwd+bwd", size, mine, "the CUDA kernel's loop in Python",
-                     median_ms(kernel_loop, 1)))
+        rows.append(compared("bev_pool fwd+bwd", size, ours, kernel_loop,
+                             "the CUDA kernel's loop in Python", 1))
     return rows
 
 
@@ -161,8 +172,8 @@ def bev_pool_v2_rows(kernels: Any, cameras: int, depth_bins: int, feature_hw: Tu
         out.backward(grad.reshape(-1, channels))
 
     size = f"N={depth.numel():,}, C={channels}, {grid}x{grid}"
-    return [("bev_pool_v2 fwd+bwd", size, median_ms(ours, repetitions),
-             "scatter-add of depth x feature (index_add)", median_ms(scatter_add, repetitions))]
+    return [compared("bev_pool_v2 fwd+bwd", size, ours, scatter_add,
+                     "scatter-add of depth x feature (index_add)", repetitions)]
 
 
 def bench(quick: bool) -> List[Row]:

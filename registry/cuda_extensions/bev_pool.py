@@ -93,18 +93,23 @@ def bev_pool_v2_forward(depth: torch.Tensor, feat: torch.Tensor, out: torch.Tens
     """BEVDet ``bev_pool_v2_forward``: writes into ``out`` (viewed as (-1, C)) at row
     ``ranks_bev`` of each interval's first point the sum of depth x feature products."""
     channels = feat.shape[-1]
-    point, interval, _ = interval_members(interval_starts, interval_lengths)
-    products = _depth_of(depth, ranks_depth, point)[:, None] * \
-        feat.reshape(-1, channels)[ranks_feat[point].long()]
-    cells = ranks_bev[interval_starts.long()].long()
+    point, interval, in_order = interval_members(interval_starts, interval_lengths)
+    products = _rows(depth.reshape(-1), _of_members(ranks_depth, point, in_order))[:, None] \
+        * _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, in_order))
+    cells = _rows(ranks_bev, interval_starts).long()
     flat = out.view(-1, channels)
     flat.index_fill_(0, cells, 0)   # each interval writes its cell, as the kernel does
-    flat.index_add_(0, cells[interval], products.to(out.dtype))
+    flat.index_add_(0, _rows(cells, interval), products.to(out.dtype))
 
 
-def _depth_of(depth: torch.Tensor, ranks_depth: torch.Tensor,
-              point: torch.Tensor) -> torch.Tensor:
-    return depth.reshape(-1)[ranks_depth[point].long()]
+def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    # index_select: several times faster than advanced indexing on the CPU.
+    return table.index_select(0, index.long())
+
+
+def _of_members(values: torch.Tensor, point: torch.Tensor, in_order: bool) -> torch.Tensor:
+    """``values`` of each member point (a slice when the members are 0, 1, 2, ...)."""
+    return values[:point.numel()] if in_order else _rows(values, point)
 
 
 def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: torch.Tensor,
@@ -115,15 +120,16 @@ def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: to
     """Per point: its depth index and depth gradient; per interval: its feature row
     and feature gradient."""
     channels = feat.shape[-1]
-    point, interval, _ = interval_members(interval_starts, interval_lengths)
-    grad_rows = out_grad.reshape(-1, channels)[ranks_bev[point].long()]
-    feat_rows = feat.reshape(-1, channels)[ranks_feat[point].long()]
+    point, interval, in_order = interval_members(interval_starts, interval_lengths)
+    depth_index = _of_members(ranks_depth, point, in_order).long()
+    grad_rows = _rows(out_grad.reshape(-1, channels), _of_members(ranks_bev, point, in_order))
+    feat_rows = _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, in_order))
     depth_grad = (grad_rows * feat_rows).sum(1)
-    weighted = grad_rows * _depth_of(depth, ranks_depth, point)[:, None]
+    del feat_rows
+    weighted = grad_rows.mul_(_rows(depth.reshape(-1), depth_index)[:, None])
     feat_grad = weighted.new_zeros(interval_lengths.numel(), channels).index_add_(
         0, interval, weighted)
-    return (ranks_depth[point].long(), depth_grad,
-            ranks_feat[interval_starts.long()].long(), feat_grad)
+    return depth_index, depth_grad, _rows(ranks_feat, interval_starts).long(), feat_grad
 
 
 def bev_pool_v2_backward(out_grad: torch.Tensor, depth_grad: torch.Tensor,
