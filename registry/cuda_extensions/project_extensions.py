@@ -29,6 +29,9 @@ it is missing or cannot load does the patch provide a module holding the pure-Py
 functions (``patch.provide_module``: recorded, undone by ``unpatch``) and report why;
 otherwise it reports itself ``skipped`` and the project imports its own build. A
 package that does not exist gets nothing: no module is invented above the extension.
+When the project's pybind11 sources are in the package's folder (or its ``src/``), the
+names they bind are read too: one the stand-in does not implement is still exposed,
+raising ``NotImplementedError`` that names it when called, and the report says so.
 
 :data:`PROJECT_EXTENSIONS` lists where the known projects put theirs;
 :func:`declare_extension` adds one more (docs/point_cloud_ops.md has a worked example).
@@ -136,12 +139,22 @@ def _provide_function(module_name: str, attribute: str, like: "Optional[str]",
                                         f"{module_name}, provided by lazypatch ({problem}).")
         setattr(module, MARKER, PACK)
         exposed = _resolve_functions(like, functions)
+        # What the compiled module would expose, read from the project's pybind11
+        # sources when they are there: names the stand-in lacks raise when called.
+        bound = _bound_in_sources(package)
+        lacking = sorted(set(bound) - set(exposed))
+        for exposed_name in lacking:
+            exposed[exposed_name] = _unimplemented(module_name, exposed_name, bound[exposed_name])
         for exposed_name, value in exposed.items():
             setattr(module, exposed_name, value)
         module.__all__ = sorted(exposed)  # type: ignore[attr-defined]
         patch.provide_module(module_name, module)
         kind = f"{like} " if like else ""
-        patch.note(f"pure-PyTorch {kind}stand-in ({', '.join(sorted(exposed))}): {problem}")
+        provided = sorted(set(exposed) - set(lacking))
+        patch.note(f"pure-PyTorch {kind}stand-in ({', '.join(provided)}): {problem}")
+        if lacking:
+            patch.note(f"the project's sources also bind {', '.join(lacking)}: not implemented "
+                       f"here (calling one raises NotImplementedError)")
     provide_extension.__doc__ = (f"Provide a pure-PyTorch {module_name} when the compiled one "
                                  f"is missing or cannot load")
     provide_extension.__qualname__ = f"provide_{module_name.replace('.', '_')}"
@@ -172,6 +185,50 @@ def _why_not_loadable(module_name: str, package: "Any") -> "Optional[str]":
     if sys.modules.get(module_name) is probe:
         del sys.modules[module_name]   # single-phase initialisation enters it itself
     return None
+
+
+def _bound_in_sources(package: "Any") -> "Dict[str, str]":
+    """Function name -> source file, for every ``<module>.def("name", ...)`` of a
+    ``PYBIND11_MODULE`` in the C++/CUDA files of the package's folder and its ``src/``."""
+    import os
+    import re
+    found: "Dict[str, str]" = {}
+    for location in list(getattr(package, "__path__", None) or ()):
+        for folder in (location, os.path.join(location, "src")):
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for name in names:
+                if not name.endswith((".cpp", ".cc", ".cu")):
+                    continue
+                path = os.path.join(folder, name)
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as handle:
+                        source = handle.read()
+                except OSError:
+                    continue
+                module = re.search(r"PYBIND11_MODULE\s*\(\s*\w+\s*,\s*(\w+)\s*\)", source)
+                if module is None:
+                    continue
+                for function in re.findall(
+                        rf"\b{module.group(1)}\s*\.\s*def\s*\(\s*\"(\w+)\"", source):
+                    found.setdefault(function, path)
+    return found
+
+
+def _unimplemented(module_name: str, function: str, source: str) -> "Callable[..., Any]":
+    """A function standing in for one the project binds but the stand-in lacks: raises."""
+    message = (f"{module_name}.{function} is bound by the project's {source} but lazypatch's "
+               f"pure-PyTorch stand-in for {module_name} has no implementation of it: give one "
+               f"with lazypatch.registry.cuda_extensions.declare_extension({module_name!r}, "
+               f"..., functions={{{function!r}: ...}}), or build the extension")
+
+    def unimplemented(*args: "Any", **kwargs: "Any") -> "Any":
+        raise NotImplementedError(message)
+    unimplemented.__name__ = unimplemented.__qualname__ = function
+    unimplemented.__doc__ = message
+    return unimplemented
 
 
 def _resolve_functions(like: "Optional[str]", functions: "Dict[str, Any]") -> "Dict[str, Any]":

@@ -419,6 +419,37 @@ def test_a_compiled_module_that_cannot_load_gets_the_stand_in_with_the_reason(in
     assert result["cell"] == [12, 15]
 
 
+def test_functions_the_project_sources_bind_beyond_the_stand_in_raise_naming_themselves(
+        interpreter):
+    interpreter.write({**PROJECT_FILES, "projects/BEVFusion/bevfusion/ops/bev_pool/src/pool.cpp": """
+        #include <torch/extension.h>
+        PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+          module.def("bev_pool_forward", &pool_forward, "forward");
+          module.def( "bev_pool_backward", &pool_backward);
+          module.def("bev_pool_statistics", &pool_statistics);
+        }
+    """})
+    result = interpreter.run_json('''
+import json, sys
+import lazypatch.auto
+import lazypatch
+import projects.BEVFusion.bevfusion
+ext = sys.modules["projects.BEVFusion.bevfusion.ops.bev_pool.bev_pool_ext"]
+try:
+    ext.bev_pool_statistics()
+    raised = None
+except NotImplementedError as error:
+    raised = str(error)
+record = [r for r in lazypatch.report() if r.name.endswith("bev_pool.bev_pool_ext")][0]
+print(json.dumps({"raised": raised, "notes": record.notes, "all": ext.__all__}))
+''', env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert "bev_pool_statistics" in result["raised"] and "src/pool.cpp" in result["raised"]
+    assert result["all"] == ["bev_pool_backward", "bev_pool_forward", "bev_pool_statistics"]
+    assert result["notes"][0].startswith(
+        "pure-PyTorch bev_pool stand-in (bev_pool_backward, bev_pool_forward)")
+    assert "also bind bev_pool_statistics" in result["notes"][1]
+
+
 def test_a_real_extension_that_loads_is_used_untouched_and_reported_skipped(interpreter):
     import _bisect
     import shutil
