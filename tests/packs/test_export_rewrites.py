@@ -152,16 +152,26 @@ import json, sys
 from importlib.metadata import version
 import lazypatch.auto, lazypatch
 name = "export.rewrite.transformers.cache_utils.DynamicCache"
-from transformers import cache_utils
-before = dict(vars(cache_utils.DynamicCache))
+CARRIER = "lazypatch.registry.export.transformers_4x"
+
+def copies(cls):
+    return sorted(key for key, value in vars(cls).items()
+                  if getattr(value, "__module__", None) == CARRIER)
+
+# first imported inside the scope, then already imported when a scope is entered
 with lazypatch.patched("export") as scope:
-    record = [r for r in lazypatch.report() if r.name == name][0]
-    replaced = sorted(key for key, value in vars(cache_utils.DynamicCache).items()
-                      if before.get(key) is not value)
+    from transformers import cache_utils
+    first = [r for r in lazypatch.report() if r.name == name][0]
+    replaced_on_import = copies(cache_utils.DynamicCache)
+left_after_first = copies(cache_utils.DynamicCache)
+before = dict(vars(cache_utils.DynamicCache))
+with lazypatch.patched("export"):
+    replaced_at_entry = copies(cache_utils.DynamicCache)
 restored = all(vars(cache_utils.DynamicCache).get(key) is value for key, value in before.items())
-print("RESULT" + json.dumps(dict(version=version("transformers"), selected=name in scope.names,
-                                 status=record.status, reason=record.reason,
-                                 replaced=replaced, restored=restored)))
+print("RESULT" + json.dumps(dict(
+    version=version("transformers"), selected=name in scope.names, status=first.status,
+    reason=first.reason, replaced_on_import=replaced_on_import, replaced_at_entry=replaced_at_entry,
+    left_after_first=left_after_first, restored=restored)))
 '''
 
 
@@ -169,10 +179,12 @@ def test_the_dynamic_cache_rewrite_applies_only_to_the_versions_it_copies(tmp_pa
     pytest.importorskip("transformers")
     result = run(DYNAMIC_CACHE, str(tmp_path))
     assert result["selected"] and result["restored"], result
+    assert result["left_after_first"] == [], result
     major_minor = tuple(int(part) for part in result["version"].split(".")[:2])
     if (4, 47) <= major_minor < (4, 51):
         assert result["status"] == "applied", result
-        assert result["replaced"] == ["get_seq_length", "update"], result
+        assert result["replaced_on_import"] == ["get_seq_length", "update"], result
+        assert result["replaced_at_entry"] == ["get_seq_length", "update"], result
     else:
         assert result["status"] == "skipped" and "transformers" in result["reason"], result
-        assert result["replaced"] == [], result
+        assert result["replaced_on_import"] == result["replaced_at_entry"] == [], result
