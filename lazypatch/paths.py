@@ -361,7 +361,7 @@ def _register_path(declaration: PathPatch, description: str,
 def aliases_of(patch_name: str) -> "List[str]":
     """Names of the alias patches declared with ``patch_name`` (undone with it)."""
     with STATE.lock:
-        derived = list(STATE.catalog.derived.get(patch_name, {}).values())
+        derived = list(STATE.catalog.with_indexes().derived.get(patch_name, {}).values())
     return [patch.name for patch in sorted(derived, key=lambda patch: patch.sequence)
             if getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
 
@@ -371,7 +371,7 @@ def derived_from(patch_name: str) -> "List[str]":
     too: its aliases and the stand-ins made on demand for submodules of a stand-in
     (``<name>.sub:<module>``), deepest first. (An index lookup: the catalog keeps them.)"""
     with STATE.lock:
-        found = sorted(STATE.catalog.derived.get(patch_name, {}).values(),
+        found = sorted(STATE.catalog.with_indexes().derived.get(patch_name, {}).values(),
                        key=lambda patch: patch.sequence)
     return [patch.name for patch in sorted(found, key=lambda patch: -len(patch.target))]
 

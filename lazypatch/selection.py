@@ -126,7 +126,7 @@ def select(selectors: "Iterable[str]") -> "Tuple[List[RegisteredPatch], List[str
 def _matching(selector: str) -> "Dict[str, RegisteredPatch]":
     """The patches ``matches(selector, patch)`` chooses, found through the catalog's
     indexes (only a glob walks every patch); the caller holds the lock."""
-    catalog = STATE.catalog
+    catalog = STATE.catalog.with_indexes()
     found: "Dict[str, RegisteredPatch]" = {}
     exact = catalog.by_name.get(selector)
     if exact is not None:

@@ -163,18 +163,17 @@ class Catalog:
         self.by_family: "Dict[str, Dict[str, RegisteredPatch]]" = {}
         # patch name -> its aliases and the stand-ins made for submodules of it.
         self.derived: "Dict[str, Dict[str, RegisteredPatch]]" = {}
+        # Built on first use (activation registers dozens of patches and selects none:
+        # kept up to date from then on, at about 20,000 instructions a patch).
+        self.indexed = False
 
     def add(self, patch: "RegisteredPatch") -> None:
         """Index ``patch`` (the caller holds the lock and checked the name is free)."""
         self.sequence += 1
         patch.sequence = self.sequence
         self.by_name[patch.name] = patch
-        for index, key in self._index_keys(patch):
-            entries = index.get(key)
-            if entries is None:
-                index[key] = {patch.name: patch}
-            else:
-                entries[patch.name] = patch
+        if self.indexed:
+            self._index(patch)
         patches = self.by_target.get(patch.target)
         if patches is None:
             self.by_target[patch.target] = [patch]
@@ -189,6 +188,22 @@ class Catalog:
             position -= 1
         updated.insert(position, patch)
         self.by_target[patch.target] = updated
+
+    def with_indexes(self) -> "Catalog":
+        """This catalog, its indexes built if they were not (the caller holds the lock)."""
+        if not self.indexed:
+            for patch in self.by_name.values():
+                self._index(patch)
+            self.indexed = True
+        return self
+
+    def _index(self, patch: "RegisteredPatch") -> None:
+        for index, key in self._index_keys(patch):
+            entries = index.get(key)
+            if entries is None:
+                index[key] = {patch.name: patch}
+            else:
+                entries[patch.name] = patch
 
     def _index_keys(self, patch: "RegisteredPatch"
                     ) -> "List[Tuple[Dict[str, Dict[str, RegisteredPatch]], str]]":
@@ -224,7 +239,7 @@ class Catalog:
     def remove(self, patch: "RegisteredPatch") -> None:
         """Forget a patch (it must already be undone)."""
         self.by_name.pop(patch.name, None)
-        for index, key in self._index_keys(patch):
+        for index, key in self._index_keys(patch) if self.indexed else ():
             entries = index.get(key)
             if entries is not None and entries.get(patch.name) is patch:
                 del entries[patch.name]
@@ -246,6 +261,7 @@ class Catalog:
         self.by_tag.clear()
         self.by_family.clear()
         self.derived.clear()
+        self.indexed = False
 
 
 class Activation:
