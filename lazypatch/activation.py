@@ -22,6 +22,7 @@ from time import perf_counter
 
 from . import configuration as _configuration
 from .errors import ConfigurationWarning
+from .importer import guard_the_front
 from .registration import ensure_finder
 from .selection import configure, select
 from .state import STATE
@@ -86,6 +87,7 @@ def _activate(configuration: "_configuration.Configuration") -> None:
         from .application import apply_to_imported
         for patch in newly_enabled:
             apply_to_imported(patch)
+    guard_the_front(STATE.finder)   # before the program: see importer.MetaPath
     ensure_finder()
     _registering("built-in", lambda: _import_modules([BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:

@@ -312,9 +312,12 @@ def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", modul
             return _NOTHING_UNTRACKED
     except Exception:   # a changed value whose __eq__ raises (an array): compare by identity
         pass
-    # (name, id) pairs compared as sets: C speed even for torch's ~1,500 globals.
+    # (name, id) pairs compared as sets: C speed even for torch's ~1,500 globals. Of a
+    # copy: building the sets can run a finalizer, which can switch threads, and another
+    # thread's patch may be adding names to this very namespace.
+    after = namespace.copy()
     difference = set(zip(before, map(id, before.values()))) ^ \
-        set(zip(namespace, map(id, namespace.values())))
+        set(zip(after, map(id, after.values())))
     return sorted({name for name, _ in difference} - tracked)
 
 
@@ -389,12 +392,19 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
     patch.late_references = holders
     if holders:
         from .notices import notify  # only on this path: see benchmarks/COSTS.md
+        activation = STATE.activation
+        if not activation.activated_by or patch.target in activation.imported_before:
+            why = "which was imported before lazypatch was active"
+            fix = ("Activate lazypatch earlier (first line: import lazypatch.auto, or "
+                   "`lazypatch run`)")
+        else:   # active all along: the patch was enabled (a scope, enable()) after the import
+            why = "after it was imported (the patch was enabled only then)"
+            fix = (f"Enable it before {patch.target} is imported "
+                   f"(LAZYPATCH_ENABLE={patch.name})")
         notify(
-            f"lazypatch: patch {patch.name!r} was applied to {patch.target!r}, which was "
-            f"imported before lazypatch was active; these module globals still hold the "
-            f"original objects: {', '.join(holders)}. Activate lazypatch earlier (first "
-            f"line: import lazypatch.auto, or `lazypatch run`), or use "
-            f"patch.setattr(..., rebind=True).", LatePatchWarning, stacklevel=5)
+            f"lazypatch: patch {patch.name!r} was applied to {patch.target!r}, {why}; these "
+            f"module globals still hold the original objects: {', '.join(holders)}. {fix}, "
+            f"or use patch.setattr(..., rebind=True).", LatePatchWarning, stacklevel=5)
 
 
 # --- undo -----------------------------------------------------------------

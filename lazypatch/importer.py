@@ -198,16 +198,30 @@ def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
     """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name.
     A watched name goes to ``finder._find_watched``, looked up on each call, so that
     the class swap of ``declare_replacement`` takes effect."""
-    # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
-    # beartype's import hook) is guarded when it is put there (MetaPath): nothing to
-    # check here. (Checking sys.meta_path[0] here cost each import more than the lookup.)
+    meta_path = sys.meta_path
+    if isinstance(meta_path, MetaPath):
+        # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
+        # beartype's import hook) is guarded as it is put there: nothing to check here.
 
-    def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
-                  target: "Any" = None) -> "Any":
+        def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
+                      target: "Any" = None) -> "Any":
+            if fullname not in watched:
+                return None
+            return finder._find_watched(fullname, path, target)
+        return find_spec
+
+    def checking_find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
+                           target: "Any" = None) -> "Any":
+        if meta_path[0] is not finder:
+            # Not activated (lazypatch used as a library), so sys.meta_path is the plain
+            # list: a finder that moved in front is noticed at the next import that
+            # reaches us. It keeps its place; its answers for watched names get our
+            # loader (guard_foreign_finders).
+            guard_foreign_finders(finder)
         if fullname not in watched:
             return None
         return finder._find_watched(fullname, path, target)
-    return find_spec
+    return checking_find_spec
 
 
 def guard_foreign_finders(finder: "LazyPatchFinder") -> None:
@@ -305,10 +319,19 @@ def _guard_the_front(meta_path: "List[Any]") -> None:
         guard_foreign_finders(_installed[0])
 
 
+def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
+    """At activation, before the program runs: ``sys.meta_path`` becomes a ``MetaPath``
+    holding the same finders, and ``finder`` (if made already) reads it from now on.
+    Only activation does this (the user asked lazypatch to take part in every import);
+    a library use of lazypatch leaves the list object the program has."""
+    if type(sys.meta_path) is list:
+        sys.meta_path = MetaPath(sys.meta_path)
+        if finder is not None:
+            finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
+
+
 def install_finder(finder: "LazyPatchFinder") -> None:
     """Put ``finder`` first on ``sys.meta_path``, moving it there if it is elsewhere."""
-    if type(sys.meta_path) is list:   # the same finders, in a list that guards its front
-        sys.meta_path = MetaPath(sys.meta_path)
     _installed[:] = [finder]
     if sys.meta_path and sys.meta_path[0] is finder:
         return

@@ -231,6 +231,9 @@ def run_single(variant: str = "single") -> dict:
     from hypothesis import strategies as st
     module = importlib.import_module(TARGET)
     counts = {"examples": 0, "steps": 0}
+    if variant == "finder":
+        import lazypatch
+        lazypatch.install()   # as activation does: sys.meta_path guards its front
 
     @hypothesis_settings(variant)
     @given(st.lists(operations(with_finder=variant == "finder"), min_size=3, max_size=12))
@@ -316,8 +319,8 @@ def test_compiled_copied_pickled_forked_and_interrupted_programs_match_the_model
 
 
 # A foreign finder put at sys.meta_path[0] claims the watched module in the very next
-# import, before any import reaches lazypatch's finder: sys.meta_path (importer.MetaPath)
-# guards it the moment it is inserted.
+# import, before any import reaches lazypatch's finder: once activated (or install()ed),
+# sys.meta_path (importer.MetaPath) guards it the moment it is inserted.
 def test_programs_with_a_foreign_finder_in_front_match_the_model(interpreter):
     import pytest
     pytest.importorskip("torch")
