@@ -12,7 +12,9 @@ The figure is the cost per report; flat means the per-report cost at
 10,000 is close to that at 1,024 (merging is one pass, the page's size
 follows the groups, not the processes). CPU time of this process
 (``time.process_time``): waiting for a core on a shared machine is not a
-cost of merging.
+cost of merging. Memory: the peak Python allocation (``tracemalloc``) of
+reading and merging, at 10,000 against 1,024 reports: flat, since files are
+read one at a time and only a group's first document is kept whole.
 
 Run from the repository root::
 
@@ -40,6 +42,7 @@ from lazypatch.report_page import render_page  # noqa: E402
 SIZES = (1_024, 10_000)
 PATCHES = 24
 FLAT_BUDGET = 1.5    # per-report cost at 10,000 at most 1.5x that at 1,024
+MEMORY_BUDGET = 0.05  # each further report costs at most 5% of holding its document
 
 
 RANK_MARK = "@RANK@"   # where a rank's number goes in a pre-rendered report
@@ -85,11 +88,9 @@ def timed_merge(directory: str) -> Dict[str, float]:
     """Seconds (CPU) of each step of `lazypatch report --html` on the directory."""
     steps: Dict[str, float] = {}
     started = time.process_time()
-    documents = load_reports([directory])
-    steps["load"] = time.process_time() - started
-    started = time.process_time()
-    merged = merge(documents)
-    steps["merge"] = time.process_time() - started
+    # Reading is lazy (one file at a time, as merge asks): timed together.
+    merged = merge(load_reports([directory]))
+    steps["load_and_merge"] = time.process_time() - started
     started = time.process_time()
     summary = render_merged(merged)
     steps["summary"] = time.process_time() - started
@@ -102,27 +103,60 @@ def timed_merge(directory: str) -> Dict[str, float]:
     return steps
 
 
+def loaded_document_bytes(directory: str) -> int:
+    """Bytes Python holds for one loaded report document of ``directory``."""
+    import tracemalloc
+    path = os.path.join(directory, "report-1.json")
+    tracemalloc.start()
+    try:
+        document = next(load_reports([path]))
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert document["patches"]
+    return held
+
+
+def peak_merge_bytes(directory: str) -> int:
+    """Peak bytes Python allocated while reading and merging every report of ``directory``."""
+    import gc
+    import tracemalloc
+    gc.collect()
+    tracemalloc.start()
+    try:
+        merged = merge(load_reports([directory]))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(merged["groups"]) == 3
+    return peak
+
+
 def run(quick: bool) -> List[Dict[str, object]]:
     """Rows for the benchmark runner: per-report merge cost at each size, and flatness."""
     repeats = 1 if quick else 3
     per_report_us: Dict[int, float] = {}
+    peak_bytes: Dict[int, int] = {}
+    document_bytes = 0
     rows: List[Dict[str, object]] = []
     for size in SIZES:
         directory = tempfile.mkdtemp(prefix=f"lazypatch-merge-{size}-")
         try:
             write_reports(directory, size)
             samples = [timed_merge(directory) for _ in range(repeats)]
+            peak_bytes[size] = peak_merge_bytes(directory)
+            document_bytes = loaded_document_bytes(directory)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         steps = {key: statistics.median(sample[key] for sample in samples)
                  for key in samples[0]}
-        total = steps["load"] + steps["merge"] + steps["summary"] + steps["page"]
+        total = steps["load_and_merge"] + steps["summary"] + steps["page"]
         per_report_us[size] = total / size * 1e6
         rows.append({
             "name": f"merge {size:,} rank reports: load, group, summary, HTML page",
             "value": round(total * 1e3, 1), "unit": "ms", "baseline": None, "ratio": None,
-            "note": f"{per_report_us[size]:.0f} µs per report (load "
-                    f"{steps['load'] / size * 1e6:.0f}, group {steps['merge'] / size * 1e6:.0f}, "
+            "note": f"{per_report_us[size]:.0f} µs per report (load and group "
+                    f"{steps['load_and_merge'] / size * 1e6:.0f}, "
                     f"summary {steps['summary'] / size * 1e6:.1f}, page "
                     f"{steps['page'] / size * 1e6:.1f}); {PATCHES} patches per report, "
                     f"3 groups; page {steps['page_bytes'] / 1024:.0f} KiB",
@@ -135,6 +169,19 @@ def run(quick: bool) -> List[Dict[str, object]]:
         "unit": "µs/report", "budget": f"ratio ≤ {FLAT_BUDGET:g} (flat)",
         "verdict": harness.verdict(large / small <= FLAT_BUDGET),
         "note": "CPU time of the merging process; the page's size follows the groups"})
+    small_peak, large_peak = peak_bytes[SIZES[0]], peak_bytes[SIZES[1]]
+    per_report = (large_peak - small_peak) / (SIZES[1] - SIZES[0])
+    document = document_bytes
+    rows.append({
+        "name": f"memory per report merged (peak, {SIZES[0]:,} to {SIZES[1]:,} reports) vs one "
+                f"loaded report",
+        "value": round(per_report), "baseline": round(document), "unit": "B",
+        "ratio": round(per_report / document, 4), "budget": f"ratio ≤ {MEMORY_BUDGET:g}",
+        "verdict": harness.verdict(per_report / document <= MEMORY_BUDGET),
+        "note": f"tracemalloc peak {small_peak / 2**20:.1f} MiB at {SIZES[0]:,}, "
+                f"{large_peak / 2**20:.1f} MiB at {SIZES[1]:,}: files are read one at a time, a "
+                f"group keeps one whole document and of the other members their rank, pid and "
+                f"path"})
     return rows
 
 

@@ -21,7 +21,8 @@ FORBIDDEN_ROOTS = ("torch", "numpy", "mmcv", "mmdet", "mmdet3d", "mmengine", "wr
                    "torch_npu", "mx_driving", "nvtx")
 # Standard-library modules COSTS.md names as too costly for the activation path.
 COSTLY_STDLIB = ("typing", "re", "logging", "json", "dataclasses", "importlib.metadata",
-                 "importlib.util", "fnmatch", "enum", "threading", "tomllib", "packaging")
+                 "importlib.util", "fnmatch", "enum", "threading", "tomllib", "packaging",
+                 "__future__")
 
 MODULES_SCRIPT = """
 import sys

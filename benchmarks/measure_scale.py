@@ -4,7 +4,12 @@ Registration of K patches on K distinct, never-imported modules, timed in
 the process (median over processes); budget: linear, and under 50 ms for
 10,000. Then the cost of unwatched imports with K patches registered, which
 must not grow with K (the finder does one dict lookup): compared with K=10
-as the baseline, by instruction count when callgrind is there.
+as the baseline, by instruction count when callgrind is there. Last, ``unpatch``
+and ``enable`` of one applied patch with 1,000, 10,000 and 100,000 registered
+(named in families and tagged, as packs are): flat, since the catalog's indexes
+answer selection and undo without walking every patch. And the memory an
+application keeps, with 1,000 one-attribute patches on a module of 20,000 names,
+against the size of that module's namespace: it follows what a patch changed.
 """
 
 from __future__ import annotations
@@ -20,6 +25,53 @@ SIZES = (10, 1_000, 10_000)
 REGISTRATION_BUDGET_MS = 50.0
 LINEAR_TOLERANCE = 1.5     # per-patch time at 10,000 at most 1.5x that at 1,000
 FLAT_TOLERANCE = 1.05      # unwatched import at 10,000 patches within 5% of at 10
+UNPATCH_SIZES = (1_000, 10_000, 100_000)
+UNPATCH_TOLERANCE = 1.5    # unpatch + enable at 100,000 at most 1.5x that at 1,000
+UNPATCH_CYCLES = 200
+
+MEMORY_NAMES = 20_000
+MEMORY_PATCHES = 1_000
+MEMORY_BUDGET = 0.05       # held per application at most 5% of one copy of the namespace
+
+MEMORY_SCRIPT = """
+import gc, json, sys, tracemalloc
+sys.path.insert(0, sys.argv[1])
+import lazypatch
+for index in range(int(sys.argv[2])):
+    def change(module, patch, index=index):
+        patch.setattr(module, f"name_{index}", -index)
+    lazypatch.register(change, "wide_module", name=f"memory.{index}")
+gc.collect()
+tracemalloc.start()
+import wide_module
+gc.collect()
+held = tracemalloc.get_traced_memory()[0]
+tracemalloc.stop()
+print(json.dumps({"held": held, "namespace": sys.getsizeof(dict(vars(wide_module)))}))
+"""
+
+UNPATCH_SCRIPT = """
+import json, sys, time
+import lazypatch
+size, cycles = int(sys.argv[1]), int(sys.argv[2])
+for index in range(size):
+    lazypatch.register(lambda module: None, f"scale_target_{index}",
+                       name=f"family{index % 50}.group{index % 7}.patch{index}",
+                       tags=(f"tag{index % 20}",))
+import json as target      # an imported module: the patch applies at once
+def change(module, patch):
+    patch.setattr(module, "lazypatch_scale_marker", 1)
+lazypatch.register(change, "json", name="scale.measured", tags=("tag1",))
+started = time.perf_counter()
+lazypatch.unpatch("scale.measured")     # the first selection builds the catalog's indexes
+lazypatch.enable("scale.measured")
+first = time.perf_counter() - started
+started = time.perf_counter()
+for _ in range(cycles):
+    lazypatch.unpatch("scale.measured")
+    lazypatch.enable("scale.measured")
+print(json.dumps({"cycle_s": (time.perf_counter() - started) / cycles, "first_s": first}))
+"""
 
 
 def measure(environment: Environment, repetitions: int, count: int,
@@ -78,4 +130,60 @@ def measure(environment: Environment, repetitions: int, count: int,
         spread=samples["10000/import"].spread(1e6 / count, 2) + "; with 10 "
                + samples["10/import"].spread(1e6 / count, 2),
         raw={"10": samples["10/import"].as_dict(), "10000": samples["10000/import"].as_dict()}))
+    rows += unpatch_rows(environment, repetitions)
+    rows.append(memory_row(environment))
+    return rows
+
+
+def memory_row(environment: Environment) -> Dict[str, object]:
+    """Bytes kept per application of a one-attribute patch on a module of 20,000 names,
+    against one copy of its namespace (what each application kept before: two)."""
+    directory = environment.scripts / "wide"
+    directory.mkdir(exist_ok=True)
+    (directory / "wide_module.py").write_text(
+        "\n".join(f"name_{index} = {index}" for index in range(MEMORY_NAMES)) + "\n")
+    script = environment.script("memory_scale.py", MEMORY_SCRIPT)
+    document = harness.last_json_line(harness.run_process(
+        [str(environment.clean_python), str(script), str(directory), str(MEMORY_PATCHES)],
+        env=environment.env()).stdout)
+    per_application = document["held"] / MEMORY_PATCHES  # type: ignore[index]
+    namespace = document["namespace"]  # type: ignore[index]
+    ratio = per_application / namespace
+    return harness.row(
+        GROUP, f"memory kept per application: {MEMORY_PATCHES:,} patches on a module of "
+               f"{MEMORY_NAMES:,} names, vs one copy of its namespace",
+        per_application, "B", baseline=namespace, ratio=ratio,
+        budget=f"ratio ≤ {MEMORY_BUDGET:g}", verdict=harness.verdict(ratio <= MEMORY_BUDGET),
+        note="tracemalloc, after the import that applied them all", raw=dict(document))
+
+
+def unpatch_rows(environment: Environment, repetitions: int) -> List[Dict[str, object]]:
+    """``unpatch`` + ``enable`` of one applied patch at 1,000 / 10,000 / 100,000 registered,
+    each against the 1,000 in the same run (median over processes)."""
+    script = environment.script("unpatch_scale.py", UNPATCH_SCRIPT)
+    samples = {size: harness.Samples() for size in UNPATCH_SIZES}
+    first = {size: harness.Samples() for size in UNPATCH_SIZES}
+    for repetition in range(max(repetitions, 1)):
+        order = UNPATCH_SIZES if repetition % 2 else tuple(reversed(UNPATCH_SIZES))
+        for size in order:
+            document = harness.last_json_line(harness.run_process(
+                [str(environment.clean_python), str(script), str(size), str(UNPATCH_CYCLES)],
+                env=environment.env()).stdout)
+            samples[size].values.append(document["cycle_s"])  # type: ignore[index]
+            first[size].values.append(document["first_s"])  # type: ignore[index]
+    baseline = samples[UNPATCH_SIZES[0]].median * 1e3
+    rows = []
+    for size in UNPATCH_SIZES:
+        value = samples[size].median * 1e3
+        ratio = value / baseline
+        largest = size == UNPATCH_SIZES[-1]
+        rows.append(harness.row(
+            GROUP, f"unpatch + enable of one patch with {size:,} registered", value, "ms",
+            baseline=baseline, ratio=ratio,
+            budget=f"ratio ≤ {UNPATCH_TOLERANCE:g} (flat)" if largest else "",
+            verdict=harness.verdict(ratio <= UNPATCH_TOLERANCE) if largest else harness.INFO,
+            spread=samples[size].spread(1e3, 3),
+            note=f"the first call, which builds the selection indexes once: "
+                 f"{first[size].median * 1e3:.1f} ms",
+            raw={"cycles": samples[size].as_dict(), "first": first[size].as_dict()}))
     return rows

@@ -83,6 +83,8 @@ MEASUREMENTS: Dict[str, Measurement] = {
     "tracker": lambda env, s, count: packs.measure(quick=s is not FULL, modules=("bench_tracker",)),
     "report-merge": lambda env, s, count: packs.measure(quick=s is not FULL,
                                                         modules=("bench_report_merge",)),
+    "bev-pool": lambda env, s, count: packs.measure(quick=s is not FULL,
+                                                    modules=("bench_bev_pool",)),
     "sparse-conv": lambda env, s, count: packs.measure(quick=s is not FULL,
                                                        modules=("bench_sparse_conv",)),
 }

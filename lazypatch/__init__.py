@@ -10,8 +10,6 @@ Importing this package is cheap by design (standard library only, no
 every process it activates.
 """
 
-from __future__ import annotations
-
 import sys
 
 from . import registration as _registration
@@ -275,7 +273,11 @@ def reset() -> None:
 
 
 def install() -> None:
-    """Put lazypatch's finder first on ``sys.meta_path`` (registration does this too)."""
+    """Put lazypatch's finder first on ``sys.meta_path`` (registration does this too) and,
+    as activation does, make ``sys.meta_path`` guard a finder the moment it is put in
+    front of it (``importer.MetaPath``: the list object is replaced once)."""
+    from .importer import guard_the_front
+    guard_the_front(STATE.finder)
     _registration.ensure_finder()
 
 

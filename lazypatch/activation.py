@@ -16,14 +16,13 @@ file of ``lazypatch site install`` (``"site .pth"``). Whichever runs first in
 a process wins; the others find it active and return.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from time import perf_counter
 
 from . import configuration as _configuration
 from .errors import ConfigurationWarning
+from .importer import guard_the_front
 from .registration import ensure_finder
 from .selection import configure, select
 from .state import STATE
@@ -88,6 +87,7 @@ def _activate(configuration: "_configuration.Configuration") -> None:
         from .application import apply_to_imported
         for patch in newly_enabled:
             apply_to_imported(patch)
+    guard_the_front(STATE.finder)   # before the program: see importer.MetaPath
     ensure_finder()
     _registering("built-in", lambda: _import_modules([BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:
@@ -170,6 +170,9 @@ def _import_modules(names: "List[str]", what: str) -> None:
 
 def _load_plugins() -> None:
     try:
+        from .plugin_cache import cached_entries
+        if cached_entries() == []:
+            return   # a current cache lists no plugin pack: plugins.py is not needed
         from .plugins import register_plugin_packs
         register_plugin_packs()
     except Exception as error:

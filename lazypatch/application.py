@@ -56,7 +56,7 @@ from .state import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
     from .ledger import Change
     from .state import RegisteredPatch
@@ -77,7 +77,8 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
 
     ``target`` names the patches to run when it is not the module's own name: a
     program run by ``python -m pkg.mod`` is module ``__main__`` running the code
-    of ``pkg.mod`` (see ``importer.run_program``).
+    of ``pkg.mod`` (see ``programs.run_program``); an alias (``six.moves.cPickle``)
+    is a module imported under a second name (see ``LoaderProxy.exec_module``).
 
     Runs on every watched import, so the loops are written out here rather
     than split into helpers: each Python call costs about as much as the
@@ -219,9 +220,9 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
             raise
         try:
             duration_ms = _elapsed_ms(started)
-            # Plain assignments are found when the report is built, from two C-level
-            # copies taken here: the diff itself stays off the import path.
-            snapshots = None if before is None else (before, namespace.copy(), module, context.changes)
+            untracked = _NOTHING_UNTRACKED if before is None else \
+                untracked_names(before, namespace, module, context.changes)
+            before = None   # the copy goes now: memory follows what changed, not module size
             with _lock:
                 if patch.generation == generation and patch.enabled:
                     # Commit: the fields a report reads, written together under the lock.
@@ -237,9 +238,8 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                     patch.application_count += 1
                     STATE.application_count += 1
                     patch.applied_order = STATE.application_count
-                    if patch.untracked_changes:
-                        patch.untracked_changes = []
-                    patch.namespace_snapshots = snapshots
+                    if untracked or patch.untracked_changes:
+                        patch.untracked_changes = untracked
                     history = patch.history
                     history.append("applied")
                     if len(history) > HISTORY_LENGTH:
@@ -287,6 +287,38 @@ def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
         message = _events.applied_message(patch, len(context.changes))
         _revert_context(patch, context, REVERTED, f"undone: its apply action is {action!r}")
         _events.act(patch, _events.APPLY, action, message)
+
+
+_NOTHING_UNTRACKED: "List[str]" = []
+
+
+def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", module: "Any",
+                    changes: "List[Any]") -> "List[str]":
+    """Names of ``module`` that a patch function changed by plain assignment (not through
+    ``patch``): ``before`` is a copy of ``namespace`` taken before it ran, still alive, so
+    no id() compared here can have been reused. Only the names are kept, never the copies:
+    2,000 patches on a module of 3,000 names held 420 MB when the copies waited for the
+    report (each application: two copies of the namespace)."""
+    tracked = {change.key for change in changes if change.owner is module}
+    # The usual case first, in C: with the tracked names put to their values now, the
+    # copy equals the namespace (identical values compare equal without __eq__).
+    for key in tracked:
+        if key in namespace:
+            before[key] = namespace[key]
+        else:
+            before.pop(key, None)
+    try:
+        if before == namespace:
+            return _NOTHING_UNTRACKED
+    except Exception:   # a changed value whose __eq__ raises (an array): compare by identity
+        pass
+    # (name, id) pairs compared as sets: C speed even for torch's ~1,500 globals. Of a
+    # copy: building the sets can run a finalizer, which can switch threads, and another
+    # thread's patch may be adding names to this very namespace.
+    after = namespace.copy()
+    difference = set(zip(before, map(id, before.values()))) ^ \
+        set(zip(after, map(id, after.values())))
+    return sorted({name for name, _ in difference} - tracked)
 
 
 def _undo_quietly(context: PatchContext) -> "Optional[str]":
@@ -360,12 +392,19 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
     patch.late_references = holders
     if holders:
         from .notices import notify  # only on this path: see benchmarks/COSTS.md
+        activation = STATE.activation
+        if not activation.activated_by or patch.target in activation.imported_before:
+            why = "which was imported before lazypatch was active"
+            fix = ("Activate lazypatch earlier (first line: import lazypatch.auto, or "
+                   "`lazypatch run`)")
+        else:   # active all along: the patch was enabled (a scope, enable()) after the import
+            why = "after it was imported (the patch was enabled only then)"
+            fix = (f"Enable it before {patch.target} is imported "
+                   f"(LAZYPATCH_ENABLE={patch.name})")
         notify(
-            f"lazypatch: patch {patch.name!r} was applied to {patch.target!r}, which was "
-            f"imported before lazypatch was active; these module globals still hold the "
-            f"original objects: {', '.join(holders)}. Activate lazypatch earlier (first "
-            f"line: import lazypatch.auto, or `lazypatch run`), or use "
-            f"patch.setattr(..., rebind=True).", LatePatchWarning, stacklevel=5)
+            f"lazypatch: patch {patch.name!r} was applied to {patch.target!r}, {why}; these "
+            f"module globals still hold the original objects: {', '.join(holders)}. {fix}, "
+            f"or use patch.setattr(..., rebind=True).", LatePatchWarning, stacklevel=5)
 
 
 # --- undo -----------------------------------------------------------------
@@ -373,16 +412,24 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
 def detach(patch: "RegisteredPatch", status: str, reason: str,
            module: "Any" = None) -> "List[PatchContext]":
     """Take a patch's live applications (those on ``module`` only, if given) off it and
-    mark it; the caller holds the lock and undoes the returned contexts after releasing it."""
+    mark it; the caller holds the lock and undoes the returned contexts after releasing it.
+
+    Between this and the undo the applications are nowhere but in the caller's hands: an
+    interrupt (KeyboardInterrupt from a signal handler) landing there would lose them. So
+    they wait in ``patch.undoing`` until ``undo_contexts`` claims them, and any left there
+    unclaimed are handed out again, first, by the next detach of this patch."""
     if module is None:
-        contexts, patch.live = patch.live, []
+        contexts = patch.live
     else:
         contexts = [context for context in patch.live if context.module is module]
+    if patch.undoing:
+        contexts = [context for context in patch.undoing if context not in contexts] + contexts
+    patch.undoing = list(contexts)   # first: at no moment are they in neither list
+    if module is None:
+        patch.live = []
+    else:
         patch.live = [context for context in patch.live if context.module is not module]
     patch.generation += 1
-    if contexts:
-        patch.untracked()             # settle the report before the snapshots are dropped
-        patch.namespace_snapshots = None
     if patch.status == APPLIED and not patch.live:
         patch.status, patch.reason = status, reason
         patch.remember(f"{status}: {reason}")
@@ -411,14 +458,36 @@ def _attempt_each(steps: "List[Tuple[RegisteredPatch, Callable[[], None]]]"
 
 def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> None:
     """Undo detached applications newest first; every one is attempted. Raises one
-    ``UndoError`` naming what failed (or the first interrupt) at the end."""
+    ``UndoError`` naming what failed (or the first interrupt) at the end.
+
+    Only the contexts still waiting in ``patch.undoing`` are undone, claimed under the
+    lock: when two threads detached the same waiting ones, exactly one undoes each."""
     from .errors import UndoError
-    failures, interrupt = _attempt_each([(patch, context.undo) for context in reversed(contexts)])
-    incomplete = [context for context in contexts if context.live_changes()]
-    if incomplete:
-        with STATE.lock:   # keep what could not be undone reachable for another try
-            patch.live = incomplete + patch.live
-            patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
+    claimed: "List[PatchContext]" = []
+    settled = False
+    try:
+        with STATE.lock:
+            waiting = patch.undoing
+            claimed = [context for context in contexts if context in waiting]
+            if claimed:
+                patch.undoing = [context for context in waiting if context not in claimed]
+        failures, interrupt = _attempt_each([(patch, context.undo)
+                                             for context in reversed(claimed)])
+        incomplete = [context for context in claimed if context.live_changes()]
+        if incomplete:
+            with STATE.lock:   # keep what could not be undone reachable for another try
+                patch.live = incomplete + patch.live
+                patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
+        settled = True
+    except BaseException:
+        if not settled:
+            # Interrupted after the claim, before the steps ran or before what they left
+            # was put back: what is still live waits for the next detach (see detach).
+            with STATE.lock:
+                waiting = patch.undoing
+                patch.undoing = [context for context in claimed if context not in waiting
+                                 and context.live_changes()] + waiting
+        raise
     if interrupt is not None:
         raise interrupt
     if failures:
@@ -440,10 +509,9 @@ def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str
     with STATE.lock:
         if context not in patch.live:
             return
+        patch.undoing.append(context)   # claimed by undo_contexts below (see detach)
         patch.live.remove(context)
         patch.generation += 1
-        patch.untracked()
-        patch.namespace_snapshots = None
         if not patch.live and patch.status == APPLIED:
             patch.status, patch.reason = status, reason
             patch.remember(f"{status}: {reason}")

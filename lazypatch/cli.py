@@ -569,11 +569,11 @@ def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     from .merging import load_reports, merge, merged_as_json, render_merged
     from .reporting import ReportFileError
     try:
-        documents = load_reports(arguments.files)
+        # Files are read one at a time while merging: a bad one stops it here too.
+        merged = merge(load_reports(arguments.files))
     except ReportFileError as error:
         _usage_error("report", str(error))
         return USAGE_ERROR
-    merged = merge(documents)
     diffs = ""
     if arguments.diff:
         from .reporting import render_diffs

@@ -15,8 +15,6 @@ user's program. Configuration flows one way: ``read()`` builds a
 values down; nothing here reads engine modules other than ``state``.
 """
 
-from __future__ import annotations
-
 import os
 
 from .errors import ConfigurationWarning
@@ -357,7 +355,7 @@ NOT_IN_FILES = ("LAZYPATCH_CONFIG",) + tuple(INTERNAL_VARIABLES)
 _last_read: "Optional[Tuple[tuple, Configuration]]" = None
 
 
-def read(environ: "Optional[Mapping[str, str]]" = None) -> Configuration:
+def read(environ: "Optional[Mapping[str, str]]" = None) -> "Configuration":
     """Read the configuration; the environment overrides the TOML file.
 
     Never raises: a bad value warns (through ``notices``, so that no warnings
@@ -393,7 +391,7 @@ def _current_directory() -> str:
         return ""
 
 
-def alert(message: str, category: type = ConfigurationWarning) -> None:
+def alert(message: str, category: "type" = ConfigurationWarning) -> None:
     """A configuration warning (outside a quiet read). Through ``notices.notify``, as
     every warning: said once per process tree (a torchrun job or a DataLoader with
     workers must not repeat it from every process), and never a crash under -W error."""
@@ -401,7 +399,7 @@ def alert(message: str, category: type = ConfigurationWarning) -> None:
         notify(message, category)
 
 
-def _read(source: "Mapping[str, str]") -> Configuration:
+def _read(source: "Mapping[str, str]") -> "Configuration":
     # Only our variables: copying all of os.environ decodes every item of it.
     environment: "Dict[str, str]" = {name: source[name] for name in source
                                      if name.startswith("LAZYPATCH")}
@@ -567,7 +565,7 @@ def decode_settings(value: str) -> "Optional[Tuple[str, Dict[str, str]]]":
     return fingerprint, settings
 
 
-def _compare_with_driver(configuration: Configuration,
+def _compare_with_driver(configuration: "Configuration",
                          driver: "Tuple[str, Dict[str, str]]") -> None:
     """Record, and say once, which settings of this process are not the launcher's."""
     fingerprint, settings = driver

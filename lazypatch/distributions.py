@@ -13,8 +13,6 @@ cache is a memo of the file system, not engine state: it cannot change
 what any patch does, only how fast the answer comes.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -15,8 +15,6 @@ replaced: a FIFO, a device or a directory there is refused, never swapped for
 a regular file.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 

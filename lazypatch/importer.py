@@ -33,10 +33,8 @@ Two more ways in, both off the path of ordinary imports:
   runpy asks the spec's loader for ``get_code`` and executes the code itself
   in ``__main__``'s namespace; ``exec_module`` never runs. ``LoaderProxy``
   answers runpy's ``get_code`` with a small code object that runs the real
-  code through ``run_body`` (see ``program_code``).
+  code through ``run_body`` (``programs.py``).
 """
-
-from __future__ import annotations
 
 import sys
 from _thread import get_ident
@@ -45,7 +43,7 @@ from .slots import is_unloaded_lazy_module
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Dict, Optional, Sequence
+    from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
 class LoaderProxy:
@@ -56,30 +54,33 @@ class LoaderProxy:
     as wrapt's proxy does.
     """
 
-    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body")
+    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "_lazypatch_name")
 
-    def __init__(self, loader: Any, run_body: Callable[[Any, Any], None]) -> None:
+    def __init__(self, loader: "Any", run_body: "Callable[..., None]", name: str = "") -> None:
         self._lazypatch_loader = loader
         self._lazypatch_run_body = run_body
+        self._lazypatch_name = name     # the name being imported (the spec's)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> "Any":
         if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
             raise AttributeError(name)
         attribute = getattr(self._lazypatch_loader, name)
         if name == "get_code":
             # Looked up here, not defined on the class, so that a loader without
-            # get_code still has none through the proxy.
-            return _ProgramCodeGetter(self, attribute)
+            # get_code still has none through the proxy. Only runpy needs it
+            # (programs.py), so that module is not on the activation path.
+            from .programs import ProgramCodeGetter
+            return ProgramCodeGetter(self, attribute)
         return attribute
 
     def __repr__(self) -> str:
         return f"<lazypatch LoaderProxy for {self._lazypatch_loader!r}>"
 
-    def create_module(self, spec: Any) -> Any:
+    def create_module(self, spec: "Any") -> "Any":
         create = getattr(self._lazypatch_loader, "create_module", None)
         return create(spec) if create is not None else None
 
-    def exec_module(self, module: Any) -> None:
+    def exec_module(self, module: "Any") -> None:
         loader = self._lazypatch_loader
         # Put the real loader back before the body runs: pkgutil, importlib.resources
         # and pickle-style tools look at __loader__ / __spec__.loader, and a reload
@@ -89,98 +90,19 @@ class LoaderProxy:
             spec.loader = loader
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = loader
-        self._lazypatch_run_body(module, loader)
+        name = self._lazypatch_name
+        if name and getattr(module, "__name__", name) != name:
+            # An alias: the loader's create_module handed out a module that exists under
+            # another name (six.moves.cPickle is pickle; a module registered under two
+            # names). Its body does not run again, and the patches to run are the
+            # imported name's; the real name's patches stay as they are (before, its
+            # applications were taken for a reload and undone and re-applied).
+            self._lazypatch_run_body(module, loader, name)
+        else:
+            self._lazypatch_run_body(module, loader)
 
 
-class _ProgramCodeGetter:
-    """``proxy.get_code``: the real code for everybody but ``runpy``, which gets code
-    that runs the patches around the real code (``program_code``)."""
-
-    __slots__ = ("proxy", "get_code")
-
-    def __init__(self, proxy: LoaderProxy, get_code: Callable[[str], Any]) -> None:
-        self.proxy = proxy
-        self.get_code = get_code
-
-    def __call__(self, fullname: str) -> Any:
-        code = self.get_code(fullname)
-        # runpy (python -m, run_module) executes what it gets in a namespace of its
-        # own, bypassing exec_module. Other callers (coverage, pkgutil, debuggers)
-        # want the module's real code object: only runpy's own call is answered
-        # with the patching one.
-        if code is None or sys._getframe(1).f_globals.get("__name__") != "runpy":
-            return code
-        return program_code(code, fullname, self.proxy._lazypatch_loader,
-                            self.proxy._lazypatch_run_body)
-
-
-# key -> (real code, module name, real loader, run_body) of programs runpy is about to run.
-_PROGRAMS: Dict[int, tuple] = {}
-_program_keys = iter(range(1, 1 << 62))
-
-
-def program_code(code: Any, fullname: str, loader: Any,
-                 run_body: Callable[..., None]) -> Any:
-    """A code object that, executed by runpy in the program's namespace, runs the
-    module's patches around ``code`` (``run_program``)."""
-    key = next(_program_keys)
-    _PROGRAMS[key] = (code, fullname, loader, run_body)
-    # A file name of its own: under the program's, a traceback would quote the
-    # program's first line for this frame.
-    return compile(f"__import__('lazypatch.importer', fromlist=('run_program',))"
-                   f".run_program(globals(), {key})", f"<lazypatch: {fullname} with its patches>",
-                   "exec")
-
-
-class _ProgramRunner:
-    """Stands in for the loader in ``run_body``: executes the program's code in its namespace."""
-
-    __slots__ = ("code", "namespace", "exit")
-
-    def __init__(self, code: Any, namespace: Dict[str, Any]) -> None:
-        self.code = code
-        self.namespace = namespace
-        self.exit: Optional[SystemExit] = None
-
-    def exec_module(self, module: Any) -> None:
-        try:
-            exec(self.code, self.namespace)
-        except SystemExit as exit:
-            # A program ending with sys.exit() ran to its end: held back until its
-            # patches are done, so that run_body does not roll them back as it
-            # would for a failed import (an at-exit report would say "reverted").
-            self.exit = exit
-
-
-def run_program(namespace: Dict[str, Any], key: int) -> None:
-    """Run a program's real code in ``namespace`` with the patches of its module name.
-
-    Patches need a module object: runpy's namespace is ``__main__``'s (``python -m``)
-    or a temporary module's (``run_module(alter_sys=True)``); a bare dictionary
-    (``run_module`` without ``alter_sys``) has none and runs unpatched.
-    """
-    entry = _PROGRAMS.pop(key, None)
-    if entry is None:
-        raise RuntimeError("lazypatch: this code object of a program run by runpy was "
-                           "already executed once; ask the loader for get_code() again")
-    code, fullname, loader, run_body = entry
-    # runpy set __loader__ and __spec__.loader to our proxy: the program sees its real loader.
-    if isinstance(namespace.get("__loader__"), LoaderProxy):
-        namespace["__loader__"] = loader
-    spec = namespace.get("__spec__")
-    if spec is not None and isinstance(spec.loader, LoaderProxy):
-        spec.loader = loader
-    module = sys.modules.get(namespace.get("__name__", ""))
-    if module is None or getattr(module, "__dict__", None) is not namespace:
-        exec(code, namespace)
-        return
-    runner = _ProgramRunner(code, namespace)
-    run_body(module, runner, fullname)
-    if runner.exit is not None:
-        raise runner.exit
-
-
-def execute_with_loader(module: Any, loader: Any) -> None:
+def execute_with_loader(module: "Any", loader: "Any") -> None:
     """Run a module's body with its real loader, including legacy load_module loaders."""
     if hasattr(loader, "exec_module"):
         loader.exec_module(module)
@@ -193,7 +115,7 @@ def execute_with_loader(module: Any, loader: Any) -> None:
 class LazyPatchFinder:
     """The single lazypatch finder; place it first on ``sys.meta_path``."""
 
-    def __init__(self, watched: Dict[str, Any], run_body: Callable[[Any, Any], None]) -> None:
+    def __init__(self, watched: "Dict[str, Any]", run_body: "Callable[[Any, Any], None]") -> None:
         # ``watched`` is the catalog's by-target dict itself, shared, so that a
         # registration is visible to the next import without telling the finder.
         self._watched = watched
@@ -212,8 +134,8 @@ class LazyPatchFinder:
     def __repr__(self) -> str:
         return f"<LazyPatchFinder watching {len(self._watched)} module(s)>"
 
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None,
-                  target: Any = None) -> Any:
+    def find_spec(self, fullname: str, path: "Optional[Sequence[str]]" = None,
+                  target: "Any" = None) -> "Any":
         """The spec of a watched name, with a loader proxy; None for any other name.
         (Instances answer through the same-named function ``__init__`` gives them.)"""
         if fullname not in self._watched:
@@ -227,7 +149,7 @@ class LazyPatchFinder:
         # watched import (the benchmark's budget): the object changes class once.
         self.__class__ = _ReplacingFinder
 
-    def set_run_body(self, run_body: Callable[[Any, Any], None]) -> None:
+    def set_run_body(self, run_body: "Callable[[Any, Any], None]") -> None:
         """What loader proxies made from now on call around a module body."""
         self._run_body = run_body
 
@@ -236,7 +158,7 @@ class LazyPatchFinder:
         self.replaced_names.clear()
         self.__class__ = LazyPatchFinder
 
-    def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
+    def _find_watched(self, fullname: str, path: "Any", target: "Any") -> "Any":
         # Another finder may call importlib.util.find_spec from inside its own
         # find_spec (wrapt's does); that walks sys.meta_path again and comes back
         # here for the same name in the same thread. Answer None to that inner call.
@@ -262,7 +184,7 @@ class LazyPatchFinder:
             return self._boundary_spec(fullname, takes_over=False)
         return wrap_spec_loader(spec, self._run_body)
 
-    def _boundary_spec(self, fullname: str, takes_over: bool) -> Any:
+    def _boundary_spec(self, fullname: str, takes_over: bool) -> "Any":
         """The spec of the first enabled boundary declared on ``fullname`` of that kind."""
         for patch in self._watched.get(fullname, ()):
             boundary = boundary_of(patch.function)
@@ -271,27 +193,38 @@ class LazyPatchFinder:
         return None
 
 
-def _unwatched_fast_path(finder: LazyPatchFinder, watched: Dict[str, Any]
-                         ) -> Callable[..., Any]:
+def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
+                         ) -> "Callable[..., Any]":
     """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name.
     A watched name goes to ``finder._find_watched``, looked up on each call, so that
     the class swap of ``declare_replacement`` takes effect."""
     meta_path = sys.meta_path
+    if isinstance(meta_path, MetaPath):
+        # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
+        # beartype's import hook) is guarded as it is put there: nothing to check here.
 
-    def find_spec(fullname: str, path: Optional[Sequence[str]] = None,
-                  target: Any = None) -> Any:
+        def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
+                      target: "Any" = None) -> "Any":
+            if fullname not in watched:
+                return None
+            return finder._find_watched(fullname, path, target)
+        return find_spec
+
+    def checking_find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
+                           target: "Any" = None) -> "Any":
         if meta_path[0] is not finder:
-            # Another finder moved in front (pytest's assertion rewriter, an import hook
-            # of typeguard or beartype): what it claims never reaches us. It keeps its
-            # place; its answers for watched names get our loader (guard_foreign_finders).
+            # Not activated (lazypatch used as a library), so sys.meta_path is the plain
+            # list: a finder that moved in front is noticed at the next import that
+            # reaches us. It keeps its place; its answers for watched names get our
+            # loader (guard_foreign_finders).
             guard_foreign_finders(finder)
         if fullname not in watched:
             return None
         return finder._find_watched(fullname, path, target)
-    return find_spec
+    return checking_find_spec
 
 
-def guard_foreign_finders(finder: LazyPatchFinder) -> None:
+def guard_foreign_finders(finder: "LazyPatchFinder") -> None:
     """Make the finder instances ahead of ours hand watched modules to our loader: their
     ``find_spec`` (an attribute of that instance only) asks them as before, and a spec
     they return for a watched name gets a ``LoaderProxy``. Classes (the import system's
@@ -313,10 +246,10 @@ def guard_foreign_finders(finder: LazyPatchFinder) -> None:
             continue
 
 
-def _guarded_find_spec(original: Callable[..., Any], finder: LazyPatchFinder) -> Callable[..., Any]:
+def _guarded_find_spec(original: "Callable[..., Any]", finder: "LazyPatchFinder") -> "Callable[..., Any]":
     watched = finder._watched
 
-    def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
         spec = original(fullname, path, target)
         if spec is not None and fullname in watched and spec.loader is not None:
             return wrap_spec_loader(spec, finder._run_body)
@@ -328,7 +261,7 @@ class _ReplacingFinder(LazyPatchFinder):
     """The finder once a module replacement is declared: replaced names are answered
     by their declaration before the other finders are asked (the real body never runs)."""
 
-    def _find_watched(self, fullname: str, path: Any, target: Any) -> Any:
+    def _find_watched(self, fullname: str, path: "Any", target: "Any") -> "Any":
         if fullname in self.replaced_names:
             spec = self._boundary_spec(fullname, takes_over=True)
             if spec is not None:
@@ -336,7 +269,7 @@ class _ReplacingFinder(LazyPatchFinder):
         return LazyPatchFinder._find_watched(self, fullname, path, target)
 
 
-def wrap_spec_loader(spec: Any, run_body: Callable[[Any, Any], None]) -> Any:
+def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "Any":
     """Give ``spec`` a LoaderProxy (idempotent); return the spec."""
     loader = spec.loader
     if isinstance(loader, LoaderProxy):
@@ -350,27 +283,74 @@ def wrap_spec_loader(spec: Any, run_body: Callable[[Any, Any], None]) -> Any:
         from importlib.machinery import NamespaceLoader
         loader = NamespaceLoader.__new__(NamespaceLoader)
         loader._path = spec.submodule_search_locations  # type: ignore[attr-defined]
-    spec.loader = LoaderProxy(loader, run_body)
+    spec.loader = LoaderProxy(loader, run_body, spec.name)
     return spec
 
 
-def install_finder(finder: LazyPatchFinder) -> None:
+class MetaPath(list):
+    """``sys.meta_path`` once lazypatch's finder is installed: to the import system a list
+    like any other (it iterates it with C list iteration, so imports cost the same), that
+    guards a finder put ahead of lazypatch's the moment it is put there.
+
+    Without it, such a finder (pytest's assertion rewriter, typeguard's or beartype's
+    import hook) is noticed at the next import that reaches lazypatch's finder; when the
+    very next import is a watched module it claims, nothing reaches lazypatch and the
+    patch is silently not applied. Only the ways of putting a finder in front are
+    watched (``insert``, item assignment); the foreign finder keeps its place.
+    """
+
+    __slots__ = ()
+
+    def insert(self, index: "Any", finder: "Any") -> None:
+        list.insert(self, index, finder)
+        _guard_the_front(self)
+
+    def __setitem__(self, index: "Any", value: "Any") -> None:
+        list.__setitem__(self, index, value)
+        _guard_the_front(self)
+
+
+_installed: "List[LazyPatchFinder]" = []   # the finder install_finder put on sys.meta_path
+
+
+def _guard_the_front(meta_path: "List[Any]") -> None:
+    if _installed and meta_path and meta_path[0] is not _installed[0] \
+            and meta_path is sys.meta_path:
+        guard_foreign_finders(_installed[0])
+
+
+def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
+    """At activation, before the program runs: ``sys.meta_path`` becomes a ``MetaPath``
+    holding the same finders, and ``finder`` (if made already) reads it from now on.
+    Only activation does this (the user asked lazypatch to take part in every import);
+    a library use of lazypatch leaves the list object the program has."""
+    if type(sys.meta_path) is list:
+        sys.meta_path = MetaPath(sys.meta_path)
+        if finder is not None:
+            finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
+
+
+def install_finder(finder: "LazyPatchFinder") -> None:
     """Put ``finder`` first on ``sys.meta_path``, moving it there if it is elsewhere."""
+    _installed[:] = [finder]
     if sys.meta_path and sys.meta_path[0] is finder:
         return
-    uninstall_finder(finder)
+    while finder in sys.meta_path:
+        sys.meta_path.remove(finder)
     sys.meta_path.insert(0, finder)
 
 
-def uninstall_finder(finder: LazyPatchFinder) -> None:
+def uninstall_finder(finder: "LazyPatchFinder") -> None:
     """Take ``finder`` off ``sys.meta_path``; imports after this are not patched."""
+    if _installed and _installed[0] is finder:
+        del _installed[:]
     while finder in sys.meta_path:
         sys.meta_path.remove(finder)
 
 
 # --- modules that are not finished yet -----------------------------------
 
-def defer_until_executed(module: Any, callback: Callable[[], None], lock: Any) -> bool:
+def defer_until_executed(module: "Any", callback: "Callable[[], None]", lock: "Any") -> bool:
     """Call ``callback`` once ``module``'s body has finished executing.
 
     Used when a patch is registered while its target is still executing (a
@@ -424,7 +404,7 @@ def defer_until_executed(module: Any, callback: Callable[[], None], lock: Any) -
         return True
 
 
-def defer_until_import_released(name: str, callback: Callable[[], None], lock: Any) -> bool:
+def defer_until_import_released(name: str, callback: "Callable[[], None]", lock: "Any") -> bool:
     """If another thread is importing ``name`` right now but has not created the module
     yet, call ``callback`` once that import releases its module lock; return whether it
     will.
@@ -477,7 +457,7 @@ def defer_until_import_released(name: str, callback: Callable[[], None], lock: A
         return True
 
 
-def watch_lazy_module(module: Any, run_body: Callable[[Any, Any], None]) -> bool:
+def watch_lazy_module(module: "Any", run_body: "Callable[[Any, Any], None]") -> bool:
     """If ``module`` is an unloaded ``importlib.util.LazyLoader`` module, hook its
     eventual load without triggering it; return whether it was one."""
     if not is_unloaded_lazy_module(module):

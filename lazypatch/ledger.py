@@ -458,7 +458,10 @@ class PatchContext:
         return [change for change in self.changes if change.live]
 
     def replaced_objects(self) -> "List[Tuple[Change, Any]]":
-        """(change, original object) for each live change that replaced an object."""
+        """(change, original object) for each live change that replaced an object. A
+        change that wrote the very object already there replaced nothing (the export pack
+        registers a class under a key that already maps to it): no stale reference."""
         return [(change, change.before) for change in self.changes
                 if change.live and change.before is not MISSING
-                and change.action in ("setattr", "wrap", "delattr", "setitem")]
+                and change.action in ("setattr", "wrap", "delattr", "setitem")
+                and change.after is not change.before]

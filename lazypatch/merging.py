@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .reporting import (
     ReportFileError,
@@ -61,9 +61,17 @@ def report_paths(arguments: Sequence[str]) -> List[str]:
     return paths
 
 
-def load_reports(arguments: Sequence[str]) -> List[Dict[str, Any]]:
-    """Every report file the arguments name (see ``report_paths``), loaded and checked."""
-    return [load_report(path) for path in report_paths(arguments)]
+def load_reports(arguments: Sequence[str]) -> Iterator[Dict[str, Any]]:
+    """Every report file the arguments name (see ``report_paths``), loaded and checked
+    one at a time as ``merge`` asks for it: ten thousand reports are never all in memory.
+    A pattern naming nothing raises ReportFileError at once, a bad file when reached."""
+    paths = report_paths(arguments)
+    return (load_report(path) for path in paths)
+
+
+# What a group keeps of each member after the first (the first keeps its whole document):
+# what group labels, report lists and sorting read.
+MEMBER_FACTS = ("rank", "rank_variable", "pid", "role", "path", "host", "local_rank", "worker")
 
 
 def ranked(document: Dict[str, Any]) -> bool:
@@ -123,60 +131,115 @@ def _status_key(record: Optional[Dict[str, Any]]) -> Tuple[str, str]:
     return (str(record.get("status", "")), str(record.get("version") or ""))
 
 
-def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+class _Group:
+    """One group of identical processes while merging: its members' facts, the whole
+    document of the member that sorts first, and per patch the distinct details of
+    its members, each with the first member (in sort order) that had it."""
+
+    __slots__ = ("members", "first", "first_key", "first_records", "details")
+
+    def __init__(self) -> None:
+        self.members: List[Tuple[Tuple[int, int, str], Dict[str, Any]]] = []
+        self.first: Dict[str, Any] = {}
+        self.first_key: Optional[Tuple[int, int, str]] = None
+        self.first_records: Dict[str, Dict[str, Any]] = {}   # the first's, by patch name
+        self.details: Dict[str, Dict[str, Tuple[int, int, str]]] = {}
+
+    def add(self, key: Tuple[int, int, str], document: Dict[str, Any],
+            records: Dict[str, Dict[str, Any]]) -> None:
+        if self.first_key is None or key < self.first_key:
+            self.first, self.first_key, self.first_records = document, key, records
+        self.members.append((key, {fact: document[fact] for fact in MEMBER_FACTS
+                                   if fact in document}))
+        for name, record in records.items():
+            # Call counts differ from process to process: summed once per patch instead.
+            detail = detail_of(record, calls=False)
+            if not detail:
+                continue
+            seen = self.details.setdefault(name, {})
+            if detail not in seen or key < seen[detail]:
+                seen[detail] = key
+
+    def reasons(self, name: str, everyone: bool) -> List[str]:
+        """The first ``REASONS_SHOWN + 1`` distinct details of ``name`` in member order
+        (one more than shown, so that a reader learns there are more); only the first
+        member's unless ``everyone``."""
+        record = self.first_records.get(name)
+        if record is None:
+            return ["not registered"]
+        if not everyone:
+            detail = detail_of(record, calls=False)
+            return [detail] if detail else []
+        seen = self.details.get(name, {})
+        return sorted(seen, key=seen.__getitem__)[:REASONS_SHOWN + 1]
+
+
+def merge(documents: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
     """Group identical processes and line up every patch across the groups, the
     patches that differ between groups first.
 
     Returns ``{"processes": N, "groups": [...], "patches": [...]}``: each group
-    has a ``label`` and its ``members`` (documents, by rank); each patch has
-    ``name``, ``target``, ``differs`` and ``cells``, one per group, each a record
-    of that group's first member (or an ``absent`` stand-in) plus ``reasons``,
-    the distinct details within the group.
+    has a ``label`` and its ``members`` (by rank: the first a whole document, the
+    others their facts, ``MEMBER_FACTS``); each patch has ``name``, ``target``,
+    ``differs`` and ``cells``, one per group, each a record of that group's first
+    member (or an ``absent`` stand-in) plus ``reasons``, the distinct details within
+    the group. One pass over ``documents`` (an iterator is read once), in memory
+    that grows with the distinct groups and details, not with the documents: each is
+    dropped once merged unless it sorts first in its group.
     """
-    documents = sorted(documents, key=_sort_key)
-    names: Dict[str, str] = {}                 # name -> target, in first-seen order
-    by_signature: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
-    # name -> [calls summed over the processes that counted them, how many did, first site]
+    # name -> (sort key of the first document naming it, position there, target)
+    names: Dict[str, Tuple[Tuple[int, int, str], int, str]] = {}
+    by_signature: Dict[Tuple[Any, ...], _Group] = {}
+    # name -> [calls summed over the processes that counted them, how many did,
+    #          (sort key, first call site) of the first that counted some]
     calls: Dict[str, List[Any]] = {}
+    processes = 0
     for document in documents:
+        processes += 1
+        key = _sort_key(document)
         records = {}
-        for record in document["patches"]:
+        for position, record in enumerate(document["patches"]):
             name = str(record.get("name", ""))
             records[name] = record
-            if name not in names:
-                names[name] = str(record.get("target", ""))
+            known = names.get(name)
+            if known is None or key < known[0]:
+                names[name] = (key, position, str(record.get("target", "")))
             count = record.get("calls")
             if isinstance(count, int):
-                total = calls.setdefault(name, [0, 0, ""])
+                total = calls.setdefault(name, [0, 0, None])
                 total[0] += count
                 total[1] += 1
-                if not total[2] and count:
-                    total[2] = record.get("first_call_site") or ""
-        document["_records"] = records
+                if count and (total[2] is None or key < total[2][0]):
+                    total[2] = (key, record.get("first_call_site") or "")
         signature = tuple(sorted((name, _status_key(record)) for name, record in records.items()))
-        by_signature.setdefault(signature, []).append(document)
-    groups: List[Dict[str, Any]] = [{"label": group_label(members), "members": members}
-              for members in by_signature.values()]
+        group = by_signature.get(signature)
+        if group is None:
+            group = by_signature[signature] = _Group()
+        group.add(key, document, records)
+    merged_groups = sorted(by_signature.values(), key=lambda group: group.first_key or (2, 0, ""))
+    groups: List[Dict[str, Any]] = []
+    for group in merged_groups:
+        group.members.sort(key=lambda member: member[0])
+        members = [member for _, member in group.members]
+        members[0] = group.first       # the whole document speaks for the group
+        groups.append({"label": group_label(members), "members": members})
     patches = []
-    for name, target in names.items():
-        firsts = [group["members"][0]["_records"].get(name) for group in groups]
+    for name, (_, _, target) in sorted(names.items(), key=lambda item: item[1][:2]):
+        firsts = [group.first_records.get(name) for group in merged_groups]
         differs = len({_status_key(first) for first in firsts}) > 1
         cells = []
-        for group, first in zip(groups, firsts):
-            cell = dict(first) if first is not None else {"name": name, "target": target,
-                                                         "status": ABSENT,
-                                                         "reason": "not registered"}
+        for group, first in zip(merged_groups, firsts):
+            cell: Dict[str, Any] = dict(first) if first is not None else {
+                "name": name, "target": target,
+                "status": ABSENT, "reason": "not registered"}
             # Every member's reason only where the patch differs (what a reader
-            # studies); elsewhere the first member speaks for its group. Keeps
-            # merging at one dict lookup per process and agreeing patch.
-            members = group["members"] if differs else group["members"][:1]
-            cell["reasons"] = _distinct_reasons(member["_records"].get(name)
-                                                for member in members)
+            # studies); elsewhere the first member speaks for its group.
+            cell["reasons"] = group.reasons(name, everyone=differs)
             cells.append(cell)
+        counted = calls.get(name)
         patches.append({"name": name, "target": target, "differs": differs, "cells": cells,
-                        "calls": calls.get(name)})
-    for document in documents:
-        document.pop("_records", None)
+                        "calls": None if counted is None else
+                        [counted[0], counted[1], counted[2][1] if counted[2] else ""]})
     # What went wrong first (a failure in any process, then conflicts), then what
     # differs between processes, then the rest by status: what a reader of a
     # thousand ranks came for is at the top. (sort is stable: first-seen order within.)
@@ -184,7 +247,7 @@ def merge(documents: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
         worst = min(severity(cell) for cell in patch["cells"])
         return (worst > 1, not patch["differs"], worst)
     patches.sort(key=place)
-    return {"processes": len(documents), "groups": groups, "patches": patches}
+    return {"processes": processes, "groups": groups, "patches": patches}
 
 
 def failures(merged: Dict[str, Any]) -> List[Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]]:
@@ -192,20 +255,6 @@ def failures(merged: Dict[str, Any]) -> List[Tuple[Dict[str, Any], Dict[str, Any
     return [(patch, group, cell) for patch in merged["patches"]
             for group, cell in zip(merged["groups"], patch["cells"])
             if cell.get("status") == "failed"]
-
-
-def _distinct_reasons(records: Iterable[Optional[Dict[str, Any]]]) -> List[str]:
-    """The first ``REASONS_SHOWN + 1`` distinct details of the records (one more than
-    shown, so that a reader learns there are more)."""
-    reasons: List[str] = []
-    for record in records:
-        # Call counts differ from process to process: summed once per patch instead.
-        detail = detail_of(record, calls=False) if record is not None else "not registered"
-        if detail and detail not in reasons:
-            reasons.append(detail)
-            if len(reasons) > REASONS_SHOWN:
-                break
-    return reasons
 
 
 def short_label(label: str, width: int = 36) -> str:

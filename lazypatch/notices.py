@@ -30,8 +30,6 @@ This is the only such mechanism: configuration messages (``configuration.alert``
 failing patches and plugin packs all go through ``notify``.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from _warnings import warn_explicit  # the C half of warnings: no import cost
@@ -79,7 +77,7 @@ def user_frame() -> "Optional[FrameType]":
     return None
 
 
-def notify(message: str, category: type, stacklevel: int = 2) -> None:
+def notify(message: str, category: "type", stacklevel: int = 2) -> None:
     """Emit ``message`` as a ``category`` warning attributed to the user's line (or,
     when activation started from a start-up hook, to the activation itself); if the
     warnings filters make that an error, write it to stderr instead of raising.
@@ -119,7 +117,7 @@ def notify(message: str, category: type, stacklevel: int = 2) -> None:
                 pass
 
 
-_START_UP_REGISTRY: dict = {}
+_START_UP_REGISTRY: "dict" = {}
 
 
 def fingerprint(text: str) -> str:
@@ -139,7 +137,7 @@ MAX_HANDED_DOWN = 64
 _inherited: "Optional[frozenset]" = None
 
 
-def _said_by_parents() -> frozenset:
+def _said_by_parents() -> "frozenset":
     """The fingerprints this process's parents showed, as its environment had them at
     the first warning (before this process added its own)."""
     global _inherited

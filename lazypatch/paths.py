@@ -361,19 +361,18 @@ def _register_path(declaration: PathPatch, description: str,
 def aliases_of(patch_name: str) -> "List[str]":
     """Names of the alias patches declared with ``patch_name`` (undone with it)."""
     with STATE.lock:
-        return [patch.name for patch in STATE.catalog.by_name.values()
-                if getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
+        derived = list(STATE.catalog.with_indexes().derived.get(patch_name, {}).values())
+    return [patch.name for patch in sorted(derived, key=lambda patch: patch.sequence)
+            if getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
 
 
 def derived_from(patch_name: str) -> "List[str]":
     """Patches declared on behalf of ``patch_name``, which ``unpatch(patch_name)`` undoes
     too: its aliases and the stand-ins made on demand for submodules of a stand-in
-    (``<name>.sub:<module>``), deepest first."""
-    prefix = f"{patch_name}.sub:"
+    (``<name>.sub:<module>``), deepest first. (An index lookup: the catalog keeps them.)"""
     with STATE.lock:
-        found = [patch for patch in STATE.catalog.by_name.values()
-                 if patch.name.startswith(prefix)
-                 or getattr(patch.function, "lazypatch_alias_of", None) == patch_name]
+        found = sorted(STATE.catalog.with_indexes().derived.get(patch_name, {}).values(),
+                       key=lambda patch: patch.sequence)
     return [patch.name for patch in sorted(found, key=lambda patch: -len(patch.target))]
 
 

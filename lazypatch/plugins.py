@@ -30,13 +30,21 @@ directory and one small file read. Distributions inside zip files on
 ``sys.path`` are not scanned.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
-from .configuration import setting
 from .errors import ConfigurationWarning
+from .plugin_cache import (
+    CACHE_FORMAT,
+    MAX_CACHED_DIRECTORIES,
+    PluginEntry,
+    cache_file,
+    first_of_each_distribution,
+    modification_time,
+    read_cache,
+    search_path,
+    section_is_current,
+)
 from .state import AFTER, BEFORE, STATE
 
 TYPE_CHECKING = False
@@ -44,29 +52,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 GROUP = "lazypatch"
-CACHE_FORMAT = "lazypatch-plugins 2"
 TAG = "plugin"
-
-
-class PluginEntry:
-    """One ``[lazypatch]`` entry point: ``target = module[:function]`` of ``distribution``."""
-
-    __slots__ = ("distribution", "target", "value", "location", "stamp")
-
-    def __init__(self, distribution: str, target: str, value: str, location: str) -> None:
-        self.distribution = distribution   # normalised name: lower case, '_' for '-' and '.'
-        self.target = target
-        self.value = value
-        self.location = location           # the *.dist-info directory it came from
-        self.stamp = ""                    # mtime of its entry_points.txt, from the cache
-
-    @property
-    def patch_name(self) -> str:
-        return f"{self.distribution}.{self.target}"
-
-    def __repr__(self) -> str:
-        return f"<PluginEntry {self.target} = {self.value} ({self.distribution})>"
-
 
 
 # --- discovery ------------------------------------------------------------
@@ -103,17 +89,6 @@ def parse_entry_points(text: str, group: str = GROUP) -> "List[Tuple[str, str]]"
     return pairs
 
 
-def _search_path(path: "Optional[Sequence[str]]") -> "List[str]":
-    entries = []
-    for entry in (sys.path if path is None else path):
-        if not isinstance(entry, str):
-            continue
-        entry = entry or os.getcwd()   # '' means the current directory, as for imports
-        if entry not in entries:
-            entries.append(entry)
-    return entries
-
-
 def scan_directory(directory: str) -> "List[PluginEntry]":
     """The ``[lazypatch]`` entry points of the distributions installed in one directory."""
     # Imported here, on a stale cache only: a warm start never lists a directory.
@@ -134,87 +109,12 @@ def scan_directory(directory: str) -> "List[PluginEntry]":
     return entries
 
 
-def _first_of_each_distribution(entries: "List[PluginEntry]") -> "List[PluginEntry]":
-    # The first directory on the path that declares a distribution wins, as for imports.
-    owner: "Dict[str, str]" = {}
-    kept = []
-    for entry in entries:
-        directory = owner.setdefault(entry.distribution, entry.location)
-        if directory == entry.location:
-            kept.append(entry)
-    return kept
-
-
 def scan(path: "Optional[Sequence[str]]" = None) -> "List[PluginEntry]":
     """Every ``[lazypatch]`` entry point on ``path`` (default ``sys.path``), uncached."""
     entries: "List[PluginEntry]" = []
-    for directory in _search_path(path):
+    for directory in search_path(path):
         entries += scan_directory(directory)
-    return _first_of_each_distribution(entries)
-
-
-# --- the cache ------------------------------------------------------------
-#
-# One text file per interpreter, with a section per directory ever seen on
-# its sys.path: "dir <path>\t<mtime_ns>" then its entries. A section is
-# valid while the directory's mtime is unchanged (installing or removing a
-# distribution adds or removes an entry in it) and the entry_points.txt files
-# it lists are unchanged. Only stale directories are listed again, so a new
-# script directory on sys.path[0] costs one listdir, not a full rescan.
-
-MAX_CACHED_DIRECTORIES = 64
-
-
-def cache_directory() -> str:
-    """Where the plugin cache lives (may not exist yet): the LAZYPATCH_CACHE_DIR setting
-    (environment, LAZYPATCH_CONFIG or pyproject.toml, as every setting), else the XDG one."""
-    configured = setting("LAZYPATCH_CACHE_DIR").strip()
-    if configured:
-        return configured
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or \
-        os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "lazypatch")
-
-
-def _mtime(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return -1
-
-
-def cache_file() -> str:
-    """This interpreter's cache file."""
-    # hash() of a tuple of ints is not randomised per process (str hashes are),
-    # and it avoids importing zlib or hashlib on the start-up path.
-    identity = f"{sys.prefix}\n{sys.executable}\n{sys.implementation.cache_tag}"
-    digest = hash(tuple(identity.encode("utf-8", "surrogateescape"))) & 0xFFFFFFFFFFFF
-    return os.path.join(cache_directory(), f"plugins-{digest:012x}.txt")
-
-
-def _read_cache(filename: str) -> "Dict[str, Tuple[int, List[PluginEntry]]]":
-    """``{directory: (mtime, entries)}``; empty when the file is missing or foreign."""
-    try:
-        with open(filename, encoding="utf-8") as handle:
-            lines = handle.read().split("\n")
-    except (OSError, UnicodeDecodeError):
-        return {}
-    if not lines or lines[0] != CACHE_FORMAT:
-        return {}
-    sections: "Dict[str, Tuple[int, List[PluginEntry]]]" = {}
-    current: "Optional[List[PluginEntry]]" = None
-    for line in lines[1:]:
-        kind, _, rest = line.partition(" ")
-        fields = rest.split("\t")
-        if kind == "dir" and len(fields) == 2 and fields[1].lstrip("-").isdigit():
-            current = []
-            sections[fields[0]] = (int(fields[1]), current)
-        elif kind == "ep" and len(fields) == 5 and current is not None:
-            current.append(PluginEntry(fields[0], fields[1], fields[2], fields[3]))
-            current[-1].stamp = fields[4]
-        elif line:
-            return {}   # damaged: rebuild
-    return sections
+    return first_of_each_distribution(entries)
 
 
 def _write_cache(filename: str, sections: "Dict[str, Tuple[int, List[PluginEntry]]]") -> None:
@@ -222,7 +122,7 @@ def _write_cache(filename: str, sections: "Dict[str, Tuple[int, List[PluginEntry
     for directory, (mtime, entries) in list(sections.items())[-MAX_CACHED_DIRECTORIES:]:
         lines.append(f"dir {directory}\t{mtime}")
         for entry in entries:
-            stamp = _mtime(os.path.join(entry.location, "entry_points.txt"))
+            stamp = modification_time(os.path.join(entry.location, "entry_points.txt"))
             lines.append("ep " + "\t".join((entry.distribution, entry.target, entry.value,
                                              entry.location, str(stamp))))
     from .files import atomic_write
@@ -234,32 +134,22 @@ def _write_cache(filename: str, sections: "Dict[str, Tuple[int, List[PluginEntry
         pass   # a cache that cannot be written only costs the next process a scan
 
 
-def _section_is_current(mtime: int, entries: "List[PluginEntry]", directory: str) -> bool:
-    if _mtime(directory) != mtime:
-        return False
-    for entry in entries:   # an entry_points.txt edited in place (a developer's own dist)
-        stamp = str(_mtime(os.path.join(entry.location, "entry_points.txt")))
-        if entry.stamp and entry.stamp != stamp:
-            return False
-    return True
-
-
 def discover(path: "Optional[Sequence[str]]" = None, use_cache: bool = True) -> "List[PluginEntry]":
     """The ``[lazypatch]`` entry points on ``path`` (default ``sys.path``), cached.
 
     An unwritable cache directory only costs a rescan; it never fails.
     """
-    directories = _search_path(path)
+    directories = search_path(path)
     if not use_cache:
         return scan(directories)
     filename = cache_file()
-    sections = _read_cache(filename)
+    sections = read_cache(filename)
     changed = False
     entries: "List[PluginEntry]" = []
     for directory in directories:
         cached = sections.get(directory)
-        if cached is None or not _section_is_current(cached[0], cached[1], directory):
-            mtime = _mtime(directory)
+        if cached is None or not section_is_current(cached[0], cached[1], directory):
+            mtime = modification_time(directory)
             cached = (mtime, scan_directory(directory))
             sections.pop(directory, None)
             sections[directory] = cached   # newest last: trimming drops the oldest
@@ -267,12 +157,12 @@ def discover(path: "Optional[Sequence[str]]" = None, use_cache: bool = True) -> 
         entries += cached[1]
     if changed:
         _write_cache(filename, sections)
-    return _first_of_each_distribution(entries)
+    return first_of_each_distribution(entries)
 
 
 # --- registration ---------------------------------------------------------
 
-def _split_value(entry: PluginEntry) -> "Tuple[str, str]":
+def _split_value(entry: "PluginEntry") -> "Tuple[str, str]":
     """``module:function`` -> (module, function); raise ValueError naming the fix."""
     module, _, attribute = entry.value.partition(":")
     module, attribute = module.strip(), attribute.strip()
@@ -292,7 +182,7 @@ def _resolve(module_name: str, attribute: str) -> "Any":
     return obj
 
 
-def _function_loader(entry: PluginEntry, module_name: str, attribute: str) -> "Any":
+def _function_loader(entry: "PluginEntry", module_name: str, attribute: str) -> "Any":
     def load_plugin_function(module: "Any", patch: "Any") -> None:
         from .registration import takes_context
         function = _resolve(module_name, attribute)
@@ -305,7 +195,7 @@ def _function_loader(entry: PluginEntry, module_name: str, attribute: str) -> "A
     return load_plugin_function
 
 
-def _module_loader(entry: PluginEntry, module_name: str) -> "Any":
+def _module_loader(entry: "PluginEntry", module_name: str) -> "Any":
     def load_plugin_module(module: "Any", patch: "Any") -> None:
         from .application import run_patches
         __import__(module_name)
@@ -318,7 +208,7 @@ def _module_loader(entry: PluginEntry, module_name: str) -> "Any":
     return load_plugin_module
 
 
-def register_entry(entry: PluginEntry) -> str:
+def register_entry(entry: "PluginEntry") -> str:
     """Register the patch that loads ``entry``'s pack when its target is imported."""
     from .registration import FIRST, register
     module_name, attribute = _split_value(entry)

@@ -6,8 +6,6 @@ run correctly must not reach the report as ``pending`` or, worse, as
 ``applied`` (a coroutine function "runs" without executing its body).
 """
 
-from __future__ import annotations
-
 import sys
 
 from .importer import LazyPatchFinder, install_finder
@@ -40,7 +38,7 @@ FIRST = -(2 ** 62)
 
 # The defaults of register(), shared by every patch that has none (both immutable):
 # no set and no tuple built per registration (10,000 patches: benchmarks/COSTS.md).
-_NO_TAGS: frozenset = frozenset()
+_NO_TAGS: "frozenset" = frozenset()
 _NO_REQUIREMENTS: "Tuple[Requirement, ...]" = ()
 
 
@@ -183,7 +181,7 @@ def _default_name(function: "Any") -> str:
 def build(function: "Callable[..., Any]", target: object, phase: str,
           name: "Optional[str]", priority: object,
           requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
-          enabled: object) -> RegisteredPatch:
+          enabled: object) -> "RegisteredPatch":
     """A validated, not yet registered patch; raises TypeError/ValueError naming the fix.
     (Positional parameters: matching keyword arguments costs more than the checks.)"""
     if phase not in (AFTER, BEFORE):
@@ -207,7 +205,7 @@ def build(function: "Callable[..., Any]", target: object, phase: str,
                            takes_context=takes_context(function, name))
 
 
-def _tag_set(tags: "Iterable[str]", name: str) -> frozenset:
+def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
     """The tags as a set of non-empty strings; raises naming the patch otherwise."""
     if isinstance(tags, str):
         tags = (tags,)
@@ -221,7 +219,7 @@ def _tag_set(tags: "Iterable[str]", name: str) -> frozenset:
     return tag_set
 
 
-def add(patch: RegisteredPatch) -> None:
+def add(patch: "RegisteredPatch") -> None:
     """Index a built patch, applying the configuration's rules to it; raises ValueError
     when the name is taken. Safe from any thread: nothing is lost to a race."""
     with STATE.lock:

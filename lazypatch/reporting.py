@@ -15,7 +15,7 @@ import sys
 
 from .calls import calls_of
 from .selection import unmet_requirements
-from .state import STATE
+from .state import AFTER, STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
@@ -72,7 +72,7 @@ def record_of(patch: "RegisteredPatch",
     with STATE.lock:
         changes = [described_change(change) for context in patch.live
                    for change in context.changes]
-        untracked = list(patch.untracked())
+        untracked = list(patch.untracked_changes)
         record = PatchRecord(
             name=patch.name, target=patch.target, phase=patch.phase, status=patch.status,
             reason=patch.reason, error=patch.error, enabled=patch.enabled,
@@ -101,7 +101,16 @@ def record_of(patch: "RegisteredPatch",
     record["package"], record["version"] = packages[top]
     if providers:   # user code: called without the lock
         record["notes"] = record["notes"] + _provided_notes(patch)
-    if record["status"] == "pending" and record["source"] != "built-in":
+    imported = sys.modules.get(patch.target)
+    if record["status"] == "pending" and patch.phase == AFTER and imported is not None and \
+            not getattr(getattr(imported, "__spec__", None), "_initializing", False):
+        # In sys.modules without an import: a package assigned it there under a second
+        # name (sys.modules["pkg.alias"] = real). No import event exists to hook.
+        record["reason"] = (
+            f"{patch.target} is in sys.modules but was put there without an import (an "
+            f"alias assigned by its package); apply it with "
+            f"lazypatch.notify_module_loaded(sys.modules[{patch.target!r}], {patch.target!r})")
+    elif record["status"] == "pending" and record["source"] != "built-in":
         hint = missing_module_hint(top)
         if hint:
             record["notes"] = record["notes"] + [hint]

@@ -15,8 +15,6 @@ consulted when a ``sys.path`` entry is not a plain directory (a zip or egg),
 where a directory listing cannot see the metadata.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -87,7 +85,7 @@ class Requirement:
     def __str__(self) -> str:
         return self.text
 
-    def unmet_reason(self, module: "Any" = None) -> Optional[str]:
+    def unmet_reason(self, module: "Any" = None) -> "Optional[str]":
         """Why this requirement is not met now, or None when it is."""
         return self.evaluate(module)[0]
 
@@ -149,10 +147,10 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     return None
 
 
-_parsed: Dict[str, Requirement] = {}
+_parsed: "Dict[str, Requirement]" = {}
 
 
-def parse_requirements(requirements: "Iterable[Union[str, Requirement]]") -> Tuple[Requirement, ...]:
+def parse_requirements(requirements: "Iterable[Union[str, Requirement]]") -> "Tuple[Requirement, ...]":
     """Parse requirement strings (parsed ones pass through), raising ValueError/TypeError
     naming a bad one.
 
@@ -183,7 +181,7 @@ def version_matches(version: str, specifiers: str) -> bool:
 
 # --- environment markers ----------------------------------------------------
 
-def _marker_environment() -> Dict[str, str]:
+def _marker_environment() -> "Dict[str, str]":
     import platform
     info = sys.implementation.version
     implementation_version = f"{info.major}.{info.minor}.{info.micro}"
@@ -203,7 +201,7 @@ def _marker_environment() -> Dict[str, str]:
     }
 
 
-def _tokenize_marker(text: str, requirement: str) -> List[str]:
+def _tokenize_marker(text: str, requirement: str) -> "List[str]":
     tokens: List[str] = []
     position = 0
     while position < len(text):
@@ -237,15 +235,15 @@ def _tokenize_marker(text: str, requirement: str) -> List[str]:
     return tokens
 
 
-def _parse_marker(text: str, requirement: str) -> Marker:
+def _parse_marker(text: str, requirement: str) -> "Marker":
     """Compile a PEP 508 environment marker into a predicate on an environment."""
     tokens = _tokenize_marker(text, requirement)
     position = 0
 
-    def fail(message: str) -> ValueError:
+    def fail(message: str) -> "ValueError":
         return ValueError(f"invalid requirement {requirement!r}: {message}")
 
-    def operand() -> Callable[[Dict[str, str]], str]:
+    def operand() -> "Callable[[Dict[str, str]], str]":
         nonlocal position
         if position >= len(tokens):
             raise fail("marker ends early")
@@ -258,7 +256,7 @@ def _parse_marker(text: str, requirement: str) -> Marker:
             raise fail(f"unknown marker variable {token!r}")
         return lambda environment: environment.get(token, "")
 
-    def comparison() -> Marker:
+    def comparison() -> "Marker":
         nonlocal position
         if position < len(tokens) and tokens[position] == "(":
             position += 1
@@ -282,7 +280,7 @@ def _parse_marker(text: str, requirement: str) -> Marker:
         right = operand()
         return lambda environment: _compare(left(environment), operator, right(environment))
 
-    def conjunction() -> Marker:
+    def conjunction() -> "Marker":
         nonlocal position
         parts = [comparison()]
         while position < len(tokens) and tokens[position] == "and":
@@ -290,7 +288,7 @@ def _parse_marker(text: str, requirement: str) -> Marker:
             parts.append(comparison())
         return lambda environment: all(part(environment) for part in parts)
 
-    def disjunction() -> Marker:
+    def disjunction() -> "Marker":
         nonlocal position
         parts = [conjunction()]
         while position < len(tokens) and tokens[position] == "or":

@@ -12,13 +12,11 @@ imported: they are read when ``lazypatch`` is imported (see
 ``configure``), and apply to patches registered later as well.
 """
 
-from __future__ import annotations
-
 from .state import DISABLED, PENDING, STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Iterable, List, Optional, Tuple
+    from typing import Any, Dict, Iterable, List, Optional, Tuple
 
     from .configuration import Configuration
     from .state import RegisteredPatch
@@ -111,20 +109,46 @@ def select(selectors: "Iterable[str]") -> "Tuple[List[RegisteredPatch], List[str
     selectors = list(selectors)
     if STATE.opt_in_packs:
         load_opt_in_packs(selectors)
-    chosen = {}
+    chosen: "Dict[str, RegisteredPatch]" = {}
     unmatched = []
-    with STATE.lock:
-        everything = list(STATE.catalog.by_name.values())
     for selector in selectors:
         if not isinstance(selector, str) or not selector:
             raise TypeError(f"a patch selector must be a non-empty string (a name, glob or "
                             f"'tag:...'), got {selector!r}")
-        hits = [patch for patch in everything if matches(selector, patch)]
+        with STATE.lock:
+            hits = _matching(selector)
         if not hits:
             unmatched.append(selector)
-        for patch in hits:
-            chosen[patch.name] = patch
+        chosen.update(hits)
     return sorted(chosen.values(), key=lambda patch: patch.order), unmatched
+
+
+def _matching(selector: str) -> "Dict[str, RegisteredPatch]":
+    """The patches ``matches(selector, patch)`` chooses, found through the catalog's
+    indexes (only a glob walks every patch); the caller holds the lock."""
+    catalog = STATE.catalog.with_indexes()
+    found: "Dict[str, RegisteredPatch]" = {}
+    exact = catalog.by_name.get(selector)
+    if exact is not None:
+        found[selector] = exact   # an exact name chooses even an explicit patch
+
+    def add(patches: "Iterable[RegisteredPatch]") -> None:
+        for patch in patches:
+            if EXPLICIT_TAG not in patch.tags:
+                found[patch.name] = patch
+
+    if selector == "*":
+        add(catalog.by_name.values())
+        return found
+    add(catalog.by_tag.get(selector, {}).values())
+    if selector.startswith("tag:"):
+        add(catalog.by_tag.get(selector[4:], {}).values())
+    elif is_glob(selector):
+        from fnmatch import fnmatchcase
+        add(patch for patch in catalog.by_name.values() if fnmatchcase(patch.name, selector))
+    else:
+        add(catalog.by_family.get(selector, {}).values())
+    return found
 
 
 def set_enabled(patch: "RegisteredPatch", enabled: bool, reason: str) -> None:

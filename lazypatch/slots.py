@@ -12,8 +12,6 @@ these few functions, because the obvious ways are wrong:
   would run the module's body just because we looked at it.
 """
 
-from __future__ import annotations
-
 import sys
 
 TYPE_CHECKING = False
@@ -103,7 +101,7 @@ def describe(owner: "Any") -> str:
     return f"<{type(owner).__name__} at {id(owner):#x}>"
 
 
-def describe_exception(error: BaseException) -> str:
+def describe_exception(error: "BaseException") -> str:
     """``"Type: message"`` for any exception, even one whose ``__str__`` raises.
 
     A patch may raise anything; the report and the warning must still be

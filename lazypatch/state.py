@@ -32,8 +32,6 @@ there is no lock order to get wrong. The rules:
 the one supported way for tests to start clean.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from _thread import RLock, get_ident
@@ -74,12 +72,12 @@ class RegisteredPatch:
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
         "history", "applied_order", "notes", "note_providers",
-        "namespace_snapshots", "generation", "scope_holds", "scope_saved", "call_counts",
+        "generation", "undoing", "scope_holds", "scope_saved", "call_counts",
     )
 
     def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
                  phase: str, priority: int, requires: "Tuple[Requirement, ...]",
-                 tags: frozenset, enabled: bool, takes_context: bool) -> None:
+                 tags: "frozenset", enabled: bool, takes_context: bool) -> None:
         self.name = name
         self.target = target
         self.function = function
@@ -97,14 +95,15 @@ class RegisteredPatch:
         # re-imported after `del sys.modules[...]` is a second object, and undo
         # must reach both.
         self.live: "List[PatchContext]" = []
+        # Applications taken off ``live`` to be undone and not yet claimed by the undo
+        # (application.detach / undo_contexts): an interrupt landing in between leaves
+        # them here, and the next detach of this patch hands them out again.
+        self.undoing: "List[PatchContext]" = []
         self.duration_ms = 0.0
         self.application_count = 0
         self.conflicts: "List[str]" = []
         self.late_references: "List[str]" = []
         self.untracked_changes: "List[str]" = []
-        # (target namespace before, after, module, changes) of the last application,
-        # until the report turns them into untracked_changes (see untracked()).
-        self.namespace_snapshots: "Any" = None
         self.takes_context = takes_context
         self.history: "List[str]" = []
         self.applied_order = 0
@@ -140,21 +139,6 @@ class RegisteredPatch:
         if len(history) > HISTORY_LENGTH:
             del history[0]
 
-    def untracked(self) -> "List[str]":
-        """Names of the target module the last application changed without going
-        through ``patch`` (plain assignments): they cannot be undone."""
-        snapshots = self.namespace_snapshots
-        if snapshots is not None:
-            before, after, module, changes = snapshots
-            self.namespace_snapshots = None
-            # (name, id) pairs compared as sets: C-speed even for torch's ~1,500 globals;
-            # the snapshots keep the old objects alive, so no id can have been reused.
-            difference = set(zip(before, map(id, before.values()))) ^ \
-                set(zip(after, map(id, after.values())))
-            tracked = {change.key for change in changes if change.owner is module}
-            self.untracked_changes = sorted({name for name, _ in difference} - tracked)
-        return self.untracked_changes
-
     def __repr__(self) -> str:
         return f"<RegisteredPatch {self.name!r} on {self.target!r}: {self.status}>"
 
@@ -174,12 +158,26 @@ class Catalog:
         # The finder holds a reference to this very dict: never rebind it.
         self.by_target: "Dict[str, List[RegisteredPatch]]" = {}
         self.sequence = 0
+        # Indexes that answer selection (``enable("openmmlab")``, ``tag:x``) and undo
+        # (the patches declared on a patch's behalf) without walking every patch:
+        # with 10,000 registered, that walk made each unpatch()/enable() cost tens of
+        # milliseconds (benchmarks/measure_scale.py). Each maps a key to {name: patch}.
+        self.by_tag: "Dict[str, Dict[str, RegisteredPatch]]" = {}
+        # "a" and "a.b" -> the patches named "a.b.c": the dotted families a selector names.
+        self.by_family: "Dict[str, Dict[str, RegisteredPatch]]" = {}
+        # patch name -> its aliases and the stand-ins made for submodules of it.
+        self.derived: "Dict[str, Dict[str, RegisteredPatch]]" = {}
+        # Built on first use (activation registers dozens of patches and selects none:
+        # kept up to date from then on, at about 20,000 instructions a patch).
+        self.indexed = False
 
-    def add(self, patch: RegisteredPatch) -> None:
+    def add(self, patch: "RegisteredPatch") -> None:
         """Index ``patch`` (the caller holds the lock and checked the name is free)."""
         self.sequence += 1
         patch.sequence = self.sequence
         self.by_name[patch.name] = patch
+        if self.indexed:
+            self._index(patch)
         patches = self.by_target.get(patch.target)
         if patches is None:
             self.by_target[patch.target] = [patch]
@@ -195,7 +193,43 @@ class Catalog:
         updated.insert(position, patch)
         self.by_target[patch.target] = updated
 
-    def find(self, name: str) -> RegisteredPatch:
+    def with_indexes(self) -> "Catalog":
+        """This catalog, its indexes built if they were not (the caller holds the lock)."""
+        if not self.indexed:
+            for patch in self.by_name.values():
+                self._index(patch)
+            self.indexed = True
+        return self
+
+    def _index(self, patch: "RegisteredPatch") -> None:
+        for index, key in self._index_keys(patch):
+            entries = index.get(key)
+            if entries is None:
+                index[key] = {patch.name: patch}
+            else:
+                entries[patch.name] = patch
+
+    def _index_keys(self, patch: "RegisteredPatch"
+                    ) -> "List[Tuple[Dict[str, Dict[str, RegisteredPatch]], str]]":
+        """(index, key) of every entry ``patch`` has in the indexes above."""
+        name = patch.name
+        keys = [(self.by_tag, tag) for tag in patch.tags]
+        position = name.find(".")
+        while position > 0:        # every p with name.startswith(p + "."): its families
+            keys.append((self.by_family, name[:position]))
+            position = name.find(".", position + 1)
+        # paths.declare_path marks an alias patch with the name it is declared for;
+        # boundaries.py names a submodule's stand-in "<stand-in name>.sub:<module>".
+        alias_of = getattr(patch.function, "lazypatch_alias_of", None)
+        if isinstance(alias_of, str):
+            keys.append((self.derived, alias_of))
+        position = name.find(".sub:")
+        while position > 0:
+            keys.append((self.derived, name[:position]))
+            position = name.find(".sub:", position + 1)
+        return keys
+
+    def find(self, name: str) -> "RegisteredPatch":
         """The patch called ``name``; KeyError naming some registered ones otherwise."""
         if not isinstance(name, str):
             raise TypeError(f"a patch name must be a string, got {name!r}")
@@ -206,9 +240,15 @@ class Catalog:
                            f"(see lazypatch.report() or `lazypatch list`)")
         return patch
 
-    def remove(self, patch: RegisteredPatch) -> None:
+    def remove(self, patch: "RegisteredPatch") -> None:
         """Forget a patch (it must already be undone)."""
         self.by_name.pop(patch.name, None)
+        for index, key in self._index_keys(patch) if self.indexed else ():
+            entries = index.get(key)
+            if entries is not None and entries.get(patch.name) is patch:
+                del entries[patch.name]
+                if not entries:
+                    del index[key]
         remaining = [other for other in self.by_target.get(patch.target, ()) if other is not patch]
         if remaining:
             self.by_target[patch.target] = remaining
@@ -222,6 +262,10 @@ class Catalog:
     def clear(self) -> None:
         self.by_name.clear()
         self.by_target.clear()   # cleared in place: the finder holds this dict
+        self.by_tag.clear()
+        self.by_family.clear()
+        self.derived.clear()
+        self.indexed = False
 
 
 class Activation:

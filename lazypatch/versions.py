@@ -15,8 +15,6 @@ checks both on generated versions and specifiers. Environment markers
 (requirements.py) still lack PEP 508's string-comparison fallback.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Optional, Tuple
@@ -188,7 +186,7 @@ def _parse(original: str):
     raise InvalidVersion(f"{original!r} is not a PEP 440 version")
 
 
-def _sort_key(version: Version):
+def _sort_key(version: "Version"):
     release = list(version.release)
     while len(release) > 1 and release[-1] == 0:
         release.pop()
@@ -261,7 +259,7 @@ class Specifier:
     def __str__(self) -> str:
         return f"{self.operator}{self.version_text}"
 
-    def contains(self, candidate: Version) -> bool:
+    def contains(self, candidate: "Version") -> bool:
         """Whether ``candidate`` satisfies this clause, as ``packaging`` 26 decides.
 
         Pre-releases are accepted: this checks versions that are already
@@ -304,9 +302,9 @@ class Specifier:
                     _release_key(public) == _release_key(spec))
 
 
-def _with_parts(version: Version, pre: "Optional[Tuple[str, int]]" = None,
+def _with_parts(version: "Version", pre: "Optional[Tuple[str, int]]" = None,
                 post: "Optional[int]" = None, dev: "Optional[int]" = None,
-                release: "Optional[Tuple[int, ...]]" = None) -> Version:
+                release: "Optional[Tuple[int, ...]]" = None) -> "Version":
     """A version with ``version``'s epoch and release (or ``release``) and the given suffixes."""
     text = f"{version.epoch}!" + ".".join(map(str, release or version.release))
     if pre is not None:
@@ -318,19 +316,19 @@ def _with_parts(version: Version, pre: "Optional[Tuple[str, int]]" = None,
     return Version(text)
 
 
-def _next_prefix_dev0(prefix: "Tuple[int, ...]", version: Version) -> Version:
+def _next_prefix_dev0(prefix: "Tuple[int, ...]", version: "Version") -> "Version":
     """The first version after every version starting with ``prefix``: (2, 1) -> 2.2.dev0."""
     return _with_parts(version, dev=0, release=prefix[:-1] + (prefix[-1] + 1,))
 
 
-def _release_key(version: Version) -> Tuple[int, ...]:
+def _release_key(version: "Version") -> "Tuple[int, ...]":
     release = list(version.release)
     while len(release) > 1 and release[-1] == 0:
         release.pop()
     return (version.epoch,) + tuple(release)
 
 
-def parse_specifiers(text: str) -> Tuple[Specifier, ...]:
+def parse_specifiers(text: str) -> "Tuple[Specifier, ...]":
     """Parse a comma-separated specifier set such as ``>=2.0,<2.2``."""
     text = text.strip()
     if not text:

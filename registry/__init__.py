@@ -7,8 +7,6 @@ that activation stays cheap. Heavy code (torch kernels, wrappers) lives in
 submodules that a patch imports when its target is imported.
 """
 
-from __future__ import annotations
-
 import os
 
 #: Packs whose every patch is off by default. Activation only declares them
@@ -19,7 +17,7 @@ import os
 OPT_IN = ("cuda_extensions", "device", "export")
 
 
-def pack_names() -> list:
+def pack_names() -> "list":
     """The built-in packs, in a stable order (found by listing this folder)."""
     names = set()
     for entry in os.listdir(os.path.dirname(__file__)):

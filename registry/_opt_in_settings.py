@@ -7,8 +7,6 @@ it would import the whole pack; its variables live here instead, so that
 reported as unknown.
 """
 
-from __future__ import annotations
-
 import lazypatch
 
 lazypatch.declare_variable(

@@ -10,8 +10,6 @@ imported and this patch reports ``skipped`` (the real one is in charge), unless
 (DrivingSDK's operators stay in use).
 """
 
-from __future__ import annotations
-
 import os
 
 import lazypatch

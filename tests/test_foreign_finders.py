@@ -10,8 +10,7 @@ import sys
 
 
 def test_a_hand_written_finder_at_the_front_claiming_a_watched_module(interpreter):
-    interpreter.write({"claimed/target.py": "VALUE = 'original'\n", "claimed/__init__.py": "",
-                       "unrelated_fresh.py": ""})
+    interpreter.write({"claimed/target.py": "VALUE = 'original'\n", "claimed/__init__.py": ""})
     result = interpreter.run_json("""
 import importlib.machinery, json, sys
 import lazypatch.auto, lazypatch
@@ -27,14 +26,38 @@ class Instrumenting:                  # claims claimed.* as an instrumenting hoo
         return None
 
 hook = Instrumenting()
-sys.meta_path.insert(0, hook)
-import unrelated_fresh        # the next import reaching lazypatch's finder notices the newcomer
+sys.meta_path.insert(0, hook)   # noticed as it is inserted: the very next import is claimed
 import claimed.target
 record = next(r for r in lazypatch.report() if r["name"] == "foreign.patch")
 print(json.dumps({"value": claimed.target.VALUE, "status": record["status"],
                   "front": sys.meta_path[0] is hook}))
 """)
     assert result == {"value": "patched", "status": "applied", "front": True}
+
+
+def test_a_finder_assigned_to_the_front_by_slice_is_guarded_as_well(interpreter):
+    interpreter.write({"claimed2/__init__.py": "VALUE = 'original'\n"})
+    result = interpreter.run_json("""
+import importlib.machinery, json, sys
+import lazypatch.auto, lazypatch
+
+@lazypatch.when_imported("claimed2", name="foreign.slice")
+def patched(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+class Claiming:
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "claimed2":
+            return importlib.machinery.PathFinder.find_spec(fullname, path)
+        return None
+
+hook = Claiming()
+sys.meta_path[:0] = [hook]
+import claimed2
+print(json.dumps({"value": claimed2.VALUE, "front": sys.meta_path[0] is hook,
+                  "a_list": isinstance(sys.meta_path, list)}))
+""")
+    assert result == {"value": "patched", "front": True, "a_list": True}
 
 
 def test_pytest_assertion_rewriting_under_lazypatch_run(tmp_path):

@@ -160,7 +160,7 @@ def test_every_engine_setting_is_a_toml_key_too_with_paths_relative_to_their_fil
         os.chdir("project")           # its pyproject.toml is read at activation
         import lazypatch.auto, lazypatch
         os.chdir("sub")               # paths from the file still point into project/
-        from lazypatch.plugins import cache_directory
+        from lazypatch.plugin_cache import cache_directory
         from lazypatch.state import STATE
         print(json.dumps([cache_directory(), STATE.configuration.report_path,
                           lazypatch.setting("LAZYPATCH_CACHE_DIR")]))

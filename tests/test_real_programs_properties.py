@@ -231,6 +231,9 @@ def run_single(variant: str = "single") -> dict:
     from hypothesis import strategies as st
     module = importlib.import_module(TARGET)
     counts = {"examples": 0, "steps": 0}
+    if variant == "finder":
+        import lazypatch
+        lazypatch.install()   # as activation does: sys.meta_path guards its front
 
     @hypothesis_settings(variant)
     @given(st.lists(operations(with_finder=variant == "finder"), min_size=3, max_size=12))
@@ -315,13 +318,9 @@ def test_compiled_copied_pickled_forked_and_interrupted_programs_match_the_model
     assert counts["examples"] >= EXAMPLES[("ci", "single")] and counts["steps"] > 100
 
 
-# Issue 26, still open: a foreign finder put at sys.meta_path[0] is noticed (and its
-# answers for watched names guarded) at the next import that reaches lazypatch's finder
-# (tests/test_foreign_finders.py). Here the finder claims the watched module in the very
-# next import, before anything reaches lazypatch: the patch is not applied. Strict: once
-# that case is handled this passes, and the marker must go.
-@__import__("pytest").mark.xfail(strict=True, reason="issue 26: a foreign finder inserted just "
-                                 "before it claims a watched module is not noticed yet")
+# A foreign finder put at sys.meta_path[0] claims the watched module in the very next
+# import, before any import reaches lazypatch's finder: once activated (or install()ed),
+# sys.meta_path (importer.MetaPath) guards it the moment it is inserted.
 def test_programs_with_a_foreign_finder_in_front_match_the_model(interpreter):
     import pytest
     pytest.importorskip("torch")

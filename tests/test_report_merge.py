@@ -179,3 +179,27 @@ def test_merge_is_independent_of_file_order_and_leaves_the_documents_unchanged()
     assert [group["label"] for group in merged["groups"]] == ["ranks 0-1", "ranks 2-3"]
     assert merge(list(reversed(documents)))["groups"][0]["label"] == "ranks 0-1"
     assert merged["patches"][0]["differs"] is True
+
+
+def test_merge_reads_an_iterator_once_and_keeps_whole_only_each_groups_first_document():
+    """Ten thousand reports must not all be held: merge takes them one at a time and keeps
+    of every member but a group's first only what the view lists (rank, pid, path)."""
+    consumed = []
+
+    def documents():
+        for rank in (5, 1, 4, 0, 3, 2):
+            consumed.append(rank)
+            status = "failed" if rank % 2 else "applied"
+            yield {"rank": rank, "pid": 100 + rank, "path": f"r{rank}.json", "torch": "2.13",
+                   "patches": [{"name": "p", "target": "t", "status": status,
+                                "reason": f"reason {rank}" if rank % 2 else ""}]}
+
+    merged = merge(documents())
+    assert consumed == [5, 1, 4, 0, 3, 2]
+    applied, failed = merged["groups"]
+    assert applied["label"] == "ranks 0, 2, 4" and failed["label"] == "ranks 1, 3, 5"
+    assert "patches" in applied["members"][0] and applied["members"][0]["rank"] == 0
+    assert all(set(member) == {"rank", "pid", "path"} for member in applied["members"][1:])
+    assert [member["rank"] for member in failed["members"]] == [1, 3, 5]
+    # The failing group's reasons come from every member, in rank order.
+    assert merged["patches"][0]["cells"][1]["reasons"] == ["reason 1", "reason 3", "reason 5"]

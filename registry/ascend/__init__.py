@@ -51,8 +51,6 @@ patch on ``torch`` never imports ``mx_driving`` while ``mx_driving`` (which
 imports torch) may itself be half-imported.
 """
 
-from __future__ import annotations
-
 import lazypatch
 
 PACK = "ascend"

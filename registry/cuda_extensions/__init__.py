@@ -37,6 +37,11 @@ arguments (``alibi_slopes``, ``softcap``, ``amsgrad``, opt levels O2/O3, a
 fused spconv activation, ...) raise ``NotImplementedError`` naming the argument,
 never a silently different computation.
 
+The compiled extensions that research projects build themselves (BEVFusion's
+``bev_pool_ext`` and ``voxel_layer``, BEVDet's ``bev_pool_v2_ext``, DSVT's
+``ingroup_inds_cuda``) get pure-PyTorch stand-ins when they are missing or cannot
+load: ``project_extensions`` lists them, and ``declare_extension`` adds one more.
+
 This file only declares (standard library and lazypatch): torch is imported
 by the implementations, when one of these modules is imported.
 """
@@ -150,3 +155,10 @@ def fill_patch_name(module_name: str) -> str:
 
 for _module_name, (_implementation, _names) in STAND_INS.items():
     _declare(_module_name, _implementation, _names)
+
+# The compiled extensions of research projects (BEVFusion, DSVT, BEVDet, ...): see
+# project_extensions; declare_extension is how a user adds one more.
+from .project_extensions import declare_extension as declare_extension  # noqa: E402
+from .project_extensions import declare_project_extensions  # noqa: E402
+
+declare_project_extensions()

@@ -70,6 +70,52 @@ def rewrite_control_flow(target: str, dump: "Optional[str]" = None, *,
     return name
 
 
+def rewrite_class(target: str, carrier: str, *, requires: "Iterable[str]" = (),
+                  name: "Optional[str]" = None, tags: "Iterable[str]" = TAGS) -> str:
+    """Declare that the members of class ``carrier`` replace those of class ``target``
+    when ``target``'s module is imported; return the patch name.
+
+    Both are ``"pkg.mod:Class"``; neither module is imported now. ``carrier`` is a
+    class of edited copies (registry/export/transformers_4x.py): its ``_PINNED_``
+    maps each member to the SHA-256 digests of the upstream sources it is a copy of,
+    ``_COPIED_FROM_`` names that upstream. The patch applies only where ``requires``
+    (PEP 508 version ranges) holds and every member's installed source is a pinned
+    one (``lazypatch.source_drift``); otherwise it is reported ``skipped`` with the
+    reason and nothing is replaced: a copy over a drifted source would silently throw
+    upstream's changes away. Undo puts back the very same members. Off unless selected.
+    """
+    for label, value in (("target", target), ("carrier", carrier)):
+        if not isinstance(value, str) or value.count(":") != 1 or not all(
+                part.isidentifier() for side in value.split(":") for part in side.split(".")):
+            raise ValueError(f"rewrite_class(): {label} must be 'pkg.mod:Class', got {value!r}")
+    module_name, class_path = target.split(":")
+    patch_name = name or f"export.rewrite.{module_name}.{class_path}"
+
+    def apply(module: "Any", patch: "Any") -> None:
+        from .class_rewrite_patch import replace_members
+        replace_members(module, class_path.split("."), carrier, patch)
+
+    apply.__doc__ = f"replace members of {target} with the pinned copies in {carrier}"
+    lazypatch.when_imported(module_name, name=patch_name, requires=list(requires),
+                            tags=list(tags), enabled=False)(apply)
+    return patch_name
+
+
+# transformers rewrites: (target, carrier, versions where the copied source can be).
+# The ranges only keep the report plain on other versions; what decides is the
+# pinned source of each member.
+TRANSFORMERS_REWRITES = (
+    # DynamicCache tests an empty layer with len(tensor) == 0, which turns the batch
+    # size into a constant for torch.export (every 4.48 decoder with a cache). The
+    # copied source is the same in 4.47.1, 4.48.3, 4.49.0 and 4.50.3; 4.46.3's differs.
+    ("transformers.cache_utils:DynamicCache",
+     "lazypatch.registry.export.transformers_4x:DynamicCacheEmptyLayer",
+     ("transformers>=4.47,<4.51",)),
+)
+for _target, _carrier, _versions in TRANSFORMERS_REWRITES:
+    rewrite_class(_target, _carrier, requires=_versions)
+
+
 # Layers whose forward branches on a tensor's value (a float16 overflow clamp),
 # which torch.export cannot trace: declared by dotted path, imported by no one here.
 KNOWN_CONTROL_FLOW = (

@@ -22,16 +22,30 @@ import torch
 import torch.fx._pytree as fx_pytree
 import torch.utils._pytree as pytree
 
-# Integer state that is a tensor's length while the layer has not dropped anything
-# (DynamicSlidingWindowLayer.cumulative_length before the window is full). Kept as a
-# plain number in the context, it would be the example's length, a constant baked
-# into the masks, and export reports "specialized to a constant". Recorded as
-# "equal to that dimension" instead, unflatten reads it from the (symbolic) tensor.
-DERIVED_LENGTHS = {"cumulative_length": ("keys", -2)}
+# Integer state that is a tensor's length while the cache has not dropped anything:
+# DynamicSlidingWindowLayer.cumulative_length (transformers 5.x) before the window
+# is full, DynamicCache._seen_tokens (4.x) after ``update``. Kept as a plain number
+# in the context, it would be the example's length: a constant baked into the masks
+# ("specialized to a constant", gemma2), or a tree spec that no input of another
+# cache length matches (4.48). Recorded as "equal to that length" instead, unflatten
+# reads it from the (symbolic) tensor. attribute -> (tensor attribute, index in it
+# when it is a list of tensors or None, dimension).
+DERIVED_LENGTHS = {"cumulative_length": ("keys", None, -2),
+                   "_seen_tokens": ("key_cache", 0, -2)}
 
 
 class _LengthOf(tuple):
-    """Context marker: this attribute equals ``getattr(obj, name).shape[dim]``."""
+    """Context marker: this attribute equals the length of (tensor attribute, index, dim)."""
+
+
+def _length_source(state: Any, source: Tuple[str, Any, int]) -> Any:
+    """The tensor a derived length is read from, or None when the state has none."""
+    holder, index, _ = source
+    tensor = state.get(holder)
+    if index is not None:
+        tensor = tensor[index] if isinstance(tensor, (list, tuple)) and len(tensor) > index \
+            else None
+    return tensor if isinstance(tensor, torch.Tensor) and tensor.dim() else None
 
 
 def _is_child(value: Any, node_types: Tuple[type, ...]) -> bool:
@@ -49,10 +63,10 @@ def _derived(state: Any, key: str, value: Any) -> Any:
     source = DERIVED_LENGTHS.get(key)
     if source is None or not isinstance(value, (int, torch.SymInt)) or isinstance(value, bool):
         return value
-    tensor = state.get(source[0])
-    if not isinstance(tensor, torch.Tensor) or not tensor.dim():
+    tensor = _length_source(state, source)
+    if tensor is None:
         return value
-    length = tensor.shape[source[1]]
+    length = tensor.shape[source[2]]
     if isinstance(value, torch.SymInt) or isinstance(length, torch.SymInt):
         # while tracing: compare without adding a guard on the symbolic sizes
         from torch.fx.experimental.symbolic_shapes import statically_known_true
@@ -95,7 +109,7 @@ def make_flatteners(cls: type, node_types: Tuple[type, ...]) -> Tuple[Any, Any, 
                 list(child) if kind == "list" else child
         for key, value in rest:
             if isinstance(value, _LengthOf):
-                state[key] = state[value[0]].shape[value[1]]
+                state[key] = _length_source(state, value).shape[value[2]]
         return obj
 
     return flatten, unflatten, flatten_with_keys

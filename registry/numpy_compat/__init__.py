@@ -20,8 +20,6 @@ This file only declares patches; :mod:`.aliases` and :mod:`.hook` (which
 need numpy) are imported when numpy is.
 """
 
-from __future__ import annotations
-
 import lazypatch
 
 PACK = "numpy_compat"

@@ -36,8 +36,6 @@ This file only declares; the implementations import mmcv/torch when their
 target is imported.
 """
 
-from __future__ import annotations
-
 import lazypatch
 
 PACK = "openmmlab"

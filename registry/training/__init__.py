@@ -22,8 +22,6 @@ per-module table.
 Importing this pack only declares patches: no torch, no mmengine.
 """
 
-from __future__ import annotations
-
 import lazypatch
 
 from . import settings as _settings

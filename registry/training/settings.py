@@ -7,8 +7,6 @@ through ``lazypatch.setting``) and from the API calls ``brake_at`` and
 leaves the feature off: configuration must never break the user's program.
 """
 
-from __future__ import annotations
-
 import lazypatch
 
 TYPE_CHECKING = False

@@ -230,6 +230,11 @@ if dist.get_rank() == 0:
                    "ranks_agree": all(torch.equal(gathered[0], g) for g in gathered),
                    "world": dist.get_world_size()}, handle)
 dist.destroy_process_group()
+# torch 2.13's gloo sometimes aborts a rank while the interpreter finalises after a
+# complete run ("terminate called without an active exception", no Python frame on
+# the stack): 1 run in 20 here, the same with plain gloo and no lazypatch. Leaving
+# before C++ teardown keeps that torch exit crash out of this test of training.
+os._exit(0)
 '''
 
 

@@ -398,3 +398,74 @@ def test_roipoint_pool3d_matches_loop_reference(ops, n, boxes, sampled, seed):
             want = (torch.cat([xyz[0, hits[s % len(hits)]], feats[0, hits[s % len(hits)]]])
                     if hits else torch.zeros(5, dtype=torch.float64))
             assert torch.equal(pooled[0, m, s], want)
+
+
+def ref_roiaware_cells(rois, pts, out_size, max_pts):
+    """Per box, cell (x, y, z) -> the first ``max_pts - 1`` inside points, index order."""
+    cells = []
+    for box in rois.tolist():
+        cx, cy, cz, dx, dy, dz, rz = box
+        found = {}
+        for k, p in enumerate(pts.tolist()):
+            if not inside_box(p, box):
+                continue
+            c, s = math.cos(-rz), math.sin(-rz)
+            local = ((p[0] - cx) * c - (p[1] - cy) * s + dx / 2,
+                     (p[0] - cx) * s + (p[1] - cy) * c + dy / 2, p[2] - cz)
+            key = tuple(min(max(int(v / (size / n)), 0), n - 1)
+                        for v, size, n in zip(local, (dx, dy, dz), out_size))
+            members = found.setdefault(key, [])
+            if len(members) < max_pts - 1:
+                members.append(k)
+        cells.append(found)
+    return cells
+
+
+@EXAMPLES
+@given(n=st.integers(1, 40), boxes=st.integers(1, 3), grid=st.tuples(*[st.integers(1, 3)] * 3),
+       max_pts=st.integers(2, 5), seed=st.integers(0, 999))
+def test_roiaware_pool3d_matches_loop_reference(ops, ext, n, boxes, grid, max_pts, seed):
+    from mmcv.ops import RoIAwarePool3d
+    g = torch.Generator().manual_seed(seed)
+    xyz = torch.rand(n, 3, generator=g, dtype=torch.float64) * 3
+    feats = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    rois = torch.cat([torch.rand(boxes, 3, generator=g, dtype=torch.float64) * 3,
+                      torch.rand(boxes, 3, generator=g, dtype=torch.float64) * 2 + 0.5,
+                      torch.rand(boxes, 1, generator=g, dtype=torch.float64) * 3], -1)
+    cells = ref_roiaware_cells(rois, xyz, grid, max_pts)
+    max_out = RoIAwarePool3d(grid, max_pts, "max")(rois, xyz, feats)
+    avg_out = RoIAwarePool3d(grid, max_pts, "avg")(rois, xyz, feats)
+    argmax = torch.zeros(boxes, *grid, 3, dtype=torch.int32)
+    slots = torch.zeros(boxes, *grid, max_pts, dtype=torch.int32)
+    ext.roiaware_pool3d_forward(rois, xyz, feats, argmax, slots,
+                                torch.zeros(boxes, *grid, 3, dtype=torch.float64), pool_method=0)
+    for m in range(boxes):
+        for x in range(grid[0]):
+            for y in range(grid[1]):
+                for z in range(grid[2]):
+                    members = cells[m].get((x, y, z), [])
+                    assert slots[m, x, y, z, 0] == len(members)
+                    assert slots[m, x, y, z, 1:len(members) + 1].tolist() == members
+                    if not members:
+                        assert not max_out[m, x, y, z].any() and not avg_out[m, x, y, z].any()
+                        assert argmax[m, x, y, z].tolist() == [-1] * 3
+                        continue
+                    rows = feats[members]
+                    assert torch.equal(max_out[m, x, y, z], rows.max(0).values)
+                    winners = [members[int(rows[:, c].argmax())] for c in range(3)]
+                    assert argmax[m, x, y, z].tolist() == winners
+                    assert torch.allclose(avg_out[m, x, y, z], rows.mean(0))
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+def test_roiaware_pool3d_gradcheck(ops, mode):
+    from mmcv.ops import RoIAwarePool3d
+    g = torch.Generator().manual_seed(3)
+    xyz = torch.rand(60, 3, generator=g, dtype=torch.float64) * 3
+    feats = torch.randn(60, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    rois = torch.tensor([[1.5, 1.5, 0.2, 2.5, 2.0, 2.5, 0.4], [1.0, 2.0, 0.5, 1.5, 1.5, 2.0, 2.0]],
+                        dtype=torch.float64)
+    pool = RoIAwarePool3d((2, 3, 2), max_pts_per_voxel=4, mode=mode)
+    assert torch.autograd.gradcheck(lambda f: pool(rois, xyz, f), (feats,))
+    pool(rois, xyz, feats).sum().backward()
+    assert feats.grad.abs().sum() > 0   # some points are pooled: the check saw gradients

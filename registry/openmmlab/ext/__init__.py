@@ -100,6 +100,8 @@ IMPLEMENTED: Dict[str, Tuple[str, str]] = {
     "assign_score_withk_backward": (
         "assign_score", "assign_score_withk_backward"),
     "roipoint_pool3d_forward": ("roipoint_pool3d", "roipoint_pool3d_forward"),
+    "roiaware_pool3d_forward": ("roiaware_pool3d", "roiaware_pool3d_forward"),
+    "roiaware_pool3d_backward": ("roiaware_pool3d", "roiaware_pool3d_backward"),
     "points_in_polygons_forward": (
         "points_in_polygons", "points_in_polygons_forward"),
     "diff_iou_rotated_sort_vertices_forward": (

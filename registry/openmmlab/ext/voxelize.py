@@ -19,6 +19,8 @@ from typing import Tuple
 
 import torch
 
+from ._ranks import rank_within_groups
+
 
 def _grid_params(points: torch.Tensor, voxel_size: torch.Tensor,
                  coors_range: torch.Tensor, ndim: int
@@ -100,12 +102,8 @@ def hard_voxelize_forward(points: torch.Tensor, voxel_size: torch.Tensor,
     rank[first.argsort()] = torch.arange(first.numel(), device=first.device)
     voxel_id = rank[inverse]
     # Slot of each point inside its voxel = number of earlier points there.
-    order = torch.argsort(voxel_id, stable=True)
+    slot = rank_within_groups(voxel_id)
     counts = torch.bincount(voxel_id, minlength=uniq.numel())
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.empty_like(voxel_id)
-    slot[order] = (torch.arange(order.numel(), device=order.device) -
-                   starts[voxel_id[order]])
     limit_v = uniq.numel() if max_voxels == -1 else min(uniq.numel(),
                                                          int(max_voxels))
     keep = voxel_id < limit_v
