@@ -3,8 +3,9 @@ what walking every patch would.
 
 ``select`` answers names, dotted families, tags, ``tag:x``, globs and ``*`` from the
 catalog's indexes (built on first use, then kept up to date: half of each catalog is
-registered after they exist, and removals follow), and ``derived_from`` (what ``unpatch`` takes back with a patch) from
-its own index, so that neither grows with the number of registered patches. The
+registered after they exist, and removals follow), and ``derived_from`` (what
+``unpatch`` takes back with a patch) from its own index, so that neither grows with
+the number of registered patches. The
 oracle is ``selection.matches``, the one-patch rule, applied to every patch, and the
 naming rule of derived patches (``<name>.sub:<module>``, and aliases marked with the
 name they were declared for). Random catalogs are registered, partly removed again,
