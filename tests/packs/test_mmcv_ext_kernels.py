@@ -65,11 +65,11 @@ def test_module_lists_every_requested_name_and_flags_itself():
 def test_unimplemented_name_raises_with_the_way_out():
     module = build_ext_module()
     missing = module.__lazypatch_unimplemented__
-    assert "sigmoid_focal_loss_forward" in missing
+    assert "softmax_focal_loss_forward" in missing
     with pytest.raises(NotImplementedError) as info:
-        module.sigmoid_focal_loss_forward(1, 2, gamma=2.0)
+        module.softmax_focal_loss_forward(1, 2, gamma=2.0)
     message = str(info.value)
-    assert "'sigmoid_focal_loss_forward'" in message
+    assert "'softmax_focal_loss_forward'" in message
     assert "install full mmcv" in message
     assert "'openmmlab.mmcv_ext'" in message
 
@@ -108,9 +108,9 @@ def test_load_ext_before_mmcv_ops_gets_the_pure_pytorch_ext(interpreter):
         import lazypatch.auto, lazypatch, json, sys
         from mmcv.utils import ext_loader
         ext = ext_loader.load_ext("_ext", ["ms_deform_attn_forward",
-                                           "sigmoid_focal_loss_forward"])
+                                           "softmax_focal_loss_forward"])
         try:
-            ext.sigmoid_focal_loss_forward(None, None)
+            ext.softmax_focal_loss_forward(None, None)
             message = None
         except NotImplementedError as error:
             message = str(error)
@@ -124,7 +124,7 @@ def test_load_ext_before_mmcv_ops_gets_the_pure_pytorch_ext(interpreter):
     """, timeout=300)
     provided, message, same_in_ops, same_attr, statuses, still_there = result
     assert provided and same_in_ops and same_attr
-    assert "'sigmoid_focal_loss_forward'" in message and "install full mmcv" in message
+    assert "'softmax_focal_loss_forward'" in message and "install full mmcv" in message
     # mmcv.ops took the early module over: undoing openmmlab.mmcv_ext removes it.
     assert statuses == {"openmmlab.mmcv_ext": "applied",
                         "openmmlab.mmcv_ext.before_mmcv_ops": "reverted"}
@@ -975,3 +975,31 @@ def test_points_in_boxes_match_naive(ops, ext):
     alls = torch.zeros((1, 200, 5), dtype=torch.int)
     ext.points_in_boxes_all_forward(boxes, pts, alls)
     assert alls[0].tolist() == ref_all
+
+
+# ---------------------------------------------------------------------------
+# sigmoid focal loss
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sigmoid_focal_loss_matches_the_formula_and_autograd(ops, weighted):
+    """mmcv.ops.sigmoid_focal_loss on the kernels against the focal loss written out,
+    forward and backward, with mmdet's background label (num_classes) among the targets."""
+    from mmcv.ops import sigmoid_focal_loss
+    logits = torch.randn(9, 4, generator=gen(3), dtype=torch.float64)
+    target = torch.tensor([0, 3, 4, 1, 4, 2, 0, 4, 3])
+    weight = torch.rand(4, generator=gen(4), dtype=torch.float64) if weighted else None
+    ours = logits.clone().requires_grad_(True)
+    loss = sigmoid_focal_loss(ours, target, 2.0, 0.25, weight, "sum")
+    loss.backward()
+    reference = logits.clone().requires_grad_(True)
+    p = torch.sigmoid(reference)
+    positive = target[:, None] == torch.arange(4)[None, :]
+    elementwise = torch.where(positive, -0.25 * (1 - p) ** 2 * torch.log(p),
+                              -0.75 * p ** 2 * torch.log(1 - p))
+    if weighted:
+        rows = torch.where(target < 4, weight[target.clamp(max=3)], torch.ones(9, dtype=torch.float64))
+        elementwise = elementwise * rows[:, None]
+    elementwise.sum().backward()
+    assert torch.allclose(loss, elementwise.sum().detach())
+    assert torch.allclose(ours.grad, reference.grad)
