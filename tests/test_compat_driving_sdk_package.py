@@ -197,3 +197,48 @@ print(json.dumps({"before": before, "after": eager_pkg.sub.f(), "asked": len(ask
 """)
     assert result["before"] == [False, 0]
     assert result["after"] == "patched" and result["asked"] == 1
+
+
+def test_builtin_groups_have_drivingsdk_shape_and_the_packs_do_the_work(interpreter):
+    """DrivingSDK's built-in classes list its patches (targets, kinds, counts); adding one
+    to a Patcher turns on the lazypatch pack doing that work, undone by restore() (a pack
+    already on before stays on)."""
+    code = """
+import json, sys
+import lazypatch.auto
+if not os.environ.get("ALREADY_ON"):
+    lazypatch.disable("numpy_compat")    # off: the Patcher turns it on, and off again
+from mx_driving.patcher import (AtomicPatch, LegacyPatch, NumpyCompat, OptimizerHooks,
+                                Patcher, RegistryPatch, TensorIndex, TorchScatter)
+shape = {"index": [isinstance(p, AtomicPatch)
+                   for p in TensorIndex.patches()] + [p.target for p in TensorIndex.patches()],
+         "hooks": [isinstance(p, RegistryPatch) and p.registry for p in OptimizerHooks.patches()],
+         "scatter": sorted(p.target for p in TorchScatter.patches()),
+         "numpy": [isinstance(p, LegacyPatch) and p.target_module for p in NumpyCompat.patches()]}
+patcher = Patcher().add(NumpyCompat)
+with patcher:
+    import numpy
+    inside = numpy.float is float
+    status = {r["name"]: r["status"] for r in lazypatch.report()}
+collected = patcher._collect_all_patches()
+print(json.dumps({"shape": shape, "inside": inside, "after": hasattr(numpy, "float"),
+                  "type_aliases": status.get("numpy_compat.type_aliases"),
+                  "collected": [group for _, group in collected],
+                  "cached": collected is patcher._collect_all_patches(),
+                  "refreshed": collected is not patcher._collect_all_patches(force_refresh=True)}))
+"""
+    result = interpreter.run_json(code.replace("import json, sys", "import json, os, sys"))
+    assert result["shape"]["index"] == [True, "torch.Tensor.__getitem__"]
+    assert result["shape"]["hooks"] == ["mmcv.runner.hooks.optimizer.HOOKS"] * 4
+    assert result["shape"]["scatter"] == sorted(
+        f"{module}.scatter_{op}" for module in ("torch_scatter", "torch_scatter.scatter")
+        for op in ("sum", "mean", "max"))
+    assert result["shape"]["numpy"] == ["numpy"]
+    # numpy 1.24 removed np.float: the numpy_compat pack brings it back while the patcher is in force
+    assert result["inside"] is True and result["type_aliases"] == "applied"
+    assert result["after"] is False
+    assert result["collected"] == ["numpy_compat"]
+    assert result["cached"] and result["refreshed"]
+    already_on = interpreter.run_json(code.replace("import json, sys", "import json, os, sys"),
+                                      env={"ALREADY_ON": "1"})
+    assert already_on["inside"] is True and already_on["after"] is True

@@ -151,11 +151,13 @@ class Patcher:
         self._internal_format = False
         self._legacy: "Optional[mx_driving.Patcher]" = None
         self._applied = False
+        self._collected: "Optional[List[Tuple[BasePatch, str]]]" = None
 
     # -- collecting ---------------------------------------------------------------
 
     def add(self, *items: "Any", options: "Optional[Dict[str, Any]]" = None) -> "Patcher":
         """Add ``Patch`` classes (with ``options``) or ``AtomicPatch``/``RegistryPatch``."""
+        self._collected = None
         for item in items:
             if isinstance(item, type) and callable(getattr(item, "patches", None)):
                 if getattr(item, "conflicts_with", None) is not None:
@@ -174,6 +176,7 @@ class Patcher:
         """Leave out patches by name, ``Patch`` class or patch object, or DrivingSDK's
         built-in groups by their names (``default_patcher.disable("tensor_index")``); an
         old ``legacy_name`` is mapped to the name (with a ``FutureWarning``)."""
+        self._collected = None
         for name in self._names_of(names, "disable"):
             self._blacklist.add(name)
             self._builtin_on.discard(name)
@@ -183,6 +186,7 @@ class Patcher:
         """Take back an earlier ``disable``; on a patcher with built-in packs, also turn
         on an optional built-in group (``default_patcher.enable("resnet_fp16")``, where
         DrivingSDK writes ``add(ResNetFP16)``). Old names are mapped as for ``disable``."""
+        self._collected = None
         for name in self._names_of(names, "enable"):
             self._blacklist.discard(name)
             self._blacklist -= {old for old, new in conflicts.legacy_names(
@@ -201,6 +205,24 @@ class Patcher:
             chosen.append(conflicts.current_name(name, self._groups(), caller,
                                                  bool(self.builtin_tags)))
         return chosen
+
+    def _collect_all_patches(self, force_refresh: bool = False) -> "List[Tuple[BasePatch, str]]":
+        """(patch, group name) of every entry not disabled, in the order added: a
+        group's ``patches()`` (called now), a patch added directly under its own name.
+        Kept until ``add``/``disable``/``enable`` change the entries or ``force_refresh``."""
+        if self._collected is None or force_refresh:
+            blacklist = self._resolved_blacklist()
+            collected: "List[Tuple[BasePatch, str]]" = []
+            for item, options in self._entries:
+                if item.name in blacklist:
+                    continue
+                if isinstance(item, BasePatch):
+                    collected.append((item, item.name))
+                else:
+                    collected.extend((patch, item.name)
+                                     for patch in self._collect(item, options, blacklist))
+            self._collected = collected
+        return self._collected
 
     def _groups(self) -> "List[Any]":
         return [item for item, _ in self._entries if isinstance(item, type)]
@@ -439,10 +461,10 @@ class Patcher:
 
     def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
         base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else f"{NAME_PREFIX}.{patch.name}"
-        name = patch.declare(_unique(base), guard)
-        self.names.append(name)
-        self._declared.append((patch, group, name))
-        return name
+        names = patch.declare_all(_unique(base), guard)
+        self.names.extend(name for name in names if name not in patch.kept_on)
+        self._declared.append((patch, group, names[0]))
+        return names[0]
 
     @property
     def is_applied(self) -> bool:

@@ -26,12 +26,21 @@ class BasePatch:
     name = ""
     requires: "Tuple[str, ...]" = ()
     target_kind = "module"   # what a "not found" result names
+    # Patches declare_all() found in force already (a pack patch activation turned on):
+    # named in results, not this declaration's to undo.
+    kept_on: "Tuple[str, ...]" = ()
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
         """Register the patch as ``patch_name``; ``guard()`` runs first when it applies
         (it raises ``SkipPatch`` to skip, e.g. for a declared conflict)."""
         raise NotImplementedError
+
+    def declare_all(self, patch_name: str,
+                    guard: "Optional[Callable[[], None]]" = None) -> "List[str]":
+        """``declare``, as the list of the lazypatch patches it declared or enabled (a
+        built-in group's patch enables the pack patches doing its work: one or more)."""
+        return [self.declare(patch_name, guard)]
 
     def describe(self) -> str:
         return self.name
@@ -53,9 +62,9 @@ class BasePatch:
         from .driving_sdk2_results import PatchResult, PatchStatus, result_of
         if self.is_applied:
             return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
-        name = self.declare(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
-        self.declared_names().append(name)
-        return result_of(name, self.name, self.module, self.target_kind)
+        names = self.declare_all(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
+        self.declared_names().extend(names)
+        return result_of(names[0], self.name, self.module, self.target_kind)
 
     @property
     def is_applied(self) -> bool:
@@ -148,6 +157,19 @@ class AtomicPatch(BasePatch):
     @property
     def name(self) -> str:   # type: ignore[override]
         return self.target
+
+    # DrivingSDK keeps these under private names; code reading them keeps working.
+    @property
+    def _replacement(self) -> "Any":
+        return self.replacement
+
+    @property
+    def _replacement_wrapper(self) -> "Any":
+        return self.replacement_wrapper
+
+    @property
+    def _target_wrapper(self) -> "Any":
+        return self.target_wrapper
 
     def resolved_replacement(self) -> "Any":
         """The replacement object (resolved, wrapped as declared)."""

@@ -24,12 +24,8 @@ undone by ``lazypatch.disable("device")``); elsewhere it does not.
 """
 
 from lazypatch.compat.driving_sdk2 import Patcher, default_patcher, replace_with
-from lazypatch.compat.driving_sdk2_builtin_patches import (
-    CLASS_NAMES,
-    CLASSES,
+from lazypatch.compat.driving_sdk2_builtin_groups import (
     DDP,
-    DEFAULT_CLASS_NAMES,
-    MSDA,
     BatchMatmul,
     DeformConv,
     ModulatedDeformConv,
@@ -49,6 +45,12 @@ from lazypatch.compat.driving_sdk2_builtin_patches import (
     TensorIndex,
     TorchScatter,
     Voxelization,
+)
+from lazypatch.compat.driving_sdk2_builtin_patches import (
+    CLASS_NAMES,
+    CLASSES,
+    DEFAULT_CLASS_NAMES,
+    MSDA,
     batch_matmul,
     dc,
     ddp,

@@ -1,11 +1,13 @@
-"""``mx_driving.patcher.mmengine_patch``: built-in groups (driving_sdk2_builtin_patches).
+"""``mx_driving.patcher.mmengine_patch``: built-in groups (driving_sdk2_builtin_groups).
 
 Names only (see ``__init__.py`` of this folder): loaded under any name, this file
 gives the very objects of ``lazypatch.compat``.
 """
 
-from lazypatch.compat.driving_sdk2_builtin_patches import (
+from lazypatch.compat.driving_sdk2_builtin_groups import (
     OptimizerWrapper,
+)
+from lazypatch.compat.driving_sdk2_builtin_patches import (
     build_mmengine_epoch_train_loop_patch,
     build_mmengine_iter_train_loop_patch,
 )
