@@ -969,11 +969,12 @@ def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new
     patcher = Patcher().add(AtomicPatch("never_imported_pkg.f", print)).apply()
     [name] = patcher.names
     patch = STATE.catalog.by_name[name]
-    before = set(driving_sdk2_summary.SILENT_EVENTS), action_for(patch, "apply")
+    logger = driving_sdk2_summary.patcher_logger
+    before = logger._on_apply, logger._on_fail, action_for(patch, "apply")
     with pytest.raises(ValueError, match="'loud' is not an action"):
         configure_patcher_logging(on_apply="silent", on_fail="loud")
-    # on_apply was not set either: not in the summary's silent events, not in the engine
-    assert (driving_sdk2_summary.SILENT_EVENTS, action_for(patch, "apply")) == before
+    # on_apply was not set either: not on the logger (the summary's sections), not in the engine
+    assert (logger._on_apply, logger._on_fail, action_for(patch, "apply")) == before
     patcher.restore()
 
 
@@ -1066,3 +1067,65 @@ def test_replace_import_with_a_module_and_overrides(interpreter):
     assert result["conflict"] == ("replace_import('other_ext'): VALUE given both in exports= "
                                   "and as a keyword; give each name once")
     assert result["after"] is False
+
+
+def test_patcher_logger_instances_hold_their_own_actions_rank_and_buffer():
+    """DrivingSDK's PatcherLogger: each instance its own event actions (info, info,
+    warning), rank (only rank 0 logs; exception acts on every rank) and buffer for
+    flush_summary; the module's patcher_logger is the one configure_patcher_logging sets."""
+    import io
+    import logging
+
+    from lazypatch.compat.driving_sdk2_summary import PatcherLogger, patcher_logger
+    from lazypatch.errors import PatchError
+    logger = PatcherLogger()
+    stream = io.StringIO()
+    logger._logger = logging.getLogger("test_compat_driving_sdk2.patcher_logger")
+    logger._logger.handlers = [logging.StreamHandler(stream)]
+    logger._logger.propagate = False
+    logger.set_level(logging.DEBUG).set_rank(0).set_buffer_enabled(False)
+    assert (logger._on_apply, logger._on_skip, logger._on_fail) == ("info", "info", "warning")
+    logger.configure(on_skip="silent")
+    logger.applied("pkg.f")
+    logger.skipped("pkg.g", "precheck")
+    logger.failed("pkg.h", "boom")
+    assert stream.getvalue().splitlines() == ["Applied: pkg.f", "Failed: pkg.h (boom)"]
+    assert patcher_logger._on_skip == "info"            # another instance: untouched
+    logger.set_rank(1).configure(on_fail="exception")
+    logger.applied("pkg.quiet")
+    with pytest.raises(PatchError, match="Failed: pkg.h"):
+        logger.failed("pkg.h")                          # every rank raises
+    assert "pkg.quiet" not in stream.getvalue()
+    buffered = PatcherLogger().set_rank(0).set_buffer_enabled(True)
+    buffered.applied("mmcv.ops.f", package="mmcv", patch_name="f_patch")
+    assert "=== MX-DRIVING PATCHER SUMMARY ===" in buffered.buffered_summary()
+    assert "    [mmcv]\n      f_patch:\n        + mmcv.ops.f" in buffered.buffered_summary()
+    buffered._logger = logger._logger
+    buffered.flush_summary()
+    assert buffered._applied_patches == [] and "+ mmcv.ops.f" in stream.getvalue()
+
+
+def test_late_replace_import_and_stacked_with_imports_warn_on_the_patcher_logger(caplog):
+    import sys
+    import types
+
+    from lazypatch.compat.driving_sdk2 import Patcher, with_imports
+    from lazypatch.compat.driving_sdk2_summary import patcher_logger
+    sys.modules["already_imported_for_replace"] = types.ModuleType("already_imported_for_replace")
+    try:
+        with caplog.at_level("WARNING", logger="lazypatch"):
+            Patcher().replace_import("already_imported_for_replace", "json")
+
+            @with_imports("json")
+            @with_imports(("os", "sep"))
+            def stacked():
+                return sep  # noqa: F821
+        texts = [record.getMessage() for record in caplog.records]
+        assert any("replace_import skipped for already_imported_for_replace" in text and
+                   "Call replace_import() before importing" in text for text in texts)
+        assert any("stacking multiple @with_imports on 'stacked'" in text for text in texts)
+        assert "already_imported_for_replace -> json (skipped: already imported)" in \
+            patcher_logger._replaced_imports
+    finally:
+        del sys.modules["already_imported_for_replace"]
+        patcher_logger._replaced_imports.clear()

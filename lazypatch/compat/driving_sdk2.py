@@ -244,7 +244,7 @@ class Patcher:
             validate_target(path)
             name = _stand_in(path)
             self.names.append(name)
-            self._import_events.append(("Skipped Modules", path, name))
+            self._import_event("Skipped Modules", path, name)
             _materialize_stand_in(path)
         return self
 
@@ -285,21 +285,28 @@ class Patcher:
         if module_path in sys.modules:
             # DrivingSDK's documented behaviour: modules that imported the real one keep it,
             # so a late replacement is skipped with a warning rather than half-applied.
-            import warnings
-            warnings.warn(f"replace_import({module_path!r}): {module_path} is already "
-                          f"imported; the replacement is skipped. Call replace_import before "
-                          f"anything imports it", stacklevel=2)
-            self._import_events.append(("Replaced Imports",
-                                        f"{module_path} -> {target} (skipped: already imported)",
-                                        ""))
+            patcher_logger.warning(
+                f"replace_import skipped for {module_path}: it is already imported, and the "
+                f"modules that imported it keep it. Call replace_import() before importing "
+                f"the target module")
+            self._import_event("Replaced Imports",
+                               f"{module_path} -> {target} (skipped: already imported)", "")
             return self
         from ..boundaries import replace_module
         name = replace_module(module_path, value, name=_unique(
             f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,))
         self.names.append(name)
-        self._import_events.append(("Replaced Imports", f"{module_path} -> {target}", name))
+        self._import_event("Replaced Imports", f"{module_path} -> {target}", name)
         _materialize_stand_in(module_path)
         return self
+
+    def _import_event(self, section: str, description: str, name: str) -> None:
+        """Record an import control for this patcher's summary, and in ``patcher_logger``'s
+        buffers as DrivingSDK records it."""
+        self._import_events.append((section, description, name))
+        {"Skipped Modules": patcher_logger.add_skipped_module,
+         "Injected Imports": patcher_logger.add_injected_import,
+         "Replaced Imports": patcher_logger.add_replaced_import}[section](description)
 
     def inject_import(self, source_module: str, class_name: str,
                       target_module: str) -> "Patcher":
@@ -314,7 +321,7 @@ class Patcher:
             name=_unique(f"{NAME_PREFIX}.inject_import:{target_module}.{class_name}"),
             tags=(TAG,))
         self.names.append(name)
-        self._import_events.append(("Injected Imports", f"{target_module}.{class_name}", name))
+        self._import_event("Injected Imports", f"{target_module}.{class_name}", name)
         return self
 
     def with_profiling(self, path: str, level: int = 0, skip_first: int = 20, wait: int = 1,

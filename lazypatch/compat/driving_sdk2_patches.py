@@ -450,6 +450,10 @@ def with_imports(*import_specs: "Any",
 
     def decorate(function: "Any") -> "Any":
         import functools
+        if getattr(function, "_with_imports_decorated", False):
+            _warn(f"with_imports: stacking multiple @with_imports on "
+                  f"{getattr(function, '__name__', function)!r} does not combine their "
+                  f"names; list every import in one @with_imports")
         ready: "List[Any]" = []
 
         @functools.wraps(function)
@@ -476,7 +480,6 @@ def _bound_names(spec: "Any") -> "Tuple[str, List[Tuple[str, str]]]":
 def _prepared(function: "Any", specs: "Tuple[Any, ...]",
               apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Any":
     import types
-    import warnings
     from importlib import import_module
     namespace = dict(function.__globals__)
     expressions = []
@@ -488,7 +491,7 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
         try:
             module = import_module(module_name)
         except ImportError as error:
-            warnings.warn(f"with_imports: failed to import {module_name}: {error}", stacklevel=3)
+            _warn(f"with_imports: failed to import {module_name}: {error}")
             continue
         if not pairs:
             namespace[module_name.rpartition(".")[2]] = module
@@ -506,10 +509,16 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
     for path, arguments in apply_decorators:
         decorator = object_at_path(path)
         if decorator is None:
-            warnings.warn(f"with_imports: decorator not found: {path}", stacklevel=3)
+            _warn(f"with_imports: decorator not found: {path}")
             continue
         result = decorator(**arguments)(result) if arguments else decorator(result)
     return result
+
+
+def _warn(message: str) -> None:
+    """A warning of ``with_imports``, on the patchers' logger as DrivingSDK logs it."""
+    from .driving_sdk2_summary import patcher_logger
+    patcher_logger.warning(message)
 
 
 def object_at_path(path: str) -> "Any":
