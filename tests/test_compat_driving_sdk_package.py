@@ -242,3 +242,32 @@ print(json.dumps({"shape": shape, "inside": inside, "after": hasattr(numpy, "flo
     already_on = interpreter.run_json(code.replace("import json, sys", "import json, os, sys"),
                                       env={"ALREADY_ON": "1"})
     assert already_on["inside"] is True and already_on["after"] is True
+
+
+def test_errors_of_a_patch_s_own_callbacks_read_as_drivingsdk_words_them(interpreter):
+    interpreter.write({"callback_target.py": "class Thing:\n    def run(self):\n"
+                                             "        return 'original'\n\ndef f():\n"
+                                             "    return 'original'\n"})
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+import callback_target
+from mx_driving.patcher import AtomicPatch, PatchStatus
+
+def boom(*args):
+    raise RuntimeError("boom")
+
+results = {
+    "no": AtomicPatch("callback_target.f", lambda: 1, precheck=lambda: False).apply(),
+    "precheck": AtomicPatch("callback_target.f", lambda: 1, precheck=boom).apply(),
+    "replacement_wrapper": AtomicPatch("callback_target.f", lambda: 1,
+                                       replacement_wrapper=boom).apply(),
+    "target_wrapper": AtomicPatch("callback_target.Thing.run", target_wrapper=boom).apply(),
+}
+print(json.dumps({key: [result.status.value, result.reason] for key, result in results.items()}
+                 | {"untouched": [callback_target.f(), callback_target.Thing().run()]}))
+""")
+    assert result["no"] == ["skipped", "precheck failed"]
+    for callback in ("precheck", "replacement_wrapper", "target_wrapper"):
+        assert result[callback] == ["failed", f"RuntimeError: {callback} error: boom"]
+    assert result["untouched"] == ["original", "original"]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from ..boundaries import Deferred, resolve
 from ..paths import declare_path, replace, split_path
 from ..registry_entries import registry_entry
@@ -11,7 +13,7 @@ from . import mx_driving
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 TAG = "driving_sdk"
 
@@ -91,13 +93,32 @@ def _no_argument_check(check: "Optional[Callable[..., Any]]",
         wanted = [name for name in inspect.signature(check).parameters]
     except (TypeError, ValueError):
         wanted = []
-    if not wanted:
-        return check
 
     def asked() -> "Any":
-        return check(**{name: available[name] for name in wanted if name in available})
+        with worded("precheck"):
+            answer = check(**{name: available[name] for name in wanted if name in available})
+        if not answer:
+            from ..errors import SkipPatch
+            raise SkipPatch("precheck failed")   # DrivingSDK's words for a precheck's no
+        return True
     asked.__qualname__ = getattr(check, "__qualname__", "precheck")
     return asked
+
+
+@contextmanager
+def worded(callback: str) -> "Iterator[None]":
+    """An error raised by a patch's own ``callback`` (precheck, replacement_wrapper,
+    target_wrapper, module_factory) reads as DrivingSDK reports it, "<callback> error:
+    ...", in the same exception type where it can be built with one message."""
+    try:
+        yield
+    except Exception as error:
+        message = f"{callback} error: {error}"
+        try:
+            reworded = type(error)(message)
+        except Exception:
+            reworded = RuntimeError(message)
+        raise reworded from error
 
 
 def _guarded(precheck: "Optional[Callable[[], Any]]",
@@ -174,7 +195,10 @@ class AtomicPatch(BasePatch):
     def resolved_replacement(self) -> "Any":
         """The replacement object (resolved, wrapped as declared)."""
         value = resolve(self.replacement)
-        return self.replacement_wrapper(value) if self.replacement_wrapper else value
+        if self.replacement_wrapper is None:
+            return value
+        with worded("replacement_wrapper"):
+            return self.replacement_wrapper(value)
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
@@ -229,7 +253,9 @@ def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], 
 
     def change(patch: "Any", owner: "Any", attribute: str) -> None:
         original = getattr(owner, attribute)   # as DrivingSDK reads it (bound for classes)
-        _replace_value(target_wrapper(original))(patch, owner, attribute)
+        with worded("target_wrapper"):
+            wrapped = target_wrapper(original)
+        _replace_value(wrapped)(patch, owner, attribute)
     change.rebind = False  # type: ignore[attr-defined]
     return change
 
@@ -268,7 +294,7 @@ class RegistryPatch(BasePatch):
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
         value = self.module_cls if self.module_factory is None else \
-            Deferred(self.module_factory, f"module_factory of {self.name}")
+            Deferred(self.built_class, f"module_factory of {self.name}")
         precheck = _no_argument_check(self.precheck, {
             "registry": self.registry, "module_cls": self.module_cls,
             "name": self.register_name, "force": self.force,
@@ -276,6 +302,12 @@ class RegistryPatch(BasePatch):
         return registry_entry(self.registry, self.register_name, value, name=patch_name,
                               tags=(TAG,), force=self.force, precheck=_guarded(precheck, guard),
                               requires=self.requires)
+
+    def built_class(self) -> "Any":
+        """``module_factory()``, its errors worded as DrivingSDK words them."""
+        assert self.module_factory is not None
+        with worded("factory"):
+            return self.module_factory()
 
     def get_info(self, show_diff: bool = False) -> str:
         """``"registry.name: registers Class"`` (``<factory>`` when the class comes from
