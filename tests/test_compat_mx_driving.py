@@ -293,3 +293,55 @@ print(json.dumps({"inside": inside, "after": [after[0], after[1]]}))
 """)
     assert result["inside"] == ["NPUAttention", "Replacement"]
     assert result["after"] == [None, "Original"]
+
+
+def test_builder_builds_on_the_2_0_patcher_and_expands_builtin_functions(interpreter):
+    """As DrivingSDK 2.0 builds a 1.0 builder: a 2.0 Patcher with a LegacyPatch per patch
+    function, and a built-in 1.0 function (``batch_matmul``) as its group's patches."""
+    interpreter.write({"legacy_target.py": "def f():\n    return 'original'\n"})
+    result = interpreter.run_json("""
+import json, logging
+import lazypatch.auto
+from lazypatch.compat import driving_sdk2
+from lazypatch.compat.driving_sdk2_builtin_patches import batch_matmul
+from lazypatch.compat.driving_sdk2_patches import LegacyPatch
+from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+notices = []
+logging.getLogger("lazypatch").addHandler(type("Keep", (logging.Handler,), {
+    "emit": lambda self, record: notices.append(record.getMessage())})())
+logging.getLogger("lazypatch").setLevel(logging.INFO)
+
+def second(module, options):
+    module.f = lambda: module.f_first() + "+second"
+
+def first(module, options):
+    module.f_first = module.f
+    module.f = lambda: "first"
+
+custom = Patch(second, priority=2)
+builder = (PatcherBuilder().add_module_patch("legacy_target", custom, Patch(first, priority=1))
+           .add_module_patch("torch", Patch(batch_matmul)))
+built = builder.build()
+collected = [(type(patch).__name__, group) for patch, group in built._patcher._collect_all_patches()]
+with built:
+    import legacy_target
+    inside, applied = legacy_target.f(), custom.is_applied
+def build_mmcv_epoch_runner_patch():
+    def _apply(module, options):
+        return None
+    return LegacyPatch(_apply, target_module="mmcv")
+print(json.dumps({"patcher": isinstance(built._patcher, driving_sdk2.Patcher),
+                  "collected": collected, "inside": inside, "applied": applied,
+                  "after": [legacy_target.f(), custom.is_applied],
+                  "builder_state": sorted(builder._module_patches),
+                  "inferred": build_mmcv_epoch_runner_patch().name,
+                  "notices": sum("compatibility-layer notice" in n for n in notices)}))
+""")
+    assert result["patcher"] is True
+    assert result["collected"] == [["LegacyPatch", "first"], ["LegacyPatch", "second"]] + \
+        [["BuiltinAtomicPatch", "batch_matmul"]] * 3
+    assert result["inside"] == "original+second" and result["applied"] is True
+    assert result["after"] == ["original", False]
+    assert result["builder_state"] == ["legacy_target", "torch"]
+    assert result["inferred"] == "mmcv_epoch_runner"
+    assert result["notices"] == 1                       # once per process

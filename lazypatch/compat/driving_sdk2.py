@@ -148,7 +148,7 @@ class Patcher:
         # once a patcher is garbage collected, and its groups may still be declared).
         self._key = next(_PATCHER_KEYS)
         self._brake_step: "Optional[int]" = None
-        self._internal_format = False
+        self._allow_internal_format = False
         self._legacy: "Optional[mx_driving.Patcher]" = None
         self._applied = False
         self._collected: "Optional[List[Tuple[BasePatch, str]]]" = None
@@ -217,7 +217,7 @@ class Patcher:
                 if item.name in blacklist:
                     continue
                 if isinstance(item, BasePatch):
-                    collected.append((item, item.name))
+                    collected.append((item, getattr(item, "_parent_name", item.name)))
                 else:
                     collected.extend((patch, item.name)
                                      for patch in self._collect(item, options, blacklist))
@@ -336,6 +336,19 @@ class Patcher:
                                           warmup=warmup, active=active, repeat=repeat)
         return self
 
+    @property
+    def _profiling_options(self) -> "Optional[Dict[str, Any]]":
+        """``with_profiling``'s settings in DrivingSDK's options form (``profiling_path``,
+        ``profiling_level``, ``step_ctrl`` = (wait, warmup, active, repeat, skip_first)),
+        None without profiling."""
+        settings = self._profiling
+        if settings is None:
+            return None
+        return {"enable_profiler": True, "profiling_path": settings.path,
+                "profiling_level": settings.level,
+                "step_ctrl": (settings.wait, settings.warmup, settings.active, settings.repeat,
+                              settings.skip_first)}
+
     def brake_at(self, step: int) -> "Patcher":
         """Stop training cleanly after step ``step``."""
         from ..registry.training.settings import check_step
@@ -343,7 +356,7 @@ class Patcher:
         return self
 
     def allow_internal_format(self, allow: bool = True) -> "Patcher":
-        self._internal_format = bool(allow)
+        self._allow_internal_format = bool(allow)
         return self
 
     def disallow_internal_format(self) -> "Patcher":
@@ -388,7 +401,7 @@ class Patcher:
         conflicts.refuse_conflicts(enabled, builtin_names)
         self._applied = True
         if allow_internal_format is not None:
-            self._internal_format = bool(allow_internal_format)
+            self._allow_internal_format = bool(allow_internal_format)
         start = len(self.names)
         try:
             self._declare_entries(blacklist)
@@ -401,7 +414,7 @@ class Patcher:
             conflicts.forget(self._key)
             self._applied = False
             raise
-        self._legacy = mx_driving.Patcher({}, sorted(switched_off), self._internal_format,
+        self._legacy = mx_driving.Patcher({}, sorted(switched_off), self._allow_internal_format,
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
         self._legacy.apply()
@@ -467,7 +480,8 @@ class Patcher:
         conflicts.remember(self._key, group, names)
 
     def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
-        base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else f"{NAME_PREFIX}.{patch.name}"
+        prefix = patch.name_prefix or NAME_PREFIX
+        base = f"{prefix}.{group}.{patch.name}" if group else f"{prefix}.{patch.name}"
         names = patch.declare_all(_unique(base), guard)
         self.names.extend(name for name in names if name not in patch.kept_on)
         self._declared.append((patch, group, names[0]))

@@ -241,15 +241,19 @@ def _mmcv1() -> bool:
     return bool(mmcv_version.is_v1x)
 
 
-class Stream(Patch):
+class Mmcv1Group(Patch):
+    """A group of patches on mmcv 1.x only (``precheck``: mmcv 1.x is installed)."""
+
+    target_module = "mmcv"
+    precheck = staticmethod(_mmcv1)
+
+
+class Stream(Mmcv1Group):
     """mmcv 1.x ``Scatter.forward`` with streams made for the NPU
     (lazypatch: ``ascend.mmcv1_scatter_stream``)."""
 
     name = "stream"
     legacy_name = "stream"
-    target_module = "mmcv"
-
-    precheck = staticmethod(_mmcv1)
 
     @staticmethod
     def scatter_forward(target_gpus: "Any", input_: "Any") -> "Tuple[Any, ...]":
@@ -274,15 +278,12 @@ class Stream(Patch):
                                    pack_patches=("ascend.mmcv1_scatter_stream",))]
 
 
-class DDP(Patch):
+class DDP(Mmcv1Group):
     """mmcv 1.x ``MMDistributedDataParallel`` as mmcv's NPU one
     (lazypatch: ``ascend.mmcv1_ddp``)."""
 
     name = "ddp"
     legacy_name = "ddp"
-    target_module = "mmcv"
-
-    precheck = staticmethod(_mmcv1)
 
     @staticmethod
     def ddp_forward(self: "Any", *inputs: "Any", **kwargs: "Any") -> "Any":

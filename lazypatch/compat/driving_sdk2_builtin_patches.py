@@ -46,6 +46,11 @@ CLASS_NAMES = {
     "TorchScatter": "torch_scatter",
 }
 CLASSES: "Dict[str, type]" = {class_name: getattr(groups, class_name) for class_name in CLASS_NAMES}
+# Each group by its 1.0 name: a 1.0 builder given a function of that name adds the
+# group's patches instead (DrivingSDK's _LEGACY_NAME_TO_CLASS; one table, changes seen).
+LEGACY_NAME_TO_CLASS: "Dict[str, Any]" = {
+    getattr(group, "legacy_name"): group for group in CLASSES.values()
+    if getattr(group, "legacy_name", None)}
 
 # DrivingSDK's 1.0 function names (its 2.0 keeps them): each turns its group's patches on.
 FUNCTION_NAMES = {
@@ -177,7 +182,7 @@ def build_mmcv_iter_runner_patch(options: "Any") -> "Any":
 
 
 __all__ = sorted(CLASSES) + sorted(FUNCTIONS) + [
-    "MSDA", "NuScenes", "CLASSES", "FUNCTIONS", "DEFAULT_CLASS_NAMES",
+    "MSDA", "NuScenes", "CLASSES", "LEGACY_NAME_TO_CLASS", "FUNCTIONS", "DEFAULT_CLASS_NAMES",
     "ensure_mmcv_version", "patch_mmcv_version", "training_loop_patch",
     "build_mmengine_epoch_train_loop_patch", "build_mmengine_iter_train_loop_patch",
     "build_mmcv_epoch_runner_patch", "build_mmcv_iter_runner_patch"]

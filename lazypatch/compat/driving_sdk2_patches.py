@@ -31,6 +31,9 @@ class BasePatch:
     # Patches declare_all() found in force already (a pack patch activation turned on):
     # named in results, not this declaration's to undo.
     kept_on: "Tuple[str, ...]" = ()
+    # Where a Patcher's name for it starts (None: "driving_sdk"; the 1.0 layer's
+    # "mx_driving.<module>").
+    name_prefix: "Optional[str]" = None
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
@@ -65,15 +68,14 @@ class BasePatch:
         if self.is_applied:
             return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
         names = self.declare_all(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
-        self.declared_names().extend(names)
+        declared = self.declared_names()
+        declared.extend(name for name in names if name not in declared)
         return result_of(names[0], self.name, self.module, self.target_kind)
 
     @property
     def is_applied(self) -> bool:
         """Whether a patch ``apply()`` declared for this object is in force now."""
-        from ..state import STATE
-        return any(getattr(STATE.catalog.by_name.get(name), "status", "") == "applied"
-                   for name in self.declared_names())
+        return mx_driving.any_applied(self.declared_names())
 
     def get_info(self, show_diff: bool = False) -> str:
         """One line naming the patch (and, with ``show_diff``, what it replaced)."""
@@ -323,10 +325,13 @@ class RegistryPatch(BasePatch):
 class LegacyPatch(BasePatch):
     """A DrivingSDK 1.0 patch function ``func(module, options)`` as a 2.0 patch on
     ``target_module``: run when that module is imported (at once if it is), its changes
-    recorded and undone with it, as the 1.0 layer runs it."""
+    recorded and undone with it, as the 1.0 layer runs it. ``priority`` (lower first)
+    orders it among the patches of its module; ``quiet`` keeps its failure warning quiet
+    (1.0's ``patch_failure_warning=False``)."""
 
     def __init__(self, func: "Callable[..., Any]", options: "Optional[Dict[str, Any]]" = None,
-                 target_module: "Optional[str]" = None) -> None:
+                 target_module: "Optional[str]" = None, *, priority: int = 0,
+                 quiet: bool = False) -> None:
         if not callable(func):
             raise TypeError(f"LegacyPatch: func must be a function taking (module, options), "
                             f"got {func!r}")
@@ -339,11 +344,36 @@ class LegacyPatch(BasePatch):
         self.func = func
         self.options: "Dict[str, Any]" = dict(options or {})
         self.target_module = target_module
+        self.priority = priority
+        self.quiet = quiet
+        self.tags: "Tuple[str, ...]" = (TAG,)
+
+    @classmethod
+    def of(cls, patch_object: "mx_driving.Patch", target_module: str) -> "LegacyPatch":
+        """The 1.0 ``Patch(func, options, priority, patch_failure_warning)`` on
+        ``target_module``, as the 1.0 layer registers it (tagged ``mx_driving``); the
+        names it declares are recorded on ``patch_object`` too (its ``is_applied``)."""
+        legacy = cls(patch_object.func, patch_object.options, target_module,
+                     priority=patch_object.priority, quiet=not patch_object.patch_failure_warning)
+        legacy.tags = (mx_driving.NAME_PREFIX,)
+        legacy.name_prefix = f"{mx_driving.NAME_PREFIX}.{target_module}"
+        legacy.__dict__["_declared_names"] = patch_object.declared_names
+        return legacy
 
     @property
     def name(self) -> str:   # type: ignore[override]
-        return str(getattr(self.func, "__patch_name__", None)
-                   or getattr(self.func, "__name__", None) or "legacy_patch")
+        explicit = getattr(self.func, "__patch_name__", None)
+        if explicit:
+            return str(explicit)
+        name = str(getattr(self.func, "__name__", None) or "legacy_patch")
+        outer, _, _ = str(getattr(self.func, "__qualname__", "")).rpartition(".<locals>.")
+        if name.startswith("_") and outer:
+            # ``build_X_patch()`` returning LegacyPatch(_apply): the patch is "X", as
+            # DrivingSDK names it.
+            builder = outer.rpartition(".")[2]
+            builder = builder[len("build_"):] if builder.startswith("build_") else builder
+            return builder[:-len("_patch")] if builder.endswith("_patch") else builder
+        return name
 
     @property
     def module(self) -> str:
@@ -352,15 +382,19 @@ class LegacyPatch(BasePatch):
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
         from ..registration import register
-        legacy = mx_driving.legacy_patch_function(
-            mx_driving.Patch(self.func, self.options), self.target_module, patch_name)
+        legacy = mx_driving.legacy_patch_function(self.func, self.options, self.target_module,
+                                                  patch_name)
         if guard is not None:
             run = legacy
 
             def legacy(module: "Any", patch: "Any") -> None:   # noqa: F811 - the guarded form
                 guard()
                 run(module, patch)
-        register(legacy, self.target_module, name=patch_name, tags=(TAG,))
+        if self.quiet:
+            mx_driving.quiet_failure_warnings(patch_name)
+        register(legacy, self.target_module, name=patch_name, priority=self.priority,
+                 tags=self.tags)
+        self.declared_names().append(patch_name)
         return patch_name
 
     def __repr__(self) -> str:

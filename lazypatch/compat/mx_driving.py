@@ -71,6 +71,19 @@ class Patch:
         self.priority = priority
         self.patch_failure_warning = bool(patch_failure_warning)
         self.name: str = getattr(func, "__name__", None) or repr(func)
+        self.declared_names: "List[str]" = []   # the lazypatch patches made of it
+        if not Patch._migration_warning_shown:
+            Patch._migration_warning_shown = True
+            from .driving_sdk2_summary import patcher_logger
+            patcher_logger.info(MIGRATION_NOTICE)
+
+    # DrivingSDK tells once per process that Patch(func) is its compatibility layer.
+    _migration_warning_shown = False
+
+    @property
+    def is_applied(self) -> bool:
+        """Whether a lazypatch patch made of this one is in force now."""
+        return any_applied(self.declared_names)
 
     def __repr__(self) -> str:
         return f"Patch({self.name}, options={self.options!r}, priority={self.priority})"
@@ -80,6 +93,22 @@ class Patch:
         if not isinstance(other, Patch):
             return NotImplemented
         return self.priority < other.priority
+
+
+MIGRATION_NOTICE = (
+    "Using the legacy patcher API (Patch(func)). This is a compatibility-layer notice, not a "
+    "patch failure. The Patch class API says the same per target:\n"
+    "  class MyPatch(Patch):\n"
+    "      @classmethod\n"
+    "      def patches(cls, options=None):\n"
+    "          return [AtomicPatch('target.path', replacement)]\n"
+    "  MyPatch.apply_all()  # or patcher.add(MyPatch).apply()")
+
+
+def any_applied(names: "Iterable[str]") -> bool:
+    """Whether any of these lazypatch patches is applied now."""
+    return any(getattr(STATE.catalog.by_name.get(name), "status", "") == "applied"
+               for name in names)
 
 
 def _as_patch_list(module_name: str, patches: "Any") -> "List[Patch]":
@@ -99,8 +128,8 @@ def unique_name(base: str) -> str:
     return name
 
 
-def legacy_patch_function(patch_object: Patch, module_name: str,
-                           patch_name: str) -> "Callable[[Any, Any], None]":
+def legacy_patch_function(func: "Callable[[Any, Any], Any]", options: "Dict[str, Any]",
+                          module_name: str, patch_name: str) -> "Callable[[Any, Any], None]":
     """Adapt ``func(module, options)`` to lazypatch's ``fn(module, patch)``, recording
     its plain assignments so that they are undone with the patch.
 
@@ -120,7 +149,7 @@ def legacy_patch_function(patch_object: Patch, module_name: str,
         try:
             try:
                 with registrations_recorded(patch):
-                    patch_object.func(target, patch_object.options)
+                    func(target, options)
             except AttributeError as error:
                 submodule = _submodule_not_imported(error)
                 if submodule is None:
@@ -133,8 +162,8 @@ def legacy_patch_function(patch_object: Patch, module_name: str,
                               f"function reaches into it); applied when it is") from None
         finally:   # also on failure: the engine's rollback then covers these changes
             record_plain_assignments(copies, patch)
-    apply_legacy_patch.__doc__ = (patch_object.func.__doc__ or
-                                  f"DrivingSDK-style patch {patch_object.name} on {module_name}")
+    apply_legacy_patch.__doc__ = (func.__doc__ or f"DrivingSDK-style patch "
+                                  f"{getattr(func, '__name__', func)} on {module_name}")
     return apply_legacy_patch
 
 
@@ -184,6 +213,15 @@ def registrations_recorded(patch: "Any") -> "Iterator[None]":
     finally:
         for registry_class, original in reversed(swapped):
             registry_class._register_module = original
+
+
+def quiet_failure_warnings(patch_name: str) -> "Any":
+    """Silence the failure warning of the lazypatch patch ``patch_name`` (``Patch(...,
+    patch_failure_warning=False)``; the failure is still rolled back and reported); the
+    warnings filter added."""
+    warnings.filterwarnings("ignore", message=re.escape(f"lazypatch: patch {patch_name!r}"),
+                            category=PatchFailedWarning)
+    return warnings.filters[0]
 
 
 def _submodule_not_imported(error: AttributeError) -> "Optional[str]":
@@ -274,14 +312,12 @@ class Patcher:
         return self
 
     def _register(self, module_name: str, patch_object: Patch) -> None:
-        name = unique_name(f"{NAME_PREFIX}.{module_name}.{patch_object.name}")
-        if not patch_object.patch_failure_warning:
-            warnings.filterwarnings("ignore", message=re.escape(f"lazypatch: patch {name!r}"),
-                                    category=PatchFailedWarning)
-            self._quiet_filters.append(warnings.filters[0])
+        from .driving_sdk2_patches import LegacyPatch
+        name = LegacyPatch.of(patch_object, module_name).declare(
+            unique_name(f"{NAME_PREFIX}.{module_name}.{patch_object.name}"))
         self.names.append(name)
-        register(legacy_patch_function(patch_object, module_name, name), module_name,
-                 name=name, priority=patch_object.priority, tags=(NAME_PREFIX,))
+        if not patch_object.patch_failure_warning:
+            self._quiet_filters.append(quiet_failure_warnings(name))
 
     def _blacklisted(self, name: str) -> bool:
         """Left out by its lazypatch name, its last part (``function_aliases``), or the
@@ -375,28 +411,32 @@ class Patcher:
 
 
 class PatcherBuilder:
-    """Fluent construction of a ``Patcher`` (every method returns the builder)."""
+    """Fluent construction of DrivingSDK 1.0's patcher (every method returns the builder);
+    ``build()`` makes it of the 2.0 ``Patcher`` (see ``LegacyPatcher``)."""
 
     def __init__(self, builtin_tags: "Iterable[str]" = ()) -> None:
-        self.module_patches: "Dict[str, List[Patch]]" = {}
-        self.blacklist: "Set[str]" = set()
+        self._module_patches: "Dict[str, List[Patch]]" = {}
+        self._blacklist: "Set[str]" = set()
+        self._profiling_options: "Optional[Dict[str, Any]]" = None
+        self._brake_step: "Optional[int]" = None
         self.builtin_tags = tuple(builtin_tags)
-        self.profiling: "Optional[Tuple[Any, ...]]" = None
-        self.brake_step: "Optional[int]" = None
 
     def add_module_patch(self, module_name: str, *patches: Patch) -> "PatcherBuilder":
-        """Patches whose functions receive module ``module_name`` once it is imported."""
+        """Patches whose functions receive module ``module_name`` once it is imported,
+        run in ``priority`` order (lower first)."""
         validate_target(module_name)
-        self.module_patches.setdefault(module_name, []).extend(
-            _as_patch_list(module_name, patches))
+        added = self._module_patches.setdefault(module_name, [])
+        added.extend(_as_patch_list(module_name, patches))
+        added.sort(key=lambda item: item.priority)
         return self
 
     def disable_patches(self, *patch_names: str) -> "PatcherBuilder":
-        """Leave out patches by function name (built-in ones also by lazypatch name)."""
+        """Leave out patches by function name (built-in ones also by their 2.0 group
+        name or lazypatch name)."""
         for name in patch_names:
             if not isinstance(name, str) or not name:
                 raise TypeError(f"disable_patches takes patch function names, got {name!r}")
-        self.blacklist.update(patch_names)
+        self._blacklist.update(patch_names)
         return self
 
     def with_profiling(self, path: str, level: int = 0, skip_first: int = 20, wait: int = 1,
@@ -404,30 +444,82 @@ class PatcherBuilder:
         """Profile training steps into ``path`` at ``level`` 0, 1 or 2, on
         ``torch.profiler.schedule``'s schedule (the training pack's ``profile_to``)."""
         from ..registry.training.settings import ProfileSettings
-        schedule = {"skip_first": skip_first, "wait": wait, "warmup": warmup,
-                    "active": active, "repeat": repeat}
-        ProfileSettings(path, level, **schedule)   # bad input fails here, not when training
-        self.profiling = (path, level, schedule)
+        options = {"path": path, "level": level, "skip_first": skip_first, "wait": wait,
+                   "warmup": warmup, "active": active, "repeat": repeat}
+        ProfileSettings(**options)   # bad input fails here, not when training
+        self._profiling_options = options
         return self
 
     def brake_at(self, brake_step: int) -> "PatcherBuilder":
         """Stop training cleanly after step ``brake_step`` (exit code 0)."""
         from ..registry.training.settings import check_step
-        self.brake_step = check_step(brake_step)
+        self._brake_step = check_step(brake_step)
         return self
 
     with_brake = brake_at   # the name the DrivingSDK documentation also uses
 
-    def build(self, allow_internal_format: bool = False) -> Patcher:
-        """A ``Patcher`` of everything added so far; use it as ``with builder.build():``."""
-        return Patcher(self.module_patches, set(self.blacklist), allow_internal_format,
-                       builtin_tags=self.builtin_tags, profiling=self.profiling,
-                       brake_step=self.brake_step)
+    def build(self, allow_internal_format: bool = False) -> "LegacyPatcher":
+        """A patcher of everything added so far; use it as ``with builder.build():``.
+
+        As DrivingSDK 2.0 builds it: a 2.0 ``Patcher`` holding a ``LegacyPatch`` per
+        patch function, and, for a function named as a built-in group's 1.0 name
+        (``index``, ``msda``...; ``_LEGACY_NAME_TO_CLASS``), that group's patches
+        (each marked with the group's name as ``_parent_name``)."""
+        from .driving_sdk2 import Patcher as GroupPatcher
+        from .driving_sdk2_builtin_patches import LEGACY_NAME_TO_CLASS
+        from .driving_sdk2_builtins import renamed
+        from .driving_sdk2_patches import LegacyPatch
+        patcher = GroupPatcher(builtin_tags=self.builtin_tags)
+        for module_name, patches in self._module_patches.items():
+            for patch_object in patches:
+                if patch_object.name in self._blacklist:
+                    continue
+                group = LEGACY_NAME_TO_CLASS.get(patch_object.name)
+                if group is None:
+                    patcher.add(LegacyPatch.of(patch_object, module_name))
+                    continue
+                for patch in group.patches(patch_object.options or None):
+                    patch._parent_name = group.name
+                    patcher.add(patch)
+        # 1.0 names are this API's own: mapped without 2.0's notice about old names.
+        patcher._blacklist.update(renamed(name) or name for name in self._blacklist)
+        if self._profiling_options is not None:
+            patcher.with_profiling(**self._profiling_options)
+        if self._brake_step is not None:
+            patcher.brake_at(self._brake_step)
+        return LegacyPatcher(patcher, allow_internal_format)
+
+
+class LegacyPatcher:
+    """What ``PatcherBuilder.build()`` returns: the 2.0 ``Patcher`` holding the builder's
+    patches (``_patcher``), applied with ``allow_internal_format``. ``with`` applies it
+    and, unlike DrivingSDK, undoes it all when the block ends."""
+
+    def __init__(self, patcher: "Any", allow_internal_format: bool = False) -> None:
+        self._patcher = patcher
+        self._allow_internal_format = bool(allow_internal_format)
+
+    def apply(self) -> "LegacyPatcher":
+        self._patcher.apply(allow_internal_format=self._allow_internal_format)
+        return self
+
+    def restore(self) -> None:
+        self._patcher.restore()
+
+    @property
+    def is_applied(self) -> bool:
+        return bool(self._patcher.is_applied)
+
+    def __enter__(self) -> "LegacyPatcher":
+        return self.apply()
+
+    def __exit__(self, *exc_info: "Any") -> None:
+        self.restore()
 
 
 default_patcher_builder = PatcherBuilder(builtin_tags=DEFAULT_TAGS)
 
-__all__ = ["Patch", "Patcher", "PatcherBuilder", "default_patcher_builder"]
+__all__ = ["Patch", "Patcher", "PatcherBuilder", "LegacyPatcher", "default_patcher_builder"]
 
 
 def _unpatch(name: str) -> None:

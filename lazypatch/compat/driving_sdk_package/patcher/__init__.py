@@ -50,6 +50,7 @@ from lazypatch.compat.driving_sdk2_builtin_patches import (
     CLASS_NAMES,
     CLASSES,
     DEFAULT_CLASS_NAMES,
+    LEGACY_NAME_TO_CLASS,
     MSDA,
     batch_matmul,
     dc,
@@ -102,8 +103,7 @@ LegacyPatcherBuilder = PatcherBuilder
 # DrivingSDK's tables of its built-in groups (its __all__ lists them as internal).
 _ALL_PATCH_CLASSES = [CLASSES[name] for name in CLASS_NAMES]
 _DEFAULT_PATCH_CLASSES = [CLASSES[name] for name in DEFAULT_CLASS_NAMES]
-_LEGACY_NAME_TO_CLASS = {getattr(group, "legacy_name"): group for group in _ALL_PATCH_CLASSES
-                         if getattr(group, "legacy_name", None)}
+_LEGACY_NAME_TO_CLASS = LEGACY_NAME_TO_CLASS   # the builders' own table
 
 turn_on_npu_device_handling()
 
