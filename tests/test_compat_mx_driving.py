@@ -345,3 +345,49 @@ print(json.dumps({"patcher": isinstance(built._patcher, driving_sdk2.Patcher),
     assert result["builder_state"] == ["legacy_target", "torch"]
     assert result["inferred"] == "mmcv_epoch_runner"
     assert result["notices"] == 1                       # once per process
+
+
+def test_builtin_1_0_functions_patch_a_given_module_object_as_drivingsdk_1_0_did():
+    """``ddp(mmcv, options)`` on a module object that is not the imported module (a
+    stand-in built by hand): the changes are made on that object, its own helpers used;
+    a missing part of the target is an AttributeError, as in DrivingSDK 1.0."""
+    import types
+
+    import pytest
+
+    from lazypatch.compat.driving_sdk2_builtin_patches import ddp, numpy_type, stream
+
+    def module(name, **attributes):
+        made = types.ModuleType(name)
+        made.__dict__.update(attributes)
+        return made
+
+    class DistributedDataParallel:
+        def _run_ddp_forward(self, *inputs, **kwargs):
+            return "cuda"
+
+    class NPUDistributedDataParallel(DistributedDataParallel):
+        pass
+
+    calls = []
+    functions = module("_functions", Scatter=type("Scatter", (), {"forward": None}),
+                       get_input_device=lambda value: 0,
+                       scatter=lambda value, gpus, streams: calls.append(streams) or [value],
+                       synchronize_stream=None, _get_stream=None)
+    mmcv = module("mmcv",
+                  parallel=module("parallel", _functions=functions,
+                                  distributed=module("distributed",
+                                                     MMDistributedDataParallel=DistributedDataParallel)),
+                  device=module("device", npu=module("npu",
+                                                     NPUDistributedDataParallel=NPUDistributedDataParallel)))
+    ddp(mmcv, {})
+    stream(mmcv, {})
+    assert mmcv.parallel.distributed.MMDistributedDataParallel is NPUDistributedDataParallel
+    wrapped = types.SimpleNamespace(device_ids=None, module=lambda *args: ("module", args))
+    assert DistributedDataParallel._run_ddp_forward(wrapped, 1) == ("module", (1,))
+    assert functions.Scatter.forward([0], "batch") == ("batch",) and calls == [None]
+    fake_numpy = module("numpy")
+    numpy_type(fake_numpy, {})
+    assert (fake_numpy.bool, fake_numpy.float, fake_numpy.int) == (bool, float, int)
+    with pytest.raises(AttributeError):
+        stream(module("mmcv", parallel=module("parallel", _functions=module("_functions"))), {})

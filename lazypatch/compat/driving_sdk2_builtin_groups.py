@@ -62,12 +62,22 @@ class PackBacked:
 
 
 class BuiltinAtomicPatch(PackBacked, AtomicPatch):
-    """DrivingSDK's ``AtomicPatch`` of a built-in group (see ``PackBacked``)."""
+    """DrivingSDK's ``AtomicPatch`` of a built-in group (see ``PackBacked``);
+    ``bound_replacement(root)`` makes the replacement ``apply_to(root)`` sets where it
+    must use the given module's own functions."""
 
     def __init__(self, target: str, replacement: "Any" = None, *,
-                 pack_patches: "Tuple[str, ...]" = (), **options: "Any") -> None:
+                 pack_patches: "Tuple[str, ...]" = (),
+                 bound_replacement: "Optional[Callable[[Any], Any]]" = None,
+                 **options: "Any") -> None:
         super().__init__(target, replacement, **options)
         self.pack_patches = tuple(pack_patches)
+        self.bound_replacement = bound_replacement
+
+    def replacement_for(self, root: "Any") -> "Any":
+        if self.bound_replacement is not None:
+            return self.bound_replacement(root)
+        return super().replacement_for(root)
 
 
 class BuiltinRegistryPatch(PackBacked, RegistryPatch):
@@ -260,22 +270,30 @@ class Stream(Mmcv1Group):
         """mmcv 1.x ``Scatter.forward`` with its streams created for the accelerator in use
         (int device indices, as mmcv passes them, made devices)."""
         import mmcv.parallel._functions as functions
-        import torch
-        streams = None
-        if functions.get_input_device(input_) == -1 and target_gpus != [-1]:
-            device = "npu" if hasattr(torch, "npu") else "cuda"
-            streams = [functions._get_stream(torch.device(device, index))
-                       for index in target_gpus]
-        outputs = functions.scatter(input_, target_gpus, streams)
-        if streams is not None:
-            functions.synchronize_stream(outputs, target_gpus, streams)
-        return tuple(outputs) if isinstance(outputs, list) else (outputs,)
+        return scatter_with_streams(functions, target_gpus, input_)
 
     @classmethod
     def patches(cls, options: "Optional[Dict[str, Any]]" = None) -> "List[BasePatch]":
-        return [BuiltinAtomicPatch("mmcv.parallel._functions.Scatter.forward",
-                                   staticmethod(cls.scatter_forward), precheck=cls.precheck,
-                                   pack_patches=("ascend.mmcv1_scatter_stream",))]
+        import functools
+        return [BuiltinAtomicPatch(
+            "mmcv.parallel._functions.Scatter.forward", staticmethod(cls.scatter_forward),
+            precheck=cls.precheck, pack_patches=("ascend.mmcv1_scatter_stream",),
+            bound_replacement=lambda mmcv: staticmethod(functools.partial(
+                scatter_with_streams, mmcv.parallel._functions)))]
+
+
+def scatter_with_streams(functions: "Any", target_gpus: "Any", input_: "Any") -> "Tuple[Any, ...]":
+    """mmcv 1.x ``Scatter.forward`` on the helpers of ``functions`` (its
+    ``mmcv.parallel._functions``), streams made for ``torch.device(<accelerator>, i)``."""
+    import torch
+    streams = None
+    if functions.get_input_device(input_) == -1 and target_gpus != [-1]:
+        device = "npu" if hasattr(torch, "npu") else "cuda"
+        streams = [functions._get_stream(torch.device(device, index)) for index in target_gpus]
+    outputs = functions.scatter(input_, target_gpus, streams)
+    if streams is not None:
+        functions.synchronize_stream(outputs, target_gpus, streams)
+    return tuple(outputs) if isinstance(outputs, list) else (outputs,)
 
 
 class DDP(Mmcv1Group):

@@ -14,6 +14,8 @@ DrivingSDK imports both at once to get past their version asserts.
 
 from __future__ import annotations
 
+import sys
+
 from . import driving_sdk2_builtin_groups as groups
 from .driving_sdk2_builtin_groups import MultiScaleDeformableAttention, NuScenesDataset
 from .driving_sdk2_patches import LegacyPatch, unique_name
@@ -67,11 +69,17 @@ FUNCTION_NAMES = {
 
 def _legacy_function(function_name: str, group_class: "Any") -> "Callable[[Any, Any], None]":
     def legacy(module: "Any", options: "Any") -> None:
-        for patch in group_class.patches(options):
-            patch.apply()
+        patches = group_class.patches(options)
+        if sys.modules.get(getattr(module, "__name__", "")) is module:
+            for patch in patches:     # the imported module: lazypatch's packs do the work
+                patch.apply()
+        else:
+            for patch in patches:     # another object (a stand-in): patched as given
+                patch.apply_to(module)
     legacy.__name__ = legacy.__qualname__ = function_name
-    legacy.__doc__ = (f"DrivingSDK 1.0's {function_name}(module, options): turns on "
-                      f"{group_class.__name__}'s patches ({group_class.__doc__})")
+    legacy.__doc__ = (f"DrivingSDK 1.0's {function_name}(module, options): "
+                      f"{group_class.__name__}'s patches ({group_class.__doc__}) for the "
+                      f"imported module; on another module object, made on that object now")
     return legacy
 
 

@@ -50,6 +50,13 @@ class BasePatch:
     def describe(self) -> str:
         return self.name
 
+    def apply_to(self, root: "Any") -> None:
+        """DrivingSDK 1.0's way, for the module object a 1.0 patch function is given when
+        it is not the imported module (a stand-in, a test double): make the change on
+        ``root`` now, without the engine (nothing recorded, no precheck: the object given
+        is patched as asked). AttributeError where ``root`` lacks a part of the target."""
+        raise TypeError(f"{type(self).__name__} cannot be applied to a given module object")
+
     @property
     def module(self) -> str:
         """The target's top-level package, DrivingSDK's grouping key."""
@@ -221,6 +228,30 @@ class AtomicPatch(BasePatch):
                             requires=self.requires,
                             tags=(TAG,), enabled=True, precheck=precheck, aliases=self.aliases)
 
+    def replacement_for(self, root: "Any") -> "Any":
+        """The replacement for ``apply_to(root)``: a string path under ``root``'s name read
+        from ``root``'s attributes, any other resolved; wrapped as declared."""
+        value = self.replacement
+        if isinstance(value, str) and value.partition(".")[0] == getattr(root, "__name__", None):
+            owner, attribute = attribute_under(root, value.replace(":", "."))
+            value = getattr(owner, attribute)
+        else:
+            value = resolve(value)
+        if self.replacement_wrapper is None:
+            return value
+        with worded("replacement_wrapper"):
+            return self.replacement_wrapper(value)
+
+    def apply_to(self, root: "Any") -> None:
+        owner, attribute = attribute_under(root, self.target)
+        original = getattr(owner, attribute)   # a target that is not there: AttributeError
+        if self.replacement is None:
+            with worded("target_wrapper"):
+                value = self.target_wrapper(original)   # type: ignore[misc]
+        else:
+            value = self.replacement_for(root)
+        setattr(owner, attribute, value)
+
     def get_info(self, show_diff: bool = False) -> str:
         """``"target: original -> replacement"`` (the original as it was before any live
         patch, ``<missing>`` when its module is not imported or lacks it); with
@@ -248,6 +279,20 @@ class AtomicPatch(BasePatch):
 
     def __repr__(self) -> str:
         return f"AtomicPatch({self.target!r})"
+
+
+def attribute_under(root: "Any", path: str) -> "Tuple[Any, str]":
+    """(owner, attribute name) of dotted ``path`` read from the object ``root`` named by
+    its first part (``mmcv.ops.X.f`` on a given ``mmcv``); AttributeError where ``root``
+    has another name or lacks a part, as DrivingSDK 1.0's patch functions fail."""
+    first, *middle, last = path.split(".")
+    name = root.__name__   # AttributeError for an object without one, as in DrivingSDK
+    if first != name:
+        raise AttributeError(f"{path} is not under {name!r}")
+    owner = root
+    for part in middle:
+        owner = getattr(owner, part)
+    return owner, last
 
 
 def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], None]":
@@ -396,6 +441,9 @@ class LegacyPatch(BasePatch):
                  tags=self.tags)
         self.declared_names().append(patch_name)
         return patch_name
+
+    def apply_to(self, root: "Any") -> None:
+        self.func(root, self.options)
 
     def __repr__(self) -> str:
         return f"LegacyPatch({self.name})"
