@@ -36,6 +36,9 @@ MODEL = {
 
         def helper(x):
             return ("cuda helper", x)
+
+        def legacy(x):
+            return ("cuda legacy", x)
     """,
     # A fake torch_npu (there is no NPU here): the one fused op the example calls.
     "torch_npu/__init__.py": """
@@ -319,7 +322,7 @@ def test_configure_patcher_logging_strict_and_quiet_modes(interpreter):
     # FEATURES.md, "严格模式": a failure raises PatchError from the import
     configure_patcher_logging(on_apply="info", on_skip="warning", on_fail="exception",
                               on_error="exception")
-    Patcher().add(AtomicPatch("my_model.layers.renamed", lambda: None),
+    Patcher().add(AtomicPatch("my_model.layers.legacy", "my_model.nowhere.legacy"),   # fails
                   AtomicPatch("my_model.ops.gaussian.compute_gaussian_weights", lambda *a: 0),
                   ).apply()
     import lazypatch
@@ -851,7 +854,7 @@ class Layers(Patch):
     @classmethod
     def patches(cls, options=None):
         return [AtomicPatch("my_model.layers.helper", lambda x: x),
-                AtomicPatch("my_model.layers.renamed", lambda: None),                  # fails
+                AtomicPatch("my_model.layers.legacy", "my_model.nowhere.legacy"),      # fails
                 AtomicPatch("my_model.layers.Block.forward", lambda self, x: x,
                             precheck=lambda: False),                                   # skipped
                 AtomicPatch("my_model.ops.gaussian.compute_gaussian_weights", print)]  # pending
@@ -908,7 +911,7 @@ def test_configure_summary_sections_level_and_rank(interpreter, setup, env, show
     if "Skipped" in shown:
         assert "~ my_model.layers.Block.forward (precheck" in block
     if "Failed" in shown:
-        assert "! my_model.layers.renamed (" in block
+        assert "! my_model.layers.legacy (" in block
     if "Pending" in shown:
         assert "? my_model.ops.gaussian.compute_gaussian_weights" in block
     if "Skipped Modules" in shown:
@@ -1096,6 +1099,9 @@ def test_patcher_logger_instances_hold_their_own_actions_rank_and_buffer():
     with pytest.raises(PatchError, match="Failed: pkg.h"):
         logger.failed("pkg.h")                          # every rank raises
     assert "pkg.quiet" not in stream.getvalue()
+    logger.configure(on_error="exit")
+    with pytest.raises(SystemExit):
+        logger.error("unexpected")                      # error() acts as on_error says
     buffered = PatcherLogger().set_rank(0).set_buffer_enabled(True)
     buffered.applied("mmcv.ops.f", package="mmcv", patch_name="f_patch")
     assert "=== MX-DRIVING PATCHER SUMMARY ===" in buffered.buffered_summary()

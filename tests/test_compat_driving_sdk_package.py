@@ -244,7 +244,8 @@ print(json.dumps({"shape": shape, "inside": inside, "after": hasattr(numpy, "flo
     assert already_on["inside"] is True and already_on["after"] is True
 
 
-def test_errors_of_a_patch_s_own_callbacks_read_as_drivingsdk_words_them(interpreter):
+def test_errors_of_a_patch_s_own_callbacks_and_a_missing_target_read_as_drivingsdk_words_them(
+        interpreter):
     interpreter.write({"callback_target.py": "class Thing:\n    def run(self):\n"
                                              "        return 'original'\n\ndef f():\n"
                                              "    return 'original'\n"})
@@ -263,11 +264,14 @@ results = {
     "replacement_wrapper": AtomicPatch("callback_target.f", lambda: 1,
                                        replacement_wrapper=boom).apply(),
     "target_wrapper": AtomicPatch("callback_target.Thing.run", target_wrapper=boom).apply(),
+    "missing": AtomicPatch("callback_target.Thing.renamed", lambda self: 1).apply(),
 }
 print(json.dumps({key: [result.status.value, result.reason] for key, result in results.items()}
                  | {"untouched": [callback_target.f(), callback_target.Thing().run()]}))
 """)
     assert result["no"] == ["skipped", "precheck failed"]
+    # another version of the target: skipped, as DrivingSDK skips it (not failed)
+    assert result["missing"] == ["skipped", "target not found: callback_target.Thing.renamed"]
     for callback in ("precheck", "replacement_wrapper", "target_wrapper"):
         assert result[callback] == ["failed", f"RuntimeError: {callback} error: boom"]
     assert result["untouched"] == ["original", "original"]

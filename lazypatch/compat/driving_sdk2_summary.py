@@ -342,7 +342,7 @@ class PatcherLogger:
         if action == "exit":
             if self.rank == 0:
                 self._logger.error(message)
-            raise SystemExit(1)
+            sys.exit(1)
         if self.rank == 0:
             self._logger.log(LEVEL_NAMES[action.upper()], message)
 
@@ -397,7 +397,8 @@ class PatcherLogger:
         self._message("WARNING", message)
 
     def error(self, message: str) -> None:
-        self._message("ERROR", message)
+        """An unexpected error, handled as ``on_error`` says."""
+        self._handle(self._on_error, message)
 
     # -- the buffered summary -----------------------------------------------------------
 
