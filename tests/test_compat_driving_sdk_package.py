@@ -275,3 +275,33 @@ print(json.dumps({key: [result.status.value, result.reason] for key, result in r
     for callback in ("precheck", "replacement_wrapper", "target_wrapper"):
         assert result[callback] == ["failed", f"RuntimeError: {callback} error: boom"]
     assert result["untouched"] == ["original", "original"]
+
+
+def test_apply_leaves_the_outcomes_it_decided_in_patcher_logger_buffers(interpreter):
+    """DrivingSDK's apply() leaves each outcome in patcher_logger's buffers (its own code
+    reads them); here those decided by apply() itself, the summary clearing them."""
+    interpreter.write({"decided_now.py": "def f():\n    return 1\n"})
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+import decided_now
+from mx_driving.patcher import AtomicPatch, Patch, Patcher, patcher_logger
+
+class Group(Patch):
+    name = "group"
+
+    @classmethod
+    def patches(cls, options=None):
+        return [AtomicPatch("decided_now.f", lambda: 2),
+                AtomicPatch("decided_now.gone", lambda: 3),
+                AtomicPatch("not_imported_yet_anywhere.f", print)]
+
+patcher = Patcher().add(Group).apply()
+buffered = {"applied": [(i.target, i.package, i.patch_name) for i in patcher_logger._applied_patches],
+            "skipped": [(i.target, i.reason) for i in patcher_logger._skipped_patches]}
+patcher.restore()
+print(json.dumps(buffered | {"after": len(patcher_logger._applied_patches)}))
+""")
+    assert result["applied"] == [["decided_now.f", "decided_now", "group"]]
+    assert result["skipped"] == [["decided_now.gone", "target not found: decided_now.gone"]]
+    assert result["after"] == 0

@@ -420,6 +420,7 @@ class Patcher:
         self._legacy.apply()
         self._builtins = builtin_names
         self._turn_on_optional_builtins(set(builtin_names))
+        self._record_decided()
         if self._profiling is not None:
             from ..registry import training
             settings = self._profiling
@@ -429,6 +430,25 @@ class Patcher:
         self._summary_due = True
         _summary_at_exit(self)
         return self
+
+    def _record_decided(self) -> None:
+        """Put the outcome of each patch decided by ``apply()`` itself (its module was
+        imported) into ``patcher_logger``'s buffers, where DrivingSDK's ``apply()`` leaves
+        every outcome; the others are decided at their import (the summary says them).
+        Only while buffering: lazypatch's event rules have acted on each already."""
+        if not patcher_logger._buffer_enabled:
+            return
+        for patch, group, name in self._declared:
+            record = STATE.catalog.by_name.get(name)
+            status = getattr(record, "status", "")
+            where = {"package": patch.module or patch.name.split(".")[0],
+                     "patch_name": group or getattr(patch, "_parent_name", None) or patch.name}
+            if status == "applied":
+                patcher_logger.applied(patch.name, **where)
+            elif status == "skipped":
+                patcher_logger.skipped(patch.name, getattr(record, "reason", "") or "", **where)
+            elif status == "failed" and patcher_logger._on_fail not in ("exception", "exit"):
+                patcher_logger.failed(patch.name, getattr(record, "reason", "") or "", **where)
 
     def _turn_on_optional_builtins(self, chosen: "Set[str]") -> None:
         """Enable the optional built-in patches ``enable`` named (off by default, so the
@@ -545,6 +565,7 @@ class Patcher:
         if self._summary_due:
             self._summary_due = False
             summary.emit(self.summary())
+            patcher_logger.forget_buffered()   # said by the summary
 
     def print_info(self, diff: bool = False) -> "Patcher":
         """Print each declared patch's status grouped by module; with ``diff``, the source

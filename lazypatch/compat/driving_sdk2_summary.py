@@ -447,6 +447,10 @@ class PatcherLogger:
         text = self.buffered_summary()
         if text and self._summary.enabled and self.rank == 0:
             self._logger.log(self._summary.level, text)
+        self.forget_buffered()
+
+    def forget_buffered(self) -> None:
+        """Clear the buffered records."""
         for buffer in (self._applied_patches, self._skipped_patches, self._failed_patches,
                        self._skipped_modules, self._injected_imports, self._replaced_imports):
             buffer.clear()
