@@ -148,7 +148,7 @@ class Patcher:
         # once a patcher is garbage collected, and its groups may still be declared).
         self._key = next(_PATCHER_KEYS)
         self._brake_step: "Optional[int]" = None
-        self._allow_internal_format = False
+        self._allow_internal_format: "Optional[bool]" = None   # None: not chosen (False)
         self._legacy: "Optional[mx_driving.Patcher]" = None
         self._applied = False
         self._collected: "Optional[List[Tuple[BasePatch, str]]]" = None
@@ -414,7 +414,7 @@ class Patcher:
             conflicts.forget(self._key)
             self._applied = False
             raise
-        self._legacy = mx_driving.Patcher({}, sorted(switched_off), self._allow_internal_format,
+        self._legacy = mx_driving.Patcher({}, sorted(switched_off), bool(self._allow_internal_format),
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
         self._legacy.apply()
