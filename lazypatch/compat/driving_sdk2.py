@@ -78,10 +78,10 @@ import sys
 from ..boundaries import Deferred
 from ..registration import register, validate_target
 from ..state import STATE
+from . import driving_sdk1
 from . import driving_sdk2_builtins as builtins
 from . import driving_sdk2_conflicts as conflicts
 from . import driving_sdk2_summary as summary
-from . import mx_driving
 from .driving_sdk2_imports import (
     ImportReplacementSpec,
     Stub,
@@ -149,7 +149,7 @@ class Patcher:
         self._key = next(_PATCHER_KEYS)
         self._brake_step: "Optional[int]" = None
         self._allow_internal_format: "Optional[bool]" = None   # None: not chosen (False)
-        self._legacy: "Optional[mx_driving.Patcher]" = None
+        self._legacy: "Optional[driving_sdk1.Patcher]" = None
         self._applied = False
         self._collected: "Optional[List[Tuple[BasePatch, str]]]" = None
 
@@ -414,7 +414,7 @@ class Patcher:
             conflicts.forget(self._key)
             self._applied = False
             raise
-        self._legacy = mx_driving.Patcher({}, sorted(switched_off), bool(self._allow_internal_format),
+        self._legacy = driving_sdk1.Patcher({}, sorted(switched_off), bool(self._allow_internal_format),
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
         self._legacy.apply()
@@ -688,7 +688,7 @@ def _emit_all() -> None:
 _unique = unique_name
 
 
-default_patcher = Patcher(builtin_tags=mx_driving.DEFAULT_TAGS)
+default_patcher = Patcher(builtin_tags=driving_sdk1.DEFAULT_TAGS)
 
 __all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "LegacyPatch",
            "replace_with",

@@ -9,16 +9,14 @@ from ..boundaries import Deferred, resolve
 from ..paths import declare_path, replace, split_path
 from ..registry_entries import registry_entry
 from ..requirements import parse_requirements
-from . import mx_driving
+from . import driving_sdk1
+from .driving_sdk2_summary import TAG, patcher_logger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
-TAG = "driving_sdk"
-
-
-unique_name = mx_driving.unique_name   # one definition, in the 1.0 layer below
+unique_name = driving_sdk1.unique_name   # one definition, in the 1.0 layer below
 
 
 class BasePatch:
@@ -74,7 +72,7 @@ class BasePatch:
         from .driving_sdk2_results import PatchResult, PatchStatus, result_of
         if self.is_applied:
             return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
-        names = self.declare_all(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
+        names = self.declare_all(unique_name(f"{driving_sdk1.NAME_PREFIX}.{self.name}"))
         declared = self.declared_names()
         declared.extend(name for name in names if name not in declared)
         return result_of(names[0], self.name, self.module, self.target_kind)
@@ -82,7 +80,7 @@ class BasePatch:
     @property
     def is_applied(self) -> bool:
         """Whether a patch ``apply()`` declared for this object is in force now."""
-        return mx_driving.any_applied(self.declared_names())
+        return driving_sdk1.any_applied(self.declared_names())
 
     def get_info(self, show_diff: bool = False) -> str:
         """One line naming the patch (and, with ``show_diff``, what it replaced)."""
@@ -406,14 +404,14 @@ class LegacyPatch(BasePatch):
         self.tags: "Tuple[str, ...]" = (TAG,)
 
     @classmethod
-    def of(cls, patch_object: "mx_driving.Patch", target_module: str) -> "LegacyPatch":
+    def of(cls, patch_object: "driving_sdk1.Patch", target_module: str) -> "LegacyPatch":
         """The 1.0 ``Patch(func, options, priority, patch_failure_warning)`` on
         ``target_module``, as the 1.0 layer registers it (tagged ``mx_driving``); the
         names it declares are recorded on ``patch_object`` too (its ``is_applied``)."""
         legacy = cls(patch_object.func, patch_object.options, target_module,
                      priority=patch_object.priority, quiet=not patch_object.patch_failure_warning)
-        legacy.tags = (mx_driving.NAME_PREFIX,)
-        legacy.name_prefix = f"{mx_driving.NAME_PREFIX}.{target_module}"
+        legacy.tags = (driving_sdk1.NAME_PREFIX,)
+        legacy.name_prefix = f"{driving_sdk1.NAME_PREFIX}.{target_module}"
         legacy.__dict__["_declared_names"] = patch_object.declared_names
         return legacy
 
@@ -438,19 +436,10 @@ class LegacyPatch(BasePatch):
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
-        from ..registration import register
-        legacy = mx_driving.legacy_patch_function(self.func, self.options, self.target_module,
-                                                  patch_name)
-        if guard is not None:
-            run = legacy
-
-            def legacy(module: "Any", patch: "Any") -> None:   # noqa: F811 - the guarded form
-                guard()
-                run(module, patch)
         if self.quiet:
-            mx_driving.quiet_failure_warnings(patch_name)
-        register(legacy, self.target_module, name=patch_name, priority=self.priority,
-                 tags=self.tags)
+            driving_sdk1.quiet_failure_warnings(patch_name)
+        driving_sdk1.register_legacy(self.func, self.options, self.target_module, patch_name,
+                                     priority=self.priority, tags=self.tags, guard=guard)
         self.declared_names().append(patch_name)
         return patch_name
 
@@ -467,7 +456,7 @@ class _PatchMeta(type):
 
     def __call__(cls, *args: "Any", **kwargs: "Any") -> "Any":
         if cls is Patch and args and callable(args[0]) and not isinstance(args[0], type):
-            return mx_driving.Patch(*args, **kwargs)
+            return driving_sdk1.Patch(*args, **kwargs)
         return super().__call__(*args, **kwargs)
 
 
@@ -643,7 +632,6 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
 
 def _warn(message: str) -> None:
     """A warning of ``with_imports``, on the patchers' logger as DrivingSDK logs it."""
-    from .driving_sdk2_summary import patcher_logger
     patcher_logger.warning(message)
 
 

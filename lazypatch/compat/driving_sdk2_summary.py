@@ -31,6 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
+TAG = "driving_sdk"   # the tag of the patches the 2.0 patchers declare
 LEVEL_NAMES = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 BANNER = "MX-DRIVING PATCHER SUMMARY"
 WIDTH = 78
@@ -460,7 +461,6 @@ def _set_event_actions(chosen: "Dict[str, str]") -> None:
     """The patchers' patches (tag ``driving_sdk``) act as ``patcher_logger`` was told:
     ``on_fail`` (or else ``on_error``) for failures."""
     from ..events import set_event_action
-    from .driving_sdk2_patches import TAG
     events = {"apply": chosen.get("on_apply"), "skip": chosen.get("on_skip"),
               "failure": chosen.get("on_fail") or chosen.get("on_error")}
     for event, action in events.items():
