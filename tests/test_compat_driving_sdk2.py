@@ -1135,3 +1135,33 @@ def test_late_replace_import_and_stacked_with_imports_warn_on_the_patcher_logger
     finally:
         del sys.modules["already_imported_for_replace"]
         patcher_logger._replaced_imports.clear()
+
+
+def test_basepatch_is_abstract_and_a_drivingsdk_subclass_runs_its_own_apply(forget_new_patches):
+    from lazypatch.compat.driving_sdk2 import BasePatch, Patcher
+    from lazypatch.compat.driving_sdk2_results import PatchResult, PatchStatus
+    with pytest.raises(TypeError):
+        BasePatch()
+
+    class NoApply(BasePatch):
+        @property
+        def name(self):
+            return "no_apply"
+    with pytest.raises(TypeError):
+        NoApply()
+    ran = []
+
+    class OwnApply(BasePatch):       # written for DrivingSDK: it changes things itself
+        @property
+        def name(self):
+            return "own_apply"
+
+        def apply(self):
+            ran.append(True)
+            return PatchResult(PatchStatus.APPLIED, self.name, "")
+
+    patcher = Patcher().add(OwnApply())
+    assert [group for _, group in patcher._collect_all_patches()] == ["own_apply"]
+    patcher.apply()
+    assert ran == [True] and patcher.names == []     # nothing of lazypatch's to undo
+    patcher.restore()

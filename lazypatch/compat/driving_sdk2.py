@@ -503,7 +503,7 @@ class Patcher:
         prefix = patch.name_prefix or NAME_PREFIX
         base = f"{prefix}.{group}.{patch.name}" if group else f"{prefix}.{patch.name}"
         names = patch.declare_all(_unique(base), guard)
-        self.names.extend(name for name in names if name not in patch.kept_on)
+        self.names.extend(name for name in names if name and name not in patch.kept_on)
         self._declared.append((patch, group, names[0]))
         return names[0]
 

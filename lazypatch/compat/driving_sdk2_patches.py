@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from contextlib import contextmanager
 
 from ..boundaries import Deferred, resolve
@@ -19,11 +20,12 @@ if TYPE_CHECKING:
 unique_name = driving_sdk1.unique_name   # one definition, in the 1.0 layer below
 
 
-class BasePatch:
-    """A declaration a ``Patcher`` turns into lazypatch patches when it applies, or that
-    ``apply()`` declares directly (DrivingSDK's per-patch API)."""
+class BasePatch(ABC):
+    """What a ``Patcher`` holds: DrivingSDK's abstract base, whose subclasses give a
+    ``name`` and an ``apply()``. lazypatch's own (``DeclaredPatch``) declare lazypatch
+    patches; a subclass of this written for DrivingSDK, whose ``apply()`` changes things
+    itself, is run by the ``Patcher`` at ``apply()`` as DrivingSDK runs it."""
 
-    name = ""
     requires: "Tuple[str, ...]" = ()
     target_kind = "module"   # what a "not found" result names
     # Patches declare_all() found in force already (a pack patch activation turned on):
@@ -33,11 +35,23 @@ class BasePatch:
     # "mx_driving.<module>").
     name_prefix: "Optional[str]" = None
 
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The patch's name (an AtomicPatch's target)."""
+
+    @abstractmethod
+    def apply(self) -> "Any":
+        """Apply the patch now; a ``PatchResult``."""
+
     def declare(self, patch_name: str,
-                guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
+                guard: "Optional[Callable[[], None]]" = None) -> str:
         """Register the patch as ``patch_name``; ``guard()`` runs first when it applies
-        (it raises ``SkipPatch`` to skip, e.g. for a declared conflict)."""
-        raise NotImplementedError
+        (it raises ``SkipPatch`` to skip, e.g. for a declared conflict). Here, for a
+        subclass written for DrivingSDK: its own ``apply()`` runs now (its changes are its
+        own: nothing is recorded or undone); no lazypatch patch, so no name ("")."""
+        self.apply()
+        return ""
 
     def declare_all(self, patch_name: str,
                     guard: "Optional[Callable[[], None]]" = None) -> "List[str]":
@@ -60,6 +74,23 @@ class BasePatch:
         """The target's top-level package, DrivingSDK's grouping key."""
         return self.name.split(".")[0] if "." in self.name else ""
 
+    def get_info(self, show_diff: bool = False) -> str:
+        """One line naming the patch (and, with ``show_diff``, what it replaced)."""
+        return self.describe()
+
+
+class DeclaredPatch(BasePatch):
+    """A patch that ``declare`` makes a lazypatch patch (``AtomicPatch``,
+    ``RegistryPatch``, ``LegacyPatch``): applied when its module is imported."""
+
+    @property
+    def name(self) -> str:   # pragma: no cover - every subclass names itself
+        raise NotImplementedError
+
+    def declare(self, patch_name: str,
+                guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
+        raise NotImplementedError
+
     def declared_names(self) -> "List[str]":
         """The lazypatch patches ``apply()`` declared for this object, oldest first."""
         return self.__dict__.setdefault("_declared_names", [])
@@ -81,10 +112,6 @@ class BasePatch:
     def is_applied(self) -> bool:
         """Whether a patch ``apply()`` declared for this object is in force now."""
         return driving_sdk1.any_applied(self.declared_names())
-
-    def get_info(self, show_diff: bool = False) -> str:
-        """One line naming the patch (and, with ``show_diff``, what it replaced)."""
-        return self.describe()
 
 
 def _no_argument_check(check: "Optional[Callable[..., Any]]",
@@ -154,7 +181,7 @@ def _requirements(requires: "Any", owner: str) -> "Tuple[str, ...]":
     return chosen
 
 
-class AtomicPatch(BasePatch):
+class AtomicPatch(DeclaredPatch):
     """Replace (or wrap) the attribute at ``target``; see the module docstring."""
 
     def __init__(self, target: str, replacement: "Any" = None, *,
@@ -183,7 +210,7 @@ class AtomicPatch(BasePatch):
         self.requires = _requirements(requires, f"AtomicPatch({target!r})")
 
     @property
-    def name(self) -> str:   # type: ignore[override]
+    def name(self) -> str:
         return self.target
 
     # DrivingSDK keeps these under private names; code reading them keeps working.
@@ -317,7 +344,7 @@ def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], 
     return change
 
 
-class RegistryPatch(BasePatch):
+class RegistryPatch(DeclaredPatch):
     """Register ``module_cls`` (or ``module_factory()``) as ``name`` in ``registry``."""
 
     target_kind = "registry"
@@ -345,7 +372,7 @@ class RegistryPatch(BasePatch):
         self.requires = _requirements(requires, f"RegistryPatch({registry!r})")
 
     @property
-    def name(self) -> str:   # type: ignore[override]
+    def name(self) -> str:
         return f"{self.registry}.{self.register_name}"
 
     def declare(self, patch_name: str,
@@ -377,7 +404,7 @@ class RegistryPatch(BasePatch):
         return f"RegistryPatch({self.registry}, {self.register_name})"
 
 
-class LegacyPatch(BasePatch):
+class LegacyPatch(DeclaredPatch):
     """A DrivingSDK 1.0 patch function ``func(module, options)`` as a 2.0 patch on
     ``target_module``: run when that module is imported (at once if it is), its changes
     recorded and undone with it, as the 1.0 layer runs it. ``priority`` (lower first)
@@ -416,7 +443,7 @@ class LegacyPatch(BasePatch):
         return legacy
 
     @property
-    def name(self) -> str:   # type: ignore[override]
+    def name(self) -> str:
         explicit = getattr(self.func, "__patch_name__", None)
         if explicit:
             return str(explicit)
@@ -641,5 +668,5 @@ def object_at_path(path: str) -> "Any":
     return object_at(path)
 
 
-__all__ = ["BasePatch", "AtomicPatch", "RegistryPatch", "LegacyPatch", "Patch", "with_imports",
-           "TAG", "unique_name"]
+__all__ = ["BasePatch", "DeclaredPatch", "AtomicPatch", "RegistryPatch", "LegacyPatch", "Patch",
+           "with_imports", "TAG", "unique_name"]
