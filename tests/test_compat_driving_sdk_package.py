@@ -305,3 +305,25 @@ print(json.dumps(buffered | {"after": len(patcher_logger._applied_patches)}))
     assert result["applied"] == [["decided_now.f", "decided_now", "group"]]
     assert result["skipped"] == [["decided_now.gone", "target not found: decided_now.gone"]]
     assert result["after"] == 0
+
+
+def test_a_target_whose_owner_is_a_dict_replaces_that_key_and_is_undone(interpreter):
+    """DrivingSDK's targets reach into dicts (``MODELS._module_dict.SubMConv3d``)."""
+    interpreter.write({"keyed_registry.py": "class Registry:\n    def __init__(self):\n"
+                                            "        self._module_dict = {'Conv': 'cuda conv',"
+                                            " 'Pool': 'cuda pool'}\n\nMODELS = Registry()\n"})
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+from mx_driving.patcher import AtomicPatch, Patcher
+patcher = Patcher().add(
+    AtomicPatch("keyed_registry.MODELS._module_dict.Conv", ["npu conv"]),
+    AtomicPatch("keyed_registry.MODELS._module_dict.Pool", target_wrapper=lambda old: old.upper()),
+    AtomicPatch("keyed_registry.MODELS._module_dict.Gone", ["npu gone"]))
+with patcher:
+    import keyed_registry
+    inside = dict(keyed_registry.MODELS._module_dict)
+print(json.dumps({"inside": inside, "after": keyed_registry.MODELS._module_dict}))
+""")
+    assert result["inside"] == {"Conv": ["npu conv"], "Pool": "CUDA POOL"}   # no "Gone" added
+    assert result["after"] == {"Conv": "cuda conv", "Pool": "cuda pool"}

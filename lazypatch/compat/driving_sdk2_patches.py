@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 
-from ..boundaries import Deferred, resolve
+from ..boundaries import Deferred, resolve, validate_reference
 from ..paths import declare_path, replace, split_path
 from ..registry_entries import registry_entry
 from ..requirements import parse_requirements
@@ -244,15 +244,20 @@ class AtomicPatch(DeclaredPatch):
         if self.replacement is not None:
             value = self.replacement if self.replacement_wrapper is None else \
                 Deferred(self.resolved_replacement, f"replacement_wrapper of {self.target}")
-            return replace(self.target, value, name=patch_name, precheck=precheck,
-                           runtime_check=self.runtime_check, aliases=self.aliases, tags=(TAG,),
-                           requires=self.requires)
-        return declare_path(self.target, _target_wrapper_change(self.target_wrapper),
-                            f"Wrap {self.target} with target_wrapper "
-                            f"{getattr(self.target_wrapper, '__qualname__', '')}",
-                            patch_name, name=patch_name, rebind=False, priority=0,
-                            requires=self.requires,
-                            tags=(TAG,), enabled=True, precheck=precheck, aliases=self.aliases)
+            if self.runtime_check is not None:
+                return replace(self.target, value, name=patch_name, precheck=precheck,
+                               runtime_check=self.runtime_check, aliases=self.aliases,
+                               tags=(TAG,), requires=self.requires)
+            validate_reference(value, f"AtomicPatch({self.target!r}): the replacement")
+            shown = value if isinstance(value, str) else getattr(value, "__qualname__", repr(value))
+            change, description = _value_change(value), f"Replace {self.target} with {shown}"
+        else:
+            change = _target_wrapper_change(self.target_wrapper)
+            description = (f"Wrap {self.target} with target_wrapper "
+                           f"{getattr(self.target_wrapper, '__qualname__', '')}")
+        return declare_path(self.target, change, description, patch_name, name=patch_name,
+                            rebind=False, priority=0, requires=self.requires, tags=(TAG,),
+                            enabled=True, precheck=precheck, aliases=self.aliases)
 
     def _target_present(self) -> None:
         """Skip, in DrivingSDK's words, where the target's owner is there without the
@@ -261,7 +266,8 @@ class AtomicPatch(DeclaredPatch):
         from .driving_sdk2_helpers import object_at
         owner_path, _, attribute = self.target.rpartition(".")
         owner = object_at(owner_path, ensure_import=False)
-        if owner is not None and not hasattr(owner, attribute):
+        present = attribute in owner if isinstance(owner, dict) else hasattr(owner, attribute)
+        if owner is not None and not present:
             from ..errors import SkipPatch
             raise SkipPatch(f"target not found: {self.target}")
 
@@ -332,14 +338,32 @@ def attribute_under(root: "Any", path: str) -> "Tuple[Any, str]":
     return owner, last
 
 
-def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], None]":
+def _value_change(value: "Any") -> "Callable[[Any, Any, str], None]":
+    """Set ``value`` (resolved when applied) at the target: an attribute, or, where the
+    target's owner is a dict (``REGISTRY._module_dict.Name``, as DrivingSDK's targets go),
+    that key; recorded either way."""
     from ..paths import _replace_value
 
     def change(patch: "Any", owner: "Any", attribute: str) -> None:
-        original = getattr(owner, attribute)   # as DrivingSDK reads it (bound for classes)
+        if isinstance(owner, dict):
+            if attribute not in owner:
+                raise AttributeError(f"the dict at the target has no key {attribute!r}")
+            patch.setitem(owner, attribute, resolve(value))
+        else:
+            _replace_value(value)(patch, owner, attribute)
+    change.rebind = False  # type: ignore[attr-defined]
+    return change
+
+
+def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], None]":
+    def change(patch: "Any", owner: "Any", attribute: str) -> None:
+        # as DrivingSDK reads it (bound for classes; a dict's item)
+        original = owner[attribute] if isinstance(owner, dict) else getattr(owner, attribute)
         with worded("target_wrapper"):
             wrapped = target_wrapper(original)
-        _replace_value(wrapped)(patch, owner, attribute)
+        # The wrapper's result is the value itself (a string is not a path to resolve).
+        _value_change(Deferred(lambda: wrapped, "target_wrapper's result"))(
+            patch, owner, attribute)
     change.rebind = False  # type: ignore[attr-defined]
     return change
 
