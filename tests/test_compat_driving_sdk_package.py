@@ -327,3 +327,43 @@ print(json.dumps({"inside": inside, "after": keyed_registry.MODELS._module_dict}
 """)
     assert result["inside"] == {"Conv": ["npu conv"], "Pool": "CUDA POOL"}   # no "Gone" added
     assert result["after"] == {"Conv": "cuda conv", "Pool": "cuda pool"}
+
+
+def test_pseudo_sampler_replacement_runs_the_replaced_sample_without_unique(interpreter):
+    """PseudoSampler._sample_replacement as a class's sample (DrivingSDK's AtomicPatch)
+    runs the sample it replaced, recompiled without unique; so does the 1.0 function."""
+    interpreter.write({"fake_sampler.py": """
+class Indices(list):
+    def squeeze(self, dim):
+        return self
+
+    def unique(self):
+        raise AssertionError("unique() is the host sort the patch removes")
+
+
+def nonzero(values):
+    return Indices(index for index, value in enumerate(values) if value)
+
+
+class Sampler:
+    def sample(self, assigned):
+        positive = nonzero(assigned).squeeze(-1).unique()
+        return list(positive)
+"""})
+    result = interpreter.run_json("""
+import json, types
+import lazypatch.auto
+import fake_sampler
+from mx_driving.patcher import AtomicPatch, PseudoSampler, pseudo_sampler
+original = fake_sampler.Sampler.sample
+AtomicPatch("fake_sampler.Sampler.sample", PseudoSampler._sample_replacement).apply()
+through_lazypatch = fake_sampler.Sampler().sample([0, 3, 0, 1])
+fake_sampler.Sampler.sample = original
+# the 1.0 function on a module object: its PseudoSampler's own sample, rebuilt
+mmdet = types.ModuleType("mmdet")
+mmdet.core = types.SimpleNamespace(bbox=types.SimpleNamespace(samplers=types.SimpleNamespace(
+    pseudo_sampler=types.SimpleNamespace(PseudoSampler=fake_sampler.Sampler))))
+pseudo_sampler(mmdet, {})
+print(json.dumps([through_lazypatch, fake_sampler.Sampler().sample([2, 0, 5])]))
+""")
+    assert result == [[1, 3], [0, 2]]

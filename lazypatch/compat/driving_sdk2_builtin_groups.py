@@ -63,21 +63,21 @@ class PackBacked:
 
 class BuiltinAtomicPatch(PackBacked, AtomicPatch):
     """DrivingSDK's ``AtomicPatch`` of a built-in group (see ``PackBacked``);
-    ``bound_replacement(root)`` makes the replacement ``apply_to(root)`` sets where it
-    must use the given module's own functions."""
+    ``bound_replacement(root, original)`` makes the replacement ``apply_to(root)`` sets
+    where it must use the given module's own functions or the value it replaces."""
 
     def __init__(self, target: str, replacement: "Any" = None, *,
                  pack_patches: "Tuple[str, ...]" = (),
-                 bound_replacement: "Optional[Callable[[Any], Any]]" = None,
+                 bound_replacement: "Optional[Callable[[Any, Any], Any]]" = None,
                  **options: "Any") -> None:
         super().__init__(target, replacement, **options)
         self.pack_patches = tuple(pack_patches)
         self.bound_replacement = bound_replacement
 
-    def replacement_for(self, root: "Any") -> "Any":
+    def replacement_for(self, root: "Any", original: "Any") -> "Any":
         if self.bound_replacement is not None:
-            return self.bound_replacement(root)
-        return super().replacement_for(root)
+            return self.bound_replacement(root, original)
+        return super().replacement_for(root, original)
 
 
 class BuiltinRegistryPatch(PackBacked, RegistryPatch):
@@ -278,7 +278,7 @@ class Stream(Mmcv1Group):
         return [BuiltinAtomicPatch(
             "mmcv.parallel._functions.Scatter.forward", staticmethod(cls.scatter_forward),
             precheck=cls.precheck, pack_patches=("ascend.mmcv1_scatter_stream",),
-            bound_replacement=lambda mmcv: staticmethod(functools.partial(
+            bound_replacement=lambda mmcv, _forward: staticmethod(functools.partial(
                 scatter_with_streams, mmcv.parallel._functions)))]
 
 
@@ -393,6 +393,53 @@ class OptimizerWrapper(Patch):
 
 # -- mmdet --------------------------------------------------------------------------
 
+def sample_without_unique(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
+    """``PseudoSampler.sample`` of ``type(self)`` as it was before lazypatch patched it,
+    recompiled without ``unique`` after ``nonzero(...).squeeze(-1)`` (as it is where its
+    source has none)."""
+    return rebuilt_sample(_installed_sample(type(self)))(self, *args, **kwargs)
+
+
+_SAMPLES_WITHOUT_UNIQUE: "Dict[Any, Any]" = {}
+
+
+def sample_of(sample: "Any") -> "Callable[..., Any]":
+    """A ``sample`` method running ``sample`` without ``unique`` (recompiled at the first
+    call, not when it is set)."""
+    def bound_sample(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
+        return rebuilt_sample(sample)(self, *args, **kwargs)
+    bound_sample.__wrapped__ = sample   # type: ignore[attr-defined]
+    bound_sample.__name__ = "sample"
+    return bound_sample
+
+
+def rebuilt_sample(sample: "Any") -> "Any":
+    """``sample`` recompiled without ``unique`` (itself where there is none), once."""
+    if sample not in _SAMPLES_WITHOUT_UNIQUE:
+        from importlib import import_module
+        samplers = import_module("lazypatch.registry.ascend.samplers")
+        rebuilt, _ = samplers.without_unique(getattr(sample, "__wrapped__", sample))
+        _SAMPLES_WITHOUT_UNIQUE[sample] = rebuilt or sample
+    return _SAMPLES_WITHOUT_UNIQUE[sample]
+
+
+def _installed_sample(owner: type) -> "Any":
+    """``owner``'s ``sample`` as it was before any patch (this replacement skipped, so
+    that a class whose ``sample`` it became still finds the method it replaced)."""
+    from .. import original
+    candidates = []
+    try:
+        candidates.append(original(owner, "sample"))
+    except AttributeError:
+        pass
+    candidates += [klass.__dict__["sample"] for klass in owner.__mro__ if "sample" in klass.__dict__]
+    for candidate in candidates:
+        function = getattr(candidate, "__func__", candidate)
+        if function is not sample_without_unique:
+            return function
+    raise TypeError(f"{owner.__name__} has no sample method of its own to run without unique")
+
+
 class PseudoSampler(Patch):
     """mmdet's ``PseudoSampler.sample`` without the host-side ``unique`` (lazypatch:
     ``ascend.pseudo_sampler_mmdet2`` on mmdet 2.x's path, DrivingSDK's target, and
@@ -410,15 +457,7 @@ class PseudoSampler(Patch):
         except (ImportError, ValueError):
             return False
 
-    @staticmethod
-    def _sample_replacement(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
-        """``type(self).sample`` recompiled from its installed source without ``unique``
-        after ``nonzero(...).squeeze(-1)`` (the method itself where there is none)."""
-        from importlib import import_module
-        samplers = import_module("lazypatch.registry.ascend.samplers")
-        original = type(self).__dict__.get("sample", type(self).sample)
-        rebuilt, _ = samplers.without_unique(getattr(original, "__wrapped__", original))
-        return (rebuilt or original)(self, *args, **kwargs)
+    _sample_replacement = staticmethod(sample_without_unique)
 
     @classmethod
     def patches(cls, options: "Optional[Dict[str, Any]]" = None) -> "List[BasePatch]":
@@ -426,7 +465,8 @@ class PseudoSampler(Patch):
             "mmdet.core.bbox.samplers.pseudo_sampler.PseudoSampler.sample",
             cls._sample_replacement, precheck=cls._precheck,
             aliases=["mmdet.models.task_modules.samplers.pseudo_sampler.PseudoSampler.sample"],
-            pack_patches=("ascend.pseudo_sampler_mmdet2", "ascend.pseudo_sampler"))]
+            pack_patches=("ascend.pseudo_sampler_mmdet2", "ascend.pseudo_sampler"),
+            bound_replacement=lambda mmdet, sample: sample_of(sample))]
 
 
 RESNET = "mmdet.models.backbones.resnet"

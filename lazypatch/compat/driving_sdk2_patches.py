@@ -271,9 +271,10 @@ class AtomicPatch(DeclaredPatch):
             from ..errors import SkipPatch
             raise SkipPatch(f"target not found: {self.target}")
 
-    def replacement_for(self, root: "Any") -> "Any":
-        """The replacement for ``apply_to(root)``: a string path under ``root``'s name read
-        from ``root``'s attributes, any other resolved; wrapped as declared."""
+    def replacement_for(self, root: "Any", original: "Any") -> "Any":
+        """The replacement for ``apply_to(root)`` of the target holding ``original``: a
+        string path under ``root``'s name read from ``root``'s attributes, any other
+        resolved; wrapped as declared."""
         value = self.replacement
         if isinstance(value, str) and value.partition(".")[0] == getattr(root, "__name__", None):
             owner, attribute = attribute_under(root, value.replace(":", "."))
@@ -292,7 +293,7 @@ class AtomicPatch(DeclaredPatch):
             with worded("target_wrapper"):
                 value = self.target_wrapper(original)   # type: ignore[misc]
         else:
-            value = self.replacement_for(root)
+            value = self.replacement_for(root, original)
         setattr(owner, attribute, value)
 
     def get_info(self, show_diff: bool = False) -> str:
