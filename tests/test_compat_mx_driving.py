@@ -391,3 +391,39 @@ def test_builtin_1_0_functions_patch_a_given_module_object_as_drivingsdk_1_0_did
     assert (fake_numpy.bool, fake_numpy.float, fake_numpy.int) == (bool, float, int)
     with pytest.raises(AttributeError):
         stream(module("mmcv", parallel=module("parallel", _functions=module("_functions"))), {})
+
+
+def test_1_0_functions_on_a_module_object_keep_runtime_checks_and_the_replaced_method(
+        interpreter):
+    """``index(torch_like, {})``: the mask path where the runtime check says so, the
+    original elsewhere; ``resnet_fp16(mmdet_like, {})``: the forward it replaced, under
+    autocast (and no recursion into itself)."""
+    result = interpreter.run_json("""
+import json, types, warnings
+import torch
+from lazypatch.compat.driving_sdk2_builtin_patches import index, resnet_fp16
+warnings.simplefilter("ignore")                    # CPU autocast may not take float16
+
+class Tensor(torch.Tensor):
+    pass
+
+torch_like = types.ModuleType("torch")
+torch_like.Tensor = Tensor
+index(torch_like, {})
+values = torch.arange(4.0).as_subclass(Tensor)
+masked = values[torch.tensor([True, False, True, False])].tolist()
+plain = values[1].item()
+
+class ResNet:
+    def forward(self, x):
+        return (x * 2,)
+
+backbones = types.SimpleNamespace(resnet=types.SimpleNamespace(ResNet=ResNet))
+mmdet_like = types.ModuleType("mmdet")
+mmdet_like.models = types.SimpleNamespace(backbones=backbones)
+resnet_fp16(mmdet_like, {})
+outs = ResNet().forward(torch.ones(2))
+print(json.dumps({"masked": masked, "plain": plain,
+                  "fp16": [outs[0].tolist(), str(outs[0].dtype)]}))
+""", timeout=120)
+    assert result == {"masked": [0.0, 2.0], "plain": 1.0, "fp16": [[2.0, 2.0], "torch.float32"]}

@@ -423,21 +423,26 @@ def rebuilt_sample(sample: "Any") -> "Any":
     return _SAMPLES_WITHOUT_UNIQUE[sample]
 
 
-def _installed_sample(owner: type) -> "Any":
-    """``owner``'s ``sample`` as it was before any patch (this replacement skipped, so
-    that a class whose ``sample`` it became still finds the method it replaced)."""
+def method_replaced(owner: type, name: str, replacement: "Any") -> "Any":
+    """``owner``'s method ``name`` as it was before any lazypatch patch, ``replacement``
+    skipped (a class whose method the replacement became still finds the one it
+    replaced, up its MRO)."""
     from .. import original
     candidates = []
     try:
-        candidates.append(original(owner, "sample"))
+        candidates.append(original(owner, name))
     except AttributeError:
         pass
-    candidates += [klass.__dict__["sample"] for klass in owner.__mro__ if "sample" in klass.__dict__]
+    candidates += [klass.__dict__[name] for klass in owner.__mro__ if name in klass.__dict__]
     for candidate in candidates:
         function = getattr(candidate, "__func__", candidate)
-        if function is not sample_without_unique:
+        if function is not replacement:
             return function
-    raise TypeError(f"{owner.__name__} has no sample method of its own to run without unique")
+    raise TypeError(f"{owner.__name__} has no {name} of its own for {replacement.__name__}")
+
+
+def _installed_sample(owner: type) -> "Any":
+    return method_replaced(owner, "sample", sample_without_unique)
 
 
 class PseudoSampler(Patch):
@@ -527,18 +532,32 @@ class ResNetFP16(Patch):
     def _forward_replacement(self: "Any", x: "Any") -> "Any":
         """ResNet's forward as it was before any patch, under float16 autocast on the
         input's device type, its outputs as float32."""
-        import torch
-
-        from .. import original
-        forward = original(type(self), "forward")
-        with torch.autocast(device_type=x.device.type, dtype=torch.float16):
-            outs = forward(self, x)
-        return tuple(out.float() for out in outs)
+        forward = method_replaced(type(self), "forward", ResNetFP16._forward_replacement)
+        return fp16_forward(forward, self, x)
 
     @classmethod
     def patches(cls, options: "Optional[Dict[str, Any]]" = None) -> "List[BasePatch]":
         return [BuiltinAtomicPatch(f"{RESNET}.ResNet.forward", cls._forward_replacement,
-                                   pack_patches=("ascend.resnet_fp16",))]
+                                   pack_patches=("ascend.resnet_fp16",),
+                                   bound_replacement=lambda mmdet, forward: fp16_of(forward))]
+
+
+def fp16_of(forward: "Callable[..., Any]") -> "Callable[..., Any]":
+    """A ``forward`` method running ``forward`` under float16 autocast (``fp16_forward``)."""
+    def forward_in_fp16(self: "Any", x: "Any") -> "Any":
+        return fp16_forward(forward, self, x)
+    forward_in_fp16.__wrapped__ = forward   # type: ignore[attr-defined]
+    forward_in_fp16.__name__ = "forward"
+    return forward_in_fp16
+
+
+def fp16_forward(forward: "Callable[..., Any]", self: "Any", x: "Any") -> "Any":
+    """``forward(self, x)`` under float16 autocast on the input's device type, its
+    outputs as float32."""
+    import torch
+    with torch.autocast(device_type=x.device.type, dtype=torch.float16):
+        outs = forward(self, x)
+    return tuple(out.float() for out in outs)
 
 
 # -- mmdet3d ------------------------------------------------------------------------

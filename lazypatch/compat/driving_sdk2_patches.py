@@ -294,6 +294,8 @@ class AtomicPatch(DeclaredPatch):
                 value = self.target_wrapper(original)   # type: ignore[misc]
         else:
             value = self.replacement_for(root, original)
+            if self.runtime_check is not None:
+                value = _dispatching(original, value, self.runtime_check)
         setattr(owner, attribute, value)
 
     def get_info(self, show_diff: bool = False) -> str:
@@ -323,6 +325,21 @@ class AtomicPatch(DeclaredPatch):
 
     def __repr__(self) -> str:
         return f"AtomicPatch({self.target!r})"
+
+
+def _dispatching(original: "Any", replacement: "Any", check: "Callable[..., Any]") -> "Any":
+    """``replacement`` where ``check(*args, **kwargs)`` says yes, else ``original`` (a check
+    that raises runs the original, as DrivingSDK does)."""
+    import functools
+
+    @functools.wraps(original)
+    def dispatch(*args: "Any", **kwargs: "Any") -> "Any":
+        try:
+            chosen = bool(check(*args, **kwargs))
+        except Exception:
+            chosen = False
+        return (replacement if chosen else original)(*args, **kwargs)
+    return dispatch
 
 
 def attribute_under(root: "Any", path: str) -> "Tuple[Any, str]":
