@@ -427,3 +427,18 @@ print(json.dumps({"masked": masked, "plain": plain,
                   "fp16": [outs[0].tolist(), str(outs[0].dtype)]}))
 """, timeout=120)
     assert result == {"masked": [0.0, 2.0], "plain": 1.0, "fp16": [[2.0, 2.0], "torch.float32"]}
+
+
+def test_default_builder_holds_drivingsdk_default_groups_in_its_order(interpreter):
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+from lazypatch.compat.mx_driving import default_patcher_builder
+groups = [group for _, group in default_patcher_builder.build()._patcher._collect_all_patches()]
+print(json.dumps(list(dict.fromkeys(groups))))
+""")
+    # as DrivingSDK's default builder: by target module, NumPy's aliases before mmdet3d's
+    assert result == ["multi_scale_deformable_attention", "deform_conv", "modulated_deform_conv",
+                      "spconv3d", "stream", "ddp", "resnet_add_relu", "resnet_maxpool",
+                      "numpy_compat", "nuscenes_dataset", "nuscenes_metric", "tensor_index",
+                      "batch_matmul"]

@@ -152,6 +152,7 @@ class Patcher:
         self._legacy: "Optional[driving_sdk1.Patcher]" = None
         self._applied = False
         self._collected: "Optional[List[Tuple[BasePatch, str]]]" = None
+        self._switched_off: "Set[str]" = set()   # disabled names, lazypatch's included
 
     # -- collecting ---------------------------------------------------------------
 
@@ -403,6 +404,7 @@ class Patcher:
         if allow_internal_format is not None:
             self._allow_internal_format = bool(allow_internal_format)
         start = len(self.names)
+        self._switched_off = switched_off
         try:
             self._declare_entries(blacklist)
         except BaseException:
@@ -500,6 +502,9 @@ class Patcher:
         conflicts.remember(self._key, group, names)
 
     def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
+        if not patch.leave_out(self._switched_off):
+            self._declared.append((patch, group, ""))
+            return ""   # its work is all done by built-in patches disabled by name
         prefix = patch.name_prefix or NAME_PREFIX
         base = f"{prefix}.{group}.{patch.name}" if group else f"{prefix}.{patch.name}"
         names = patch.declare_all(_unique(base), guard)

@@ -25,7 +25,7 @@ from .driving_sdk2_versions import mmcv_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 
 def enable_pack_patches(names: "Iterable[str]") -> "List[str]":
@@ -50,6 +50,13 @@ class PackBacked:
     enables them (``pack_patches``); with none, it is declared as its base class is."""
 
     pack_patches: "Tuple[str, ...]" = ()
+
+    def leave_out(self, names: "Set[str]") -> bool:
+        if not self.pack_patches:
+            return True
+        self.pack_patches = tuple(name for name in self.pack_patches if name not in names
+                                  and name.rsplit(".", 1)[-1] not in names)
+        return bool(self.pack_patches)
 
     def declare_all(self, patch_name: str,
                     guard: "Optional[Callable[[], None]]" = None) -> "List[str]":

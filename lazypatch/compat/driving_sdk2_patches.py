@@ -15,7 +15,7 @@ from .driving_sdk2_summary import TAG, patcher_logger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 unique_name = driving_sdk1.unique_name   # one definition, in the 1.0 layer below
 
@@ -61,6 +61,11 @@ class BasePatch(ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def leave_out(self, names: "Set[str]") -> bool:
+        """Leave out of this patch the lazypatch patches ``names`` disable (by name or
+        last part); whether anything of it is left to declare."""
+        return True
 
     def apply_to(self, root: "Any") -> None:
         """DrivingSDK 1.0's way, for the module object a 1.0 patch function is given when

@@ -30,7 +30,7 @@ from __future__ import annotations
 from ..registration import validate_target
 from .driving_sdk1 import DEFAULT_TAGS, Patch, Patcher, as_patch_list
 from .driving_sdk2 import Patcher as GroupPatcher
-from .driving_sdk2_builtin_patches import LEGACY_NAME_TO_CLASS
+from .driving_sdk2_builtin_patches import DEFAULT_CLASS_NAMES, LEGACY_NAME_TO_CLASS
 from .driving_sdk2_builtins import renamed
 from .driving_sdk2_patches import LegacyPatch
 
@@ -43,7 +43,9 @@ class PatcherBuilder:
     """Fluent construction of DrivingSDK 1.0's patcher (every method returns the builder);
     ``build()`` makes it of the 2.0 ``Patcher`` (see ``LegacyPatcher``)."""
 
-    def __init__(self, builtin_tags: "Iterable[str]" = ()) -> None:
+    def __init__(self, builtin_tags: "Iterable[str]" = (),
+                 default_groups: "Iterable[str]" = ()) -> None:
+        self._default_groups = tuple(default_groups)
         self._module_patches: "Dict[str, List[Patch]]" = {}
         self._blacklist: "Set[str]" = set()
         self._profiling_options: "Optional[Dict[str, Any]]" = None
@@ -95,7 +97,7 @@ class PatcherBuilder:
         (``index``, ``msda``...; ``_LEGACY_NAME_TO_CLASS``), that group's patches
         (each marked with the group's name as ``_parent_name``)."""
         patcher = GroupPatcher(builtin_tags=self.builtin_tags)
-        for module_name, patches in self._module_patches.items():
+        for module_name, patches in self._with_defaults().items():
             for patch_object in patches:
                 if patch_object.name in self._blacklist:
                     continue
@@ -113,6 +115,22 @@ class PatcherBuilder:
         if self._brake_step is not None:
             patcher.brake_at(self._brake_step)
         return LegacyPatcher(patcher, allow_internal_format)
+
+
+    def _with_defaults(self) -> "Dict[str, List[Patch]]":
+        """The patches added, after the default groups' 1.0 functions on their target
+        modules (``default_patcher_builder``: DrivingSDK's default groups, in its order)."""
+        if not self._default_groups:
+            return self._module_patches
+        from .driving_sdk2_builtin_patches import CLASSES, FUNCTIONS
+        combined: "Dict[str, List[Patch]]" = {}
+        for class_name in self._default_groups:
+            group: "Any" = CLASSES[class_name]
+            combined.setdefault(group.target_module, []).append(
+                Patch(FUNCTIONS[group.legacy_name]))
+        for module_name, patches in self._module_patches.items():
+            combined.setdefault(module_name, []).extend(patches)
+        return combined
 
 
 class LegacyPatcher:
@@ -142,6 +160,7 @@ class LegacyPatcher:
         self.restore()
 
 
-default_patcher_builder = PatcherBuilder(builtin_tags=DEFAULT_TAGS)
+default_patcher_builder = PatcherBuilder(builtin_tags=DEFAULT_TAGS,
+                                         default_groups=DEFAULT_CLASS_NAMES)
 
 __all__ = ["Patch", "Patcher", "PatcherBuilder", "LegacyPatcher", "default_patcher_builder"]
