@@ -36,6 +36,9 @@ MODEL = {
 
         def helper(x):
             return ("cuda helper", x)
+
+        def legacy(x):
+            return ("cuda legacy", x)
     """,
     # A fake torch_npu (there is no NPU here): the one fused op the example calls.
     "torch_npu/__init__.py": """
@@ -319,7 +322,7 @@ def test_configure_patcher_logging_strict_and_quiet_modes(interpreter):
     # FEATURES.md, "严格模式": a failure raises PatchError from the import
     configure_patcher_logging(on_apply="info", on_skip="warning", on_fail="exception",
                               on_error="exception")
-    Patcher().add(AtomicPatch("my_model.layers.renamed", lambda: None),
+    Patcher().add(AtomicPatch("my_model.layers.legacy", "my_model.nowhere.legacy"),   # fails
                   AtomicPatch("my_model.ops.gaussian.compute_gaussian_weights", lambda *a: 0),
                   ).apply()
     import lazypatch
@@ -851,7 +854,7 @@ class Layers(Patch):
     @classmethod
     def patches(cls, options=None):
         return [AtomicPatch("my_model.layers.helper", lambda x: x),
-                AtomicPatch("my_model.layers.renamed", lambda: None),                  # fails
+                AtomicPatch("my_model.layers.legacy", "my_model.nowhere.legacy"),      # fails
                 AtomicPatch("my_model.layers.Block.forward", lambda self, x: x,
                             precheck=lambda: False),                                   # skipped
                 AtomicPatch("my_model.ops.gaussian.compute_gaussian_weights", print)]  # pending
@@ -908,7 +911,7 @@ def test_configure_summary_sections_level_and_rank(interpreter, setup, env, show
     if "Skipped" in shown:
         assert "~ my_model.layers.Block.forward (precheck" in block
     if "Failed" in shown:
-        assert "! my_model.layers.renamed (" in block
+        assert "! my_model.layers.legacy (" in block
     if "Pending" in shown:
         assert "? my_model.ops.gaussian.compute_gaussian_weights" in block
     if "Skipped Modules" in shown:
@@ -969,11 +972,12 @@ def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new
     patcher = Patcher().add(AtomicPatch("never_imported_pkg.f", print)).apply()
     [name] = patcher.names
     patch = STATE.catalog.by_name[name]
-    before = set(driving_sdk2_summary.SILENT_EVENTS), action_for(patch, "apply")
+    logger = driving_sdk2_summary.patcher_logger
+    before = logger._on_apply, logger._on_fail, action_for(patch, "apply")
     with pytest.raises(ValueError, match="'loud' is not an action"):
         configure_patcher_logging(on_apply="silent", on_fail="loud")
-    # on_apply was not set either: not in the summary's silent events, not in the engine
-    assert (driving_sdk2_summary.SILENT_EVENTS, action_for(patch, "apply")) == before
+    # on_apply was not set either: not on the logger (the summary's sections), not in the engine
+    assert (logger._on_apply, logger._on_fail, action_for(patch, "apply")) == before
     patcher.restore()
 
 
@@ -1066,3 +1070,98 @@ def test_replace_import_with_a_module_and_overrides(interpreter):
     assert result["conflict"] == ("replace_import('other_ext'): VALUE given both in exports= "
                                   "and as a keyword; give each name once")
     assert result["after"] is False
+
+
+def test_patcher_logger_instances_hold_their_own_actions_rank_and_buffer():
+    """DrivingSDK's PatcherLogger: each instance its own event actions (info, info,
+    warning), rank (only rank 0 logs; exception acts on every rank) and buffer for
+    flush_summary; the module's patcher_logger is the one configure_patcher_logging sets."""
+    import io
+    import logging
+
+    from lazypatch.compat.driving_sdk2_summary import PatcherLogger, patcher_logger
+    from lazypatch.errors import PatchError
+    logger = PatcherLogger()
+    stream = io.StringIO()
+    logger._logger = logging.getLogger("test_compat_driving_sdk2.patcher_logger")
+    logger._logger.handlers = [logging.StreamHandler(stream)]
+    logger._logger.propagate = False
+    logger.set_level(logging.DEBUG).set_rank(0).set_buffer_enabled(False)
+    assert (logger._on_apply, logger._on_skip, logger._on_fail) == ("info", "info", "warning")
+    logger.configure(on_skip="silent")
+    logger.applied("pkg.f")
+    logger.skipped("pkg.g", "precheck")
+    logger.failed("pkg.h", "boom")
+    assert stream.getvalue().splitlines() == ["Applied: pkg.f", "Failed: pkg.h (boom)"]
+    assert patcher_logger._on_skip == "info"            # another instance: untouched
+    logger.set_rank(1).configure(on_fail="exception")
+    logger.applied("pkg.quiet")
+    with pytest.raises(PatchError, match="Failed: pkg.h"):
+        logger.failed("pkg.h")                          # every rank raises
+    assert "pkg.quiet" not in stream.getvalue()
+    logger.configure(on_error="exit")
+    with pytest.raises(SystemExit):
+        logger.error("unexpected")                      # error() acts as on_error says
+    buffered = PatcherLogger().set_rank(0).set_buffer_enabled(True)
+    buffered.applied("mmcv.ops.f", package="mmcv", patch_name="f_patch")
+    assert "=== MX-DRIVING PATCHER SUMMARY ===" in buffered.buffered_summary()
+    assert "    [mmcv]\n      f_patch:\n        + mmcv.ops.f" in buffered.buffered_summary()
+    buffered._logger = logger._logger
+    buffered.flush_summary()
+    assert buffered._applied_patches == [] and "+ mmcv.ops.f" in stream.getvalue()
+
+
+def test_late_replace_import_and_stacked_with_imports_warn_on_the_patcher_logger(caplog):
+    import sys
+    import types
+
+    from lazypatch.compat.driving_sdk2 import Patcher, with_imports
+    from lazypatch.compat.driving_sdk2_summary import patcher_logger
+    sys.modules["already_imported_for_replace"] = types.ModuleType("already_imported_for_replace")
+    try:
+        with caplog.at_level("WARNING", logger="lazypatch"):
+            Patcher().replace_import("already_imported_for_replace", "json")
+
+            @with_imports("json")
+            @with_imports(("os", "sep"))
+            def stacked():
+                return sep  # noqa: F821
+        texts = [record.getMessage() for record in caplog.records]
+        assert any("replace_import skipped for already_imported_for_replace" in text and
+                   "Call replace_import() before importing" in text for text in texts)
+        assert any("stacking multiple @with_imports on 'stacked'" in text for text in texts)
+        assert "already_imported_for_replace -> json (skipped: already imported)" in \
+            patcher_logger._replaced_imports
+    finally:
+        del sys.modules["already_imported_for_replace"]
+        patcher_logger._replaced_imports.clear()
+
+
+def test_basepatch_is_abstract_and_a_drivingsdk_subclass_runs_its_own_apply(forget_new_patches):
+    from lazypatch.compat.driving_sdk2 import BasePatch, Patcher
+    from lazypatch.compat.driving_sdk2_results import PatchResult, PatchStatus
+    with pytest.raises(TypeError):
+        BasePatch()
+
+    class NoApply(BasePatch):
+        @property
+        def name(self):
+            return "no_apply"
+    with pytest.raises(TypeError):
+        NoApply()
+    ran = []
+
+    class OwnApply(BasePatch):       # written for DrivingSDK: it changes things itself
+        @property
+        def name(self):
+            return "own_apply"
+
+        def apply(self):
+            ran.append(True)
+            return PatchResult(PatchStatus.APPLIED, self.name, "")
+
+    patcher = Patcher().add(OwnApply())
+    assert [group for _, group in patcher._collect_all_patches()] == ["own_apply"]
+    patcher.apply()
+    assert ran == [True] and patcher.names == []     # nothing of lazypatch's to undo
+    patcher.restore()

@@ -197,3 +197,173 @@ print(json.dumps({"before": before, "after": eager_pkg.sub.f(), "asked": len(ask
 """)
     assert result["before"] == [False, 0]
     assert result["after"] == "patched" and result["asked"] == 1
+
+
+def test_builtin_groups_have_drivingsdk_shape_and_the_packs_do_the_work(interpreter):
+    """DrivingSDK's built-in classes list its patches (targets, kinds, counts); adding one
+    to a Patcher turns on the lazypatch pack doing that work, undone by restore() (a pack
+    already on before stays on)."""
+    code = """
+import json, sys
+import lazypatch.auto
+if not os.environ.get("ALREADY_ON"):
+    lazypatch.disable("numpy_compat")    # off: the Patcher turns it on, and off again
+from mx_driving.patcher import (AtomicPatch, LegacyPatch, NumpyCompat, OptimizerHooks,
+                                Patcher, RegistryPatch, TensorIndex, TorchScatter)
+shape = {"index": [isinstance(p, AtomicPatch)
+                   for p in TensorIndex.patches()] + [p.target for p in TensorIndex.patches()],
+         "hooks": [isinstance(p, RegistryPatch) and p.registry for p in OptimizerHooks.patches()],
+         "scatter": sorted(p.target for p in TorchScatter.patches()),
+         "numpy": [isinstance(p, LegacyPatch) and p.target_module for p in NumpyCompat.patches()]}
+patcher = Patcher().add(NumpyCompat)
+with patcher:
+    import numpy
+    inside = numpy.float is float
+    status = {r["name"]: r["status"] for r in lazypatch.report()}
+collected = patcher._collect_all_patches()
+print(json.dumps({"shape": shape, "inside": inside, "after": hasattr(numpy, "float"),
+                  "type_aliases": status.get("numpy_compat.type_aliases"),
+                  "collected": [group for _, group in collected],
+                  "cached": collected is patcher._collect_all_patches(),
+                  "refreshed": collected is not patcher._collect_all_patches(force_refresh=True)}))
+"""
+    result = interpreter.run_json(code.replace("import json, sys", "import json, os, sys"))
+    assert result["shape"]["index"] == [True, "torch.Tensor.__getitem__"]
+    assert result["shape"]["hooks"] == ["mmcv.runner.hooks.optimizer.HOOKS"] * 4
+    assert result["shape"]["scatter"] == sorted(
+        f"{module}.scatter_{op}" for module in ("torch_scatter", "torch_scatter.scatter")
+        for op in ("sum", "mean", "max"))
+    assert result["shape"]["numpy"] == ["numpy"]
+    # numpy 1.24 removed np.float: the numpy_compat pack brings it back while the patcher is in force
+    assert result["inside"] is True and result["type_aliases"] == "applied"
+    assert result["after"] is False
+    assert result["collected"] == ["numpy_compat"]
+    assert result["cached"] and result["refreshed"]
+    already_on = interpreter.run_json(code.replace("import json, sys", "import json, os, sys"),
+                                      env={"ALREADY_ON": "1"})
+    assert already_on["inside"] is True and already_on["after"] is True
+
+
+def test_errors_of_a_patch_s_own_callbacks_and_a_missing_target_read_as_drivingsdk_words_them(
+        interpreter):
+    interpreter.write({"callback_target.py": "class Thing:\n    def run(self):\n"
+                                             "        return 'original'\n\ndef f():\n"
+                                             "    return 'original'\n"})
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+import callback_target
+from mx_driving.patcher import AtomicPatch, PatchStatus
+
+def boom(*args):
+    raise RuntimeError("boom")
+
+results = {
+    "no": AtomicPatch("callback_target.f", lambda: 1, precheck=lambda: False).apply(),
+    "precheck": AtomicPatch("callback_target.f", lambda: 1, precheck=boom).apply(),
+    "replacement_wrapper": AtomicPatch("callback_target.f", lambda: 1,
+                                       replacement_wrapper=boom).apply(),
+    "target_wrapper": AtomicPatch("callback_target.Thing.run", target_wrapper=boom).apply(),
+    "missing": AtomicPatch("callback_target.Thing.renamed", lambda self: 1).apply(),
+}
+print(json.dumps({key: [result.status.value, result.reason] for key, result in results.items()}
+                 | {"untouched": [callback_target.f(), callback_target.Thing().run()]}))
+""")
+    assert result["no"] == ["skipped", "precheck failed"]
+    # another version of the target: skipped, as DrivingSDK skips it (not failed)
+    assert result["missing"] == ["skipped", "target not found: callback_target.Thing.renamed"]
+    for callback in ("precheck", "replacement_wrapper", "target_wrapper"):
+        assert result[callback] == ["failed", f"RuntimeError: {callback} error: boom"]
+    assert result["untouched"] == ["original", "original"]
+
+
+def test_apply_leaves_the_outcomes_it_decided_in_patcher_logger_buffers(interpreter):
+    """DrivingSDK's apply() leaves each outcome in patcher_logger's buffers (its own code
+    reads them); here those decided by apply() itself, the summary clearing them."""
+    interpreter.write({"decided_now.py": "def f():\n    return 1\n"})
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+import decided_now
+from mx_driving.patcher import AtomicPatch, Patch, Patcher, patcher_logger
+
+class Group(Patch):
+    name = "group"
+
+    @classmethod
+    def patches(cls, options=None):
+        return [AtomicPatch("decided_now.f", lambda: 2),
+                AtomicPatch("decided_now.gone", lambda: 3),
+                AtomicPatch("not_imported_yet_anywhere.f", print)]
+
+patcher = Patcher().add(Group).apply()
+buffered = {"applied": [(i.target, i.package, i.patch_name) for i in patcher_logger._applied_patches],
+            "skipped": [(i.target, i.reason) for i in patcher_logger._skipped_patches]}
+patcher.restore()
+print(json.dumps(buffered | {"after": len(patcher_logger._applied_patches)}))
+""")
+    assert result["applied"] == [["decided_now.f", "decided_now", "group"]]
+    assert result["skipped"] == [["decided_now.gone", "target not found: decided_now.gone"]]
+    assert result["after"] == 0
+
+
+def test_a_target_whose_owner_is_a_dict_replaces_that_key_and_is_undone(interpreter):
+    """DrivingSDK's targets reach into dicts (``MODELS._module_dict.SubMConv3d``)."""
+    interpreter.write({"keyed_registry.py": "class Registry:\n    def __init__(self):\n"
+                                            "        self._module_dict = {'Conv': 'cuda conv',"
+                                            " 'Pool': 'cuda pool'}\n\nMODELS = Registry()\n"})
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+from mx_driving.patcher import AtomicPatch, Patcher
+patcher = Patcher().add(
+    AtomicPatch("keyed_registry.MODELS._module_dict.Conv", ["npu conv"]),
+    AtomicPatch("keyed_registry.MODELS._module_dict.Pool", target_wrapper=lambda old: old.upper()),
+    AtomicPatch("keyed_registry.MODELS._module_dict.Gone", ["npu gone"]))
+with patcher:
+    import keyed_registry
+    inside = dict(keyed_registry.MODELS._module_dict)
+print(json.dumps({"inside": inside, "after": keyed_registry.MODELS._module_dict}))
+""")
+    assert result["inside"] == {"Conv": ["npu conv"], "Pool": "CUDA POOL"}   # no "Gone" added
+    assert result["after"] == {"Conv": "cuda conv", "Pool": "cuda pool"}
+
+
+def test_pseudo_sampler_replacement_runs_the_replaced_sample_without_unique(interpreter):
+    """PseudoSampler._sample_replacement as a class's sample (DrivingSDK's AtomicPatch)
+    runs the sample it replaced, recompiled without unique; so does the 1.0 function."""
+    interpreter.write({"fake_sampler.py": """
+class Indices(list):
+    def squeeze(self, dim):
+        return self
+
+    def unique(self):
+        raise AssertionError("unique() is the host sort the patch removes")
+
+
+def nonzero(values):
+    return Indices(index for index, value in enumerate(values) if value)
+
+
+class Sampler:
+    def sample(self, assigned):
+        positive = nonzero(assigned).squeeze(-1).unique()
+        return list(positive)
+"""})
+    result = interpreter.run_json("""
+import json, types
+import lazypatch.auto
+import fake_sampler
+from mx_driving.patcher import AtomicPatch, PseudoSampler, pseudo_sampler
+original = fake_sampler.Sampler.sample
+AtomicPatch("fake_sampler.Sampler.sample", PseudoSampler._sample_replacement).apply()
+through_lazypatch = fake_sampler.Sampler().sample([0, 3, 0, 1])
+fake_sampler.Sampler.sample = original
+# the 1.0 function on a module object: its PseudoSampler's own sample, rebuilt
+mmdet = types.ModuleType("mmdet")
+mmdet.core = types.SimpleNamespace(bbox=types.SimpleNamespace(samplers=types.SimpleNamespace(
+    pseudo_sampler=types.SimpleNamespace(PseudoSampler=fake_sampler.Sampler))))
+pseudo_sampler(mmdet, {})
+print(json.dumps([through_lazypatch, fake_sampler.Sampler().sample([2, 0, 5])]))
+""")
+    assert result == [[1, 3], [0, 2]]

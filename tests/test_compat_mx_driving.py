@@ -293,3 +293,152 @@ print(json.dumps({"inside": inside, "after": [after[0], after[1]]}))
 """)
     assert result["inside"] == ["NPUAttention", "Replacement"]
     assert result["after"] == [None, "Original"]
+
+
+def test_builder_builds_on_the_2_0_patcher_and_expands_builtin_functions(interpreter):
+    """As DrivingSDK 2.0 builds a 1.0 builder: a 2.0 Patcher with a LegacyPatch per patch
+    function, and a built-in 1.0 function (``batch_matmul``) as its group's patches."""
+    interpreter.write({"legacy_target.py": "def f():\n    return 'original'\n"})
+    result = interpreter.run_json("""
+import json, logging
+import lazypatch.auto
+from lazypatch.compat import driving_sdk2
+from lazypatch.compat.driving_sdk2_builtin_patches import batch_matmul
+from lazypatch.compat.driving_sdk2_patches import LegacyPatch
+from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+notices = []
+logging.getLogger("lazypatch").addHandler(type("Keep", (logging.Handler,), {
+    "emit": lambda self, record: notices.append(record.getMessage())})())
+logging.getLogger("lazypatch").setLevel(logging.INFO)
+
+def second(module, options):
+    module.f = lambda: module.f_first() + "+second"
+
+def first(module, options):
+    module.f_first = module.f
+    module.f = lambda: "first"
+
+custom = Patch(second, priority=2)
+builder = (PatcherBuilder().add_module_patch("legacy_target", custom, Patch(first, priority=1))
+           .add_module_patch("torch", Patch(batch_matmul)))
+built = builder.build()
+collected = [(type(patch).__name__, group) for patch, group in built._patcher._collect_all_patches()]
+with built:
+    import legacy_target
+    inside, applied = legacy_target.f(), custom.is_applied
+def build_mmcv_epoch_runner_patch():
+    def _apply(module, options):
+        return None
+    return LegacyPatch(_apply, target_module="mmcv")
+print(json.dumps({"patcher": isinstance(built._patcher, driving_sdk2.Patcher),
+                  "collected": collected, "inside": inside, "applied": applied,
+                  "after": [legacy_target.f(), custom.is_applied],
+                  "builder_state": sorted(builder._module_patches),
+                  "inferred": build_mmcv_epoch_runner_patch().name,
+                  "notices": sum("compatibility-layer notice" in n for n in notices)}))
+""")
+    assert result["patcher"] is True
+    assert result["collected"] == [["LegacyPatch", "first"], ["LegacyPatch", "second"]] + \
+        [["BuiltinAtomicPatch", "batch_matmul"]] * 3
+    assert result["inside"] == "original+second" and result["applied"] is True
+    assert result["after"] == ["original", False]
+    assert result["builder_state"] == ["legacy_target", "torch"]
+    assert result["inferred"] == "mmcv_epoch_runner"
+    assert result["notices"] == 1                       # once per process
+
+
+def test_builtin_1_0_functions_patch_a_given_module_object_as_drivingsdk_1_0_did():
+    """``ddp(mmcv, options)`` on a module object that is not the imported module (a
+    stand-in built by hand): the changes are made on that object, its own helpers used;
+    a missing part of the target is an AttributeError, as in DrivingSDK 1.0."""
+    import types
+
+    import pytest
+
+    from lazypatch.compat.driving_sdk2_builtin_patches import ddp, numpy_type, stream
+
+    def module(name, **attributes):
+        made = types.ModuleType(name)
+        made.__dict__.update(attributes)
+        return made
+
+    class DistributedDataParallel:
+        def _run_ddp_forward(self, *inputs, **kwargs):
+            return "cuda"
+
+    class NPUDistributedDataParallel(DistributedDataParallel):
+        pass
+
+    calls = []
+    functions = module("_functions", Scatter=type("Scatter", (), {"forward": None}),
+                       get_input_device=lambda value: 0,
+                       scatter=lambda value, gpus, streams: calls.append(streams) or [value],
+                       synchronize_stream=None, _get_stream=None)
+    mmcv = module("mmcv",
+                  parallel=module("parallel", _functions=functions,
+                                  distributed=module("distributed",
+                                                     MMDistributedDataParallel=DistributedDataParallel)),
+                  device=module("device", npu=module("npu",
+                                                     NPUDistributedDataParallel=NPUDistributedDataParallel)))
+    ddp(mmcv, {})
+    stream(mmcv, {})
+    assert mmcv.parallel.distributed.MMDistributedDataParallel is NPUDistributedDataParallel
+    wrapped = types.SimpleNamespace(device_ids=None, module=lambda *args: ("module", args))
+    assert DistributedDataParallel._run_ddp_forward(wrapped, 1) == ("module", (1,))
+    assert functions.Scatter.forward([0], "batch") == ("batch",) and calls == [None]
+    fake_numpy = module("numpy")
+    numpy_type(fake_numpy, {})
+    assert (fake_numpy.bool, fake_numpy.float, fake_numpy.int) == (bool, float, int)
+    with pytest.raises(AttributeError):
+        stream(module("mmcv", parallel=module("parallel", _functions=module("_functions"))), {})
+
+
+def test_1_0_functions_on_a_module_object_keep_runtime_checks_and_the_replaced_method(
+        interpreter):
+    """``index(torch_like, {})``: the mask path where the runtime check says so, the
+    original elsewhere; ``resnet_fp16(mmdet_like, {})``: the forward it replaced, under
+    autocast (and no recursion into itself)."""
+    result = interpreter.run_json("""
+import json, types, warnings
+import torch
+from lazypatch.compat.driving_sdk2_builtin_patches import index, resnet_fp16
+warnings.simplefilter("ignore")                    # CPU autocast may not take float16
+
+class Tensor(torch.Tensor):
+    pass
+
+torch_like = types.ModuleType("torch")
+torch_like.Tensor = Tensor
+index(torch_like, {})
+values = torch.arange(4.0).as_subclass(Tensor)
+masked = values[torch.tensor([True, False, True, False])].tolist()
+plain = values[1].item()
+
+class ResNet:
+    def forward(self, x):
+        return (x * 2,)
+
+backbones = types.SimpleNamespace(resnet=types.SimpleNamespace(ResNet=ResNet))
+mmdet_like = types.ModuleType("mmdet")
+mmdet_like.models = types.SimpleNamespace(backbones=backbones)
+resnet_fp16(mmdet_like, {})
+outs = ResNet().forward(torch.ones(2))
+print(json.dumps({"masked": masked, "plain": plain,
+                  "fp16": [outs[0].tolist(), str(outs[0].dtype)]}))
+""", timeout=120)
+    assert result == {"masked": [0.0, 2.0], "plain": 1.0, "fp16": [[2.0, 2.0], "torch.float32"]}
+
+
+def test_default_builder_holds_drivingsdk_default_groups_in_its_order(interpreter):
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+from lazypatch.compat.mx_driving import default_patcher_builder
+groups = [group for _, group in default_patcher_builder.build()._patcher._collect_all_patches()]
+print(json.dumps(list(dict.fromkeys(groups))))
+""")
+    # as DrivingSDK's default builder: by target module, NumPy's aliases before mmdet3d's
+    assert result == ["multi_scale_deformable_attention", "deform_conv", "modulated_deform_conv",
+                      "spconv3d", "stream", "ddp", "resnet_add_relu", "resnet_maxpool",
+                      "numpy_compat", "nuscenes_dataset", "nuscenes_metric", "tensor_index",
+                      "batch_matmul"]

@@ -78,10 +78,10 @@ import sys
 from ..boundaries import Deferred
 from ..registration import register, validate_target
 from ..state import STATE
+from . import driving_sdk1
 from . import driving_sdk2_builtins as builtins
 from . import driving_sdk2_conflicts as conflicts
 from . import driving_sdk2_summary as summary
-from . import mx_driving
 from .driving_sdk2_imports import (
     ImportReplacementSpec,
     Stub,
@@ -148,14 +148,17 @@ class Patcher:
         # once a patcher is garbage collected, and its groups may still be declared).
         self._key = next(_PATCHER_KEYS)
         self._brake_step: "Optional[int]" = None
-        self._internal_format = False
-        self._legacy: "Optional[mx_driving.Patcher]" = None
+        self._allow_internal_format: "Optional[bool]" = None   # None: not chosen (False)
+        self._legacy: "Optional[driving_sdk1.Patcher]" = None
         self._applied = False
+        self._collected: "Optional[List[Tuple[BasePatch, str]]]" = None
+        self._switched_off: "Set[str]" = set()   # disabled names, lazypatch's included
 
     # -- collecting ---------------------------------------------------------------
 
     def add(self, *items: "Any", options: "Optional[Dict[str, Any]]" = None) -> "Patcher":
         """Add ``Patch`` classes (with ``options``) or ``AtomicPatch``/``RegistryPatch``."""
+        self._collected = None
         for item in items:
             if isinstance(item, type) and callable(getattr(item, "patches", None)):
                 if getattr(item, "conflicts_with", None) is not None:
@@ -174,6 +177,7 @@ class Patcher:
         """Leave out patches by name, ``Patch`` class or patch object, or DrivingSDK's
         built-in groups by their names (``default_patcher.disable("tensor_index")``); an
         old ``legacy_name`` is mapped to the name (with a ``FutureWarning``)."""
+        self._collected = None
         for name in self._names_of(names, "disable"):
             self._blacklist.add(name)
             self._builtin_on.discard(name)
@@ -183,6 +187,7 @@ class Patcher:
         """Take back an earlier ``disable``; on a patcher with built-in packs, also turn
         on an optional built-in group (``default_patcher.enable("resnet_fp16")``, where
         DrivingSDK writes ``add(ResNetFP16)``). Old names are mapped as for ``disable``."""
+        self._collected = None
         for name in self._names_of(names, "enable"):
             self._blacklist.discard(name)
             self._blacklist -= {old for old, new in conflicts.legacy_names(
@@ -201,6 +206,24 @@ class Patcher:
             chosen.append(conflicts.current_name(name, self._groups(), caller,
                                                  bool(self.builtin_tags)))
         return chosen
+
+    def _collect_all_patches(self, force_refresh: bool = False) -> "List[Tuple[BasePatch, str]]":
+        """(patch, group name) of every entry not disabled, in the order added: a
+        group's ``patches()`` (called now), a patch added directly under its own name.
+        Kept until ``add``/``disable``/``enable`` change the entries or ``force_refresh``."""
+        if self._collected is None or force_refresh:
+            blacklist = self._resolved_blacklist()
+            collected: "List[Tuple[BasePatch, str]]" = []
+            for item, options in self._entries:
+                if item.name in blacklist:
+                    continue
+                if isinstance(item, BasePatch):
+                    collected.append((item, getattr(item, "_parent_name", item.name)))
+                else:
+                    collected.extend((patch, item.name)
+                                     for patch in self._collect(item, options, blacklist))
+            self._collected = collected
+        return self._collected
 
     def _groups(self) -> "List[Any]":
         return [item for item, _ in self._entries if isinstance(item, type)]
@@ -222,7 +245,7 @@ class Patcher:
             validate_target(path)
             name = _stand_in(path)
             self.names.append(name)
-            self._import_events.append(("Skipped Modules", path, name))
+            self._import_event("Skipped Modules", path, name)
             _materialize_stand_in(path)
         return self
 
@@ -263,21 +286,28 @@ class Patcher:
         if module_path in sys.modules:
             # DrivingSDK's documented behaviour: modules that imported the real one keep it,
             # so a late replacement is skipped with a warning rather than half-applied.
-            import warnings
-            warnings.warn(f"replace_import({module_path!r}): {module_path} is already "
-                          f"imported; the replacement is skipped. Call replace_import before "
-                          f"anything imports it", stacklevel=2)
-            self._import_events.append(("Replaced Imports",
-                                        f"{module_path} -> {target} (skipped: already imported)",
-                                        ""))
+            patcher_logger.warning(
+                f"replace_import skipped for {module_path}: it is already imported, and the "
+                f"modules that imported it keep it. Call replace_import() before importing "
+                f"the target module")
+            self._import_event("Replaced Imports",
+                               f"{module_path} -> {target} (skipped: already imported)", "")
             return self
         from ..boundaries import replace_module
         name = replace_module(module_path, value, name=_unique(
             f"{NAME_PREFIX}.replace_import:{module_path}"), tags=(TAG,))
         self.names.append(name)
-        self._import_events.append(("Replaced Imports", f"{module_path} -> {target}", name))
+        self._import_event("Replaced Imports", f"{module_path} -> {target}", name)
         _materialize_stand_in(module_path)
         return self
+
+    def _import_event(self, section: str, description: str, name: str) -> None:
+        """Record an import control for this patcher's summary, and in ``patcher_logger``'s
+        buffers as DrivingSDK records it."""
+        self._import_events.append((section, description, name))
+        {"Skipped Modules": patcher_logger.add_skipped_module,
+         "Injected Imports": patcher_logger.add_injected_import,
+         "Replaced Imports": patcher_logger.add_replaced_import}[section](description)
 
     def inject_import(self, source_module: str, class_name: str,
                       target_module: str) -> "Patcher":
@@ -292,7 +322,7 @@ class Patcher:
             name=_unique(f"{NAME_PREFIX}.inject_import:{target_module}.{class_name}"),
             tags=(TAG,))
         self.names.append(name)
-        self._import_events.append(("Injected Imports", f"{target_module}.{class_name}", name))
+        self._import_event("Injected Imports", f"{target_module}.{class_name}", name)
         return self
 
     def with_profiling(self, path: str, level: int = 0, skip_first: int = 20, wait: int = 1,
@@ -307,6 +337,19 @@ class Patcher:
                                           warmup=warmup, active=active, repeat=repeat)
         return self
 
+    @property
+    def _profiling_options(self) -> "Optional[Dict[str, Any]]":
+        """``with_profiling``'s settings in DrivingSDK's options form (``profiling_path``,
+        ``profiling_level``, ``step_ctrl`` = (wait, warmup, active, repeat, skip_first)),
+        None without profiling."""
+        settings = self._profiling
+        if settings is None:
+            return None
+        return {"enable_profiler": True, "profiling_path": settings.path,
+                "profiling_level": settings.level,
+                "step_ctrl": (settings.wait, settings.warmup, settings.active, settings.repeat,
+                              settings.skip_first)}
+
     def brake_at(self, step: int) -> "Patcher":
         """Stop training cleanly after step ``step``."""
         from ..registry.training.settings import check_step
@@ -314,7 +357,7 @@ class Patcher:
         return self
 
     def allow_internal_format(self, allow: bool = True) -> "Patcher":
-        self._internal_format = bool(allow)
+        self._allow_internal_format = bool(allow)
         return self
 
     def disallow_internal_format(self) -> "Patcher":
@@ -359,8 +402,9 @@ class Patcher:
         conflicts.refuse_conflicts(enabled, builtin_names)
         self._applied = True
         if allow_internal_format is not None:
-            self._internal_format = bool(allow_internal_format)
+            self._allow_internal_format = bool(allow_internal_format)
         start = len(self.names)
+        self._switched_off = switched_off
         try:
             self._declare_entries(blacklist)
         except BaseException:
@@ -372,12 +416,13 @@ class Patcher:
             conflicts.forget(self._key)
             self._applied = False
             raise
-        self._legacy = mx_driving.Patcher({}, sorted(switched_off), self._internal_format,
+        self._legacy = driving_sdk1.Patcher({}, sorted(switched_off), bool(self._allow_internal_format),
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
         self._legacy.apply()
         self._builtins = builtin_names
         self._turn_on_optional_builtins(set(builtin_names))
+        self._record_decided()
         if self._profiling is not None:
             from ..registry import training
             settings = self._profiling
@@ -387,6 +432,25 @@ class Patcher:
         self._summary_due = True
         _summary_at_exit(self)
         return self
+
+    def _record_decided(self) -> None:
+        """Put the outcome of each patch decided by ``apply()`` itself (its module was
+        imported) into ``patcher_logger``'s buffers, where DrivingSDK's ``apply()`` leaves
+        every outcome; the others are decided at their import (the summary says them).
+        Only while buffering: lazypatch's event rules have acted on each already."""
+        if not patcher_logger._buffer_enabled:
+            return
+        for patch, group, name in self._declared:
+            record = STATE.catalog.by_name.get(name)
+            status = getattr(record, "status", "")
+            where = {"package": patch.module or patch.name.split(".")[0],
+                     "patch_name": group or getattr(patch, "_parent_name", None) or patch.name}
+            if status == "applied":
+                patcher_logger.applied(patch.name, **where)
+            elif status == "skipped":
+                patcher_logger.skipped(patch.name, getattr(record, "reason", "") or "", **where)
+            elif status == "failed" and patcher_logger._on_fail not in ("exception", "exit"):
+                patcher_logger.failed(patch.name, getattr(record, "reason", "") or "", **where)
 
     def _turn_on_optional_builtins(self, chosen: "Set[str]") -> None:
         """Enable the optional built-in patches ``enable`` named (off by default, so the
@@ -438,11 +502,15 @@ class Patcher:
         conflicts.remember(self._key, group, names)
 
     def _declare(self, patch: BasePatch, group: str, guard: "Any") -> str:
-        base = f"{NAME_PREFIX}.{group}.{patch.name}" if group else f"{NAME_PREFIX}.{patch.name}"
-        name = patch.declare(_unique(base), guard)
-        self.names.append(name)
-        self._declared.append((patch, group, name))
-        return name
+        if not patch.leave_out(self._switched_off):
+            self._declared.append((patch, group, ""))
+            return ""   # its work is all done by built-in patches disabled by name
+        prefix = patch.name_prefix or NAME_PREFIX
+        base = f"{prefix}.{group}.{patch.name}" if group else f"{prefix}.{patch.name}"
+        names = patch.declare_all(_unique(base), guard)
+        self.names.extend(name for name in names if name and name not in patch.kept_on)
+        self._declared.append((patch, group, names[0]))
+        return names[0]
 
     @property
     def is_applied(self) -> bool:
@@ -502,6 +570,7 @@ class Patcher:
         if self._summary_due:
             self._summary_due = False
             summary.emit(self.summary())
+            patcher_logger.forget_buffered()   # said by the summary
 
     def print_info(self, diff: bool = False) -> "Patcher":
         """Print each declared patch's status grouped by module; with ``diff``, the source
@@ -624,7 +693,7 @@ def _emit_all() -> None:
 _unique = unique_name
 
 
-default_patcher = Patcher(builtin_tags=mx_driving.DEFAULT_TAGS)
+default_patcher = Patcher(builtin_tags=driving_sdk1.DEFAULT_TAGS)
 
 __all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "LegacyPatch",
            "replace_with",

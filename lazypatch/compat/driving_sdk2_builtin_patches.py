@@ -3,12 +3,9 @@
 DrivingSDK 2.0 ships its built-in set as ``Patch`` classes (``ResNetFP16``,
 ``TensorIndex``, ``NumpyCompat``...) and 1.0 ships it as functions
 ``func(module, options)`` (``index``, ``numpy_type``, ``msda``...); migration
-files import both. Here each class is a ``Patch`` group whose ``patches()`` are
-the lazypatch pack patches doing that work (the table in
-``driving_sdk2_builtins``), and each 1.0 function turns those patches on. A
-group lazypatch has no pack patch for (``nuscenes_dataset``, and
-``torch_scatter`` off an Ascend host) has no patches: adding it does nothing,
-and the summary says so.
+files import both. The classes are ``driving_sdk2_builtin_groups``'s (DrivingSDK's
+shape, lazypatch's packs doing the work); each 1.0 function applies its class's
+patches.
 
 ``ensure_mmcv_version(version)`` presents ``version`` as ``mmcv.__version__``
 to mmdet's and mmdet3d's own imports only (undone when each body ends), where
@@ -17,59 +14,18 @@ DrivingSDK imports both at once to get past their version asserts.
 
 from __future__ import annotations
 
-from . import driving_sdk2_builtins as builtins
-from .driving_sdk2_patches import BasePatch, LegacyPatch, Patch, unique_name
+import sys
+
+from . import driving_sdk2_builtin_groups as groups
+from .driving_sdk2_builtin_groups import MultiScaleDeformableAttention, NuScenesDataset
+from .driving_sdk2_patches import LegacyPatch, unique_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional
+    from typing import Any, Callable, Dict, List
 
 
-class BuiltinPatch(BasePatch):
-    """One patch of lazypatch's built-in packs, turned on by ``declare``/``apply``."""
-
-    def __init__(self, patch_name: str) -> None:
-        self.patch_name = patch_name
-
-    @property
-    def name(self) -> str:   # type: ignore[override]
-        return self.patch_name
-
-    def declare(self, patch_name: str, guard: "Optional[Callable[[], None]]" = None) -> str:
-        """Load the packs if needed and enable the built-in patch; its own name (the
-        ``patch_name`` offered for a new declaration is not used: nothing is declared)."""
-        from .. import application
-        from ..registry import load_packs
-        from ..state import STATE
-        if self.patch_name not in STATE.catalog.by_name:
-            load_packs()
-        if self.patch_name not in STATE.catalog.by_name:
-            # an opt-in pack's patch: naming it loads the pack (declare_opt_in_pack)
-            from ..selection import load_opt_in_packs
-            load_opt_in_packs((self.patch_name,))
-        application.enable((self.patch_name,))
-        return self.patch_name
-
-    def __repr__(self) -> str:
-        return f"BuiltinPatch({self.patch_name!r})"
-
-
-def _group_class(class_name: str, group: "builtins.BuiltinGroup") -> "type":
-    def patches(cls: "Any", options: "Optional[Dict[str, Any]]" = None) -> "List[BasePatch]":
-        return [BuiltinPatch(name) for name in group.patches]
-    namespace = {
-        "__doc__": f"DrivingSDK's {class_name}: lazypatch's "
-                   f"{', '.join(group.patches) or 'nothing (no pack does this work here)'}.",
-        "__module__": __name__,
-        "name": group.name,
-        "legacy_name": group.legacy_name or group.name,
-        "conflicts_with": tuple(group.conflicts_with),
-        "patches": classmethod(patches),
-    }
-    return type(class_name, (Patch,), namespace)
-
-
-# DrivingSDK's class name for each built-in group.
+# DrivingSDK's class name for each built-in group, and its name.
 CLASS_NAMES = {
     "MultiScaleDeformableAttention": "multi_scale_deformable_attention",
     "DeformConv": "deform_conv",
@@ -91,27 +47,12 @@ CLASS_NAMES = {
     "BatchMatmul": "batch_matmul",
     "TorchScatter": "torch_scatter",
 }
-CLASSES: "Dict[str, type]" = {class_name: _group_class(class_name, builtins.BY_NAME[group])
-                              for class_name, group in CLASS_NAMES.items()}
-MultiScaleDeformableAttention = CLASSES["MultiScaleDeformableAttention"]
-DeformConv = CLASSES["DeformConv"]
-ModulatedDeformConv = CLASSES["ModulatedDeformConv"]
-SparseConv3D = CLASSES["SparseConv3D"]
-Voxelization = CLASSES["Voxelization"]
-Stream = CLASSES["Stream"]
-DDP = CLASSES["DDP"]
-OptimizerHooks = CLASSES["OptimizerHooks"]
-OptimizerWrapper = CLASSES["OptimizerWrapper"]
-PseudoSampler = CLASSES["PseudoSampler"]
-ResNetAddRelu = CLASSES["ResNetAddRelu"]
-ResNetMaxPool = CLASSES["ResNetMaxPool"]
-ResNetFP16 = CLASSES["ResNetFP16"]
-NuScenesDataset = CLASSES["NuScenesDataset"]
-NuScenesMetric = CLASSES["NuScenesMetric"]
-NumpyCompat = CLASSES["NumpyCompat"]
-TensorIndex = CLASSES["TensorIndex"]
-BatchMatmul = CLASSES["BatchMatmul"]
-TorchScatter = CLASSES["TorchScatter"]
+CLASSES: "Dict[str, type]" = {class_name: getattr(groups, class_name) for class_name in CLASS_NAMES}
+# Each group by its 1.0 name: a 1.0 builder given a function of that name adds the
+# group's patches instead (DrivingSDK's _LEGACY_NAME_TO_CLASS; one table, changes seen).
+LEGACY_NAME_TO_CLASS: "Dict[str, Any]" = {
+    getattr(group, "legacy_name"): group for group in CLASSES.values()
+    if getattr(group, "legacy_name", None)}
 
 # DrivingSDK's 1.0 function names (its 2.0 keeps them): each turns its group's patches on.
 FUNCTION_NAMES = {
@@ -128,11 +69,17 @@ FUNCTION_NAMES = {
 
 def _legacy_function(function_name: str, group_class: "Any") -> "Callable[[Any, Any], None]":
     def legacy(module: "Any", options: "Any") -> None:
-        for patch in group_class.patches(options):
-            patch.apply()
+        patches = group_class.patches(options)
+        if sys.modules.get(getattr(module, "__name__", "")) is module:
+            for patch in patches:     # the imported module: lazypatch's packs do the work
+                patch.apply()
+        else:
+            for patch in patches:     # another object (a stand-in): patched as given
+                patch.apply_to(module)
     legacy.__name__ = legacy.__qualname__ = function_name
-    legacy.__doc__ = (f"DrivingSDK 1.0's {function_name}(module, options): turns on "
-                      f"{group_class.__name__}'s patches ({group_class.__doc__})")
+    legacy.__doc__ = (f"DrivingSDK 1.0's {function_name}(module, options): "
+                      f"{group_class.__name__}'s patches ({group_class.__doc__}) for the "
+                      f"imported module; on another module object, made on that object now")
     return legacy
 
 
@@ -158,8 +105,8 @@ nuscenes_dataset = FUNCTIONS["nuscenes_dataset"]
 nuscenes_metric = FUNCTIONS["nuscenes_metric"]
 scatter = FUNCTIONS["scatter"]
 
-MSDA = CLASSES["MultiScaleDeformableAttention"]
-NuScenes = CLASSES["NuScenesDataset"]
+MSDA = MultiScaleDeformableAttention
+NuScenes = NuScenesDataset
 
 # The groups DrivingSDK's default_patcher holds, in its order.
 DEFAULT_CLASS_NAMES = ("MultiScaleDeformableAttention", "DeformConv", "ModulatedDeformConv",
@@ -243,7 +190,7 @@ def build_mmcv_iter_runner_patch(options: "Any") -> "Any":
 
 
 __all__ = sorted(CLASSES) + sorted(FUNCTIONS) + [
-    "MSDA", "NuScenes", "BuiltinPatch", "CLASSES", "FUNCTIONS", "DEFAULT_CLASS_NAMES",
+    "MSDA", "NuScenes", "CLASSES", "LEGACY_NAME_TO_CLASS", "FUNCTIONS", "DEFAULT_CLASS_NAMES",
     "ensure_mmcv_version", "patch_mmcv_version", "training_loop_patch",
     "build_mmengine_epoch_train_loop_patch", "build_mmengine_iter_train_loop_patch",
     "build_mmcv_epoch_runner_patch", "build_mmcv_iter_runner_patch"]

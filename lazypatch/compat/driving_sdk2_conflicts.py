@@ -164,7 +164,7 @@ def _builtin_in_force(name: str) -> "Optional[str]":
     """The built-in patch of DrivingSDK's default set that ``name`` means (its group's
     patch, ``ascend.resnet_maxpool``, else one whose last part is ``name``) and which
     is in force, if any."""
-    from .mx_driving import DEFAULT_TAGS
+    from .driving_sdk1 import DEFAULT_TAGS
     candidates = [patch for patch in STATE.catalog.patches()
                   if set(DEFAULT_TAGS).intersection(patch.tags)]
     for found in _builtin_matches(name, [patch.name for patch in candidates]):

@@ -23,8 +23,11 @@ def import_module_or_none(name: str) -> "Optional[ModuleType]":
 
 
 def object_at(path: str, ensure_import: bool = True) -> "Any":
-    """The object at dotted ``path`` (``pkg.mod.Class.attr``), importing the longest
-    module prefix when ``ensure_import``; None when any part is missing."""
+    """The object at dotted ``path`` (``pkg.mod.Class.attr``; a part after a dict is its
+    key, as in ``REGISTRY._module_dict.Name``), importing the longest module prefix when
+    ``ensure_import``; None when any part is missing. An empty path is a ValueError."""
+    if not path:
+        raise ValueError("object_at: the path is empty; give a dotted path such as 'pkg.mod.name'")
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
         module_name = ".".join(parts[:cut])
@@ -35,7 +38,8 @@ def object_at(path: str, ensure_import: bool = True) -> "Any":
             continue
         value: "Any" = module
         for attribute in parts[cut:]:
-            value = getattr(value, attribute, None)
+            value = value.get(attribute) if isinstance(value, dict) else \
+                getattr(value, attribute, None)
             if value is None:
                 return None
         return value

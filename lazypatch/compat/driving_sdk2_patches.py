@@ -3,43 +3,98 @@
 
 from __future__ import annotations
 
-from ..boundaries import Deferred, resolve
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+
+from ..boundaries import Deferred, resolve, validate_reference
 from ..paths import declare_path, replace, split_path
 from ..registry_entries import registry_entry
 from ..requirements import parse_requirements
-from . import mx_driving
+from . import driving_sdk1
+from .driving_sdk2_summary import TAG, patcher_logger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-TAG = "driving_sdk"
-
-
-unique_name = mx_driving.unique_name   # one definition, in the 1.0 layer below
+unique_name = driving_sdk1.unique_name   # one definition, in the 1.0 layer below
 
 
-class BasePatch:
-    """A declaration a ``Patcher`` turns into lazypatch patches when it applies, or that
-    ``apply()`` declares directly (DrivingSDK's per-patch API)."""
+class BasePatch(ABC):
+    """What a ``Patcher`` holds: DrivingSDK's abstract base, whose subclasses give a
+    ``name`` and an ``apply()``. lazypatch's own (``DeclaredPatch``) declare lazypatch
+    patches; a subclass of this written for DrivingSDK, whose ``apply()`` changes things
+    itself, is run by the ``Patcher`` at ``apply()`` as DrivingSDK runs it."""
 
-    name = ""
     requires: "Tuple[str, ...]" = ()
     target_kind = "module"   # what a "not found" result names
+    # Patches declare_all() found in force already (a pack patch activation turned on):
+    # named in results, not this declaration's to undo.
+    kept_on: "Tuple[str, ...]" = ()
+    # Where a Patcher's name for it starts (None: "driving_sdk"; the 1.0 layer's
+    # "mx_driving.<module>").
+    name_prefix: "Optional[str]" = None
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The patch's name (an AtomicPatch's target)."""
+
+    @abstractmethod
+    def apply(self) -> "Any":
+        """Apply the patch now; a ``PatchResult``."""
 
     def declare(self, patch_name: str,
-                guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
+                guard: "Optional[Callable[[], None]]" = None) -> str:
         """Register the patch as ``patch_name``; ``guard()`` runs first when it applies
-        (it raises ``SkipPatch`` to skip, e.g. for a declared conflict)."""
-        raise NotImplementedError
+        (it raises ``SkipPatch`` to skip, e.g. for a declared conflict). Here, for a
+        subclass written for DrivingSDK: its own ``apply()`` runs now (its changes are its
+        own: nothing is recorded or undone); no lazypatch patch, so no name ("")."""
+        self.apply()
+        return ""
+
+    def declare_all(self, patch_name: str,
+                    guard: "Optional[Callable[[], None]]" = None) -> "List[str]":
+        """``declare``, as the list of the lazypatch patches it declared or enabled (a
+        built-in group's patch enables the pack patches doing its work: one or more)."""
+        return [self.declare(patch_name, guard)]
 
     def describe(self) -> str:
         return self.name
+
+    def leave_out(self, names: "Set[str]") -> bool:
+        """Leave out of this patch the lazypatch patches ``names`` disable (by name or
+        last part); whether anything of it is left to declare."""
+        return True
+
+    def apply_to(self, root: "Any") -> None:
+        """DrivingSDK 1.0's way, for the module object a 1.0 patch function is given when
+        it is not the imported module (a stand-in, a test double): make the change on
+        ``root`` now, without the engine (nothing recorded, no precheck: the object given
+        is patched as asked). AttributeError where ``root`` lacks a part of the target."""
+        raise TypeError(f"{type(self).__name__} cannot be applied to a given module object")
 
     @property
     def module(self) -> str:
         """The target's top-level package, DrivingSDK's grouping key."""
         return self.name.split(".")[0] if "." in self.name else ""
+
+    def get_info(self, show_diff: bool = False) -> str:
+        """One line naming the patch (and, with ``show_diff``, what it replaced)."""
+        return self.describe()
+
+
+class DeclaredPatch(BasePatch):
+    """A patch that ``declare`` makes a lazypatch patch (``AtomicPatch``,
+    ``RegistryPatch``, ``LegacyPatch``): applied when its module is imported."""
+
+    @property
+    def name(self) -> str:   # pragma: no cover - every subclass names itself
+        raise NotImplementedError
+
+    def declare(self, patch_name: str,
+                guard: "Optional[Callable[[], None]]" = None) -> str:   # pragma: no cover
+        raise NotImplementedError
 
     def declared_names(self) -> "List[str]":
         """The lazypatch patches ``apply()`` declared for this object, oldest first."""
@@ -53,20 +108,15 @@ class BasePatch:
         from .driving_sdk2_results import PatchResult, PatchStatus, result_of
         if self.is_applied:
             return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
-        name = self.declare(unique_name(f"{mx_driving.NAME_PREFIX}.{self.name}"))
-        self.declared_names().append(name)
-        return result_of(name, self.name, self.module, self.target_kind)
+        names = self.declare_all(unique_name(f"{driving_sdk1.NAME_PREFIX}.{self.name}"))
+        declared = self.declared_names()
+        declared.extend(name for name in names if name not in declared)
+        return result_of(names[0], self.name, self.module, self.target_kind)
 
     @property
     def is_applied(self) -> bool:
         """Whether a patch ``apply()`` declared for this object is in force now."""
-        from ..state import STATE
-        return any(getattr(STATE.catalog.by_name.get(name), "status", "") == "applied"
-                   for name in self.declared_names())
-
-    def get_info(self, show_diff: bool = False) -> str:
-        """One line naming the patch (and, with ``show_diff``, what it replaced)."""
-        return self.describe()
+        return driving_sdk1.any_applied(self.declared_names())
 
 
 def _no_argument_check(check: "Optional[Callable[..., Any]]",
@@ -82,13 +132,32 @@ def _no_argument_check(check: "Optional[Callable[..., Any]]",
         wanted = [name for name in inspect.signature(check).parameters]
     except (TypeError, ValueError):
         wanted = []
-    if not wanted:
-        return check
 
     def asked() -> "Any":
-        return check(**{name: available[name] for name in wanted if name in available})
+        with worded("precheck"):
+            answer = check(**{name: available[name] for name in wanted if name in available})
+        if not answer:
+            from ..errors import SkipPatch
+            raise SkipPatch("precheck failed")   # DrivingSDK's words for a precheck's no
+        return True
     asked.__qualname__ = getattr(check, "__qualname__", "precheck")
     return asked
+
+
+@contextmanager
+def worded(callback: str) -> "Iterator[None]":
+    """An error raised by a patch's own ``callback`` (precheck, replacement_wrapper,
+    target_wrapper, module_factory) reads as DrivingSDK reports it, "<callback> error:
+    ...", in the same exception type where it can be built with one message."""
+    try:
+        yield
+    except Exception as error:
+        message = f"{callback} error: {error}"
+        try:
+            reworded = type(error)(message)
+        except Exception:
+            reworded = RuntimeError(message)
+        raise reworded from error
 
 
 def _guarded(precheck: "Optional[Callable[[], Any]]",
@@ -117,7 +186,7 @@ def _requirements(requires: "Any", owner: str) -> "Tuple[str, ...]":
     return chosen
 
 
-class AtomicPatch(BasePatch):
+class AtomicPatch(DeclaredPatch):
     """Replace (or wrap) the attribute at ``target``; see the module docstring."""
 
     def __init__(self, target: str, replacement: "Any" = None, *,
@@ -128,7 +197,7 @@ class AtomicPatch(BasePatch):
                  target_wrapper: "Optional[Callable[[Any], Any]]" = None,
                  requires: "Iterable[str]" = ()) -> None:
         if replacement is None and target_wrapper is None:
-            raise ValueError(f"AtomicPatch({target!r}): either replacement or target_wrapper "
+            raise ValueError(f"AtomicPatch({target!r}): Either replacement or target_wrapper "
                              f"must be provided")
         split_path(target)   # a malformed target fails here, at the declaration
         for what, value in (("runtime_check", runtime_check),
@@ -146,13 +215,29 @@ class AtomicPatch(BasePatch):
         self.requires = _requirements(requires, f"AtomicPatch({target!r})")
 
     @property
-    def name(self) -> str:   # type: ignore[override]
+    def name(self) -> str:
         return self.target
+
+    # DrivingSDK keeps these under private names; code reading them keeps working.
+    @property
+    def _replacement(self) -> "Any":
+        return self.replacement
+
+    @property
+    def _replacement_wrapper(self) -> "Any":
+        return self.replacement_wrapper
+
+    @property
+    def _target_wrapper(self) -> "Any":
+        return self.target_wrapper
 
     def resolved_replacement(self) -> "Any":
         """The replacement object (resolved, wrapped as declared)."""
         value = resolve(self.replacement)
-        return self.replacement_wrapper(value) if self.replacement_wrapper else value
+        if self.replacement_wrapper is None:
+            return value
+        with worded("replacement_wrapper"):
+            return self.replacement_wrapper(value)
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
@@ -160,18 +245,63 @@ class AtomicPatch(BasePatch):
             "target": self.target, "replacement": self.replacement, "aliases": self.aliases,
             "runtime_check": self.runtime_check, "target_wrapper": self.target_wrapper,
             "replacement_wrapper": self.replacement_wrapper}), guard)
+        precheck = _guarded(precheck, self._target_present)
         if self.replacement is not None:
             value = self.replacement if self.replacement_wrapper is None else \
                 Deferred(self.resolved_replacement, f"replacement_wrapper of {self.target}")
-            return replace(self.target, value, name=patch_name, precheck=precheck,
-                           runtime_check=self.runtime_check, aliases=self.aliases, tags=(TAG,),
-                           requires=self.requires)
-        return declare_path(self.target, _target_wrapper_change(self.target_wrapper),
-                            f"Wrap {self.target} with target_wrapper "
-                            f"{getattr(self.target_wrapper, '__qualname__', '')}",
-                            patch_name, name=patch_name, rebind=False, priority=0,
-                            requires=self.requires,
-                            tags=(TAG,), enabled=True, precheck=precheck, aliases=self.aliases)
+            if self.runtime_check is not None:
+                return replace(self.target, value, name=patch_name, precheck=precheck,
+                               runtime_check=self.runtime_check, aliases=self.aliases,
+                               tags=(TAG,), requires=self.requires)
+            validate_reference(value, f"AtomicPatch({self.target!r}): the replacement")
+            shown = value if isinstance(value, str) else getattr(value, "__qualname__", repr(value))
+            change, description = _value_change(value), f"Replace {self.target} with {shown}"
+        else:
+            change = _target_wrapper_change(self.target_wrapper)
+            description = (f"Wrap {self.target} with target_wrapper "
+                           f"{getattr(self.target_wrapper, '__qualname__', '')}")
+        return declare_path(self.target, change, description, patch_name, name=patch_name,
+                            rebind=False, priority=0, requires=self.requires, tags=(TAG,),
+                            enabled=True, precheck=precheck, aliases=self.aliases)
+
+    def _target_present(self) -> None:
+        """Skip, in DrivingSDK's words, where the target's owner is there without the
+        attribute (another version of the target); an owner not imported yet is the
+        engine's to wait for."""
+        from .driving_sdk2_helpers import object_at
+        owner_path, _, attribute = self.target.rpartition(".")
+        owner = object_at(owner_path, ensure_import=False)
+        present = attribute in owner if isinstance(owner, dict) else hasattr(owner, attribute)
+        if owner is not None and not present:
+            from ..errors import SkipPatch
+            raise SkipPatch(f"target not found: {self.target}")
+
+    def replacement_for(self, root: "Any", original: "Any") -> "Any":
+        """The replacement for ``apply_to(root)`` of the target holding ``original``: a
+        string path under ``root``'s name read from ``root``'s attributes, any other
+        resolved; wrapped as declared."""
+        value = self.replacement
+        if isinstance(value, str) and value.partition(".")[0] == getattr(root, "__name__", None):
+            owner, attribute = attribute_under(root, value.replace(":", "."))
+            value = getattr(owner, attribute)
+        else:
+            value = resolve(value)
+        if self.replacement_wrapper is None:
+            return value
+        with worded("replacement_wrapper"):
+            return self.replacement_wrapper(value)
+
+    def apply_to(self, root: "Any") -> None:
+        owner, attribute = attribute_under(root, self.target)
+        original = getattr(owner, attribute)   # a target that is not there: AttributeError
+        if self.replacement is None:
+            with worded("target_wrapper"):
+                value = self.target_wrapper(original)   # type: ignore[misc]
+        else:
+            value = self.replacement_for(root, original)
+            if self.runtime_check is not None:
+                value = _dispatching(original, value, self.runtime_check)
+        setattr(owner, attribute, value)
 
     def get_info(self, show_diff: bool = False) -> str:
         """``"target: original -> replacement"`` (the original as it was before any live
@@ -202,17 +332,66 @@ class AtomicPatch(BasePatch):
         return f"AtomicPatch({self.target!r})"
 
 
-def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], None]":
+def _dispatching(original: "Any", replacement: "Any", check: "Callable[..., Any]") -> "Any":
+    """``replacement`` where ``check(*args, **kwargs)`` says yes, else ``original`` (a check
+    that raises runs the original, as DrivingSDK does)."""
+    import functools
+
+    @functools.wraps(original)
+    def dispatch(*args: "Any", **kwargs: "Any") -> "Any":
+        try:
+            chosen = bool(check(*args, **kwargs))
+        except Exception:
+            chosen = False
+        return (replacement if chosen else original)(*args, **kwargs)
+    return dispatch
+
+
+def attribute_under(root: "Any", path: str) -> "Tuple[Any, str]":
+    """(owner, attribute name) of dotted ``path`` read from the object ``root`` named by
+    its first part (``mmcv.ops.X.f`` on a given ``mmcv``); AttributeError where ``root``
+    has another name or lacks a part, as DrivingSDK 1.0's patch functions fail."""
+    first, *middle, last = path.split(".")
+    name = root.__name__   # AttributeError for an object without one, as in DrivingSDK
+    if first != name:
+        raise AttributeError(f"{path} is not under {name!r}")
+    owner = root
+    for part in middle:
+        owner = getattr(owner, part)
+    return owner, last
+
+
+def _value_change(value: "Any") -> "Callable[[Any, Any, str], None]":
+    """Set ``value`` (resolved when applied) at the target: an attribute, or, where the
+    target's owner is a dict (``REGISTRY._module_dict.Name``, as DrivingSDK's targets go),
+    that key; recorded either way."""
     from ..paths import _replace_value
 
     def change(patch: "Any", owner: "Any", attribute: str) -> None:
-        original = getattr(owner, attribute)   # as DrivingSDK reads it (bound for classes)
-        _replace_value(target_wrapper(original))(patch, owner, attribute)
+        if isinstance(owner, dict):
+            if attribute not in owner:
+                raise AttributeError(f"the dict at the target has no key {attribute!r}")
+            patch.setitem(owner, attribute, resolve(value))
+        else:
+            _replace_value(value)(patch, owner, attribute)
     change.rebind = False  # type: ignore[attr-defined]
     return change
 
 
-class RegistryPatch(BasePatch):
+def _target_wrapper_change(target_wrapper: "Any") -> "Callable[[Any, Any, str], None]":
+    def change(patch: "Any", owner: "Any", attribute: str) -> None:
+        # as DrivingSDK reads it (bound for classes; a dict's item)
+        original = owner[attribute] if isinstance(owner, dict) else getattr(owner, attribute)
+        with worded("target_wrapper"):
+            wrapped = target_wrapper(original)
+        # The wrapper's result is the value itself (a string is not a path to resolve).
+        _value_change(Deferred(lambda: wrapped, "target_wrapper's result"))(
+            patch, owner, attribute)
+    change.rebind = False  # type: ignore[attr-defined]
+    return change
+
+
+class RegistryPatch(DeclaredPatch):
     """Register ``module_cls`` (or ``module_factory()``) as ``name`` in ``registry``."""
 
     target_kind = "registry"
@@ -240,13 +419,13 @@ class RegistryPatch(BasePatch):
         self.requires = _requirements(requires, f"RegistryPatch({registry!r})")
 
     @property
-    def name(self) -> str:   # type: ignore[override]
+    def name(self) -> str:
         return f"{self.registry}.{self.register_name}"
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
         value = self.module_cls if self.module_factory is None else \
-            Deferred(self.module_factory, f"module_factory of {self.name}")
+            Deferred(self.built_class, f"module_factory of {self.name}")
         precheck = _no_argument_check(self.precheck, {
             "registry": self.registry, "module_cls": self.module_cls,
             "name": self.register_name, "force": self.force,
@@ -254,6 +433,12 @@ class RegistryPatch(BasePatch):
         return registry_entry(self.registry, self.register_name, value, name=patch_name,
                               tags=(TAG,), force=self.force, precheck=_guarded(precheck, guard),
                               requires=self.requires)
+
+    def built_class(self) -> "Any":
+        """``module_factory()``, its errors worded as DrivingSDK words them."""
+        assert self.module_factory is not None
+        with worded("factory"):
+            return self.module_factory()
 
     def get_info(self, show_diff: bool = False) -> str:
         """``"registry.name: registers Class"`` (``<factory>`` when the class comes from
@@ -266,13 +451,16 @@ class RegistryPatch(BasePatch):
         return f"RegistryPatch({self.registry}, {self.register_name})"
 
 
-class LegacyPatch(BasePatch):
+class LegacyPatch(DeclaredPatch):
     """A DrivingSDK 1.0 patch function ``func(module, options)`` as a 2.0 patch on
     ``target_module``: run when that module is imported (at once if it is), its changes
-    recorded and undone with it, as the 1.0 layer runs it."""
+    recorded and undone with it, as the 1.0 layer runs it. ``priority`` (lower first)
+    orders it among the patches of its module; ``quiet`` keeps its failure warning quiet
+    (1.0's ``patch_failure_warning=False``)."""
 
     def __init__(self, func: "Callable[..., Any]", options: "Optional[Dict[str, Any]]" = None,
-                 target_module: "Optional[str]" = None) -> None:
+                 target_module: "Optional[str]" = None, *, priority: int = 0,
+                 quiet: bool = False) -> None:
         if not callable(func):
             raise TypeError(f"LegacyPatch: func must be a function taking (module, options), "
                             f"got {func!r}")
@@ -285,11 +473,36 @@ class LegacyPatch(BasePatch):
         self.func = func
         self.options: "Dict[str, Any]" = dict(options or {})
         self.target_module = target_module
+        self.priority = priority
+        self.quiet = quiet
+        self.tags: "Tuple[str, ...]" = (TAG,)
+
+    @classmethod
+    def of(cls, patch_object: "driving_sdk1.Patch", target_module: str) -> "LegacyPatch":
+        """The 1.0 ``Patch(func, options, priority, patch_failure_warning)`` on
+        ``target_module``, as the 1.0 layer registers it (tagged ``mx_driving``); the
+        names it declares are recorded on ``patch_object`` too (its ``is_applied``)."""
+        legacy = cls(patch_object.func, patch_object.options, target_module,
+                     priority=patch_object.priority, quiet=not patch_object.patch_failure_warning)
+        legacy.tags = (driving_sdk1.NAME_PREFIX,)
+        legacy.name_prefix = f"{driving_sdk1.NAME_PREFIX}.{target_module}"
+        legacy.__dict__["_declared_names"] = patch_object.declared_names
+        return legacy
 
     @property
-    def name(self) -> str:   # type: ignore[override]
-        return str(getattr(self.func, "__patch_name__", None)
-                   or getattr(self.func, "__name__", None) or "legacy_patch")
+    def name(self) -> str:
+        explicit = getattr(self.func, "__patch_name__", None)
+        if explicit:
+            return str(explicit)
+        name = str(getattr(self.func, "__name__", None) or "legacy_patch")
+        outer, _, _ = str(getattr(self.func, "__qualname__", "")).rpartition(".<locals>.")
+        if name.startswith("_") and outer:
+            # ``build_X_patch()`` returning LegacyPatch(_apply): the patch is "X", as
+            # DrivingSDK names it.
+            builder = outer.rpartition(".")[2]
+            builder = builder[len("build_"):] if builder.startswith("build_") else builder
+            return builder[:-len("_patch")] if builder.endswith("_patch") else builder
+        return name
 
     @property
     def module(self) -> str:
@@ -297,17 +510,15 @@ class LegacyPatch(BasePatch):
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
-        from ..registration import register
-        legacy = mx_driving.legacy_patch_function(
-            mx_driving.Patch(self.func, self.options), self.target_module, patch_name)
-        if guard is not None:
-            run = legacy
-
-            def legacy(module: "Any", patch: "Any") -> None:   # noqa: F811 - the guarded form
-                guard()
-                run(module, patch)
-        register(legacy, self.target_module, name=patch_name, tags=(TAG,))
+        if self.quiet:
+            driving_sdk1.quiet_failure_warnings(patch_name)
+        driving_sdk1.register_legacy(self.func, self.options, self.target_module, patch_name,
+                                     priority=self.priority, tags=self.tags, guard=guard)
+        self.declared_names().append(patch_name)
         return patch_name
+
+    def apply_to(self, root: "Any") -> None:
+        self.func(root, self.options)
 
     def __repr__(self) -> str:
         return f"LegacyPatch({self.name})"
@@ -319,7 +530,7 @@ class _PatchMeta(type):
 
     def __call__(cls, *args: "Any", **kwargs: "Any") -> "Any":
         if cls is Patch and args and callable(args[0]) and not isinstance(args[0], type):
-            return mx_driving.Patch(*args, **kwargs)
+            return driving_sdk1.Patch(*args, **kwargs)
         return super().__call__(*args, **kwargs)
 
 
@@ -428,6 +639,10 @@ def with_imports(*import_specs: "Any",
 
     def decorate(function: "Any") -> "Any":
         import functools
+        if getattr(function, "_with_imports_decorated", False):
+            _warn(f"with_imports: stacking multiple @with_imports on "
+                  f"{getattr(function, '__name__', function)!r} does not combine their "
+                  f"names; list every import in one @with_imports")
         ready: "List[Any]" = []
 
         @functools.wraps(function)
@@ -454,7 +669,6 @@ def _bound_names(spec: "Any") -> "Tuple[str, List[Tuple[str, str]]]":
 def _prepared(function: "Any", specs: "Tuple[Any, ...]",
               apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Any":
     import types
-    import warnings
     from importlib import import_module
     namespace = dict(function.__globals__)
     expressions = []
@@ -466,7 +680,7 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
         try:
             module = import_module(module_name)
         except ImportError as error:
-            warnings.warn(f"with_imports: failed to import {module_name}: {error}", stacklevel=3)
+            _warn(f"with_imports: failed to import {module_name}: {error}")
             continue
         if not pairs:
             namespace[module_name.rpartition(".")[2]] = module
@@ -484,10 +698,15 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
     for path, arguments in apply_decorators:
         decorator = object_at_path(path)
         if decorator is None:
-            warnings.warn(f"with_imports: decorator not found: {path}", stacklevel=3)
+            _warn(f"with_imports: decorator not found: {path}")
             continue
         result = decorator(**arguments)(result) if arguments else decorator(result)
     return result
+
+
+def _warn(message: str) -> None:
+    """A warning of ``with_imports``, on the patchers' logger as DrivingSDK logs it."""
+    patcher_logger.warning(message)
 
 
 def object_at_path(path: str) -> "Any":
@@ -496,5 +715,5 @@ def object_at_path(path: str) -> "Any":
     return object_at(path)
 
 
-__all__ = ["BasePatch", "AtomicPatch", "RegistryPatch", "LegacyPatch", "Patch", "with_imports",
-           "TAG", "unique_name"]
+__all__ = ["BasePatch", "DeclaredPatch", "AtomicPatch", "RegistryPatch", "LegacyPatch", "Patch",
+           "with_imports", "TAG", "unique_name"]

@@ -29,10 +29,11 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Set, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 
+TAG = "driving_sdk"   # the tag of the patches the 2.0 patchers declare
 LEVEL_NAMES = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
-BANNER = "DRIVINGSDK PATCHER SUMMARY (lazypatch)"
+BANNER = "MX-DRIVING PATCHER SUMMARY"
 WIDTH = 78
 
 
@@ -48,16 +49,16 @@ class SummaryConfig:
         self.show_import_events = True
 
 
-SUMMARY = SummaryConfig()
-SILENT_EVENTS: "Set[str]" = set()   # events configure_patcher_logging made silent
-RANK_OVERRIDE: "List[int]" = []     # patcher_logger.set_rank(n): n, else the environment's
-
-
 def summary_rank() -> int:
-    """The rank the summary filter sees: ``set_rank``'s, else the launcher's variables
-    (RANK, LOCAL_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, as DrivingSDK)."""
+    """The rank the summary filter sees: ``patcher_logger``'s (``set_rank``, else the
+    launcher's variables RANK, LOCAL_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK)."""
+    return patcher_logger.rank
+
+
+def rank_from_environment() -> int:
+    """The launcher's rank (its environment variables), 0 when launched without ranks."""
     from ..configuration import current_rank
-    return RANK_OVERRIDE[-1] if RANK_OVERRIDE else current_rank()
+    return current_rank()
 
 
 def _flag(value: "Any", label: str) -> "Optional[bool]":
@@ -80,27 +81,16 @@ def configure_summary(enabled: "Optional[bool]" = None, level: "Any" = None,
                       show_applied: "Optional[bool]" = None,
                       show_skipped: "Optional[bool]" = None,
                       show_failed: "Optional[bool]" = None,
-                      show_import_events: "Optional[bool]" = None) -> None:
+                      show_import_events: "Optional[bool]" = None) -> "PatcherLogger":
     """Whether the summary is emitted, at which logging level, and which sections it
-    shows (None leaves a setting as it is). Every argument is checked first."""
-    checked = {"enabled": _flag(enabled, "enabled"),
-               "show_applied": _flag(show_applied, "show_applied"),
-               "show_skipped": _flag(show_skipped, "show_skipped"),
-               "show_failed": _flag(show_failed, "show_failed"),
-               "show_import_events": _flag(show_import_events, "show_import_events")}
-    chosen_level = None if level is None else _level(level)
-    for label in ("enabled", "show_import_events"):
-        if checked[label] is not None:
-            setattr(SUMMARY, label, checked[label])
-    for label in ("show_applied", "show_skipped", "show_failed"):
-        if checked[label] is not None:
-            setattr(SUMMARY, label, checked[label])
-    if chosen_level is not None:
-        SUMMARY.level = chosen_level
+    shows (None leaves a setting as it is), for the patchers' ``patcher_logger``."""
+    return patcher_logger.configure_summary(enabled, level, show_applied, show_skipped,
+                                            show_failed, show_import_events)
 
 
 def _shown(flag: "Optional[bool]", event: str) -> bool:
-    return flag if flag is not None else event not in SILENT_EVENTS
+    """A section's explicit flag, else shown unless its event's action is ``silent``."""
+    return flag if flag is not None else patcher_logger.action(event) != "silent"
 
 
 SECTIONS = (("applied", "Applied Patches", "+", "show_applied", "apply"),
@@ -126,7 +116,7 @@ def summary_text(declared: "List[Tuple[str, str, str]]",
     from ..reporting import report
     records = {record.name: record for record in report()}
     lines = ["=" * WIDTH, f"=== {BANNER} ===", "=" * WIDTH]
-    if SUMMARY.show_import_events:
+    if patcher_logger._summary.show_import_events:
         titles: "Dict[str, List[str]]" = {}
         for title, description, name in import_events:
             record = records.get(name)
@@ -136,7 +126,7 @@ def summary_text(declared: "List[Tuple[str, str, str]]",
         for title, entries in titles.items():
             lines += [f"  {title}:"] + entries + ["-" * WIDTH]
     for status, title, mark, flag, event in SECTIONS:
-        if not _shown(getattr(SUMMARY, flag), event):
+        if not _shown(getattr(patcher_logger._summary, flag), event):
             continue
         grouped: "Dict[str, Dict[str, List[str]]]" = {}
         for shown, group, name in declared:
@@ -172,30 +162,27 @@ def summary_text(declared: "List[Tuple[str, str, str]]",
 def emit(text: str) -> None:
     """Log the summary at the configured level on rank 0 (stderr when the ``lazypatch``
     logger has no handler); nothing when disabled or below the logger's threshold."""
-    if not text or not SUMMARY.enabled or summary_rank() != 0:
+    config = patcher_logger._summary
+    if not text or not config.enabled or summary_rank() != 0:
         return
     import logging
-    logger = logging.getLogger("lazypatch")
+    logger = patcher_logger._logger
     threshold = logger.level or LEVEL_NAMES["INFO"]   # unset: DrivingSDK's INFO
-    if SUMMARY.level < threshold or logger.disabled:
+    if config.level < threshold or logger.disabled:
         return
     if logger.hasHandlers():
         # handle(), not log(): the threshold above replaces the inherited root level.
-        logger.handle(logger.makeRecord(logger.name, SUMMARY.level, __file__, 0, text,
+        logger.handle(logger.makeRecord(logger.name, config.level, __file__, 0, text,
                                         (), None))
     else:
-        sys.stderr.write(f"[Patcher] {logging.getLevelName(SUMMARY.level)}: {text}\n")
+        sys.stderr.write(f"[Patcher] {logging.getLevelName(config.level)}: {text}\n")
 
 
+# DrivingSDK's event actions and what each is in lazypatch's event rules.
 EVENT_ACTIONS = {"debug": "log:debug", "info": "log:info", "warning": "log:warning",
                  "error": "log:error", "exception": "raise", "exit": "exit",
                  "silent": "silent"}
-
-
-# The actions configure_patcher_logging chose, for the logger's own event methods
-# (PatcherLogger.applied/skipped/failed); DrivingSDK's defaults otherwise.
-CONFIGURED_ACTIONS: "Dict[str, str]" = {}
-DEFAULT_ACTIONS = {"apply": "log:debug", "skip": "log:info", "failure": "log:warning"}
+DEFAULT_ACTIONS = {"apply": "info", "skip": "info", "failure": "warning", "error": "warning"}
 
 
 def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Optional[str]" = None,
@@ -203,93 +190,203 @@ def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Option
                               on_error: "Optional[str]" = None) -> "PatcherLogger":
     """What applying, skipping and failing do for the patches of DrivingSDK patchers
     (``on_error``, an unexpected error, is a failure here too; ``on_fail`` wins).
-    Every value is checked before any is set."""
-    from ..events import set_event_action
-    from .driving_sdk2_patches import TAG
-    chosen = {"apply": on_apply, "skip": on_skip, "failure": on_fail or on_error}
-    actions = {}
-    for event, value in chosen.items():
-        if value is None:
-            continue
-        action = EVENT_ACTIONS.get(str(value).lower()) if isinstance(value, str) else None
-        if action is None:
-            raise ValueError(f"configure_patcher_logging: {value!r} is not an action; use one "
-                             f"of {', '.join(EVENT_ACTIONS)}")
-        actions[event] = action
-    for event, action in actions.items():
-        set_event_action(event, action, selector=f"tag:{TAG}")
-        CONFIGURED_ACTIONS[event] = action
-        # A silent event also hides its section of the summary, as in DrivingSDK.
-        if action == "silent":
-            SILENT_EVENTS.add(event)
-        else:
-            SILENT_EVENTS.discard(event)
-    return patcher_logger
+    Every value is checked before any is set; returns ``patcher_logger``."""
+    return patcher_logger.configure(on_apply, on_skip, on_fail, on_error)
 
 
-def set_patcher_log_level(level: "Any") -> None:
+def set_patcher_log_level(level: "Any") -> "PatcherLogger":
     """The threshold of the ``lazypatch`` logger (where these patchers log and the
     summary goes)."""
-    import logging
-    logging.getLogger("lazypatch").setLevel(level)
+    return patcher_logger.set_level(level)
+
+
+def _action(value: "Any", label: str) -> str:
+    if not isinstance(value, str) or value.lower() not in EVENT_ACTIONS:
+        raise ValueError(f"configure_patcher_logging: {label}={value!r} is not an action; use "
+                         f"one of {', '.join(EVENT_ACTIONS)}")
+    return value.lower()
+
+
+class PatchInfo:
+    """One event a ``PatcherLogger`` buffered for its summary."""
+
+    __slots__ = ("target", "package", "patch_name", "reason", "extra_info")
+
+    def __init__(self, target: str, package: str = "", patch_name: str = "", reason: str = "",
+                 extra_info: str = "") -> None:
+        self.target, self.package, self.patch_name = target, package, patch_name
+        self.reason, self.extra_info = reason, extra_info
+
+    def __repr__(self) -> str:
+        return f"PatchInfo({self.target!r}, package={self.package!r}, " \
+               f"patch_name={self.patch_name!r}, reason={self.reason!r})"
 
 
 class PatcherLogger:
-    """DrivingSDK's ``patcher_logger``: ``configure`` (event actions),
-    ``configure_summary``, ``set_level``, ``set_rank``/``set_rank_from_env`` (the
-    summary is emitted on rank 0 only); each returns the logger for chaining."""
+    """DrivingSDK's ``PatcherLogger``: event actions (``configure``), the summary's
+    settings (``configure_summary``), the logger's threshold (``set_level``), the rank
+    (``set_rank``/``set_rank_from_env``; only rank 0 logs, ``exception``/``exit`` act on
+    every rank), and the event methods ``applied``/``skipped``/``failed``, buffered for
+    ``flush_summary`` or acted on at once (``set_buffer_enabled(False)``). Each setter
+    returns the logger for chaining.
+
+    Its records go to the ``lazypatch`` logger. The module's ``patcher_logger`` is the
+    one the patchers use: its ``configure`` also sets lazypatch's event actions for
+    their patches (tag ``driving_sdk``), and its summary settings and rank decide the
+    patchers' summary."""
+
+    def __init__(self) -> None:
+        import logging
+        self._logger = logging.getLogger("lazypatch")
+        self._on_apply = DEFAULT_ACTIONS["apply"]
+        self._on_skip = DEFAULT_ACTIONS["skip"]
+        self._on_fail = DEFAULT_ACTIONS["failure"]
+        self._on_error = DEFAULT_ACTIONS["error"]
+        self._rank = 0
+        self._rank_initialized = False
+        self._summary = SummaryConfig()
+        self._buffer_enabled = True
+        self._applied_patches: "List[PatchInfo]" = []
+        self._skipped_patches: "List[PatchInfo]" = []
+        self._failed_patches: "List[PatchInfo]" = []
+        self._skipped_modules: "List[str]" = []
+        self._injected_imports: "List[str]" = []
+        self._replaced_imports: "List[str]" = []
+
+    # -- rank -------------------------------------------------------------------------
 
     def set_rank(self, rank: int) -> "PatcherLogger":
-        """Use ``rank`` instead of the environment's for the summary's rank-0 filter."""
+        """Use ``rank`` instead of the environment's (only rank 0 logs)."""
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
             raise ValueError(f"patcher_logger.set_rank: the rank must be an integer >= 0, "
                              f"got {rank!r}")
-        RANK_OVERRIDE[:] = [rank]
+        self._rank, self._rank_initialized = rank, True
         return self
 
     def set_rank_from_env(self) -> "PatcherLogger":
-        """Read the rank from the launcher's variables again (the default)."""
-        RANK_OVERRIDE.clear()
+        """Read the rank from the launcher's variables now."""
+        self._rank, self._rank_initialized = rank_from_environment(), True
         return self
 
     @property
     def rank(self) -> int:
-        return summary_rank()
+        """The rank: ``set_rank``'s, else the environment's, read at first use."""
+        if not self._rank_initialized:
+            self.set_rank_from_env()
+        return self._rank
 
     @property
     def is_main_process(self) -> bool:
-        return summary_rank() == 0
+        return self.rank == 0
+
+    # -- configuration ----------------------------------------------------------------
 
     def configure(self, on_apply: "Optional[str]" = None, on_skip: "Optional[str]" = None,
                   on_fail: "Optional[str]" = None,
                   on_error: "Optional[str]" = None) -> "PatcherLogger":
-        configure_patcher_logging(on_apply, on_skip, on_fail, on_error)
+        """The action for each event (``debug``/``info``/``warning``/``error`` log at that
+        level, ``exception`` raises ``PatchError``, ``exit`` exits, ``silent``); None
+        leaves one as it is. Every value is checked before any is set."""
+        chosen = {label: _action(value, label) for label, value in
+                  (("on_apply", on_apply), ("on_skip", on_skip), ("on_fail", on_fail),
+                   ("on_error", on_error)) if value is not None}
+        for label, value in chosen.items():
+            setattr(self, f"_{label}", value)
+        if self is patcher_logger:
+            _set_event_actions(chosen)
         return self
 
-    def configure_summary(self, **settings: "Any") -> "PatcherLogger":
-        configure_summary(**settings)
+    def action(self, event: str) -> str:
+        """The action configured for ``apply``, ``skip`` or ``failure``."""
+        return {"apply": self._on_apply, "skip": self._on_skip,
+                "failure": self._on_fail}[event]
+
+    def configure_summary(self, enabled: "Optional[bool]" = None, level: "Any" = None,
+                          show_applied: "Optional[bool]" = None,
+                          show_skipped: "Optional[bool]" = None,
+                          show_failed: "Optional[bool]" = None,
+                          show_import_events: "Optional[bool]" = None) -> "PatcherLogger":
+        """Whether the summary is emitted, at which level, and which sections it shows
+        (None leaves a setting as it is). Every argument is checked first."""
+        checked = {"enabled": _flag(enabled, "enabled"),
+                   "show_applied": _flag(show_applied, "show_applied"),
+                   "show_skipped": _flag(show_skipped, "show_skipped"),
+                   "show_failed": _flag(show_failed, "show_failed"),
+                   "show_import_events": _flag(show_import_events, "show_import_events"),
+                   "level": None if level is None else _level(level)}
+        for label, value in checked.items():
+            if value is not None:
+                setattr(self._summary, label, value)
         return self
 
     def set_level(self, level: "Any") -> "PatcherLogger":
-        set_patcher_log_level(level)
+        """The threshold of the logger these records go to."""
+        self._logger.setLevel(level)
         return self
 
     def set_buffer_enabled(self, enabled: bool) -> "PatcherLogger":
-        """Keep the event methods' records for ``records`` instead of acting at once
-        (lazypatch's own summary comes from its report either way)."""
-        self._buffered = bool(enabled)
+        """Buffer the event methods' records for ``flush_summary`` (the default) or act
+        on each at once."""
+        self._buffer_enabled = bool(enabled)
         return self
 
-    @property
-    def records(self) -> "List[Tuple[str, str, str]]":
-        """(event, target, reason) kept while buffering."""
-        return self.__dict__.setdefault("_records", [])
+    # -- events -----------------------------------------------------------------------
+
+    def _handle(self, action: str, message: str) -> None:
+        """Carry out ``action`` for ``message``: log it (rank 0 only), raise
+        ``PatchError`` or exit (every rank), or nothing."""
+        if action == "silent":
+            return
+        if action == "exception":
+            from ..errors import PatchError
+            raise PatchError(message)
+        if action == "exit":
+            if self.rank == 0:
+                self._logger.error(message)
+            sys.exit(1)
+        if self.rank == 0:
+            self._logger.log(LEVEL_NAMES[action.upper()], message)
+
+    def applied(self, target: str, package: str = "", patch_name: str = "",
+                extra_info: str = "") -> None:
+        """An applied patch: buffered, or handled as ``on_apply`` says."""
+        if self._buffer_enabled:
+            self._applied_patches.append(PatchInfo(target, package, patch_name, "", extra_info))
+        else:
+            self._handle(self._on_apply, f"Applied: {target}")
+
+    def skipped(self, target: str, reason: str = "", package: str = "", patch_name: str = "",
+                extra_info: str = "") -> None:
+        """A skipped patch: buffered, or handled as ``on_skip`` says."""
+        if self._buffer_enabled:
+            self._skipped_patches.append(PatchInfo(target, package, patch_name, reason,
+                                                   extra_info))
+        else:
+            self._handle(self._on_skip, f"Skipped: {target}" + (f" ({reason})" if reason else ""))
+
+    def failed(self, target: str, reason: str = "", package: str = "", patch_name: str = "",
+               extra_info: str = "") -> None:
+        """A failed patch: ``exception``/``exit`` act at once; else buffered, or handled as
+        ``on_fail`` says."""
+        message = f"Failed: {target}" + (f" ({reason})" if reason else "")
+        if self._on_fail in ("exception", "exit") or not self._buffer_enabled:
+            self._handle(self._on_fail, message)
+        else:
+            self._failed_patches.append(PatchInfo(target, package, patch_name, reason,
+                                                  extra_info))
+
+    def add_skipped_module(self, module_name: str) -> None:
+        self._skipped_modules.append(module_name)
+
+    def add_injected_import(self, import_path: str) -> None:
+        self._injected_imports.append(import_path)
+
+    def add_replaced_import(self, description: str) -> None:
+        self._replaced_imports.append(description)
 
     def _message(self, level: str, message: str) -> None:
-        if summary_rank() != 0:
-            return
-        import logging
-        logging.getLogger("lazypatch").log(LEVEL_NAMES[level], f"[Patcher] {message}")
+        if self.rank == 0:
+            self._logger.log(LEVEL_NAMES[level], message)
 
     def debug(self, message: str) -> None:
         self._message("DEBUG", message)
@@ -301,42 +398,78 @@ class PatcherLogger:
         self._message("WARNING", message)
 
     def error(self, message: str) -> None:
-        self._message("ERROR", message)
+        """An unexpected error, handled as ``on_error`` says."""
+        self._handle(self._on_error, message)
 
-    def _event(self, event: str, target: str, reason: str) -> None:
-        action = CONFIGURED_ACTIONS.get(event, DEFAULT_ACTIONS[event])
-        label = {"apply": "Applied", "skip": "Skipped", "failure": "Failed"}[event]
-        message = f"{label}: {target}" + (f" ({reason})" if reason else "")
-        if action == "raise":
-            from ..errors import PatchError
-            raise PatchError(message)
-        if action == "exit":
-            self.error(message)
-            raise SystemExit(1)
-        if getattr(self, "_buffered", False):
-            self.records.append((event, target, reason))
-            return
-        if action.startswith("log:"):
-            self._message(action[4:].upper(), message)
+    # -- the buffered summary -----------------------------------------------------------
 
-    def applied(self, target: str, package: str = "", patch_name: str = "",
-                extra_info: str = "") -> None:
-        """An applied patch, handled as ``configure_patcher_logging(on_apply=...)`` says."""
-        self._event("apply", target, "")
+    def buffered_summary(self) -> str:
+        """The summary of the buffered records (the layout of the patchers' summary), or
+        "" when no shown section has any."""
+        lines = ["=" * WIDTH, f"=== {BANNER} ===", "=" * WIDTH]
+        if self._summary.show_import_events:
+            for title, entries in (("Skipped Modules", self._skipped_modules),
+                                   ("Injected Imports", self._injected_imports),
+                                   ("Replaced Imports", self._replaced_imports)):
+                if entries:
+                    lines += [f"  {title}:"] + [f"    - {entry}" for entry in entries] + \
+                        ["-" * WIDTH]
+        for title, infos, mark, flag, action in (
+                ("Applied Patches", self._applied_patches, "+", self._summary.show_applied,
+                 self._on_apply),
+                ("Skipped Patches", self._skipped_patches, "~", self._summary.show_skipped,
+                 self._on_skip),
+                ("Failed Patches", self._failed_patches, "!", self._summary.show_failed,
+                 self._on_fail)):
+            if not infos or not (flag if flag is not None else action != "silent"):
+                continue
+            grouped: "Dict[str, Dict[str, List[PatchInfo]]]" = {}
+            for info in infos:
+                grouped.setdefault(info.package or "other", {}).setdefault(
+                    info.patch_name or "unknown", []).append(info)
+            lines.append(f"  {title}:")
+            for package in sorted(grouped):
+                first = next(iter(grouped[package].values()))[0]
+                lines.append(f"    [{package}]" + (f" ({first.extra_info})"
+                                                   if first.extra_info else ""))
+                for patch_name in sorted(grouped[package]):
+                    lines.append(f"      {patch_name}:")
+                    lines += [f"        {mark} {info.target}" +
+                              (f" ({info.reason})" if info.reason else "")
+                              for info in grouped[package][patch_name]]
+            lines.append("-" * WIDTH)
+        if lines[-1] == "-" * WIDTH:
+            lines.pop()
+        return "" if len(lines) == 3 else "\n".join(lines + ["=" * WIDTH])
 
-    def skipped(self, target: str, reason: str = "", package: str = "", patch_name: str = "",
-                extra_info: str = "") -> None:
-        """A skipped patch, handled as ``on_skip`` says."""
-        self._event("skip", target, reason)
+    def flush_summary(self) -> None:
+        """Log the buffered records' summary at the summary level (rank 0, if enabled),
+        then clear the buffers."""
+        text = self.buffered_summary()
+        if text and self._summary.enabled and self.rank == 0:
+            self._logger.log(self._summary.level, text)
+        self.forget_buffered()
 
-    def failed(self, target: str, reason: str = "", package: str = "", patch_name: str = "",
-               extra_info: str = "") -> None:
-        """A failed patch, handled as ``on_fail`` says (``exception`` raises PatchError)."""
-        self._event("failure", target, reason)
+    def forget_buffered(self) -> None:
+        """Clear the buffered records."""
+        for buffer in (self._applied_patches, self._skipped_patches, self._failed_patches,
+                       self._skipped_modules, self._injected_imports, self._replaced_imports):
+            buffer.clear()
+
+
+def _set_event_actions(chosen: "Dict[str, str]") -> None:
+    """The patchers' patches (tag ``driving_sdk``) act as ``patcher_logger`` was told:
+    ``on_fail`` (or else ``on_error``) for failures."""
+    from ..events import set_event_action
+    events = {"apply": chosen.get("on_apply"), "skip": chosen.get("on_skip"),
+              "failure": chosen.get("on_fail") or chosen.get("on_error")}
+    for event, action in events.items():
+        if action is not None:
+            set_event_action(event, EVENT_ACTIONS[action], selector=f"tag:{TAG}")
 
 
 patcher_logger = PatcherLogger()
 
 __all__ = ["configure_summary", "summary_text", "emit", "patcher_logger", "PatcherLogger",
-           "SUMMARY", "SILENT_EVENTS", "EVENT_ACTIONS", "configure_patcher_logging",
-           "set_patcher_log_level"]
+           "PatchInfo", "EVENT_ACTIONS", "configure_patcher_logging", "set_patcher_log_level",
+           "rank_from_environment"]

@@ -24,12 +24,8 @@ undone by ``lazypatch.disable("device")``); elsewhere it does not.
 """
 
 from lazypatch.compat.driving_sdk2 import Patcher, default_patcher, replace_with
-from lazypatch.compat.driving_sdk2_builtin_patches import (
-    CLASS_NAMES,
-    CLASSES,
+from lazypatch.compat.driving_sdk2_builtin_groups import (
     DDP,
-    DEFAULT_CLASS_NAMES,
-    MSDA,
     BatchMatmul,
     DeformConv,
     ModulatedDeformConv,
@@ -49,6 +45,13 @@ from lazypatch.compat.driving_sdk2_builtin_patches import (
     TensorIndex,
     TorchScatter,
     Voxelization,
+)
+from lazypatch.compat.driving_sdk2_builtin_patches import (
+    CLASS_NAMES,
+    CLASSES,
+    DEFAULT_CLASS_NAMES,
+    LEGACY_NAME_TO_CLASS,
+    MSDA,
     batch_matmul,
     dc,
     ddp,
@@ -100,8 +103,7 @@ LegacyPatcherBuilder = PatcherBuilder
 # DrivingSDK's tables of its built-in groups (its __all__ lists them as internal).
 _ALL_PATCH_CLASSES = [CLASSES[name] for name in CLASS_NAMES]
 _DEFAULT_PATCH_CLASSES = [CLASSES[name] for name in DEFAULT_CLASS_NAMES]
-_LEGACY_NAME_TO_CLASS = {getattr(group, "legacy_name"): group for group in _ALL_PATCH_CLASSES
-                         if getattr(group, "legacy_name", None)}
+_LEGACY_NAME_TO_CLASS = LEGACY_NAME_TO_CLASS   # the builders' own table
 
 turn_on_npu_device_handling()
 

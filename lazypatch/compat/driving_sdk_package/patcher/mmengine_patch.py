@@ -1,14 +1,20 @@
-"""``mx_driving.patcher.mmengine_patch``: built-in groups (driving_sdk2_builtin_patches).
+"""``mx_driving.patcher.mmengine_patch``: built-in groups and 1.0 functions.
 
 Names only (see ``__init__.py`` of this folder): loaded under any name, this file
 gives the very objects of ``lazypatch.compat``.
 """
 
-from lazypatch.compat.driving_sdk2_builtin_patches import (
+from lazypatch.compat.driving_sdk2_builtin_groups import (
     OptimizerWrapper,
+)
+from lazypatch.compat.driving_sdk2_builtin_patches import (
     build_mmengine_epoch_train_loop_patch,
     build_mmengine_iter_train_loop_patch,
+    ddp,
+    optimizer_hooks,
+    optimizer_wrapper,
+    stream,
 )
 
 __all__ = ["build_mmengine_epoch_train_loop_patch", "build_mmengine_iter_train_loop_patch",
-           "OptimizerWrapper"]
+           "OptimizerWrapper", "ddp", "optimizer_hooks", "optimizer_wrapper", "stream"]

@@ -11,7 +11,7 @@ from lazypatch.compat.driving_sdk2_summary import (
     patcher_logger,
     set_patcher_log_level,
 )
-from lazypatch.compat.driving_sdk2_summary import summary_rank as _get_rank_from_env
+from lazypatch.compat.driving_sdk2_summary import rank_from_environment as _get_rank_from_env
 from lazypatch.errors import PatchError
 
 __all__ = ["PatcherLogger", "_get_rank_from_env", "PatchError",
