@@ -116,3 +116,19 @@ def test_list_shows_opt_in_packs(interpreter):
 def test_bad_declarations_are_refused_early(name, module):
     with pytest.raises(ValueError, match="opt-in pack|module must be"):
         lazypatch.declare_opt_in_pack(name, module)
+
+
+def test_naming_a_built_in_pack_without_activation_says_to_activate(interpreter):
+    """The built-in packs are declared by activation: a scope naming one in a process that
+    only imported lazypatch gets the way out, not just "no patch matches"."""
+    result = interpreter.run_json("""
+        import json, lazypatch
+        try:
+            with lazypatch.patched("export"):
+                pass
+            print(json.dumps("entered"))
+        except KeyError as error:
+            print(json.dumps(str(error)))
+    """)
+    assert "no patch matches 'export'" in result
+    assert "lazypatch is not active" in result and "import lazypatch.auto" in result
