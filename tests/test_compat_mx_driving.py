@@ -347,6 +347,7 @@ print(json.dumps({"patcher": isinstance(built._patcher, driving_sdk2.Patcher),
     assert result["notices"] == 1                       # once per process
 
 
+@pytest.mark.stack   # needs torch
 def test_builtin_1_0_functions_patch_a_given_module_object_as_drivingsdk_1_0_did():
     """``ddp(mmcv, options)`` on a module object that is not the imported module (a
     stand-in built by hand): the changes are made on that object, its own helpers used;
@@ -393,6 +394,7 @@ def test_builtin_1_0_functions_patch_a_given_module_object_as_drivingsdk_1_0_did
         stream(module("mmcv", parallel=module("parallel", _functions=module("_functions"))), {})
 
 
+@pytest.mark.stack   # needs torch
 def test_1_0_functions_on_a_module_object_keep_runtime_checks_and_the_replaced_method(
         interpreter):
     """``index(torch_like, {})``: the mask path where the runtime check says so, the
