@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 # Read on every watched import: bound once here (the state never rebinds them).
 _by_target = STATE.catalog.by_target
 _claims = STATE.claims
+_executing = STATE.executing
 _ledger = STATE.ledger
 _lock = STATE.lock
 _event_rules = _events.RULES
@@ -85,6 +86,26 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
     work it would do (see benchmarks/COSTS.md for the budget).
     """
     name = module.__name__ if target is None else target
+    # While this body runs (a reload's too: it marks no spec as initializing), another
+    # thread's late application to this module object waits for its end (see
+    # apply_to_imported): applied to a half-executed module, it would record names the
+    # body has not set yet as absent, and its undo would delete them.
+    key = id(module)
+    with _lock:
+        outer = _executing.get(key)
+        _executing[key] = (get_ident(), [])
+    try:
+        _run_body_marked(module, loader, target, name)
+    finally:
+        with _lock:
+            waiting = _executing.pop(key, (0, []))[1]
+            if outer is not None:
+                _executing[key] = outer   # a body that imports itself again, nested
+        for callback in waiting:   # outside the lock: they apply patches
+            callback()
+
+
+def _run_body_marked(module: "Any", loader: "Any", target: "Optional[str]", name: str) -> None:
     patches = _by_target.get(name, ())
     for patch in patches:
         if patch.live and patch.is_applied_to(module):
@@ -569,6 +590,11 @@ def apply_to_imported(patch: "RegisteredPatch") -> None:
             return
     if watch_lazy_module(module, run_body):
         return  # applied by the proxy when the lazy module really loads
+    with STATE.lock:
+        running = _executing.get(id(module))
+        if running is not None and running[0] != get_ident():
+            running[1].append(lambda: _after_deferred(patch))
+            return  # another thread is running its body (a reload): when it ends
     if defer_until_executed(module, lambda: _after_deferred(patch), STATE.lock):
         return  # still executing: never patch a half-built module
     if patch.phase == BEFORE:
