@@ -433,11 +433,22 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
 def detach(patch: "RegisteredPatch", status: str, reason: str,
            module: "Any" = None) -> "List[PatchContext]":
     """Take a patch's live applications (those on ``module`` only, if given) off it and
-    mark it; the caller holds the lock and undoes the returned contexts after releasing it."""
+    mark it; the caller holds the lock and undoes the returned contexts after releasing it.
+
+    Between this and the undo the applications are nowhere but in the caller's hands: an
+    interrupt (KeyboardInterrupt from a signal handler) landing there would lose them. So
+    they wait in ``patch.undoing`` until ``undo_contexts`` claims them, and any left there
+    unclaimed are handed out again, first, by the next detach of this patch."""
     if module is None:
-        contexts, patch.live = patch.live, []
+        contexts = patch.live
     else:
         contexts = [context for context in patch.live if context.module is module]
+    if patch.undoing:
+        contexts = [context for context in patch.undoing if context not in contexts] + contexts
+    patch.undoing = list(contexts)   # first: at no moment are they in neither list
+    if module is None:
+        patch.live = []
+    else:
         patch.live = [context for context in patch.live if context.module is not module]
     patch.generation += 1
     if patch.status == APPLIED and not patch.live:
@@ -468,14 +479,36 @@ def _attempt_each(steps: "List[Tuple[RegisteredPatch, Callable[[], None]]]"
 
 def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> None:
     """Undo detached applications newest first; every one is attempted. Raises one
-    ``UndoError`` naming what failed (or the first interrupt) at the end."""
+    ``UndoError`` naming what failed (or the first interrupt) at the end.
+
+    Only the contexts still waiting in ``patch.undoing`` are undone, claimed under the
+    lock: when two threads detached the same waiting ones, exactly one undoes each."""
     from .errors import UndoError
-    failures, interrupt = _attempt_each([(patch, context.undo) for context in reversed(contexts)])
-    incomplete = [context for context in contexts if context.live_changes()]
-    if incomplete:
-        with STATE.lock:   # keep what could not be undone reachable for another try
-            patch.live = incomplete + patch.live
-            patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
+    claimed: "List[PatchContext]" = []
+    settled = False
+    try:
+        with STATE.lock:
+            waiting = patch.undoing
+            claimed = [context for context in contexts if context in waiting]
+            if claimed:
+                patch.undoing = [context for context in waiting if context not in claimed]
+        failures, interrupt = _attempt_each([(patch, context.undo)
+                                             for context in reversed(claimed)])
+        incomplete = [context for context in claimed if context.live_changes()]
+        if incomplete:
+            with STATE.lock:   # keep what could not be undone reachable for another try
+                patch.live = incomplete + patch.live
+                patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
+        settled = True
+    except BaseException:
+        if not settled:
+            # Interrupted after the claim, before the steps ran or before what they left
+            # was put back: what is still live waits for the next detach (see detach).
+            with STATE.lock:
+                waiting = patch.undoing
+                patch.undoing = [context for context in claimed if context not in waiting
+                                 and context.live_changes()] + waiting
+        raise
     if interrupt is not None:
         raise interrupt
     if failures:
@@ -497,6 +530,7 @@ def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str
     with STATE.lock:
         if context not in patch.live:
             return
+        patch.undoing.append(context)   # claimed by undo_contexts below (see detach)
         patch.live.remove(context)
         patch.generation += 1
         if not patch.live and patch.status == APPLIED:

@@ -72,7 +72,7 @@ class RegisteredPatch:
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
         "history", "applied_order", "notes", "note_providers",
-        "generation", "scope_holds", "scope_saved", "call_counts",
+        "generation", "undoing", "scope_holds", "scope_saved", "call_counts",
     )
 
     def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
@@ -95,6 +95,10 @@ class RegisteredPatch:
         # re-imported after `del sys.modules[...]` is a second object, and undo
         # must reach both.
         self.live: "List[PatchContext]" = []
+        # Applications taken off ``live`` to be undone and not yet claimed by the undo
+        # (application.detach / undo_contexts): an interrupt landing in between leaves
+        # them here, and the next detach of this patch hands them out again.
+        self.undoing: "List[PatchContext]" = []
         self.duration_ms = 0.0
         self.application_count = 0
         self.conflicts: "List[str]" = []

@@ -148,14 +148,9 @@ print(json.dumps(report))
 """
 
 
-# Issue 26, still open: with an interrupt injected at every line the engine runs, some land
-# where a patch's applications are off the patch but not yet undone (from about line 68 of
-# the injection on), and those changes are lost. Keeping the applications on the patch until
-# undone (tried this session) closed that, but raced with scopes held from several threads
-# (test_trust_threads' four-thread scope loop ended with the attribute patched about half
-# the time), so it was taken back. The injection is deterministic: strict, so a fix shows.
-@__import__("pytest").mark.xfail(strict=True, reason="issue 26: an interrupt between detaching "
-                                 "a patch's applications and undoing them loses them")
+# An interrupt injected at every line the engine runs, while a patch applies and while it
+# is undone: wherever it lands, the next unpatch restores everything (the applications a
+# detach took off the patch wait in patch.undoing until their undo claims them).
 def test_an_interrupt_at_every_engine_line_of_a_patch_and_its_undo_leaves_nothing_behind(
         interpreter):
     result = interpreter.run_json(INJECTION, timeout=600)
