@@ -12,7 +12,7 @@ loops over the *samples*, each step vectorised over all points.
 """
 from __future__ import annotations
 
-from typing import Iterator, Tuple
+from typing import Callable, Iterator, Tuple
 
 import torch
 
@@ -51,18 +51,11 @@ def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor
     if m <= 0 or n <= 0:
         return
     xyz = points_xyz.float()
-    best = temp.float().clone()
-    rows = torch.arange(b, device=xyz.device)
-    chosen = torch.zeros(b, dtype=torch.long, device=xyz.device)
-    picks = [chosen]
-    for _ in range(1, m):
-        last = xyz[rows, chosen]  # (B, 3)
-        diff = xyz - last[:, None, :]
-        best = torch.minimum(best, (diff * diff).sum(-1))
-        chosen = best.argmax(dim=1)  # first maximum, like the CUDA reduction
-        picks.append(chosen)
-    temp.copy_(best)
-    output.copy_(torch.stack(picks, dim=1).to(output.dtype))
+
+    def squared_distance_to(rows: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        diff = xyz - xyz[rows, chosen][:, None, :]
+        return (diff * diff).sum(-1)
+    _sample_furthest(squared_distance_to, temp, output, b, m, xyz.device)
 
 
 def furthest_point_sampling_with_dist_forward(points_dist: torch.Tensor,
@@ -73,13 +66,22 @@ def furthest_point_sampling_with_dist_forward(points_dist: torch.Tensor,
     if m <= 0 or n <= 0:
         return
     dist = points_dist.float()
+    _sample_furthest(lambda rows, chosen: dist[rows, chosen], temp, output, b, m, dist.device)
+
+
+def _sample_furthest(distance_to: "Callable[[torch.Tensor, torch.Tensor], torch.Tensor]",
+                     temp: torch.Tensor, output: torch.Tensor, b: int, m: int,
+                     device: torch.device) -> None:
+    """The greedy loop of both samplers: first pick index 0, then each time the point
+    farthest from the chosen set (``distance_to(rows, chosen)``: (B, N) distances to the
+    last picks); ``temp`` keeps the distances, ``output`` gets the indices."""
     best = temp.float().clone()
-    rows = torch.arange(b, device=dist.device)
-    chosen = torch.zeros(b, dtype=torch.long, device=dist.device)
+    rows = torch.arange(b, device=device)
+    chosen = torch.zeros(b, dtype=torch.long, device=device)
     picks = [chosen]
     for _ in range(1, m):
-        best = torch.minimum(best, dist[rows, chosen])
-        chosen = best.argmax(dim=1)
+        best = torch.minimum(best, distance_to(rows, chosen))
+        chosen = best.argmax(dim=1)  # first maximum, like the CUDA reduction
         picks.append(chosen)
     temp.copy_(best)
     output.copy_(torch.stack(picks, dim=1).to(output.dtype))
