@@ -42,10 +42,44 @@ def test_files(checkout: Path, pattern: str) -> List[Path]:
 
 
 # DrivingSDK 1.0's tests subclass torch_npu's TestCase (torch_npu.testing.testcase), which
-# needs an Ascend host. A FAKE torch_npu holding only that test helper stands in for it:
-# unittest's TestCase and a run_tests() that runs unittest's main.
+# needs an Ascend host. A FAKE torch_npu holding what those tests use stands in for it:
+# unittest's TestCase and a run_tests() that runs unittest's main, and torch_npu's
+# profiler API (its activities and levels, ``profile``, ``schedule``, the experimental
+# config and the trace handler) over torch.profiler on the CPU.
 FAKE_TORCH_NPU = {
-    "torch_npu/__init__.py": '"""FAKE torch_npu: only the test helper DrivingSDK 1.0\'s tests use."""\n',
+    "torch_npu/__init__.py": '"""FAKE torch_npu: what DrivingSDK 1.0\'s tests use."""\n'
+                             "from . import profiler  # noqa: F401\n",
+    "torch_npu/profiler.py": '''"""FAKE torch_npu.profiler: its API over torch.profiler (CPU)."""
+import enum
+
+import torch.profiler as _torch_profiler
+
+
+class ProfilerActivity(enum.Enum):
+    CPU = "CPU"
+    NPU = "NPU"
+
+
+class ProfilerLevel(enum.Enum):
+    Level0 = "Level0"
+    Level1 = "Level1"
+    Level2 = "Level2"
+
+
+class _ExperimentalConfig:
+    def __init__(self, profiler_level=ProfilerLevel.Level0, **options):
+        self.profiler_level = profiler_level
+        self.options = options
+
+
+schedule = _torch_profiler.schedule
+tensorboard_trace_handler = _torch_profiler.tensorboard_trace_handler
+
+
+def profile(activities=None, experimental_config=None, **options):
+    """No NPU here: the CPU activity is what torch.profiler records."""
+    return _torch_profiler.profile(activities=[_torch_profiler.ProfilerActivity.CPU], **options)
+''',
     "torch_npu/testing/__init__.py": "",
     "torch_npu/testing/testcase.py": "import unittest\n\nTestCase = unittest.TestCase\n\n\n"
                                      "def run_tests():\n    unittest.main()\n",

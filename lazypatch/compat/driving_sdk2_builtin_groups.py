@@ -88,12 +88,22 @@ class BuiltinAtomicPatch(PackBacked, AtomicPatch):
 
 
 class BuiltinRegistryPatch(PackBacked, RegistryPatch):
-    """DrivingSDK's ``RegistryPatch`` of a built-in group (see ``PackBacked``)."""
+    """DrivingSDK's ``RegistryPatch`` of a built-in group (see ``PackBacked``);
+    ``bound_class(root)`` makes the class ``apply_to(root)`` registers where it must be
+    built from the given module's own names."""
 
     def __init__(self, registry: str, module_cls: "Any" = None, *,
-                 pack_patches: "Tuple[str, ...]" = (), **options: "Any") -> None:
+                 pack_patches: "Tuple[str, ...]" = (),
+                 bound_class: "Optional[Callable[[Any], Any]]" = None,
+                 **options: "Any") -> None:
         super().__init__(registry, module_cls, **options)
         self.pack_patches = tuple(pack_patches)
+        self.bound_class = bound_class
+
+    def class_for(self, root: "Any") -> "Any":
+        if self.bound_class is not None:
+            return self.bound_class(root)
+        return super().class_for(root)
 
 
 class BuiltinLegacyPatch(PackBacked, LegacyPatch):
@@ -366,8 +376,18 @@ class OptimizerHooks(Patch):
         packs = (("ascend.mmcv1_optimizer_hook",), ("ascend.mmcv1_optimizer_hook",),
                  ("ascend.mmcv1_fp16_scaler",), ("ascend.mmcv1_fp16_scaler",))
         return [BuiltinRegistryPatch("mmcv.runner.hooks.optimizer.HOOKS", name=name,
-                                     module_factory=factory, precheck=_mmcv1, pack_patches=pack)
+                                     module_factory=factory, precheck=_mmcv1, pack_patches=pack,
+                                     bound_class=_hook_of_given_module(name))
                 for name, factory, pack in zip(OPTIMIZER_HOOKS, factories, packs)]
+
+
+def _hook_of_given_module(name: str) -> "Callable[[Any], Any]":
+    """For a given ``mmcv`` that is not the imported one (DrivingSDK 1.0's way): the hook
+    class ``name`` built on its ``runner.hooks.optimizer`` (``driving_sdk1_hooks``)."""
+    def hook_class(mmcv: "Any") -> "Any":
+        from .driving_sdk1_hooks import optimizer_hook_of
+        return optimizer_hook_of(mmcv.runner.hooks.optimizer, name)
+    return hook_class
 
 
 # -- mmengine -----------------------------------------------------------------------

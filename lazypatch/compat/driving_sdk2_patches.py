@@ -440,6 +440,16 @@ class RegistryPatch(DeclaredPatch):
         with worded("factory"):
             return self.module_factory()
 
+    def class_for(self, root: "Any") -> "Any":
+        """The class ``apply_to(root)`` registers: ``module_cls`` or ``module_factory()``."""
+        return self.module_cls if self.module_factory is None else self.built_class()
+
+    def apply_to(self, root: "Any") -> None:
+        owner, attribute = attribute_under(root, self.registry)
+        registry = getattr(owner, attribute)   # a registry that is not there: AttributeError
+        registry.register_module(name=self.register_name, force=self.force)(
+            self.class_for(root))
+
     def get_info(self, show_diff: bool = False) -> str:
         """``"registry.name: registers Class"`` (``<factory>`` when the class comes from
         ``module_factory``, which is not called to describe it)."""

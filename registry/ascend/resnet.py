@@ -1,19 +1,26 @@
 """mmdet ResNet on Ascend: fused add+ReLU, NPU stem max-pool, optional FP16.
 
 The add+ReLU and max-pool changes sit in the *middle* of a forward, where no
-wrapper can reach, so those two forwards are copies of mmdet 3.3.0's, pinned
-by :mod:`.sources` (the patch skips when the installed source differs). The
-FP16 patch is a true wrapper around the original forward.
+wrapper can reach. So the patches edit the installed forwards' own source
+(:mod:`.rewrite`): in ``BasicBlock``/``Bottleneck.forward`` the residual add
+whose result goes straight into ``self.relu`` becomes one fused call, and in
+``ResNet.forward`` the one ``self.maxpool(x)`` call becomes :func:`stem_max_pool`.
+Everything else the installed release does (checkpointing, plugins, whatever a
+later release adds) stays as it is, in every mmdet whose forwards have those
+steps; a forward without them is left alone and the patch says which step is
+missing. The FP16 patch is a true wrapper around the original forward.
 
-Each copy keeps upstream's behaviour exactly (checkpointing, plugins,
-``out_indices``) and changes one step; every kernel has a PyTorch fallback
-with the same numbers.
+``basic_block_forward``, ``bottleneck_forward`` and ``resnet_forward`` are the
+fixed replacements DrivingSDK's API exposes (``ResNetAddRelu._basicblock_forward_replacement``
+...), written for mmdet 3.x's blocks; the patches do not install them.
+Every kernel has a PyTorch fallback with the same numbers.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any, Tuple
+import ast
+from types import FunctionType, ModuleType
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.utils.checkpoint as cp
@@ -22,7 +29,7 @@ from torch import nn
 import lazypatch
 
 from .kernels import kernel
-from .sources import drift_reason
+from .rewrite import HELPER_PREFIX, edited, helper_call, installed, is_method_call, is_name
 
 ADD_RELU_PATCH = "ascend.resnet_add_relu"
 MAX_POOL_PATCH = "ascend.resnet_maxpool"
@@ -58,10 +65,10 @@ def stem_max_pool(pool: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return npu_max_pool2d(x, 3, 2, 1)
 
 
-# --- copies of mmdet 3.3.0 forwards (pinned in sources.PINNED_SOURCES) -----
+# --- the fixed replacements of DrivingSDK's API (mmdet 3.x's blocks) -------
 
 def basic_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-    """mmdet 3.3.0 ``BasicBlock.forward`` with ``out += identity; relu(out)`` fused."""
+    """mmdet 3.x ``BasicBlock.forward`` with ``out += identity; relu(out)`` fused."""
 
     def _inner_forward(x: torch.Tensor) -> torch.Tensor:
         identity = x
@@ -86,7 +93,7 @@ def basic_block_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 def bottleneck_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-    """mmdet 3.3.0 ``Bottleneck.forward`` with ``out += identity; relu(out)`` fused."""
+    """mmdet 3.x ``Bottleneck.forward`` with ``out += identity; relu(out)`` fused."""
 
     def _inner_forward(x: torch.Tensor) -> torch.Tensor:
         identity = x
@@ -121,7 +128,7 @@ def bottleneck_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 def resnet_forward(self: Any, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-    """mmdet 3.3.0 ``ResNet.forward`` with the stem pool by :func:`stem_max_pool`."""
+    """mmdet 3.x ``ResNet.forward`` with the stem pool by :func:`stem_max_pool`."""
     if self.deep_stem:
         x = self.stem(x)
     else:
@@ -138,30 +145,165 @@ def resnet_forward(self: Any, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
     return tuple(outs)
 
 
-# --- the patches ---------------------------------------------------------------
+# --- the edits of the installed forwards -------------------------------------------
 
-def _install_copies(patch: lazypatch.PatchContext, copies: Tuple[Tuple[type, Any], ...]) -> None:
-    """Replace each ``owner.forward`` by its copy, or skip (changing nothing) when
-    any upstream forward differs from the source the copies were made from."""
-    for owner, _ in copies:
-        reason = drift_reason(owner, "forward")
-        if reason is not None:
-            patch.skip(reason)
-    for owner, copy in copies:
-        patch.setattr(owner, "forward", copy)
-        patch.note(f"{owner.__name__}.forward -> {copy.__module__}.{copy.__name__} "
-                   f"(copy pinned to mmdet 3.3.0's source)")
+ADD_RELU = f"{HELPER_PREFIX}add_relu"
+STEM_MAX_POOL = f"{HELPER_PREFIX}stem_max_pool"
+
+
+def _relu_of_itself(statement: ast.stmt, self_name: str) -> Optional[str]:
+    """``name`` when ``statement`` is ``name = <self>.relu(name)``, else None."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and is_name(statement.targets[0]) and is_method_call(statement.value, self_name, "relu"):
+        name = statement.targets[0].id   # type: ignore[attr-defined]
+        call = statement.value
+        if len(call.args) == 1 and not call.keywords and is_name(call.args[0], name):  # type: ignore[attr-defined]
+            return name
+    return None
+
+
+def _residual_add(statement: ast.stmt) -> Optional[str]:
+    """``name`` when ``statement`` is ``name += <expression>``, else None."""
+    if isinstance(statement, ast.AugAssign) and isinstance(statement.op, ast.Add) \
+            and is_name(statement.target):
+        return statement.target.id   # type: ignore[attr-defined]
+    return None
+
+
+def _fused(name: str, identity: ast.expr) -> ast.expr:
+    return helper_call(ADD_RELU, ast.Name(id=name, ctx=ast.Load()), identity)
+
+
+def _assigns_result_of(statement: ast.stmt, name: str, function: str) -> bool:
+    """Whether ``statement`` only sets ``name`` from a call involving ``function`` (an
+    ``if``/``else`` choosing between such calls included): checkpointed or not, it is the
+    inner function's result."""
+    if isinstance(statement, ast.If):
+        return bool(statement.orelse) and all(
+            _assigns_result_of(inner, name, function)
+            for inner in statement.body + statement.orelse)
+    return (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and is_name(statement.targets[0], name) and isinstance(statement.value, ast.Call)
+            and any(is_name(node, function) for node in ast.walk(statement.value)))
+
+
+def _fuse_inline(statements: List[ast.stmt], self_name: str) -> int:
+    """``x += y`` then ``x = self.relu(x)`` -> ``x = add_relu(x, y)``; how many."""
+    fused = 0
+    for index in range(len(statements) - 2, -1, -1):
+        add, relu = statements[index], statements[index + 1]
+        name = _residual_add(add)
+        if name is not None and _relu_of_itself(relu, self_name) == name:
+            statements[index:index + 2] = [ast.Assign(
+                targets=[ast.Name(id=name, ctx=ast.Store())],
+                value=_fused(name, add.value))]   # type: ignore[attr-defined]
+            fused += 1
+    return fused
+
+
+def _fuse_through_inner(definition: ast.FunctionDef, self_name: str) -> "tuple[int, str]":
+    """mmdet's shape: ``_inner_forward`` ends ``out += identity; return out`` and the
+    forward passes its result (checkpointed or not) straight to ``self.relu``. The add
+    becomes ``return add_relu(out, identity)`` and that ``self.relu`` goes: (fused count,
+    what was missing)."""
+    body = definition.body
+    for position, inner in enumerate(body):
+        if not isinstance(inner, ast.FunctionDef) or len(inner.body) < 2:
+            continue
+        add, returned = inner.body[-2], inner.body[-1]
+        name = _residual_add(add)
+        if name is None or not (isinstance(returned, ast.Return) and is_name(returned.value, name)):
+            continue
+        later = body[position + 1:]
+        for offset, statement in enumerate(later):
+            result = _relu_of_itself(statement, self_name)
+            if result is not None and offset and all(
+                    _assigns_result_of(step, result, inner.name) for step in later[:offset]):
+                rest = later[offset + 1:]
+                if any(is_name(node, inner.name) for step in rest for node in ast.walk(step)):
+                    break
+                inner.body[-2:] = [ast.Return(value=_fused(name, add.value))]   # type: ignore[attr-defined]
+                del body[position + 1 + offset]
+                return 1, ""
+        return 0, (f"the result of {inner.name}() (which ends with the residual add "
+                   f"'{name} += ...') does not go straight into {self_name}.relu")
+    return 0, ""
+
+
+def fuse_add_relu(where: str) -> Callable[[ast.FunctionDef], str]:
+    """The edit fusing a residual block's add and ReLU (``where`` names it in reasons)."""
+    def edit(definition: ast.FunctionDef) -> str:
+        if not definition.args.args:
+            return f"{where} takes no self"
+        self_name = definition.args.args[0].arg
+        fused, why_not = _fuse_through_inner(definition, self_name)
+        for node in list(ast.walk(definition)):
+            for field in ("body", "orelse", "finalbody"):
+                statements = getattr(node, field, None)
+                if isinstance(statements, list):
+                    fused += _fuse_inline(statements, self_name)
+        if fused:
+            return ""
+        if why_not:
+            return f"{where}: {why_not}"
+        return (f"{where} has no residual add ('out += identity') whose result goes straight "
+                f"into {self_name}.relu: nothing to fuse")
+    return edit
+
+
+def pool_stem(where: str) -> Callable[[ast.FunctionDef], str]:
+    """The edit sending ResNet's one ``self.maxpool(x)`` call to :func:`stem_max_pool`."""
+    def edit(definition: ast.FunctionDef) -> str:
+        if not definition.args.args:
+            return f"{where} takes no self"
+        self_name = definition.args.args[0].arg
+        calls = [node for node in ast.walk(definition)
+                 if is_method_call(node, self_name, "maxpool")]
+        if len(calls) != 1:
+            return (f"{where} calls {self_name}.maxpool {len(calls)} times; the stem pool is "
+                    f"one call")
+        call = calls[0]
+        if len(call.args) != 1 or call.keywords:    # type: ignore[attr-defined]
+            return f"{where} calls {self_name}.maxpool with other than one input"
+        pool = call.func                                # type: ignore[attr-defined]
+        call.func = ast.Name(id=STEM_MAX_POOL, ctx=ast.Load())   # type: ignore[attr-defined]
+        call.args = [pool, call.args[0]]                # type: ignore[attr-defined]
+        return ""
+    return edit
+
+
+def _install_edits(patch: lazypatch.PatchContext,
+                   edits: Sequence["tuple[type, Callable[[ast.FunctionDef], str]]"],
+                   what: str) -> None:
+    """Replace each ``owner.forward`` by its edited source, or skip (changing nothing)
+    when any of them does not have the steps the edit changes."""
+    helpers = {ADD_RELU: add_relu, STEM_MAX_POOL: stem_max_pool}
+    rebuilt: List["tuple[type, FunctionType]"] = []
+    for owner, edit in edits:
+        function, why_not = installed(owner, "forward")
+        new: Optional[FunctionType] = None
+        if function is not None:
+            new, why_not = edited(function, edit, helpers)
+        if new is None:
+            patch.skip(f"{owner.__name__}.forward left as it is: {why_not}")
+        rebuilt.append((owner, new))
+    for owner, new in rebuilt:
+        patch.setattr(owner, "forward", new)
+        patch.note(f"{owner.__name__}.forward of {owner.__module__}, recompiled from the "
+                   f"installed source with {what}")
 
 
 def patch_add_relu(resnet: ModuleType, patch: lazypatch.PatchContext) -> None:
-    """Install the fused add+ReLU forwards of BasicBlock and Bottleneck."""
-    _install_copies(patch, ((resnet.BasicBlock, basic_block_forward),
-                            (resnet.Bottleneck, bottleneck_forward)))
+    """BasicBlock and Bottleneck forwards with the residual add and ReLU fused."""
+    _install_edits(patch, [(resnet.BasicBlock, fuse_add_relu("BasicBlock.forward")),
+                           (resnet.Bottleneck, fuse_add_relu("Bottleneck.forward"))],
+                   "the residual add and ReLU as one mx_driving.npu_add_relu")
 
 
 def patch_max_pool(resnet: ModuleType, patch: lazypatch.PatchContext) -> None:
-    """Install the ResNet forward whose stem pool uses npu_max_pool2d in inference."""
-    _install_copies(patch, ((resnet.ResNet, resnet_forward),))
+    """ResNet forward whose stem pool uses npu_max_pool2d in inference."""
+    _install_edits(patch, [(resnet.ResNet, pool_stem("ResNet.forward"))],
+                   "the stem max-pool by mx_driving.npu_max_pool2d in inference")
 
 
 def patch_fp16(resnet: ModuleType, patch: lazypatch.PatchContext) -> None:

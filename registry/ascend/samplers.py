@@ -18,12 +18,12 @@ replaced), there is nothing to remove and the patch is skipped, saying so.
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 from types import FunctionType, ModuleType
 from typing import Any, Optional
 
 import lazypatch
+
+from .rewrite import edited
 
 
 class _DropUniqueAfterNonzero(ast.NodeTransformer):
@@ -52,32 +52,19 @@ def _is_squeezed_nonzero(node: ast.AST) -> bool:
         or (isinstance(inner.func, ast.Name) and inner.func.id == "nonzero"))
 
 
+def _drop_unique(definition: ast.FunctionDef) -> str:
+    transformer = _DropUniqueAfterNonzero()
+    transformer.visit(definition)
+    if not transformer.removed:
+        return ("its source has no .unique() after nonzero(...).squeeze(-1): nothing to "
+                "remove (another release, or already changed)")
+    return ""
+
+
 def without_unique(function: Any) -> "tuple[Optional[FunctionType], str]":
     """(``function`` recompiled without ``.unique()`` after ``nonzero(...).squeeze(-1)``,
     "") or (None, why not)."""
-    try:
-        source = textwrap.dedent(inspect.getsource(function))
-    except (OSError, TypeError) as error:
-        return None, f"its source cannot be read ({error})"
-    tree = ast.parse(source)
-    definition = tree.body[0] if tree.body else None
-    if not isinstance(definition, ast.FunctionDef):
-        return None, "it is not a plain function"
-    definition.decorator_list = []
-    transformer = _DropUniqueAfterNonzero()
-    transformer.visit(tree)
-    if not transformer.removed:
-        return None, ("its source has no .unique() after nonzero(...).squeeze(-1): nothing to "
-                      "remove (another release, or already changed)")
-    ast.fix_missing_locations(tree)
-    code = compile(tree, inspect.getsourcefile(function) or "<PseudoSampler.sample>", "exec")
-    namespace: dict = {}
-    exec(code, function.__globals__, namespace)   # the method's own module resolves its names
-    rebuilt = namespace[definition.name]
-    rebuilt.__qualname__ = function.__qualname__
-    rebuilt.__doc__ = function.__doc__
-    rebuilt.__wrapped__ = function
-    return rebuilt, ""
+    return edited(function, _drop_unique)
 
 
 def patch_pseudo_sampler(pseudo_sampler: ModuleType, patch: lazypatch.PatchContext) -> None:

@@ -83,11 +83,11 @@ import torch
 from mmdet3d.structures import (CameraInstance3DBoxes, DepthInstance3DBoxes,
                                 LiDARInstance3DBoxes)
 import mmdet3d.evaluation.metrics.nuscenes_metric as metric
-from lazypatch.pinning import source_sha256
-from lazypatch.registry.ascend.sources import PINNED_SOURCES
 
 original = lazypatch.original(metric, "output_to_nusc_box")
-pinned = source_sha256(original) in PINNED_SOURCES["nuscenes_metric.output_to_nusc_box"]
+# The installed function, edited: it wraps it and runs in its module.
+edited_from_installed = (metric.output_to_nusc_box.__wrapped__ is original
+                         and metric.output_to_nusc_box.__globals__ is vars(metric))
 
 def detections():
     torch.manual_seed(0)
@@ -128,7 +128,8 @@ def same_boxes(a, b):
                                  for u, v in zip(x, y)) for x, y in zip(a, b))
 
 print(json.dumps({
-    "status": record.status, "reason": record.reason, "pinned": pinned, "replaced": replaced,
+    "status": record.status, "reason": record.reason,
+    "edited_from_installed": edited_from_installed, "replaced": replaced,
     "counts": [len(boxes) for boxes, _ in patched],
     "same": [same_boxes(p[0], q[0]) and ((p[1] is None and q[1] is None) or
                                          np.array_equal(p[1], q[1]))
@@ -143,15 +144,100 @@ def test_ascend_fake_nuscenes_boxes_are_the_same_numbers(interpreter):
     interpreter.write(ASCEND_FAKES)
     result = interpreter.run_json(PROLOGUE + NUSCENES_SCENARIO)
     assert result["status"] == "applied", result["reason"]
-    assert result["pinned"] and result["replaced"]
+    assert result["edited_from_installed"] and result["replaced"]
     assert result["counts"] == [30, 30, 0]
     assert result["same"] == [True, True, True]
     assert result["errors"] and result["restored"]
 
 
+# output_to_nusc_box of other (imagined) mmdet3d releases, in a module of their own so
+# that their source can be read, as an installed release's can.
+NUSCENES_VARIANTS = {"nuscenes_variants.py": '''
+"""output_to_nusc_box written differently from the installed mmdet3d's."""
+import numpy as np
+import pyquaternion
+from nuscenes.utils.data_classes import Box as NuScenesBox
+
+
+def output_to_nusc_box(detection):
+    # mmdet3d 0.x's conventions: the yaw turned by -pi/2, no width/length swap.
+    box3d = detection["bboxes_3d"]
+    scores = detection["scores_3d"].numpy()
+    labels = detection["labels_3d"].numpy()
+    box_gravity_center = box3d.gravity_center.numpy()
+    box_dims = box3d.dims.numpy()
+    box_yaw = -box3d.yaw.numpy() - np.pi / 2
+    box_list = []
+    for i in range(len(box3d)):
+        quat = pyquaternion.Quaternion(axis=[0, 0, 1], radians=box_yaw[i])
+        velocity = (*box3d.tensor[i, 7:9], 0.0)
+        box_list.append(NuScenesBox(box_gravity_center[i], box_dims[i], quat,
+                                    label=labels[i], score=scores[i], velocity=velocity))
+    return box_list, None
+
+
+def output_to_nusc_box_prebuilt(detection):
+    # Rotations given as quaternions already: nothing the patch rewrites.
+    return [NuScenesBox(center, size, pyquaternion.Quaternion(rotation))
+            for center, size, rotation in detection["boxes"]], None
+'''}
+
+
+def test_ascend_fake_nuscenes_edit_fits_another_release_and_keeps_its_conventions(interpreter):
+    interpreter.write(ASCEND_FAKES)
+    interpreter.write(NUSCENES_VARIANTS)
+    result = interpreter.run_json(PROLOGUE + '''
+import numpy as np
+import torch
+import nuscenes_variants as variants
+from mmdet3d.structures import LiDARInstance3DBoxes
+
+@lazypatch.when_imported("mmdet3d.evaluation.metrics.nuscenes_metric",
+                         name="test.other_release", priority=-10)
+def other_release(module, patch):
+    patch.setattr(module, "output_to_nusc_box", variants.output_to_nusc_box)
+
+# Held in a list: the patch rebinds module-level copies of the function it replaces
+# (variants.output_to_nusc_box too), as it does for every `from x import y` copy.
+variant_function = [variants.output_to_nusc_box]
+
+import mmdet3d.evaluation.metrics.nuscenes_metric as metric
+record = ascend_report()["ascend.nuscenes_metric"]
+torch.manual_seed(0)
+boxes = torch.randn(30, 9)
+boxes[:, 3:6] = boxes[:, 3:6].abs() + 0.5
+detection = dict(bboxes_3d=LiDARInstance3DBoxes(boxes, box_dim=9), scores_3d=torch.rand(30),
+                 labels_3d=torch.randint(0, 10, (30,)))
+
+def convert():
+    return [[box.center, box.wlh, box.orientation.q, box.velocity]
+            for box in metric.output_to_nusc_box(detection)[0]]
+
+patched = convert()
+edited_from = metric.output_to_nusc_box.__wrapped__ is variant_function[0]
+lazypatch.unpatch("ascend.nuscenes_metric")
+variant = convert()
+print(json.dumps({
+    "status": record.status, "reason": record.reason, "edited_from": edited_from,
+    "same": len(patched) == len(variant) == 30 and all(
+        np.array_equal(u, v) and u.dtype == v.dtype
+        for x, y in zip(patched, variant) for u, v in zip(x, y)),
+    "variant_back": metric.output_to_nusc_box is variants.output_to_nusc_box
+    is variant_function[0],
+}))
+''')
+    assert result["status"] == "applied", result["reason"]
+    assert result["edited_from"]
+    # Its yaw convention and dimension order are kept: the variant's own numbers.
+    assert result["same"] and result["variant_back"]
+
+
 def test_ascend_copies_skip_when_upstream_source_differs(interpreter):
     interpreter.write(ASCEND_FAKES)
+    interpreter.write(NUSCENES_VARIANTS)
     result = interpreter.run_json(PROLOGUE + '''
+import nuscenes_variants
+
 @lazypatch.when_imported("mmdet.models.task_modules.samplers.pseudo_sampler",
                          name="test.earlier_edit", priority=-10)
 def earlier_edit(module, patch):
@@ -161,24 +247,27 @@ def earlier_edit(module, patch):
 @lazypatch.when_imported("mmdet3d.evaluation.metrics.nuscenes_metric",
                          name="test.earlier_edit3d", priority=-10)
 def earlier_edit3d(module, patch):
-    patch.setattr(module, "output_to_nusc_box", lambda detection: "other")
+    patch.setattr(module, "output_to_nusc_box", nuscenes_variants.output_to_nusc_box_prebuilt)
 
 from mmdet.models.task_modules.samplers import PseudoSampler
 import mmdet3d.evaluation.metrics.nuscenes_metric as metric
 records = ascend_report()
 print(json.dumps({name: [records[name].status, records[name].reason]
                   for name in ("ascend.pseudo_sampler", "ascend.nuscenes_metric")}
-                 | {"kept": [PseudoSampler().sample(None, None, None),
-                             metric.output_to_nusc_box(None)]}))
+                 | {"kept": [PseudoSampler().sample(None, None, None) == "other",
+                             metric.output_to_nusc_box
+                             is nuscenes_variants.output_to_nusc_box_prebuilt]}))
 ''')
     status, reason = result["ascend.nuscenes_metric"]
-    assert status == "skipped" and "differs from the version this patch copied" in reason
-    assert "mmdet3d 1.4.0" in reason
+    assert status == "skipped" and reason == (
+        "output_to_nusc_box left as it is: its source has neither Quaternion(axis=<x, y or z "
+        "axis>, radians=...) nor per-box <boxes>.tensor[i, ...] reads in a loop over i: "
+        "nothing to rewrite")
     # The sampler's change is derived from the installed source: a method without the
     # idiom (another release, another patch's) has nothing to remove.
     status, reason = result["ascend.pseudo_sampler"]
     assert status == "skipped" and "PseudoSampler.sample left as it is" in reason
-    assert result["kept"] == ["other", "other"]
+    assert result["kept"] == [True, True]
 
 
 OPTIM_WRAPPER_SCENARIO = '''

@@ -66,15 +66,16 @@ def test_ascend_fake_resnet_same_numbers_conflict_and_exact_undo(interpreter):
 import torch
 import mmdet.models.backbones.resnet as resnet
 import mx_driving
-from lazypatch.pinning import source_sha256
-from lazypatch.registry.ascend.sources import PINNED_SOURCES
 
 classes = {"BasicBlock": resnet.BasicBlock, "Bottleneck": resnet.Bottleneck,
            "ResNet": resnet.ResNet}
 originals = {name: lazypatch.original(cls, "forward") for name, cls in classes.items()}
-pinned = {name: source_sha256(originals[name]) in PINNED_SOURCES[name + ".forward"]
-          for name in classes}
-patched_forwards = {name: cls.__dict__["forward"].__module__ for name, cls in classes.items()}
+# Each installed forward is the installed one, edited: it wraps it and runs in its module.
+edited_from_installed = {
+    name: cls.__dict__["forward"] is not originals[name]
+    and cls.__dict__["forward"].__wrapped__ is originals[name]
+    and cls.__dict__["forward"].__globals__ is vars(resnet)
+    for name, cls in classes.items()}
 
 torch.manual_seed(0)
 models = [resnet.ResNet(depth=18, base_channels=8), resnet.ResNet(depth=50, base_channels=8)]
@@ -103,7 +104,7 @@ plain = run()
 print(json.dumps({
     "statuses": {name: records[name].status for name in
                  ("ascend.resnet_add_relu", "ascend.resnet_maxpool", "ascend.resnet_fp16")},
-    "pinned": pinned, "patched_forwards": patched_forwards, "calls": calls,
+    "edited_from_installed": edited_from_installed, "calls": calls,
     "pool_calls_with_grad": pool_calls_with_grad, "conflicts": conflicts,
     "same_numbers": all(torch.equal(a, b) for x, y in zip(patched, plain) for a, b in zip(x, y)),
     "fp16_dtypes": sorted({str(out.dtype) for outs in fp16 for out in outs}),
@@ -113,10 +114,9 @@ print(json.dumps({
 }))
 ''')
     assert set(result["statuses"].values()) == {"applied"}
-    # The copies are pinned to the tested mmdet's source: if mmdet's forward
-    # changes, this fails (and the patch skips at run time, next test).
-    assert result["pinned"] == {"BasicBlock": True, "Bottleneck": True, "ResNet": True}
-    assert set(result["patched_forwards"].values()) == {"lazypatch.registry.ascend.resnet"}
+    # The installed mmdet's forwards have the steps the edits change.
+    assert result["edited_from_installed"] == {"BasicBlock": True, "Bottleneck": True,
+                                               "ResNet": True}
     assert result["calls"]["npu_add_relu"] == 8 + 16   # one per residual block (ResNet-18, -50)
     assert result["calls"]["npu_max_pool2d"] == 2
     assert result["pool_calls_with_grad"] == 0
@@ -126,17 +126,118 @@ print(json.dumps({
     assert result["restored"]
 
 
-def test_ascend_fake_resnet_copy_skips_when_upstream_source_differs(interpreter):
+# Forwards of other (imagined) mmdet releases, in a module of their own so that their
+# source can be read, as an installed release's can.
+RESNET_VARIANTS = {"resnet_variants.py": '''
+"""ResNet forwards written differently from the installed mmdet's."""
+
+
+def basic_block_forward(self, x):
+    # No inner function and no checkpointing: the add and the ReLU in line.
+    identity = x if self.downsample is None else self.downsample(x)
+    out = self.relu(self.norm1(self.conv1(x)))
+    out = self.norm2(self.conv2(out))
+    out += identity
+    out = self.relu(out)
+    return out
+
+
+def bottleneck_forward(self, x):
+    identity = x if self.downsample is None else self.downsample(x)
+    out = self.relu(self.norm1(self.conv1(x)))
+    out = self.relu(self.norm2(self.conv2(out)))
+    out = self.norm3(self.conv3(out)) * 0.5     # a step the installed release lacks
+    out += identity
+    out = self.relu(out)
+    return out
+
+
+def resnet_forward(self, x):
+    x = self.stem(x) if self.deep_stem else self.relu(self.norm1(self.conv1(x)))
+    x = self.maxpool(x)
+    outs = []
+    for i, layer_name in enumerate(self.res_layers):
+        x = getattr(self, layer_name)(x)
+        if i in self.out_indices:
+            outs.append(x)
+    return tuple(outs)
+
+
+def basic_block_relu_before_add(self, x):
+    # The ReLU before the residual add: there is no add+ReLU to fuse.
+    identity = x if self.downsample is None else self.downsample(x)
+    out = self.norm2(self.conv2(self.relu(self.norm1(self.conv1(x)))))
+    return self.relu(out) + identity
+'''}
+
+
+def test_ascend_fake_resnet_edits_fit_forwards_written_differently(interpreter):
     interpreter.write(ASCEND_FAKES)
+    interpreter.write(RESNET_VARIANTS)
+    result = interpreter.run_json(PROLOGUE + '''
+import torch
+import resnet_variants as variants
+
+FORWARDS = {"BasicBlock": variants.basic_block_forward,
+            "Bottleneck": variants.bottleneck_forward, "ResNet": variants.resnet_forward}
+
+@lazypatch.when_imported("mmdet.models.backbones.resnet", name="test.other_release", priority=-10)
+def other_release(resnet, patch):
+    for name, forward in FORWARDS.items():
+        patch.setattr(getattr(resnet, name), "forward", forward)
+
+import mmdet.models.backbones.resnet as resnet
+import mx_driving
+records = ascend_report()
+edited_from = {name: getattr(resnet, name).__dict__["forward"].__wrapped__.__name__
+               for name in FORWARDS}
+torch.manual_seed(0)
+models = [resnet.ResNet(depth=18, base_channels=8), resnet.ResNet(depth=50, base_channels=8)]
+for model in models:
+    model.eval()
+torch.set_num_threads(1)
+image = torch.randn(1, 3, 16, 16)
+
+def run():
+    with torch.no_grad():
+        return [[out.clone() for out in model(image)] for model in models]
+
+patched = run()
+calls = dict(mx_driving.CALLS)
+lazypatch.unpatch("ascend.resnet_add_relu")
+lazypatch.unpatch("ascend.resnet_maxpool")
+variant = run()
+print(json.dumps({
+    "statuses": [records[name].status for name in ("ascend.resnet_add_relu",
+                                                   "ascend.resnet_maxpool")],
+    "edited_from": edited_from, "calls": calls,
+    "same_numbers": all(torch.equal(a, b) for x, y in zip(patched, variant)
+                        for a, b in zip(x, y)),
+    "variants_back": all(getattr(resnet, name).__dict__["forward"] is forward
+                         for name, forward in FORWARDS.items()),
+}))
+''')
+    assert result["statuses"] == ["applied", "applied"]
+    assert result["edited_from"] == {"BasicBlock": "basic_block_forward",
+                                     "Bottleneck": "bottleneck_forward",
+                                     "ResNet": "resnet_forward"}
+    assert result["calls"]["npu_add_relu"] == 8 + 16
+    assert result["calls"]["npu_max_pool2d"] == 2
+    # The variant's own extra step (the 0.5 scale) is kept: same numbers as the variant.
+    assert result["same_numbers"]
+    assert result["variants_back"]
+
+
+def test_ascend_fake_resnet_edit_skips_forwards_without_the_steps_it_changes(interpreter):
+    interpreter.write(ASCEND_FAKES)
+    interpreter.write(RESNET_VARIANTS)
     result = interpreter.run_json(PROLOGUE + '''
 import functools
+import resnet_variants as variants
 
 @lazypatch.when_imported("mmdet.models.backbones.resnet", name="test.earlier_edit", priority=-10)
 def earlier_edit(resnet, patch):
-    # Stand-ins for a different mmdet release / another patch on the same methods.
-    def forward(self, x):
-        return x
-    patch.setattr(resnet.BasicBlock, "forward", forward)
+    patch.setattr(resnet.BasicBlock, "forward", variants.basic_block_relu_before_add)
     original = resnet.ResNet.__dict__["forward"]
     patch.setattr(resnet.ResNet, "forward", functools.wraps(original)(lambda self, x: original(self, x)))
 
@@ -144,15 +245,41 @@ import mmdet.models.backbones.resnet as resnet
 records = ascend_report()
 print(json.dumps({name: [records[name].status, records[name].reason]
                   for name in ("ascend.resnet_add_relu", "ascend.resnet_maxpool")}
-                 | {"bottleneck_untouched": resnet.Bottleneck.__dict__["forward"].__module__}))
+                 | {"bottleneck_untouched": resnet.Bottleneck.__dict__["forward"]
+                    is lazypatch.original(resnet.Bottleneck, "forward")}))
 ''')
     status, reason = result["ascend.resnet_add_relu"]
-    assert status == "skipped" and "differs from the version this patch copied" in reason
-    assert "BasicBlock.forward" in reason
-    # All-or-nothing: Bottleneck was not replaced either.
-    assert result["bottleneck_untouched"] == "mmdet.models.backbones.resnet"
+    assert status == "skipped"
+    assert reason.startswith("BasicBlock.forward left as it is: BasicBlock.forward has no "
+                             "residual add ('out += identity') whose result goes straight "
+                             "into self.relu"), reason
+    # All-or-nothing: Bottleneck (which fits) was not replaced either.
+    assert result["bottleneck_untouched"]
     status, reason = result["ascend.resnet_maxpool"]
     assert status == "skipped" and "already wrapped" in reason
+
+
+def test_ascend_fake_resnet_and_nuscenes_apply_whatever_the_version_string(interpreter):
+    interpreter.write(ASCEND_FAKES)
+    # Installed metadata saying other releases, in front of the real ones on sys.path:
+    # the same source under another version string.
+    interpreter.write({
+        "mmdet-2.28.2.dist-info/METADATA": "Metadata-Version: 2.1\nName: mmdet\nVersion: 2.28.2\n",
+        "mmdet3d-1.0.0rc6.dist-info/METADATA":
+            "Metadata-Version: 2.1\nName: mmdet3d\nVersion: 1.0.0rc6\n",
+    })
+    result = interpreter.run_json(PROLOGUE + '''
+from importlib.metadata import version
+import mmdet.models.backbones.resnet
+import mmdet3d.evaluation.metrics.nuscenes_metric
+records = ascend_report()
+print(json.dumps({"versions": [version("mmdet"), version("mmdet3d")],
+                  "statuses": {name: records[name].status for name in (
+                      "ascend.resnet_add_relu", "ascend.resnet_maxpool",
+                      "ascend.nuscenes_metric")}}))
+''')
+    assert result["versions"] == ["2.28.2", "1.0.0rc6"]
+    assert set(result["statuses"].values()) == {"applied"}, result["statuses"]
 
 
 def test_ascend_fake_torch_bool_index_and_batch_matmul(interpreter):

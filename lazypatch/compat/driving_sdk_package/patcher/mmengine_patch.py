@@ -4,6 +4,13 @@ Names only (see ``__init__.py`` of this folder): loaded under any name, this fil
 gives the very objects of ``lazypatch.compat``.
 """
 
+from lazypatch.compat.driving_sdk1_loops import (
+    _parse_profiler_options,
+    epoch_runner,
+    epoch_train_loop,
+    iter_runner,
+    iter_train_loop,
+)
 from lazypatch.compat.driving_sdk2_builtin_groups import (
     OptimizerWrapper,
 )
@@ -17,4 +24,6 @@ from lazypatch.compat.driving_sdk2_builtin_patches import (
 )
 
 __all__ = ["build_mmengine_epoch_train_loop_patch", "build_mmengine_iter_train_loop_patch",
-           "OptimizerWrapper", "ddp", "optimizer_hooks", "optimizer_wrapper", "stream"]
+           "OptimizerWrapper", "ddp", "optimizer_hooks", "optimizer_wrapper", "stream",
+           "epoch_runner", "iter_runner", "epoch_train_loop", "iter_train_loop",
+           "_parse_profiler_options"]
