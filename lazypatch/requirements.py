@@ -131,6 +131,13 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     if version is not None:
         return version, f"distribution {name}"
     import_name = name.replace("-", "_")
+    if not (module is not None and getattr(module, "__name__", None) == import_name) \
+            and not _findable(import_name.split(".", 1)[0]):
+        # Nothing on sys.path or sys.meta_path has that module: "not installed", without
+        # reading the RECORD of every installed distribution to learn which one provides
+        # the name (the ascend pack's torch_npu requirements cost `import torch` 100M
+        # instructions that way on a stack of 55 distributions).
+        return None
     providers = import_name_providers(import_name)
     if providers:
         distribution, version = providers[0]
@@ -145,6 +152,27 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     if isinstance(version, str) and version:
         return str(version), f"{import_name}.__version__"
     return None
+
+
+def _findable(top_level: str) -> bool:
+    """Whether an import of top-level module ``top_level`` would find something, asking
+    the finders on ``sys.meta_path`` where (never importing it: finders only locate).
+    A finder that fails to answer counts as yes, so the metadata still decides."""
+    if top_level in sys.modules:
+        return True
+    from .state import STATE
+    for finder in sys.meta_path:
+        if finder is STATE.finder:
+            continue        # lazypatch's own finder only hands on what the others find
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            return True     # a legacy find_module finder: cannot ask without loading
+        try:
+            if find_spec(top_level, None) is not None:
+                return True
+        except Exception:
+            return True
+    return False
 
 
 _parsed: "Dict[str, Requirement]" = {}
