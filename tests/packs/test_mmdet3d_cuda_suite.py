@@ -48,10 +48,6 @@ KNOWN_FAILURES: Dict[str, str] = {
         "SparseEncoder(in_channels=128); spconv 2 (here the cuda_extensions stand-in, as "
         "the real one) refuses the channel mismatch, where mmcv's kernel reinterprets the "
         "filter silently (the test passes on mmcv's sparse ops, LAZYPATCH_ENABLE=device)",
-    "tests.test_models.test_data_preprocessors.test_data_preprocessor":
-        "device pack: mmengine's BaseDataPreprocessor.cuda() does "
-        "torch.device(torch.cuda.current_device()) = torch.device(0), which torch "
-        "resolves to the (absent) accelerator; torch.device is left unchanged by design",
     **{test: "mmdet's focal loss takes its CPU path (pred.is_cuda is False on the CPU), "
              "F.one_hot of the -1 'no object' targets; on a GPU mmcv's sigmoid_focal_loss "
              "kernel takes them"
