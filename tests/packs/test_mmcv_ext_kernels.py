@@ -669,6 +669,24 @@ def test_roi_align_gradcheck(ops, mode, aligned, ratio):
         (x, ))
 
 
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_samples_inverted_rois_as_the_cuda_kernel(ops, mode, ratio):
+    """Aligned RoIs with x2 < x1 or y2 < y1 (Sparse R-CNN's early boxes): mmcv's CUDA
+    kernel samples them backwards (fixed grid) or not at all (adaptive grid), where its
+    CPU kernel raises; here as the CUDA kernel, against the same naive reference."""
+    x, _ = roi_inputs(torch.float64, seed=23)
+    rois = torch.tensor([[0, 9.0, 2.0, 3.0, 12.0],     # x2 < x1
+                         [1, 2.0, 14.0, 10.0, 1.0],    # y2 < y1
+                         [0, 20.0, 16.0, 1.0, 3.0],    # both, by more than a bin
+                         [1, 1.0, 2.0, 15.0, 12.0]], dtype=torch.float64)
+    got = ops.roi_align(x, rois, (3, 4), 0.5, ratio, mode, True)
+    ref = naive_roi_align(x, rois, (3, 4), 0.5, ratio, mode, True)
+    torch.testing.assert_close(got, ref)
+    if ratio == 0 and mode == "avg":
+        assert got[:3].abs().sum() == 0 and got[3].abs().sum() > 0
+
+
 def test_roi_align_no_rois(ops):
     x, _ = roi_inputs(torch.float32, seed=22)
     out = ops.roi_align(x, torch.zeros(0, 5), (2, 2), 1.0, 0, "avg", True)
