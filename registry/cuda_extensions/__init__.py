@@ -22,9 +22,10 @@ module                             what the stand-in carries
 ``apex.normalization``             ``FusedLayerNorm``, ``FusedRMSNorm``
 ``spconv``, ``spconv.pytorch``     spconv 2's ``SparseConvTensor``, ``SparseSequential``,
 (``.core``, ``.conv``, ``.pool``,  ``SubMConv``/``SparseConv``/``SparseConvTranspose``/
-``.modules``, ``.functional``)     ``SparseInverseConv``/``SparseMaxPool`` 1-4d,
-                                   ``ToDense``, ``functional.indice_*`` on the
-                                   pure-PyTorch sparse kernels of ``openmmlab.ext``
+``.modules``, ``.functional``,     ``SparseInverseConv``/``SparseMaxPool`` 1-4d,
+``.utils``)                        ``ToDense``, ``functional.indice_*`` on the
+                                   pure-PyTorch sparse kernels of ``openmmlab.ext``;
+                                   ``utils.PointToVoxel`` on its voxelization kernel
 =================================  =============================================
 
 Each module is two patches: ``cuda_extensions.<module>`` (an import boundary,
@@ -92,7 +93,7 @@ STAND_INS: "dict[str, Tuple[str, Tuple[str, ...]]]" = {
     "spconv": ("spconv", ("__version__", "SPCONV_VERSION_NUMBERS", "ConvAlgo")),
     "spconv.pytorch": ("spconv", SPCONV_TOP + SPCONV_CONV + SPCONV_MODULES +
                        SPCONV_POOL + ("ConvAlgo", "core", "conv", "pool", "modules",
-                                      "functional")),
+                                      "functional", "utils")),
     "spconv.pytorch.core": ("spconv", SPCONV_TOP[:1] + ("IndiceData", "expand_nd",
                                                         "scatter_nd")),
     "spconv.pytorch.conv": ("spconv", SPCONV_CONV),
@@ -102,6 +103,8 @@ STAND_INS: "dict[str, Tuple[str, Tuple[str, ...]]]" = {
     "spconv.pytorch.functional": ("spconv", ("indice_conv", "indice_inverse_conv",
                                              "indice_subm_conv", "indice_maxpool",
                                              "sparse_add")),
+    "spconv.pytorch.utils": ("spconv_utils", ("PointToVoxel",
+                                              "gather_features_by_pc_voxel_id")),
 }
 
 

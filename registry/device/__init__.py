@@ -115,6 +115,14 @@ def module_methods(module: "Any", patch: "Any") -> None:
     patch_module_methods(module, patch)
 
 
+@_declare("mmengine.model.base_model.data_preprocessor", "mmengine_data_preprocessor")
+def mmengine_data_preprocessor(module: "Any", patch: "Any") -> None:
+    """mmengine's BaseDataPreprocessor.cuda() records cuda:<current device> instead of
+    torch.device(<index>), which needs a real accelerator to evaluate."""
+    from .mmengine_devices import patch_data_preprocessor_cuda
+    patch_data_preprocessor_cuda(module, patch)
+
+
 @_declare("torch", "load")
 def load(torch: "Any", patch: "Any") -> None:
     """torch.load: CUDA storage locations and map_location (str, device, dict,

@@ -21,7 +21,7 @@ lazypatch.enable("cuda_extensions")
 MODULES = ["flash_attn", "flash_attn.flash_attn_interface", "torch_scatter", "apex", "apex.amp",
            "apex.optimizers", "apex.normalization", "spconv", "spconv.pytorch",
            "spconv.pytorch.core", "spconv.pytorch.conv", "spconv.pytorch.pool",
-           "spconv.pytorch.modules", "spconv.pytorch.functional"]
+           "spconv.pytorch.modules", "spconv.pytorch.functional", "spconv.pytorch.utils"]
 
 
 def fill_name(module: str) -> str:

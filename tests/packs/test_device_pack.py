@@ -300,3 +300,45 @@ print(json.dumps(notes))
                and line.endswith("_scenario.py:3") for line in result)
     assert any(line.startswith("Tensor.to: 2 redirected call(s)") and line.endswith("_scenario.py:5")
                for line in result)
+
+
+def test_mmengine_data_preprocessor_cuda_lands_on_the_target(interpreter):
+    """mmengine's BaseDataPreprocessor.cuda() evaluates torch.device(<index>), which torch
+    refuses without an accelerator; under the pack it records the CUDA device it means,
+    so the preprocessor and a BaseModel moved with .cuda() cast their data to the CPU.
+    Without the pack the same call fails as on any CPU machine; unpatch_all()
+    gives the method back."""
+    program = """
+import lazypatch.auto, lazypatch, json, torch
+from mmengine.model import BaseDataPreprocessor, BaseModel
+def mmengines_own():
+    return vars(BaseDataPreprocessor)["cuda"].__code__.co_filename.endswith("data_preprocessor.py")
+result = {"own_before": mmengines_own()}
+try:
+    processor = BaseDataPreprocessor().cuda()
+    result["device"] = str(processor.cast_data({"x": torch.ones(2)})["x"].device)
+except (RuntimeError, AssertionError) as error:   # torch's "not compiled with CUDA"
+    result["error"] = str(error)
+
+class Model(BaseModel):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 2)
+
+    def forward(self, inputs, data_samples=None, mode="tensor"):
+        return self.layer(inputs)
+
+if "device" in result:
+    model = Model().cuda()
+    data = model.data_preprocessor({"inputs": torch.ones(1, 2)})
+    result["model"] = [str(model(data["inputs"]).device), str(data["inputs"].device)]
+    lazypatch.unpatch_all()
+    result["own_after_unpatch"] = mmengines_own()
+print(json.dumps(result))
+"""
+    patched = interpreter.run_json(program, env={"LAZYPATCH_ENABLE": "device",
+                                                 "LAZYPATCH_CUDA_AVAILABLE": "1"})
+    assert patched == {"own_before": False, "device": "cpu", "model": ["cpu", "cpu"],
+                       "own_after_unpatch": True}
+    plain = interpreter.run_json(program)
+    assert plain["own_before"] and "CUDA" in plain["error"]

@@ -669,6 +669,24 @@ def test_roi_align_gradcheck(ops, mode, aligned, ratio):
         (x, ))
 
 
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_samples_inverted_rois_as_the_cuda_kernel(ops, mode, ratio):
+    """Aligned RoIs with x2 < x1 or y2 < y1 (Sparse R-CNN's early boxes): mmcv's CUDA
+    kernel samples them backwards (fixed grid) or not at all (adaptive grid), where its
+    CPU kernel raises; here as the CUDA kernel, against the same naive reference."""
+    x, _ = roi_inputs(torch.float64, seed=23)
+    rois = torch.tensor([[0, 9.0, 2.0, 3.0, 12.0],     # x2 < x1
+                         [1, 2.0, 14.0, 10.0, 1.0],    # y2 < y1
+                         [0, 20.0, 16.0, 1.0, 3.0],    # both, by more than a bin
+                         [1, 1.0, 2.0, 15.0, 12.0]], dtype=torch.float64)
+    got = ops.roi_align(x, rois, (3, 4), 0.5, ratio, mode, True)
+    ref = naive_roi_align(x, rois, (3, 4), 0.5, ratio, mode, True)
+    torch.testing.assert_close(got, ref)
+    if ratio == 0 and mode == "avg":
+        assert got[:3].abs().sum() == 0 and got[3].abs().sum() > 0
+
+
 def test_roi_align_no_rois(ops):
     x, _ = roi_inputs(torch.float32, seed=22)
     out = ops.roi_align(x, torch.zeros(0, 5), (2, 2), 1.0, 0, "avg", True)
@@ -1003,3 +1021,115 @@ def test_sigmoid_focal_loss_matches_the_formula_and_autograd(ops, weighted):
     elementwise.sum().backward()
     assert torch.allclose(loss, elementwise.sum().detach())
     assert torch.allclose(ours.grad, reference.grad)
+
+
+# ---------------------------------------------------------------------------
+# softmax focal loss
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_softmax_focal_loss_matches_the_formula_and_autograd(ops, weighted, reduction):
+    """mmcv.ops.softmax_focal_loss on the kernels against -alpha (1 - p)^gamma log p of
+    the label's softmax probability, written with autograd: values and the gradient
+    with respect to the logits (mmcv's kernel differentiates through the softmax).
+    mmcv's own backward multiplies the (N, C) gradient by the incoming one, which only
+    broadcasts for a reduced loss: with ``reduction='none'`` only values are compared."""
+    from mmcv.ops import softmax_focal_loss
+    logits = torch.randn(11, 5, generator=gen(5), dtype=torch.float64)
+    target = torch.tensor([0, 4, 2, 1, 4, 3, 0, 2, 2, 1, 3])
+    weight = torch.rand(5, generator=gen(6), dtype=torch.float64) if weighted else None
+    ours = logits.clone().requires_grad_(reduction != "none")
+    loss = softmax_focal_loss(ours, target, 1.5, 0.25, weight, reduction)
+    reference = logits.clone().requires_grad_(True)
+    p = torch.softmax(reference, dim=1).gather(1, target[:, None])[:, 0]
+    per_sample = -0.25 * (1 - p) ** 1.5 * torch.log(p)
+    if weighted:
+        per_sample = per_sample * weight[target]
+    expected = {"none": per_sample, "mean": per_sample.sum() / 11,
+                "sum": per_sample.sum()}[reduction]
+    assert torch.allclose(loss, expected.detach())
+    if reduction != "none":
+        (loss * 0.7).backward()
+        (expected * 0.7).backward()
+        assert torch.allclose(ours.grad, reference.grad)
+
+
+def test_softmax_focal_loss_passes_gradcheck(ops):
+    from mmcv.ops.focal_loss import SoftmaxFocalLossFunction
+    logits = torch.randn(6, 3, generator=gen(8), dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([2, 0, 1, 1, 0, 2])
+    weight = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    assert torch.autograd.gradcheck(
+        lambda x: SoftmaxFocalLossFunction.apply(x, target, 2.0, 0.25, weight, "sum"),
+        (logits,))
+
+
+def test_softmax_focal_loss_ignores_negative_labels(ops):
+    """mmcv's kernel skips a sample labelled -1: no loss, no gradient."""
+    from mmcv.ops import softmax_focal_loss
+    logits = torch.randn(4, 3, generator=gen(9), dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([1, -1, 0, -1])
+    loss = softmax_focal_loss(logits.detach(), target, 2.0, 0.25, None, "none")
+    softmax_focal_loss(logits, target, 2.0, 0.25, None, "sum").backward()
+    assert loss[1] == 0 and loss[3] == 0 and bool((loss[[0, 2]] > 0).all())
+    assert logits.grad[[1, 3]].abs().sum() == 0 and logits.grad[[0, 2]].abs().sum() > 0
+
+
+# ---------------------------------------------------------------------------
+# chamfer distance
+# ---------------------------------------------------------------------------
+
+def ref_chamfer(xyz1, xyz2):
+    """Loops: each point's squared distance to the other set's first nearest point."""
+    def nearest(a, b):
+        dist, idx = [], []
+        for batch_a, batch_b in zip(a.tolist(), b.tolist()):
+            row_d, row_i = [], []
+            for point in batch_a:
+                best, best_j = None, 0
+                for j, other in enumerate(batch_b):
+                    d = sum((u - v) ** 2 for u, v in zip(point, other))
+                    if best is None or d < best:
+                        best, best_j = d, j
+                row_d.append(best)
+                row_i.append(best_j)
+            dist.append(row_d)
+            idx.append(row_i)
+        return dist, idx
+    return nearest(xyz1, xyz2) + nearest(xyz2, xyz1)
+
+
+@pytest.mark.parametrize("n, m", [(7, 5), (1, 9), (16, 16)])
+def test_chamfer_distance_matches_the_loop_reference(ops, n, m):
+    from mmcv.ops import chamfer_distance
+    xyz1 = torch.rand(2, n, 2, generator=gen(n))
+    # a grid of quarter steps: exact ties between candidates, resolved to the lowest index
+    xyz2 = torch.randint(0, 4, (2, m, 2), generator=gen(m)).float() / 4
+    dist1, dist2, idx1, idx2 = chamfer_distance(xyz1, xyz2)
+    ref_d1, ref_i1, ref_d2, ref_i2 = ref_chamfer(xyz1, xyz2)
+    assert torch.allclose(dist1, torch.tensor(ref_d1))
+    assert torch.allclose(dist2, torch.tensor(ref_d2))
+    assert idx1.tolist() == ref_i1 and idx2.tolist() == ref_i2
+    assert idx1.dtype == torch.int32
+
+
+def test_chamfer_distance_gradients(ops):
+    """The backward kernel against autograd through the chosen pairs, and gradcheck."""
+    from mmcv.ops import chamfer_distance
+    xyz1 = torch.rand(2, 6, 2, generator=gen(10), dtype=torch.float64, requires_grad=True)
+    xyz2 = torch.rand(2, 4, 2, generator=gen(11), dtype=torch.float64, requires_grad=True)
+    dist1, dist2, idx1, idx2 = chamfer_distance(xyz1, xyz2)
+    w1 = torch.rand(dist1.shape, generator=gen(12), dtype=torch.float64)
+    w2 = torch.rand(dist2.shape, generator=gen(13), dtype=torch.float64)
+    ((dist1 * w1).sum() + (dist2 * w2).sum()).backward()
+    a = xyz1.detach().clone().requires_grad_(True)
+    b = xyz2.detach().clone().requires_grad_(True)
+    pairs1 = torch.gather(b, 1, idx1.long()[..., None].expand(-1, -1, 2))
+    pairs2 = torch.gather(a, 1, idx2.long()[..., None].expand(-1, -1, 2))
+    (((a - pairs1) ** 2).sum(-1) * w1).sum().add(
+        (((b - pairs2) ** 2).sum(-1) * w2).sum()).backward()
+    assert torch.allclose(xyz1.grad, a.grad) and torch.allclose(xyz2.grad, b.grad)
+    assert torch.autograd.gradcheck(
+        lambda p, q: tuple(chamfer_distance(p, q)[:2]), (xyz1.detach().requires_grad_(True),
+                                                        xyz2.detach().requires_grad_(True)))

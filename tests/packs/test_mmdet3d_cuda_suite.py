@@ -7,7 +7,11 @@ Nothing is downloaded: give an extracted checkout of each project's tests,
     git -C <mmdetection clone> archive v3.3.0 mmdet tests configs | tar -x -C /tmp/mmdet
 
 (the detector tests find ``configs/`` beside the imported package, so the package is
-extracted too: pytest runs in the checkout and imports it from there.)
+extracted too: pytest runs in the checkout and imports it from there.) An installed
+mmdet 3.3.0 wheel holds the same package and, in ``mmdet/.mim/configs``, the same
+configs: its ``mmdet/`` with that folder as ``configs/`` beside it, plus the suite's
+``tests/`` files, is an equivalent checkout where the repository is too large to clone.
+mmdet's tests need ``parameterized`` (requirements/dev.txt).
     LAZYPATCH_MMDET3D_CHECKOUT=/tmp/mmdet3d LAZYPATCH_MMDET_CHECKOUT=/tmp/mmdet pytest ...
 
 (or ``python tests/packs/test_mmdet3d_cuda_suite.py <checkout>`` to print the table).
@@ -48,10 +52,6 @@ KNOWN_FAILURES: Dict[str, str] = {
         "SparseEncoder(in_channels=128); spconv 2 (here the cuda_extensions stand-in, as "
         "the real one) refuses the channel mismatch, where mmcv's kernel reinterprets the "
         "filter silently (the test passes on mmcv's sparse ops, LAZYPATCH_ENABLE=device)",
-    "tests.test_models.test_data_preprocessors.test_data_preprocessor":
-        "device pack: mmengine's BaseDataPreprocessor.cuda() does "
-        "torch.device(torch.cuda.current_device()) = torch.device(0), which torch "
-        "resolves to the (absent) accelerator; torch.device is left unchanged by design",
     **{test: "mmdet's focal loss takes its CPU path (pred.is_cuda is False on the CPU), "
              "F.one_hot of the -1 'no object' targets; on a GPU mmcv's sigmoid_focal_loss "
              "kernel takes them"
@@ -59,8 +59,27 @@ KNOWN_FAILURES: Dict[str, str] = {
                     "tests.test_models.test_detectors.test_imvoxelnet")},
 }
 
+#: The same for mmdet 3.3's run.
+KNOWN_FAILURES_MMDET: Dict[str, str] = {
+    "tests.test_models.test_detectors.test_kd_single_stage":
+        "the LD config builds its teacher from a checkpoint URL (teacher_ckpt) at model "
+        "construction: it needs the network, whatever the device",
+    **{f"tests.test_structures.test_bbox.test_base_boxes.TestBaseBoxes::{test}":
+       "asserts boxes.tensor.is_cuda after moving the boxes to 'cuda': the device pack "
+       "keeps Tensor.is_cuda honest (False on the CPU), see registry/device/SURFACE.md"
+       for test in ("test_init", "test_tensor_like_functions", "test_misc")},
+    "tests.test_models.test_detectors.test_two_stage.TestTwoStageMask::"
+    "test_two_stage_forward_predict_mode_2_queryinst":
+        "the untrained QueryInst can predict inverted boxes (x2 < x1); mmdet's "
+        "FCNMaskHead pastes masks box by box on a CPU tensor (device.type == 'cpu', "
+        "skip_empty=True) and torch.arange refuses the inverted range; on a GPU it pastes "
+        "over the whole image. Tensor.device stays honest under the device pack",
+}
+
 #: Passed tests of the mmdet3d run, as last measured (raise it when more pass).
-FLOOR_MMDET3D = 75
+FLOOR_MMDET3D = 76
+#: Passed tests of the mmdet run, as last measured (raise it when more pass).
+FLOOR_MMDET = 126
 
 
 def cuda_test_files(checkout: Path) -> List[Path]:
@@ -80,11 +99,14 @@ def run_suite(checkout: Path, files: List[Path], junit: Path,
     environment = dict(os.environ)
     environment.pop("LAZYPATCH", None)
     environment.update(LAZYPATCH_ENABLE="device,cuda_extensions", LAZYPATCH_CUDA_AVAILABLE="1")
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    "-p", "no:randomly", "-p", "lazypatch.auto", f"--junitxml={junit}",
-                    "--rootdir", str(checkout), *[str(path) for path in files]],
-                   cwd=checkout, env=environment, capture_output=True, text=True,
-                   timeout=timeout)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-p", "no:randomly", "-p", "lazypatch.auto", f"--junitxml={junit}",
+                          "--rootdir", str(checkout), *[str(path) for path in files]],
+                         cwd=checkout, env=environment, capture_output=True, text=True,
+                         timeout=timeout)
+    if not junit.exists():  # pytest stopped before collecting (a missing plugin, ...)
+        raise AssertionError(f"pytest wrote no report (exit {run.returncode}):\n"
+                             f"{(run.stdout + run.stderr)[-3000:]}")
     outcomes: Dict[str, Tuple[str, str]] = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         test_id = f"{case.get('classname')}::{case.get('name')}"
@@ -107,8 +129,8 @@ def table(outcomes: Dict[str, Tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def known_reason(test_id: str) -> str:
-    return next((reason for prefix, reason in KNOWN_FAILURES.items()
+def known_reason(test_id: str, known: Dict[str, str]) -> str:
+    return next((reason for prefix, reason in known.items()
                  if test_id.startswith(prefix)), "")
 
 
@@ -119,7 +141,7 @@ def needs(path: str, variable: str) -> Path:
     return Path(path)
 
 
-def judge(checkout: Path, tmp_path: Path, floor: int, capsys) -> None:
+def judge(checkout: Path, tmp_path: Path, floor: int, known: Dict[str, str], capsys) -> None:
     files = cuda_test_files(checkout)
     assert files, f"no test file consulting torch.cuda.is_available under {checkout}"
     outcomes = run_suite(checkout, files, tmp_path / "junit.xml")
@@ -129,7 +151,7 @@ def judge(checkout: Path, tmp_path: Path, floor: int, capsys) -> None:
     still_skipping = [test_id for test_id, (outcome, message) in outcomes.items()
                       if outcome == "skipped" and CUDA_SKIP.search(message)]
     unexplained = [test_id for test_id, (outcome, _) in outcomes.items()
-                   if outcome == "failed" and not known_reason(test_id)]
+                   if outcome == "failed" and not known_reason(test_id, known)]
     assert not still_skipping, f"still skipped for lack of CUDA: {still_skipping}"
     assert not unexplained, f"failures without a listed reason: {unexplained}"
     assert sum(outcome == "passed" for outcome, _ in outcomes.values()) >= floor
@@ -137,12 +159,14 @@ def judge(checkout: Path, tmp_path: Path, floor: int, capsys) -> None:
 
 @pytest.mark.stack
 def test_mmdet3d_cuda_gated_tests_run_on_the_cpu(tmp_path, capsys):
-    judge(needs(MMDET3D_CHECKOUT, "LAZYPATCH_MMDET3D_CHECKOUT"), tmp_path, FLOOR_MMDET3D, capsys)
+    judge(needs(MMDET3D_CHECKOUT, "LAZYPATCH_MMDET3D_CHECKOUT"), tmp_path, FLOOR_MMDET3D,
+          KNOWN_FAILURES, capsys)
 
 
 @pytest.mark.stack
 def test_mmdet_cuda_gated_tests_run_on_the_cpu(tmp_path, capsys):
-    judge(needs(MMDET_CHECKOUT, "LAZYPATCH_MMDET_CHECKOUT"), tmp_path, 0, capsys)
+    judge(needs(MMDET_CHECKOUT, "LAZYPATCH_MMDET_CHECKOUT"), tmp_path, FLOOR_MMDET,
+          KNOWN_FAILURES_MMDET, capsys)
 
 
 if __name__ == "__main__":

@@ -197,3 +197,79 @@ print(json.dumps({"value": spconv.pytorch.SparseConvTensor,
                                       "cuda_extensions.spconv.pytorch.pytorch"}
     for name, (status, reason) in result["records"].items():
         assert status == "skipped" and "installed" in reason, (name, reason)
+
+
+POINT_TO_VOXEL = PROLOGUE + '''
+from spconv.pytorch.utils import PointToVoxel, gather_features_by_pc_voxel_id
+
+def reference(points, vsize, low, high, max_voxels, max_points, features):
+    """spconv's generator written as a loop: voxels numbered by first point."""
+    grid = [round((h - l) / s) for l, h, s in zip(low, high, vsize)]
+    ids, members, coords, pc_id = {}, [], [], []
+    for row, point in enumerate(points.tolist()):
+        cell = tuple(int((p - l) // s) for p, l, s in zip(point[:3], low, vsize))
+        if not all(0 <= c < g for c, g in zip(cell, grid)):
+            pc_id.append(-1)
+            continue
+        if cell not in ids:
+            if len(ids) == max_voxels:
+                pc_id.append(-1)
+                continue
+            ids[cell] = len(ids)
+            members.append([])
+            coords.append(list(reversed(cell)))
+        voxel = ids[cell]
+        if len(members[voxel]) < max_points:
+            members[voxel].append(point[:features])
+            pc_id.append(voxel)
+        else:
+            pc_id.append(-1)
+    return members, coords, pc_id
+
+results = {}
+# coordinates on a 0.25 lattice: no point sits within rounding of a voxel face
+points = torch.cat([torch.randint(-4, 44, (300, 3)).float() / 4,
+                    torch.randn(300, 2)], dim=1)
+vsize, low, high = [0.5, 1.0, 2.0], [0.0, -1.0, 0.0], [8.0, 7.0, 8.0]
+for max_voxels, max_points in ((1000, 5), (20, 3), (1000, 100)):
+    gen = PointToVoxel(vsize, low + high, num_point_features=4,
+                       max_num_voxels=max_voxels, max_num_points_per_voxel=max_points)
+    voxels, indices, counts, pc_id = gen.generate_voxel_with_id(points)
+    members, coords, ref_id = reference(points, vsize, low, high, max_voxels, max_points, 4)
+    expected = torch.zeros(len(members), max_points, 4)
+    for voxel, rows in enumerate(members):
+        expected[voxel, :len(rows)] = torch.tensor(rows)
+    results[f"{max_voxels}/{max_points}"] = {
+        "voxels": torch.equal(voxels, expected),
+        "indices": indices.tolist() == coords and indices.dtype == torch.int32,
+        "counts": counts.tolist() == [len(rows) for rows in members]
+                  and counts.dtype == torch.int32,
+        "pc_voxel_id": pc_id.tolist() == ref_id,
+        "call": all(torch.equal(a, b) for a, b in zip(gen(points), (voxels, indices, counts))),
+    }
+gen = PointToVoxel(vsize, low + high, 4, 1000, 6)
+voxels, indices, counts = gen(points, empty_mean=True)
+members, _, _ = reference(points, vsize, low, high, 1000, 6, 4)
+expected = torch.stack([torch.tensor(rows + [torch.tensor(rows).mean(0).tolist()]
+                                     * (6 - len(rows))) for rows in members])
+results["empty_mean"] = torch.allclose(voxels, expected)
+results["grid_size"] = gen.grid_size == [16, 8, 4]
+_, _, _, pc_id = gen.generate_voxel_with_id(points)
+per_voxel = torch.arange(counts.numel(), dtype=torch.float32)[:, None] * 10
+gathered = gather_features_by_pc_voxel_id(per_voxel, pc_id, invalid_value=-5)
+results["gather"] = gathered[:, 0].tolist() == [float(v) * 10 if v >= 0 else -5.0
+                                                for v in pc_id.tolist()]
+import spconv.pytorch
+results["attribute"] = spconv.pytorch.utils.PointToVoxel is PointToVoxel
+print(json.dumps(results))
+'''
+
+
+def test_point_to_voxel_matches_spconvs_generator_written_as_a_loop(interpreter):
+    """``spconv.pytorch.utils.PointToVoxel`` on the OpenMMLab voxelization kernel, against
+    a loop reference: voxel order, per-voxel and voxel-count limits, (z, y, x) int32
+    indices, ``pc_voxel_id``, ``empty_mean``, ``gather_features_by_pc_voxel_id``."""
+    results = interpreter.run_json(POINT_TO_VOXEL)
+    flat = {f"{case}.{key}": ok for case, checks in results.items()
+            for key, ok in (checks.items() if isinstance(checks, dict) else [("", checks)])}
+    assert all(flat.values()), {name: ok for name, ok in flat.items() if not ok}

@@ -55,9 +55,14 @@ IMPLEMENTED: Dict[str, Tuple[str, str]] = {
     # rotated boxes
     "box_iou_rotated": ("rotated", "box_iou_rotated"),
     "nms_rotated": ("rotated", "nms_rotated"),
-    # sigmoid focal loss (mmdet takes it when its predictions are on an accelerator)
+    # sigmoid and softmax focal loss (mmdet takes the sigmoid one when its predictions are on an accelerator)
     "sigmoid_focal_loss_forward": ("focal_loss", "sigmoid_focal_loss_forward"),
     "sigmoid_focal_loss_backward": ("focal_loss", "sigmoid_focal_loss_backward"),
+    "softmax_focal_loss_forward": ("focal_loss", "softmax_focal_loss_forward"),
+    "softmax_focal_loss_backward": ("focal_loss", "softmax_focal_loss_backward"),
+    # chamfer distance (Oriented RepPoints' point-set loss)
+    "chamfer_distance_forward": ("chamfer", "chamfer_distance_forward"),
+    "chamfer_distance_backward": ("chamfer", "chamfer_distance_backward"),
     # RoIAlign
     "roi_align_forward": ("roi_align", "roi_align_forward"),
     "roi_align_backward": ("roi_align", "roi_align_backward"),

@@ -27,14 +27,16 @@ def _query_chunks(b: int, queries: int, points: int) -> Iterator[Tuple[int, int]
         yield start, min(queries, start + step)
 
 
-def _squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-    """(B, Q, 3), (B, N, 3) -> (B, Q, N) exact squared distances.
+def _squared_distances(queries: torch.Tensor, points: torch.Tensor,
+                       axes: int = 3) -> torch.Tensor:
+    """(B, Q, axes), (B, N, axes) -> (B, Q, N) exact squared distances (the point
+    kernels read 3 coordinates; chamfer distance reads mmcv's 2).
 
     Differences are squared directly (not ``|a|^2 + |b|^2 - 2ab``) so that
     ties and zero distances match the CUDA kernels bit for bit.
     """
     total = None
-    for axis in range(3):  # per axis: no (B, Q, N, 3) intermediate
+    for axis in range(axes):  # per axis: no (B, Q, N, axes) intermediate
         diff = queries[:, :, axis, None] - points[:, None, :, axis]
         total = diff * diff if total is None else total.add_(diff * diff)
     return total

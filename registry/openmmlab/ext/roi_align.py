@@ -6,7 +6,8 @@ is ``sampling_ratio`` per side or, if that is 0, ``ceil(roi_size / bins)``
 per RoI. Since the adaptive grid differs between RoIs, every RoI is sampled
 on the largest grid and the extra samples are masked out.
 
-The bilinear rule is mmcv's, not ``grid_sample``'s: a sample further than one
+RoIs of negative size (aligned mode) follow mmcv's CUDA kernel, not its CPU one
+(see ``_geometry``). The bilinear rule is mmcv's, not ``grid_sample``'s: a sample further than one
 pixel outside the map is zero, anything else is clamped into the map. Its
 weights factorise into a y part and an x part, which the code exploits.
 
@@ -69,11 +70,11 @@ def _geometry(rois: torch.Tensor, pooled_h: int, pooled_w: int,
     start_h = rois[:, 2] * spatial_scale - offset
     roi_w = rois[:, 3] * spatial_scale - offset - start_w
     roi_h = rois[:, 4] * spatial_scale - offset - start_h
-    if aligned:
-        if bool(((roi_w < 0) | (roi_h < 0)).any()):
-            raise RuntimeError(
-                "ROIs in ROIAlign cannot have non-negative size!")
-    else:  # legacy behaviour: force RoIs to be at least 1x1
+    # An inverted aligned RoI (x2 < x1, as Sparse R-CNN's and QueryInst's boxes can be
+    # early in training) is sampled as mmcv's CUDA kernel samples it: backwards with a
+    # fixed ``sampling_ratio``, no sample (zeros) with the adaptive grid. mmcv's CPU
+    # kernel refuses it instead; the CUDA behaviour is the one these models run on.
+    if not aligned:  # legacy behaviour: force RoIs to be at least 1x1
         roi_w = roi_w.clamp(min=1.0)
         roi_h = roi_h.clamp(min=1.0)
     bin_h = roi_h / pooled_h

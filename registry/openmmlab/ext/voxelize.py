@@ -15,7 +15,7 @@ All of it is vectorized with ``unique``/``sort``/scatter operations.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import torch
 
@@ -61,6 +61,61 @@ def dynamic_voxelize_forward(points: torch.Tensor, voxel_size: torch.Tensor,
     coors.copy_(result.to(coors.dtype))
 
 
+class HardVoxels(NamedTuple):
+    """Where hard voxelization puts each kept point, in voxel-id order (ids follow
+    the order in which voxels first receive a point)."""
+    #: (K,) kept points: their row in the input, their voxel id and slot in it
+    point_index: torch.Tensor
+    voxel_index: torch.Tensor
+    slot: torch.Tensor
+    #: (M, ndim) voxel coordinates in (z, y, x) order and (M,) point counts (capped)
+    voxel_coords: torch.Tensor
+    counts: torch.Tensor
+
+
+def hard_voxel_assignment(points: torch.Tensor, voxel_size: torch.Tensor,
+                          coors_range: torch.Tensor, max_points: int, max_voxels: int,
+                          ndim: int = 3) -> HardVoxels:
+    """Hard voxelization without the output buffers: what ``hard_voxelize_forward``
+    writes, for callers with their own layout (spconv's ``PointToVoxel``)."""
+    device = points.device
+    empty = torch.zeros(0, dtype=torch.long, device=device)
+    nothing = HardVoxels(empty, empty, empty, empty.reshape(0, ndim), empty)
+    n = points.shape[0]
+    if n == 0:
+        return nothing
+    coords, valid, grid = _point_voxel_coords(points, voxel_size, coors_range, ndim)
+    point_idx = valid.nonzero(as_tuple=True)[0]
+    if point_idx.numel() == 0:
+        return nothing
+    c = coords[point_idx]
+    # Linear key of the voxel; any injective encoding works for grouping.
+    key = torch.zeros_like(point_idx)
+    for axis in range(ndim - 1, -1, -1):
+        key = key * grid[axis] + c[:, axis]
+    uniq, inverse = torch.unique(key, return_inverse=True)
+    first = torch.full((uniq.numel(),), n, dtype=torch.long, device=device)
+    first.scatter_reduce_(0, inverse, point_idx, reduce="amin")
+    # Voxel ids follow the order in which voxels first receive a point.
+    rank = torch.empty_like(first)
+    rank[first.argsort()] = torch.arange(first.numel(), device=device)
+    voxel_id = rank[inverse]
+    # Slot of each point inside its voxel = number of earlier points there.
+    slot = rank_within_groups(voxel_id)
+    counts = torch.bincount(voxel_id, minlength=uniq.numel())
+    limit_v = uniq.numel() if max_voxels == -1 else min(uniq.numel(), int(max_voxels))
+    keep = voxel_id < limit_v
+    if max_points != -1:
+        keep &= slot < int(max_points)
+    voxel_coords = torch.empty((uniq.numel(), ndim), dtype=torch.long, device=device)
+    voxel_coords[voxel_id] = c.flip(1)
+    # counts are indexed by voxel id; ids < limit_v are the kept voxels.
+    capped = counts[:limit_v] if max_points == -1 else counts[:limit_v].clamp(
+        max=int(max_points))
+    return HardVoxels(point_idx[keep], voxel_id[keep], slot[keep], voxel_coords[:limit_v],
+                      capped)
+
+
 def hard_voxelize_forward(points: torch.Tensor, voxel_size: torch.Tensor,
                           coors_range: torch.Tensor, voxels: torch.Tensor,
                           coors: torch.Tensor,
@@ -77,46 +132,10 @@ def hard_voxelize_forward(points: torch.Tensor, voxel_size: torch.Tensor,
     ``voxel_num``. ``deterministic=False`` selects a faster CUDA variant in
     mmcv; the result here is always the deterministic one.
     """
-    ndim = int(NDim)
-    n = points.shape[0]
-    if n == 0:
-        voxel_num.fill_(0)
-        return
-    coords, valid, grid = _point_voxel_coords(points, voxel_size, coors_range,
-                                              ndim)
-    point_idx = valid.nonzero(as_tuple=True)[0]
-    if point_idx.numel() == 0:
-        voxel_num.fill_(0)
-        return
-    c = coords[point_idx]
-    # Linear key of the voxel; any injective encoding works for grouping.
-    key = torch.zeros_like(point_idx)
-    for axis in range(ndim - 1, -1, -1):
-        key = key * grid[axis] + c[:, axis]
-    uniq, inverse = torch.unique(key, return_inverse=True)
-    first = torch.full((uniq.numel(),), n, dtype=torch.long,
-                       device=points.device)
-    first.scatter_reduce_(0, inverse, point_idx, reduce="amin")
-    # Voxel ids follow the order in which voxels first receive a point.
-    rank = torch.empty_like(first)
-    rank[first.argsort()] = torch.arange(first.numel(), device=first.device)
-    voxel_id = rank[inverse]
-    # Slot of each point inside its voxel = number of earlier points there.
-    slot = rank_within_groups(voxel_id)
-    counts = torch.bincount(voxel_id, minlength=uniq.numel())
-    limit_v = uniq.numel() if max_voxels == -1 else min(uniq.numel(),
-                                                         int(max_voxels))
-    keep = voxel_id < limit_v
-    if max_points != -1:
-        keep &= slot < int(max_points)
-    vid, sl, pid = voxel_id[keep], slot[keep], point_idx[keep]
-    voxels[vid, sl] = points[pid].to(voxels.dtype)
-    voxel_coords = torch.empty((uniq.numel(), ndim), dtype=torch.long,
-                               device=points.device)
-    voxel_coords[voxel_id] = c.flip(1)
-    coors[:limit_v] = voxel_coords[:limit_v].to(coors.dtype)
-    capped = counts[:limit_v] if max_points == -1 else counts[:limit_v].clamp(
-        max=int(max_points))
-    # counts are indexed by voxel id; ids < limit_v are the kept voxels.
-    num_points_per_voxel[:limit_v] = capped.to(num_points_per_voxel.dtype)
-    voxel_num.fill_(limit_v)
+    found = hard_voxel_assignment(points, voxel_size, coors_range, int(max_points),
+                                  int(max_voxels), int(NDim))
+    kept = found.counts.numel()
+    voxels[found.voxel_index, found.slot] = points[found.point_index].to(voxels.dtype)
+    coors[:kept] = found.voxel_coords.to(coors.dtype)
+    num_points_per_voxel[:kept] = found.counts.to(num_points_per_voxel.dtype)
+    voxel_num.fill_(kept)
