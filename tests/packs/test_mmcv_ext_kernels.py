@@ -65,11 +65,11 @@ def test_module_lists_every_requested_name_and_flags_itself():
 def test_unimplemented_name_raises_with_the_way_out():
     module = build_ext_module()
     missing = module.__lazypatch_unimplemented__
-    assert "softmax_focal_loss_forward" in missing
+    assert "active_rotated_filter_forward" in missing
     with pytest.raises(NotImplementedError) as info:
-        module.softmax_focal_loss_forward(1, 2, gamma=2.0)
+        module.active_rotated_filter_forward(1, 2, gamma=2.0)
     message = str(info.value)
-    assert "'softmax_focal_loss_forward'" in message
+    assert "'active_rotated_filter_forward'" in message
     assert "install full mmcv" in message
     assert "'openmmlab.mmcv_ext'" in message
 
@@ -108,9 +108,9 @@ def test_load_ext_before_mmcv_ops_gets_the_pure_pytorch_ext(interpreter):
         import lazypatch.auto, lazypatch, json, sys
         from mmcv.utils import ext_loader
         ext = ext_loader.load_ext("_ext", ["ms_deform_attn_forward",
-                                           "softmax_focal_loss_forward"])
+                                           "active_rotated_filter_forward"])
         try:
-            ext.softmax_focal_loss_forward(None, None)
+            ext.active_rotated_filter_forward(None, None)
             message = None
         except NotImplementedError as error:
             message = str(error)
@@ -124,7 +124,7 @@ def test_load_ext_before_mmcv_ops_gets_the_pure_pytorch_ext(interpreter):
     """, timeout=300)
     provided, message, same_in_ops, same_attr, statuses, still_there = result
     assert provided and same_in_ops and same_attr
-    assert "'softmax_focal_loss_forward'" in message and "install full mmcv" in message
+    assert "'active_rotated_filter_forward'" in message and "install full mmcv" in message
     # mmcv.ops took the early module over: undoing openmmlab.mmcv_ext removes it.
     assert statuses == {"openmmlab.mmcv_ext": "applied",
                         "openmmlab.mmcv_ext.before_mmcv_ops": "reverted"}
