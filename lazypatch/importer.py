@@ -91,7 +91,7 @@ class LoaderProxy:
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = loader
         name = self._lazypatch_name
-        if name and getattr(module, "__name__", name) != name:
+        if name and module.__name__ != name:   # (run_body reads __name__ too)
             # An alias: the loader's create_module handed out a module that exists under
             # another name (six.moves.cPickle is pickle; a module registered under two
             # names). Its body does not run again, and the patches to run are the
@@ -168,7 +168,9 @@ class LazyPatchFinder:
         self._searching[key] = True
         try:
             spec = None
-            for finder in tuple(sys.meta_path):
+            # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
+            # by item): a finder may insert another while we iterate.
+            for finder in sys.meta_path[:]:
                 if finder is self:
                     continue
                 find_spec = getattr(finder, "find_spec", None)

@@ -312,9 +312,9 @@ class EngineState:
         self.one_time_import_ms_by_thread: "Dict[int, float]" = {}
         # patch -> token of the one call applying it right now (see application.apply)
         self.claims: "Dict[RegisteredPatch, Any]" = {}
-        # id(module) -> (thread running its body through run_body, callbacks waiting for
-        # the end of it): a reload marks no spec as initializing (see application.run_body)
-        self.executing: "Dict[int, Tuple[int, List[Callable[[], None]]]]" = {}
+        # id(module) -> [thread running its body through run_body, callbacks waiting for
+        # the end of it...]: a reload marks no spec as initializing (application.run_body)
+        self.executing: "Dict[int, List[Any]]" = {}
         self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
         # calls.CallTracker: how calls of replacements are counted, and the live
         # counters; made when a patch first changes something (calls.tracker).
