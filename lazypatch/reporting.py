@@ -121,14 +121,9 @@ def missing_module_hint(top: str) -> str:
     """For a patch waiting on a top-level module that nothing can import: say so, with
     the installed module of the nearest name (``nunpy``: did you mean 'numpy'?); ""
     when the module is importable (it simply was not imported yet)."""
-    if top in sys.modules:
+    from .requirements import findable
+    if findable(top):
         return ""
-    from importlib.util import find_spec
-    try:
-        if find_spec(top) is not None:
-            return ""
-    except (ImportError, ValueError):
-        pass
     # The program's own imports first (the module it did import is the likely meaning),
     # then everything installed. Only for a user's patch on a module nothing provides
     # (rare): the listing is not kept.

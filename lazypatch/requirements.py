@@ -132,7 +132,7 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
         return version, f"distribution {name}"
     import_name = name.replace("-", "_")
     if not (module is not None and getattr(module, "__name__", None) == import_name) \
-            and not _findable(import_name.split(".", 1)[0]):
+            and not findable(import_name.split(".", 1)[0]):
         # Nothing on sys.path or sys.meta_path has that module: "not installed", without
         # reading the RECORD of every installed distribution to learn which one provides
         # the name (the ascend pack's torch_npu requirements cost `import torch` 100M
@@ -154,7 +154,7 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     return None
 
 
-def _findable(top_level: str) -> bool:
+def findable(top_level: str) -> bool:
     """Whether an import of top-level module ``top_level`` would find something, asking
     the finders on ``sys.meta_path`` where (never importing it: finders only locate).
     A finder that fails to answer counts as yes, so the metadata still decides."""
