@@ -210,6 +210,27 @@ def import_name_providers(name: str) -> "List[Tuple[str, str]]":
     return found
 
 
+def findable(top_level: str) -> bool:
+    """Whether an import of top-level module ``top_level`` would find something, asking
+    the finders on ``sys.meta_path`` where (never importing it: finders only locate).
+    A finder that fails to answer counts as yes, so the metadata still decides."""
+    if top_level in sys.modules:
+        return True
+    from .state import STATE
+    for finder in sys.meta_path:
+        if finder is STATE.finder:
+            continue        # lazypatch's own finder only hands on what the others find
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            return True     # a legacy find_module finder: cannot ask without loading
+        try:
+            if find_spec(top_level, None) is not None:
+                return True
+        except Exception:
+            return True
+    return False
+
+
 def installed_version(name: str) -> "Optional[str]":
     """The installed version of distribution ``name``, or None, importing nothing."""
     key = canonical_name(name)

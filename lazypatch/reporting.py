@@ -121,7 +121,7 @@ def missing_module_hint(top: str) -> str:
     """For a patch waiting on a top-level module that nothing can import: say so, with
     the installed module of the nearest name (``nunpy``: did you mean 'numpy'?); ""
     when the module is importable (it simply was not imported yet)."""
-    from .requirements import findable
+    from .distributions import findable
     if findable(top):
         return ""
     # The program's own imports first (the module it did import is the likely meaning),

@@ -126,7 +126,7 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     already in ``sys.modules`` (a vendored package with no metadata).
     """
     # Imported on first check, not when packs declare requirements at activation.
-    from .distributions import import_name_providers, installed_version
+    from .distributions import findable, import_name_providers, installed_version
     version = installed_version(name)
     if version is not None:
         return version, f"distribution {name}"
@@ -152,27 +152,6 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     if isinstance(version, str) and version:
         return str(version), f"{import_name}.__version__"
     return None
-
-
-def findable(top_level: str) -> bool:
-    """Whether an import of top-level module ``top_level`` would find something, asking
-    the finders on ``sys.meta_path`` where (never importing it: finders only locate).
-    A finder that fails to answer counts as yes, so the metadata still decides."""
-    if top_level in sys.modules:
-        return True
-    from .state import STATE
-    for finder in sys.meta_path:
-        if finder is STATE.finder:
-            continue        # lazypatch's own finder only hands on what the others find
-        find_spec = getattr(finder, "find_spec", None)
-        if find_spec is None:
-            return True     # a legacy find_module finder: cannot ask without loading
-        try:
-            if find_spec(top_level, None) is not None:
-                return True
-        except Exception:
-            return True
-    return False
 
 
 _parsed: "Dict[str, Requirement]" = {}

@@ -30,6 +30,32 @@ def pack_names() -> "list":
     return sorted(names)
 
 
+def declare_opt_in_settings() -> None:
+    """Declare the settings of the opt-in packs, in every process (idempotent).
+
+    An opt-in pack is not imported at activation unless the configuration names it,
+    and importing any module inside it would import the whole pack; its variables are
+    declared here instead, so that ``lazypatch run --help`` lists them and a set
+    ``LAZYPATCH_DEVICE`` is not reported as unknown. (A function here, not a module of
+    its own: one module fewer to find and load on every activation.)
+    """
+    import lazypatch
+    lazypatch.declare_variable(
+        "LAZYPATCH_DEVICE",
+        "device pack: target device type for CUDA code (npu, cpu, or another torch device "
+        "type); default: the NPU when torch_npu sees one, else the CPU")
+    lazypatch.declare_variable(
+        "LAZYPATCH_CUDA_AVAILABLE",
+        "device pack: 1 makes torch.cuda.is_available() return True (default: honest)")
+    lazypatch.declare_variable(
+        "LAZYPATCH_CUDA_AVAILABLE_EXCLUDE",
+        "device pack: comma-separated modules (and their submodules) that still get the "
+        "honest torch.cuda.is_available() when LAZYPATCH_CUDA_AVAILABLE=1")
+    lazypatch.declare_variable(
+        "LAZYPATCH_ALLOW_INTERNAL_FORMAT",
+        "device pack: 1 keeps torch_npu's private (internal) tensor formats allowed")
+
+
 def load_packs() -> None:
     """Import every built-in pack, registering its patches; a broken pack warns, and
     the other packs still load whatever the warnings filters say."""
@@ -39,12 +65,12 @@ def load_packs() -> None:
     import lazypatch
     from lazypatch import ConfigurationWarning
 
-    from . import _opt_in_settings  # noqa: F401
+    declare_opt_in_settings()
     for name in pack_names():
         try:
             if name in OPT_IN:
                 # Its patches are registered when a selector names the pack; its
-                # settings are declared by _opt_in_settings, imported above.
+                # settings are declared by declare_opt_in_settings, above.
                 lazypatch.declare_opt_in_pack(name, f"{__name__}.{name}")
                 continue
             __import__(f"{__name__}.{name}")

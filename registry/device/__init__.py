@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import lazypatch
 
-from .. import _opt_in_settings  # noqa: F401  (the pack's variables, declared once)
+from .. import declare_opt_in_settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List
+
+declare_opt_in_settings()   # the pack's variables (idempotent)
 
 TAGS = ["device"]
 
