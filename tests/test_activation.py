@@ -23,8 +23,15 @@ def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
     """
     # The first start finds no plugin cache: it scans (plugins.py) and writes one.
     # The second reads the current cache, which lists no pack: plugins.py stays out.
+    # A cache of its own: the cache file is per interpreter, and the other tests' starts
+    # (each with its own temporary directory on sys.path) rewrite the shared one between
+    # these two runs (1 failure in a full parallel run).
+    # (Made before the first start: a folder created inside a sys.path directory later
+    # would change that directory's mtime, which the cache rightly takes as a change.)
+    (interpreter.root / "plugin-cache").mkdir()
+    cache = {"LAZYPATCH_CACHE_DIR": str(interpreter.root / "plugin-cache")}
     for run, scanned in ((1, True), (2, False)):
-        activated_by, added = interpreter.run(script).stdout.splitlines()[-2:]
+        activated_by, added = interpreter.run(script, env=cache).stdout.splitlines()[-2:]
         assert activated_by == "import lazypatch.auto"
         added = added.split()
         assert "lazypatch.registry" in added and "lazypatch.plugin_cache" in added
