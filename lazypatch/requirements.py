@@ -131,8 +131,9 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
     if version is not None:
         return version, f"distribution {name}"
     import_name = name.replace("-", "_")
-    if not (module is not None and getattr(module, "__name__", None) == import_name) \
-            and not findable(import_name.split(".", 1)[0]):
+    if module is None or getattr(module, "__name__", None) != import_name:
+        module = sys.modules.get(import_name)   # the module itself, if imported or importing
+    if module is None and not findable(import_name.split(".", 1)[0]):
         # Nothing on sys.path or sys.meta_path has that module: "not installed", without
         # reading the RECORD of every installed distribution to learn which one provides
         # the name (the ascend pack's torch_npu requirements cost `import torch` 100M
@@ -146,8 +147,6 @@ def find_version(name: str, module: "Any" = None) -> "Optional[Tuple[str, str]]"
             others = ", ".join(f"{other} {other_version}" for other, other_version in providers[1:])
             source += f", the first of the distributions providing {import_name} (also {others})"
         return version, source
-    if module is None or getattr(module, "__name__", None) != import_name:
-        module = sys.modules.get(import_name)
     version = getattr(module, "__version__", None) if module is not None else None
     if isinstance(version, str) and version:
         return str(version), f"{import_name}.__version__"
