@@ -117,3 +117,12 @@ def test_site_commands_on_a_given_directory(interpreter):
     run("uninstall")
     assert list(target.iterdir()) == []
     assert "nothing to remove" in run("uninstall").stdout
+
+
+def test_options_before_the_command_get_the_corrected_command_line(interpreter):
+    result = interpreter.run_command(
+        LAZYPATCH + ["--enable", "device", "run", "--", "python", "train.py"], check=False)
+    assert result.returncode == 2
+    assert "options go after the command" in result.stderr
+    assert "lazypatch run --enable device -- python train.py" in result.stderr
+    assert "invalid choice" not in result.stderr
