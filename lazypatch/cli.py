@@ -558,6 +558,14 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     filtered = bool(arguments.patterns or arguments.tag or arguments.status or arguments.enabled)
     if not rows:
         print("no patch matches" if filtered else "no patches registered")
+        run_statuses = sorted(set(arguments.status) & {"applied", "failed", "reverted"})
+        if run_statuses:
+            # `list` imports no target, so nothing in its process ever applied: the
+            # statuses of a program's run are in that run's report.
+            print(f"note: `lazypatch list` runs in a process that imported no target, so no "
+                  f"patch is {' or '.join(run_statuses)} here; a program's statuses are in "
+                  f"its report: lazypatch run --report 'out/{{pid}}.json' -- python train.py, "
+                  f"then lazypatch report out/", file=sys.stderr)
         return 0
     from .reporting import format_table, hidden_summary, ordered
     # What concerns this host first (the report's order: enabled before disabled);

@@ -126,3 +126,12 @@ def test_options_before_the_command_get_the_corrected_command_line(interpreter):
     assert "options go after the command" in result.stderr
     assert "lazypatch run --enable device -- python train.py" in result.stderr
     assert "invalid choice" not in result.stderr
+
+
+def test_list_by_a_status_of_a_run_points_at_the_report(interpreter):
+    interpreter.write(PLUGIN_AND_MODULES)
+    result = interpreter.run_command(LAZYPATCH + ["list", "--status", "applied", "--status",
+                                                  "failed"], env=_env(interpreter))
+    assert result.stdout.strip() == "no patch matches"
+    assert "no patch is applied or failed here" in result.stderr
+    assert "lazypatch report out/" in result.stderr
