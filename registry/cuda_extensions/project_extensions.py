@@ -20,6 +20,9 @@ kind              what the stand-in exposes (same arguments as the compiled modu
                   ``dynamic_point_to_voxel_forward``/``_backward`` (BEVFusion,
                   mmdet3d 0.x and its forks: the voxel layer of mmcv 1.x)
 ``ingroup_inds``  ``forward`` (DSVT's ``ingroup_inds_cuda``)
+``deformable_``   ``deformable_aggregation_forward``, ``deformable_aggregation_backward``
+``aggregation``   (Sparse4D's ``deformable_aggregation_ext``, also SparseDrive's and
+                  DiffusionDrive's)
 ================  ===================================================================
 
 Each declaration is one patch, ``cuda_extensions.<module>``, that runs just before
@@ -66,6 +69,8 @@ KINDS: "Dict[str, Tuple[str, Dict[str, str]]]" = {
         "hard_voxelize", "dynamic_voxelize", "dynamic_point_to_voxel_forward",
         "dynamic_point_to_voxel_backward")}),
     "ingroup_inds": ("ingroup_inds", {"forward": "ingroup_inds_forward"}),
+    "deformable_aggregation": ("deformable_aggregation", {name: name for name in (
+        "deformable_aggregation_forward", "deformable_aggregation_backward")}),
 }
 
 #: Where known projects import their compiled extension from -> its kind. A project
@@ -84,6 +89,11 @@ PROJECT_EXTENSIONS: "Dict[str, str]" = {
     "mmdet3d.ops.bev_pool.bev_pool_ext": "bev_pool",
     "mmdet3d.ops.bev_pool_v2.bev_pool_v2_ext": "bev_pool_v2",
     "mmdet3d.ops.voxel.voxel_layer": "voxel_layer",
+    # Sparse4D, SparseDrive and DiffusionDrive (projects/mmdet3d_plugin/ops/setup.py
+    # builds it next to deformable_aggregation.py), from the repository root and from
+    # projects/
+    "projects.mmdet3d_plugin.ops.deformable_aggregation_ext": "deformable_aggregation",
+    "mmdet3d_plugin.ops.deformable_aggregation_ext": "deformable_aggregation",
 }
 
 

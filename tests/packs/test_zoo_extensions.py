@@ -1,0 +1,355 @@
+"""The autonomous-driving zoo's own compiled ops as stand-ins of the ``cuda_extensions``
+pack: Sparse4D's ``deformable_aggregation_ext`` (also SparseDrive's and DiffusionDrive's)
+and the BEVDet way of calling ``bev_pool_ext``.
+
+The kernel is checked in this process against a literal loop over the CUDA kernel's
+threads (``deformable_aggregation_cuda.cu`` of HorizonRobotics/Sparse4D c41df4bb,
+rewritten here in Python: one iteration per thread, same arithmetic) and with
+``torch.autograd.gradcheck``; how the stand-in is found and reported is checked in a
+fresh interpreter on a package laid out like the projects.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import shutil
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+try:
+    import lazypatch.registry.cuda_extensions as pack
+except ImportError:   # running from a checkout without the installed layout
+    import registry.cuda_extensions as pack
+
+aggregation = importlib.import_module(f"{pack.__name__}.deformable_aggregation")
+bev_pool = importlib.import_module(f"{pack.__name__}.bev_pool")
+
+EXAMPLES = settings(max_examples=12, deadline=None, derandomize=True)
+
+
+# ------------------------------------------------------------- the kernel, as a loop
+
+def _kernel_sample(feat, height, width, channels, h_im, w_im, base):
+    """``bilinear_sampling`` of the .cu: (value, corner offsets and weights)."""
+    h_low, w_low = math.floor(h_im), math.floor(w_im)
+    h_high, w_high = h_low + 1, w_low + 1
+    lh, lw = h_im - h_low, w_im - w_low
+    hh, hw = 1 - lh, 1 - lw
+    corners = []
+    for h, w, weight, ok in ((h_low, w_low, hh * hw, h_low >= 0 and w_low >= 0),
+                             (h_low, w_high, hh * lw, h_low >= 0 and w_high <= width - 1),
+                             (h_high, w_low, lh * hw, h_high <= height - 1 and w_low >= 0),
+                             (h_high, w_high, lh * lw,
+                              h_high <= height - 1 and w_high <= width - 1)):
+        pointer = (h * width + w) * channels + base
+        corners.append((pointer, weight, feat[pointer] if ok else 0.0, ok))
+    return corners, (lh, lw, hh, hw)
+
+
+def _threads(feat, spatial_shape, scale_start_index, location, weights):
+    """Every thread of the kernel: (indices, value offset, sizes, h_im, w_im, weight
+    pointer, location offset), skipping those that return early as the kernel does."""
+    batch, features, channels = feat.shape
+    cameras, scales = spatial_shape.shape[:2]
+    anchors, points = location.shape[1:3]
+    groups = weights.shape[5]
+    flat_location = location.reshape(-1).tolist()
+    shapes = spatial_shape.reshape(-1).tolist()
+    starts = scale_start_index.reshape(-1).tolist()
+    count = batch * points * channels * anchors * cameras * scales
+    for thread in range(count):
+        idx = thread
+        weight_pointer = idx // (channels // groups)
+        channel = idx % channels
+        idx //= channels
+        scale = idx % scales
+        idx //= scales
+        camera = idx % cameras
+        idx //= cameras
+        point = idx % points
+        idx //= points
+        anchor = idx % anchors
+        idx //= anchors
+        b = idx % batch
+        anchor = b * anchors + anchor
+        location_offset = ((anchor * points + point) * cameras + camera) * 2
+        loc_w, loc_h = flat_location[location_offset], flat_location[location_offset + 1]
+        if loc_w <= 0 or loc_w >= 1 or loc_h <= 0 or loc_h >= 1:
+            continue
+        camera_scale = camera * scales + scale
+        base = (b * features + starts[camera_scale]) * channels + channel
+        height, width = shapes[2 * camera_scale], shapes[2 * camera_scale + 1]
+        yield (anchor, channel, base, height, width, loc_h * height - 0.5,
+               loc_w * width - 0.5, weight_pointer, location_offset)
+
+
+def loop_forward(feat, spatial_shape, scale_start_index, location, weights):
+    channels = feat.shape[2]
+    flat_feat, flat_weights = feat.reshape(-1).tolist(), weights.reshape(-1).tolist()
+    output = [0.0] * (location.shape[0] * location.shape[1] * channels)
+    for anchor, channel, base, height, width, h_im, w_im, pointer, _ in _threads(
+            feat, spatial_shape, scale_start_index, location, weights):
+        corners, _ = _kernel_sample(flat_feat, height, width, channels, h_im, w_im, base)
+        value = sum(weight * sampled for _, weight, sampled, _ in corners)
+        output[anchor * channels + channel] += value * flat_weights[pointer]
+    return torch.tensor(output, dtype=feat.dtype).view(location.shape[0], location.shape[1],
+                                                       channels)
+
+
+def loop_backward(feat, spatial_shape, scale_start_index, location, weights, grad_output):
+    """``deformable_aggregation_grad_kernel`` / ``bilinear_sampling_grad``, thread by thread."""
+    channels = feat.shape[2]
+    flat_feat, flat_weights = feat.reshape(-1).tolist(), weights.reshape(-1).tolist()
+    flat_grad = grad_output.reshape(-1).tolist()
+    grad_feat = [0.0] * feat.numel()
+    grad_location = [0.0] * location.numel()
+    grad_weights = [0.0] * weights.numel()
+    for anchor, channel, base, height, width, h_im, w_im, pointer, offset in _threads(
+            feat, spatial_shape, scale_start_index, location, weights):
+        grad = flat_grad[anchor * channels + channel]
+        weight = flat_weights[pointer]
+        corners, (lh, lw, hh, hw) = _kernel_sample(flat_feat, height, width, channels, h_im,
+                                                   w_im, base)
+        top = grad * weight
+        grad_h_weight = grad_w_weight = 0.0
+        signs = ((-hw, -hh), (-lw, hh), (hw, -lh), (lw, lh))
+        for (corner_pointer, corner_weight, value, ok), (sign_h, sign_w) in zip(corners, signs):
+            if ok:
+                grad_h_weight += sign_h * value
+                grad_w_weight += sign_w * value
+                grad_feat[corner_pointer] += corner_weight * top
+        value = sum(corner_weight * sampled for _, corner_weight, sampled, _ in corners)
+        grad_weights[pointer] += grad * value
+        grad_location[offset] += width * grad_w_weight * top
+        grad_location[offset + 1] += height * grad_h_weight * top
+    return tuple(torch.tensor(values, dtype=feat.dtype).view_as(like) for values, like in (
+        (grad_feat, feat), (grad_location, location), (grad_weights, weights)))
+
+
+def problem(batch, cameras, shapes, anchors, points, groups, width_per_group, seed,
+            dtype=torch.float64, outside=0.3):
+    """Inputs laid out as Sparse4D's ``feature_maps_format`` lays them out: cameras
+    major, then scales; some locations outside their image (and on its edges)."""
+    g = torch.Generator().manual_seed(seed)
+    scales = len(shapes)
+    spatial_shape = torch.tensor([shapes] * cameras, dtype=torch.int32)
+    sizes = (spatial_shape[..., 0] * spatial_shape[..., 1]).reshape(-1)
+    scale_start_index = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]]).view(
+        cameras, scales).int()
+    channels = groups * width_per_group
+    feat = torch.randn(batch, int(sizes.sum()), channels, generator=g, dtype=dtype)
+    location = torch.rand(batch, anchors, points, cameras, 2, generator=g, dtype=dtype)
+    away = torch.rand(location.shape, generator=g) < outside
+    location = torch.where(away, location * 1.6 - 0.3, location)
+    weights = torch.rand(batch, anchors, points, cameras, scales, groups, generator=g,
+                         dtype=dtype)
+    return feat, spatial_shape, scale_start_index, location, weights
+
+
+SIZES = dict(batch=st.integers(1, 2), cameras=st.integers(1, 3),
+             shapes=st.lists(st.tuples(st.integers(1, 5), st.integers(1, 5)), min_size=1,
+                             max_size=3),
+             anchors=st.integers(1, 3), points=st.integers(1, 3), groups=st.integers(1, 3),
+             width_per_group=st.integers(1, 2), seed=st.integers(0, 999))
+
+
+@EXAMPLES
+@given(**SIZES)
+def test_deformable_aggregation_matches_the_kernel_loop_forward_and_backward(
+        batch, cameras, shapes, anchors, points, groups, width_per_group, seed):
+    inputs = problem(batch, cameras, shapes, anchors, points, groups, width_per_group, seed)
+    out = aggregation.deformable_aggregation_forward(*inputs)
+    expected = loop_forward(*inputs)
+    assert torch.allclose(out, expected, rtol=0, atol=1e-13)
+    grad_output = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed),
+                              dtype=out.dtype)
+    # The kernel adds into the tensors it is given: start from non-zero ones.
+    given_tensors = [torch.full_like(inputs[index], 0.5) for index in (0, 3, 4)]
+    aggregation.deformable_aggregation_backward(*inputs, grad_output, *given_tensors)
+    for ours, reference in zip(given_tensors, loop_backward(*inputs, grad_output)):
+        assert torch.allclose(ours - 0.5, reference, rtol=0, atol=1e-12)
+
+
+def test_locations_on_the_image_border_or_outside_contribute_nothing():
+    feat, spatial_shape, scale_start_index, location, weights = problem(
+        1, 1, [(3, 4)], 1, 5, 1, 2, seed=0, outside=0.0)
+    location[0, 0, :, 0] = torch.tensor([[0.0, 0.5], [1.0, 0.5], [0.5, 0.0], [-0.2, 0.5],
+                                         [0.5, 1.3]], dtype=location.dtype)
+    out = aggregation.deformable_aggregation_forward(feat, spatial_shape, scale_start_index,
+                                                     location, weights)
+    assert not out.any()
+    grads = [torch.zeros_like(tensor) for tensor in (feat, location, weights)]
+    aggregation.deformable_aggregation_backward(feat, spatial_shape, scale_start_index,
+                                                location, weights, torch.ones_like(out),
+                                                *grads)
+    assert not any(grad.any() for grad in grads)
+
+
+class Aggregation(torch.autograd.Function):
+    """The stand-in's forward and backward as Sparse4D's wrapper combines them."""
+
+    @staticmethod
+    def forward(ctx, feat, spatial_shape, scale_start_index, location, weights):
+        ctx.save_for_backward(feat, spatial_shape, scale_start_index, location, weights)
+        return aggregation.deformable_aggregation_forward(feat, spatial_shape,
+                                                          scale_start_index, location, weights)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        feat, spatial_shape, scale_start_index, location, weights = ctx.saved_tensors
+        grads = [torch.zeros_like(tensor) for tensor in (feat, location, weights)]
+        aggregation.deformable_aggregation_backward(feat, spatial_shape, scale_start_index,
+                                                    location, weights,
+                                                    grad_output.contiguous(), *grads)
+        return grads[0], None, None, grads[1], grads[2]
+
+
+def test_deformable_aggregation_passes_gradcheck_in_double():
+    feat, spatial_shape, scale_start_index, location, weights = problem(
+        2, 2, [(4, 5), (2, 3)], 3, 2, 2, 2, seed=7)
+    # Keep locations away from pixel centres and image borders, where the bilinear
+    # sample has a kink that finite differences straddle.
+    location = (location.clamp(0.02, 0.98) * 0.96 + 0.02).detach()
+    inputs = (feat.requires_grad_(), spatial_shape, scale_start_index,
+              location.requires_grad_(), weights.requires_grad_())
+    assert torch.autograd.gradcheck(Aggregation.apply, inputs, eps=1e-7, atol=1e-6)
+
+
+def test_deformable_aggregation_refuses_mismatched_weights():
+    feat, spatial_shape, scale_start_index, location, weights = problem(
+        1, 2, [(2, 2)], 2, 2, 2, 2, seed=1)
+    with pytest.raises(ValueError, match="weights has shape"):
+        aggregation.deformable_aggregation_forward(feat, spatial_shape, scale_start_index,
+                                                   location, weights[:, :, :, :1])
+    with pytest.raises(ValueError, match="cannot be split"):
+        aggregation.deformable_aggregation_forward(feat[..., :3], spatial_shape,
+                                                   scale_start_index, location, weights)
+
+
+def test_deformable_aggregation_bounds_its_memory_by_chunks(monkeypatch):
+    inputs = problem(1, 2, [(4, 4), (2, 2)], 4, 3, 2, 2, seed=3, dtype=torch.float32)
+    whole = aggregation.deformable_aggregation_forward(*inputs)
+    grad_output = torch.randn(whole.shape, generator=torch.Generator().manual_seed(0))
+    whole_grads = [torch.zeros_like(inputs[index]) for index in (0, 3, 4)]
+    aggregation.deformable_aggregation_backward(*inputs, grad_output, *whole_grads)
+    monkeypatch.setattr(aggregation, "CHUNK_ELEMENTS", 8)   # one entry at a time
+    assert torch.allclose(aggregation.deformable_aggregation_forward(*inputs), whole,
+                          atol=1e-6)
+    grads = [torch.zeros_like(inputs[index]) for index in (0, 3, 4)]
+    aggregation.deformable_aggregation_backward(*inputs, grad_output, *grads)
+    for ours, reference in zip(grads, whole_grads):
+        assert torch.allclose(ours, reference, atol=1e-5)
+
+
+# ------------------------------------------------------------- BEVDet's bev_pool_ext call
+
+def test_bev_pool_takes_grid_sizes_as_zero_dimensional_tensors_as_bevdet_passes_them():
+    x = torch.arange(6.0).view(3, 2)
+    geom = torch.tensor([[0, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 1]], dtype=torch.int32)
+    starts, lengths = torch.tensor([0, 2], dtype=torch.int32), torch.tensor([2, 1],
+                                                                             dtype=torch.int32)
+    sizes = (2, 1, 2, 2)
+    tensors = tuple(torch.tensor(size) for size in sizes)
+    out = bev_pool.bev_pool_forward(x, geom, lengths, starts, *tensors)
+    assert torch.equal(out, bev_pool.bev_pool_forward(x, geom, lengths, starts, *sizes))
+    assert out[0, 0, 0, 1].tolist() == [2.0, 4.0] and out[1, 0, 1, 0].tolist() == [4.0, 5.0]
+    grad = bev_pool.bev_pool_backward(torch.ones_like(out), geom, lengths, starts, *tensors)
+    assert grad.shape == x.shape and grad.sum().item() == 6.0
+    with pytest.raises(TypeError, match="one-element tensor"):
+        bev_pool.bev_pool_forward(x, geom, lengths, starts, torch.tensor([1, 2]), 1, 2, 2)
+
+
+# ------------------------------------------------------------- found, provided, reported
+
+#: Sparse4D's layout: projects/mmdet3d_plugin/ops holds the wrapper and, once built,
+#: deformable_aggregation_ext. The wrapper here is ours, calling the module as Sparse4D's does.
+SPARSE4D_FILES = {
+    "projects/__init__.py": "",
+    "projects/mmdet3d_plugin/__init__.py": "",
+    "projects/mmdet3d_plugin/ops/__init__.py": """
+        import torch
+        from . import deformable_aggregation_ext
+
+        class Aggregate(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *inputs):
+                ctx.save_for_backward(*inputs)
+                return deformable_aggregation_ext.deformable_aggregation_forward(*inputs)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                feat, shape, start, location, weights = ctx.saved_tensors
+                grads = [torch.zeros_like(t) for t in (feat, location, weights)]
+                deformable_aggregation_ext.deformable_aggregation_backward(
+                    feat, shape, start, location, weights, grad_output.contiguous(), *grads)
+                return grads[0], None, None, grads[1], grads[2]
+    """,
+}
+
+RUN_SPARSE4D = '''
+import json, sys
+import lazypatch.auto
+import lazypatch
+import torch
+from projects.mmdet3d_plugin.ops import *
+import projects.mmdet3d_plugin.ops as ops
+function = getattr(ops, "deformable_aggregation_function", None) or ops.Aggregate.apply
+feat = torch.zeros(1, 6, 2, requires_grad=True)
+shape = torch.tensor([[[2, 3]]], dtype=torch.int32)
+start = torch.tensor([[0]], dtype=torch.int32)
+location = torch.tensor([[[[[0.5, 0.25]]]]], requires_grad=True)   # pixel (0, 1): x 1, y 0
+weights = torch.full((1, 1, 1, 1, 1, 1), 2.0, requires_grad=True)
+with torch.no_grad():
+    feat[0, 1] = torch.tensor([3.0, 4.0])
+out = function(feat, shape, start, location, weights)
+out.sum().backward()
+ext = sys.modules["projects.mmdet3d_plugin.ops.deformable_aggregation_ext"]
+record = [r for r in lazypatch.report()
+          if r.name == "cuda_extensions.projects.mmdet3d_plugin.ops.deformable_aggregation_ext"][0]
+print(json.dumps({"out": out.tolist(), "feat_grad": feat.grad[0, 1].tolist(),
+                  "weights_grad": weights.grad.flatten().tolist(),
+                  "marked": getattr(ext, "__lazypatch_pure_pytorch__", None),
+                  "status": record.status, "notes": record.notes}))
+'''
+
+
+def _check_sparse4d_run(result):
+    assert result["out"] == [[[6.0, 8.0]]]                 # 2 x the pixel's value
+    assert result["feat_grad"] == [2.0, 2.0]
+    assert result["weights_grad"] == [7.0]
+    assert result["marked"] == "cuda_extensions"
+    assert result["status"] == "applied"
+    assert any("pure-PyTorch deformable_aggregation stand-in" in note and "not built" in note
+               for note in result["notes"]), result["notes"]
+
+
+def test_sparse4d_layout_gets_the_stand_in_and_reports_it(interpreter):
+    interpreter.write(SPARSE4D_FILES)
+    result = interpreter.run_json(RUN_SPARSE4D, env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    _check_sparse4d_run(result)
+
+
+#: An extracted HorizonRobotics/Sparse4D c41df4bb (at least projects/mmdet3d_plugin/ops):
+#: its own Python wrapper runs on the stand-in, unchanged. Without it this skips.
+SPARSE4D_CHECKOUT = os.environ.get("LAZYPATCH_SPARSE4D_CHECKOUT", "")
+
+
+def test_sparse4d_own_wrapper_runs_unchanged_on_the_stand_in(interpreter):
+    if not SPARSE4D_CHECKOUT:
+        pytest.skip("set LAZYPATCH_SPARSE4D_CHECKOUT to an extracted HorizonRobotics/Sparse4D "
+                    "c41df4bb (git archive c41df4bb projects/mmdet3d_plugin/ops | tar -x) to "
+                    "run its own deformable_aggregation wrapper on the stand-in")
+    ops = os.path.join(SPARSE4D_CHECKOUT, "projects", "mmdet3d_plugin", "ops")
+    if not os.path.isfile(os.path.join(ops, "deformable_aggregation.py")):
+        pytest.skip(f"{ops} has no deformable_aggregation.py")
+    # Its ops package alone, unchanged (projects/mmdet3d_plugin/__init__ needs mmdet 2.x).
+    interpreter.write({"projects/__init__.py": "", "projects/mmdet3d_plugin/__init__.py": ""})
+    shutil.copytree(ops, interpreter.root / "projects" / "mmdet3d_plugin" / "ops",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "build"))
+    result = interpreter.run_json(RUN_SPARSE4D, env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    _check_sparse4d_run(result)
