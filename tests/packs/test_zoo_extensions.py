@@ -353,3 +353,95 @@ def test_sparse4d_own_wrapper_runs_unchanged_on_the_stand_in(interpreter):
                     ignore=shutil.ignore_patterns("*.so", "*.pyd", "build"))
     result = interpreter.run_json(RUN_SPARSE4D, env={"LAZYPATCH_ENABLE": "cuda_extensions"})
     _check_sparse4d_run(result)
+
+
+# ------------------------------------------------------------- flash-attn 1.x names
+
+FLASH_ATTENTION_1 = '''
+import json
+import torch
+from flash_attn.flash_attn_interface import (flash_attn_unpadded_func,
+    flash_attn_unpadded_kvpacked_func, flash_attn_unpadded_qkvpacked_func,
+    flash_attn_varlen_kvpacked_func)
+from flash_attn.bert_padding import unpad_input, pad_input, index_first_axis
+import lazypatch
+
+def reference(q, k, v, mask=None):
+    """softmax(q k^T / sqrt(d) + mask) v, one sequence, heads in dim 1 of (s, h, d)."""
+    scores = torch.einsum("qhd,khd->hqk", q, k) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
+
+g = torch.Generator().manual_seed(0)
+batch, seqlen_q, seqlen_k, heads, dim = 2, 3, 5, 2, 4
+q = torch.randn(batch, seqlen_q, heads, dim, generator=g, dtype=torch.float64)
+kv = torch.randn(batch, seqlen_k, 2, heads, dim, generator=g, dtype=torch.float64)
+results = {}
+
+# StreamPETR's FlashAttention without a padding mask: sequences of one length each.
+cu_q = torch.arange(0, (batch + 1) * seqlen_q, seqlen_q, dtype=torch.int32)
+cu_k = torch.arange(0, (batch + 1) * seqlen_k, seqlen_k, dtype=torch.int32)
+out = flash_attn_unpadded_kvpacked_func(q.flatten(0, 1), kv.flatten(0, 1), cu_q, cu_k,
+                                        seqlen_q, seqlen_k, 0.0).view(batch, seqlen_q, heads, dim)
+expected = torch.stack([reference(q[b], kv[b, :, 0], kv[b, :, 1]) for b in range(batch)])
+results["kvpacked"] = torch.allclose(out, expected)
+
+# ... and with a key padding mask, through unpad_input as StreamPETR does.
+key_padding_mask = torch.tensor([[True] * 5, [True, True, False, True, False]])
+rows, indices, cu_seqlens_k, max_k = unpad_input(kv.flatten(2), key_padding_mask)
+results["unpadded"] = [list(rows.shape), indices.tolist(), cu_seqlens_k.tolist(), max_k]
+out = flash_attn_unpadded_kvpacked_func(q.flatten(0, 1), rows.view(-1, 2, heads, dim), cu_q,
+                                        cu_seqlens_k, seqlen_q, max_k, 0.0)
+second = reference(q[1], kv[1, key_padding_mask[1], 0], kv[1, key_padding_mask[1], 1])
+results["masked"] = torch.allclose(out.view(batch, seqlen_q, heads, dim)[1], second)
+padded = pad_input(rows, indices, batch, seqlen_k)
+results["round_trip"] = torch.equal(padded[key_padding_mask], kv.flatten(2)[key_padding_mask]) \\
+    and not padded[~key_padding_mask].any()
+results["index_first_axis"] = torch.equal(index_first_axis(kv.flatten(0, 1), indices),
+                                          kv.flatten(0, 1)[indices])
+
+# 1.x aligns causal top-left (query i sees keys 0..i); 2.x bottom-right.
+one_q, one_k, one_v = q[0], kv[0, :, 0], kv[0, :, 1]
+lengths_q = torch.tensor([0, seqlen_q], dtype=torch.int32)
+lengths_k = torch.tensor([0, seqlen_k], dtype=torch.int32)
+top_left = torch.arange(seqlen_k)[None, :] <= torch.arange(seqlen_q)[:, None]
+bottom_right = torch.arange(seqlen_k)[None, :] <= torch.arange(seqlen_q)[:, None] + 2
+old = flash_attn_unpadded_func(one_q, one_k, one_v, lengths_q, lengths_k, 3, 5, 0.0, causal=True)
+new = flash_attn_varlen_kvpacked_func(one_q, kv[0], lengths_q, lengths_k, 3, 5, causal=True)
+results["causal_1x"] = torch.allclose(old, reference(one_q, one_k, one_v, top_left))
+results["causal_2x"] = torch.allclose(new, reference(one_q, one_k, one_v, bottom_right))
+
+# qkvpacked, sequences of different lengths, with gradients.
+qkv = torch.randn(7, 3, heads, dim, generator=g, dtype=torch.float64, requires_grad=True)
+cu = torch.tensor([0, 3, 7], dtype=torch.int32)
+out = flash_attn_unpadded_qkvpacked_func(qkv, cu, 4, 0.0)
+pieces = [reference(qkv[a:b, 0], qkv[a:b, 1], qkv[a:b, 2]) for a, b in ((0, 3), (3, 7))]
+results["qkvpacked"] = torch.allclose(out, torch.cat(pieces))
+out.sum().backward()
+results["gradient"] = bool(qkv.grad.abs().sum() > 0)
+try:
+    flash_attn_unpadded_func(one_q, one_k, one_v, lengths_q, lengths_k, 3, 5, 0.0,
+                             return_attn_probs=True)
+    results["refused"] = None
+except NotImplementedError as error:
+    results["refused"] = str(error)
+results["records"] = {r.name: r.status for r in lazypatch.report()
+                      if r.name.startswith("cuda_extensions.flash_attn")}
+print(json.dumps(results))
+'''
+
+
+def test_flash_attention_1_names_and_bert_padding_compute_attention(interpreter):
+    result = interpreter.run_json("import lazypatch.auto\n" + FLASH_ATTENTION_1,
+                                  env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    for check in ("kvpacked", "masked", "round_trip", "index_first_axis", "causal_1x",
+                  "causal_2x", "qkvpacked", "gradient"):
+        assert result[check] is True, check
+    assert result["unpadded"] == [[8, 16], [0, 1, 2, 3, 4, 5, 6, 8], [0, 5, 8], 5]
+    assert "return_attn_probs" in result["refused"]
+    records = result["records"]
+    for name in ("cuda_extensions.flash_attn.bert_padding",
+                 "cuda_extensions.flash_attn.bert_padding.pytorch",
+                 "cuda_extensions.flash_attn.flash_attn_interface.pytorch"):
+        assert records[name] == "applied", records
