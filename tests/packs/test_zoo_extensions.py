@@ -445,3 +445,190 @@ def test_flash_attention_1_names_and_bert_padding_compute_attention(interpreter)
                  "cuda_extensions.flash_attn.bert_padding.pytorch",
                  "cuda_extensions.flash_attn.flash_attn_interface.pytorch"):
         assert records[name] == "applied", records
+
+
+# ------------------------------------------------------------- MapTR GeometricKernelAttention
+
+geometric = importlib.import_module(f"{pack.__name__}.geometric_kernel_attention")
+
+
+def loop_geometric(value, spatial_shapes, level_start_index, sampling_loc, attn_weight,
+                   grad_output):
+    """The .cuh's forward and backward, one (batch, query, head, channel) at a time."""
+    batch, _, heads, channels = value.shape
+    queries, levels, points = sampling_loc.shape[1], sampling_loc.shape[3], sampling_loc.shape[4]
+    out = torch.zeros(batch, queries, heads, channels, dtype=value.dtype)
+    grad_value = torch.zeros_like(value)
+    grad_weight = torch.zeros_like(attn_weight)
+    grad = grad_output.view(batch, queries, heads, channels)
+    for b in range(batch):
+        for q in range(queries):
+            for m in range(heads):
+                for level in range(levels):
+                    h, w = spatial_shapes[level].tolist()
+                    start = int(level_start_index[level])
+                    for p in range(points):
+                        x, y = sampling_loc[b, q, m, level, p].tolist()
+                        x, y = min(max(x, 0), w - 1), min(max(y, 0), h - 1)
+                        row = value[b, start + y * w + x, m]
+                        weight = attn_weight[b, q, m, level, p]
+                        out[b, q, m] += row * weight
+                        grad_value[b, start + y * w + x, m] += grad[b, q, m] * weight
+                        grad_weight[b, q, m, level, p] = (grad[b, q, m] * row).sum()
+    return out.view(batch, queries, heads * channels), grad_value, grad_weight
+
+
+@EXAMPLES
+@given(batch=st.integers(1, 2), heads=st.integers(1, 2), channels=st.integers(1, 3),
+       shapes=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 4)), min_size=1, max_size=3),
+       queries=st.integers(1, 3), points=st.integers(1, 3), seed=st.integers(0, 999))
+def test_geometric_kernel_attention_matches_the_kernel_loop(batch, heads, channels, shapes,
+                                                            queries, points, seed):
+    g = torch.Generator().manual_seed(seed)
+    spatial_shapes = torch.tensor(shapes)
+    sizes = spatial_shapes[:, 0] * spatial_shapes[:, 1]
+    level_start_index = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    value = torch.randn(batch, int(sizes.sum()), heads, channels, generator=g,
+                        dtype=torch.float64)
+    # integer pixels, some outside the map (the kernel clamps them)
+    sampling_loc = torch.randint(-2, 7, (batch, queries, heads, len(shapes), points, 2),
+                                 generator=g)
+    attn_weight = torch.rand(batch, queries, heads, len(shapes), points, generator=g,
+                             dtype=torch.float64)
+    grad_output = torch.randn(batch, queries, heads * channels, generator=g, dtype=torch.float64)
+    out = geometric.geometric_kernel_attn_cuda_forward(value, spatial_shapes, level_start_index,
+                                                       sampling_loc, attn_weight, 64)
+    grad_value, grad_weight = geometric.geometric_kernel_attn_cuda_backward(
+        value, spatial_shapes, level_start_index, sampling_loc, attn_weight, grad_output, 64)
+    expected = loop_geometric(value, spatial_shapes, level_start_index, sampling_loc,
+                              attn_weight, grad_output)
+    for ours, reference in zip((out, grad_value, grad_weight), expected):
+        assert torch.allclose(ours, reference, rtol=0, atol=1e-12)
+
+
+def test_geometric_kernel_attention_refuses_a_step_that_does_not_divide_the_batch():
+    value = torch.zeros(3, 4, 1, 2)
+    with pytest.raises(ValueError, match="im2col_step"):
+        geometric.geometric_kernel_attn_cuda_forward(
+            value, torch.tensor([[2, 2]]), torch.tensor([0]),
+            torch.zeros(3, 1, 1, 1, 1, 2, dtype=torch.long), torch.ones(3, 1, 1, 1, 1), 2)
+
+
+#: MapTR's layout: the plugin imports the top-level compiled module at import time.
+MAPTR_FILES = {
+    "maptr_plugin/__init__.py": """
+        import torch
+        import GeometricKernelAttention as GKA
+
+        class Attend(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, value, shapes, starts, locations, weights, step):
+                ctx.save_for_backward(value, shapes, starts, locations, weights)
+                ctx.step = step
+                return GKA.geometric_kernel_attn_cuda_forward(value, shapes, starts, locations,
+                                                              weights, step)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                grad_value, grad_weights = GKA.geometric_kernel_attn_cuda_backward(
+                    *ctx.saved_tensors, grad_output.contiguous(), ctx.step)
+                return grad_value, None, None, None, grad_weights, None
+    """,
+}
+
+RUN_MAPTR = '''
+import json, sys
+import lazypatch.auto
+import lazypatch
+import torch
+import maptr_plugin
+value = torch.arange(8.0).view(1, 4, 1, 2).requires_grad_()     # one 2x2 map, 2 channels
+weights = torch.tensor([[[[[0.5, 2.0]]]]], requires_grad=True)
+locations = torch.tensor([[[[[[1, 0], [5, 5]]]]]])                # pixel (x1, y0); clamped (1, 1)
+out = maptr_plugin.Attend.apply(value, torch.tensor([[2, 2]]), torch.tensor([0]), locations,
+                                weights, 64)
+out.sum().backward()
+records = {r.name: [r.status, r.notes] for r in lazypatch.report()
+           if r.name.startswith("cuda_extensions.GeometricKernelAttention")}
+print(json.dumps({"out": out.tolist(), "weights_grad": weights.grad.flatten().tolist(),
+                  "module": sys.modules["GeometricKernelAttention"].__all__,
+                  "records": records}))
+'''
+
+
+def test_a_top_level_extension_maptr_imports_gets_the_stand_in(interpreter):
+    interpreter.write(MAPTR_FILES)
+    result = interpreter.run_json(RUN_MAPTR, env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert result["out"] == [[[0.5 * 2 + 2.0 * 6, 0.5 * 3 + 2.0 * 7]]]
+    assert result["weights_grad"] == [2 + 3, 6 + 7]
+    assert result["module"] == ["geometric_kernel_attn_cuda_backward",
+                                "geometric_kernel_attn_cuda_forward"]
+    records = result["records"]
+    assert records["cuda_extensions.GeometricKernelAttention"][0] == "applied"
+    status, notes = records["cuda_extensions.GeometricKernelAttention.pytorch"]
+    assert status == "applied" and "geometric_kernel_attention stand-in" in notes[0], notes
+
+
+def test_an_installed_top_level_extension_is_used_untouched(interpreter):
+    interpreter.write({**MAPTR_FILES, "GeometricKernelAttention.py": """
+        def geometric_kernel_attn_cuda_forward(*args):
+            return "installed"
+    """})
+    result = interpreter.run_json('''
+import json
+import lazypatch.auto
+import lazypatch
+import GeometricKernelAttention
+print(json.dumps({"call": GeometricKernelAttention.geometric_kernel_attn_cuda_forward(),
+                  "records": {r.name: r.status for r in lazypatch.report()
+                              if r.name.startswith("cuda_extensions.GeometricKernelAttention")}}))
+''', env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert result["call"] == "installed"
+    assert set(result["records"].values()) == {"skipped"}, result["records"]
+
+
+def test_declare_extension_points_a_top_level_name_at_a_stand_in_module_kind(interpreter):
+    result = interpreter.run_json('''
+import json, sys
+import lazypatch
+from lazypatch.registry.cuda_extensions import declare_extension
+name = declare_extension("vendored_scatter", like="torch_scatter",
+                         functions={"version": "json:dumps"})
+import torch
+import vendored_scatter
+out = vendored_scatter.scatter_sum(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([0, 1, 0]))
+version = vendored_scatter.version(1)
+statuses = {r.name: r.status for r in lazypatch.report() if r.name.startswith(name)}
+lazypatch.unpatch_all()
+print(json.dumps({"name": name, "out": out.tolist(), "version": version,
+                  "statuses": statuses, "left": "vendored_scatter" in sys.modules}))
+''')
+    assert result["name"] == "cuda_extensions.vendored_scatter"
+    assert result["out"] == [5.0, 2.0] and result["version"] == "1"
+    assert result["statuses"] == {"cuda_extensions.vendored_scatter": "applied",
+                                  "cuda_extensions.vendored_scatter.pytorch": "applied"}
+    assert result["left"] is False
+
+
+#: An extracted hustvl/MapTR fa420a2e (at least projects/mmdet3d_plugin/maptr/modules/ops/
+#: geometric_kernel_attn): its own autograd function runs on the stand-in, unchanged.
+MAPTR_CHECKOUT = os.environ.get("LAZYPATCH_MAPTR_CHECKOUT", "")
+
+
+def test_maptr_own_geometric_kernel_attention_function_runs_unchanged(interpreter):
+    if not MAPTR_CHECKOUT:
+        pytest.skip("set LAZYPATCH_MAPTR_CHECKOUT to an extracted hustvl/MapTR fa420a2e (git "
+                    "archive fa420a2e projects/mmdet3d_plugin/maptr/modules/ops | tar -x) to "
+                    "run its own GeometricKernelAttentionFunc on the stand-in")
+    ops = os.path.join(MAPTR_CHECKOUT, "projects", "mmdet3d_plugin", "maptr", "modules", "ops",
+                       "geometric_kernel_attn")
+    if not os.path.isdir(os.path.join(ops, "function")):
+        pytest.skip(f"{ops} has no function/ package")
+    shutil.copytree(ops, interpreter.root / "geometric_kernel_attn",
+                    ignore=shutil.ignore_patterns("*.so", "build", "src", "setup.py", "test.py"))
+    interpreter.write({"maptr_plugin/__init__.py": """
+        from geometric_kernel_attn import GeometricKernelAttentionFunc as Attend
+    """})
+    result = interpreter.run_json(RUN_MAPTR, env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert result["out"] == [[[0.5 * 2 + 2.0 * 6, 0.5 * 3 + 2.0 * 7]]]
+    assert result["weights_grad"] == [2 + 3, 6 + 7]
