@@ -26,6 +26,10 @@ kind              what the stand-in exposes (same arguments as the compiled modu
 ``geometric_``    ``geometric_kernel_attn_cuda_forward``, ``..._backward`` (MapTR's
 ``kernel_``       top-level ``GeometricKernelAttention``)
 ``attention``
+``mmdet3d_*``     mmdetection3d 0.17's op modules, under their 0.17 names (``ball_query``,
+                  ``knn``, ``group_points``, ``interpolate``, ``gather_points``,
+                  ``furthest_point_sample``, ``assign_score_withk``, ``roiaware_pool3d``,
+                  ``iou3d``, ``sparse_conv``: see mmdet3d_ops)
 ================  ===================================================================
 
 ``like`` may also name a module of the pack's own stand-ins (``STAND_INS`` of the
@@ -86,6 +90,35 @@ KINDS: "Dict[str, Tuple[str, Dict[str, str]]]" = {
         "deformable_aggregation_forward", "deformable_aggregation_backward")}),
     "geometric_kernel_attention": ("geometric_kernel_attention", {name: name for name in (
         "geometric_kernel_attn_cuda_forward", "geometric_kernel_attn_cuda_backward")}),
+    # mmdetection3d 0.17's own op modules (mmdet3d_ops: on the OpenMMLab pack's kernels)
+    **{f"mmdet3d_{kind}": ("mmdet3d_ops", names) for kind, names in {
+        "ball_query": {"ball_query_wrapper": "ball_query_wrapper"},
+        "knn": {"knn_wrapper": "knn_wrapper"},
+        "group_points": {"forward": "group_points_wrapper",
+                         "backward": "group_points_grad_wrapper"},
+        "interpolate": {name: name for name in (
+            "three_nn_wrapper", "three_interpolate_wrapper", "three_interpolate_grad_wrapper")},
+        "gather_points": {name: name for name in (
+            "gather_points_wrapper", "gather_points_grad_wrapper")},
+        "furthest_point_sample": {name: name for name in (
+            "furthest_point_sampling_wrapper", "furthest_point_sampling_with_dist_wrapper")},
+        "assign_score_withk": {name: name for name in (
+            "assign_score_withk_forward_wrapper", "assign_score_withk_backward_wrapper")},
+        "roiaware_pool3d": {"forward": "roiaware_pool3d_gpu",
+                            "backward": "roiaware_pool3d_gpu_backward",
+                            **{name: name for name in ("points_in_boxes_gpu",
+                                                       "points_in_boxes_batch",
+                                                       "points_in_boxes_cpu")}},
+        "iou3d": {name: name for name in (
+            "boxes_overlap_bev_gpu", "boxes_iou_bev_gpu", "nms_gpu", "nms_normal_gpu")},
+        "sparse_conv": {**{f"get_indice_pairs_{n}d": f"get_indice_pairs_{n}d"
+                           for n in (2, 3, 4)},
+                        **{f"{name}_{precision}": name
+                           for name in ("indice_conv", "fused_indice_conv",
+                                        "indice_conv_backward", "indice_maxpool",
+                                        "indice_maxpool_backward")
+                           for precision in ("fp32", "half")}},
+    }.items()},
 }
 
 #: Where known projects import their compiled extension from -> its kind. A project
@@ -104,6 +137,19 @@ PROJECT_EXTENSIONS: "Dict[str, str]" = {
     "mmdet3d.ops.bev_pool.bev_pool_ext": "bev_pool",
     "mmdet3d.ops.bev_pool_v2.bev_pool_v2_ext": "bev_pool_v2",
     "mmdet3d.ops.voxel.voxel_layer": "voxel_layer",
+    # ... and the other op modules mmdet3d 0.17's setup.py builds (BEVDet's fork, MapTR's
+    # vendored mmdetection3d 0.17.2)
+    "mmdet3d.ops.ball_query.ball_query_ext": "mmdet3d_ball_query",
+    "mmdet3d.ops.knn.knn_ext": "mmdet3d_knn",
+    "mmdet3d.ops.group_points.group_points_ext": "mmdet3d_group_points",
+    "mmdet3d.ops.interpolate.interpolate_ext": "mmdet3d_interpolate",
+    "mmdet3d.ops.gather_points.gather_points_ext": "mmdet3d_gather_points",
+    "mmdet3d.ops.furthest_point_sample.furthest_point_sample_ext":
+        "mmdet3d_furthest_point_sample",
+    "mmdet3d.ops.paconv.assign_score_withk_ext": "mmdet3d_assign_score_withk",
+    "mmdet3d.ops.roiaware_pool3d.roiaware_pool3d_ext": "mmdet3d_roiaware_pool3d",
+    "mmdet3d.ops.iou3d.iou3d_cuda": "mmdet3d_iou3d",
+    "mmdet3d.ops.spconv.sparse_conv_ext": "mmdet3d_sparse_conv",
     # Sparse4D, SparseDrive and DiffusionDrive (projects/mmdet3d_plugin/ops/setup.py
     # builds it next to deformable_aggregation.py), from the repository root and from
     # projects/
@@ -326,6 +372,9 @@ def _resolve_functions(like: "Optional[str]", functions: "Dict[str, Any]") -> "D
 
 
 def declare_project_extensions() -> None:
-    """Declare :data:`PROJECT_EXTENSIONS`, off until the pack is enabled."""
+    """Declare :data:`PROJECT_EXTENSIONS`, and the registry clash of the mmdetection3d 0.17
+    forks they serve (fork_registrations), off until the pack is enabled."""
+    from .fork_registrations import declare_fork_registrations
     for module_name, kind in PROJECT_EXTENSIONS.items():
         declare_extension(module_name, like=kind, enabled=False)
+    declare_fork_registrations()
