@@ -278,7 +278,15 @@ gathered = gather_points(features, torch.tensor([[3, 0]], dtype=torch.int32))
 gathered.sum().backward()
 distances, nearest = three_nn(centers, xyz)
 boxes = torch.tensor([[0.0, 0, 2, 2, 0], [1, 1, 3, 3, 0]])
+# BEVDet passes the grid sizes as 0-d tensors (the compiled op converts them to ints)
+from mmdet3d.ops.bev_pool import bev_pool
+pool_feats = torch.tensor([[1.0], [2.0], [4.0]], requires_grad=True)
+coords = torch.tensor([[0, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 1]])   # (h, w, depth, batch)
+pooled = bev_pool(pool_feats, coords, *(torch.tensor(size) for size in (2, 1, 2, 2)))
+pooled.sum().backward()
 print(json.dumps({
+    "pooled": [pooled[0, 0, 0, 0, 1].item(), pooled[1, 0, 0, 1, 0].item(), pooled.sum().item()],
+    "pool_grad": pool_feats.grad.flatten().tolist(),
     "ball": ball_query(0, 0.5, 2, xyz, centers).tolist(),
     "knn": knn(2, xyz, centers).tolist(),
     "gathered": gathered.tolist(), "grad": features.grad.tolist(),
@@ -304,7 +312,7 @@ def test_bevdet_own_op_wrappers_run_unchanged_on_the_stand_ins(interpreter):
     # Its op packages that import torch only (the others need mmcv 1.x), unchanged; its
     # mmdet3d/ops/__init__ imports mmcv 1.x's ops and is left out.
     interpreter.write({"mmdet3d/__init__.py": "", "mmdet3d/ops/__init__.py": ""})
-    for name in ("ball_query", "knn", "gather_points", "interpolate", "iou3d"):
+    for name in ("ball_query", "knn", "gather_points", "interpolate", "iou3d", "bev_pool"):
         shutil.copytree(os.path.join(ops, name), interpreter.root / "mmdet3d" / "ops" / name,
                         ignore=shutil.ignore_patterns("*.so", "src"))
     result = interpreter.run_json(RUN_BEVDET, env={"LAZYPATCH_ENABLE": "device,cuda_extensions"})
@@ -316,4 +324,5 @@ def test_bevdet_own_op_wrappers_run_unchanged_on_the_stand_ins(interpreter):
     assert torch.allclose(torch.tensor(result["interpolated"]),
                           torch.tensor([[[1.0, 1.0], [5.0, 5.0]]]))
     assert abs(result["iou"] - 1 / 7) < 1e-6 and result["nms"] == [0]
+    assert result["pooled"] == [3.0, 4.0, 7.0] and result["pool_grad"] == [1.0, 1.0, 1.0]
     assert result["statuses"] == ["applied"]
