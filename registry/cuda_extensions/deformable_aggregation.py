@@ -170,12 +170,12 @@ def deformable_aggregation_backward(mc_ms_feat: torch.Tensor, spatial_shape: tor
         # (entries, groups, width): the output gradient each (entry, scale) receives
         top = outer.index_select(0, chunk.anchor).repeat_interleave(scales, 0)
         top_feat = top * weight[..., None]            # top_grad_mc_ms_feat of the kernel
-        # per corner: <grad, value> by group, and <weighted grad, value> over channels
+        # per corner: <grad, value> by group, and <weighted grad, value> over channels; an
+        # off-map corner reads a valid row of the map, its products are masked after
         by_group, total = [], []
         for corner in range(4):
             value = table.index_select(0, corners.rows[corner]).view_as(top)
-            value = value * corners.inside[corner, :, None, None]
-            products = (top * value).sum(2)
+            products = (top * value).sum(2) * corners.inside[corner, :, None]
             by_group.append(products)
             total.append((products * weight).sum(1))
             table_grad.index_add_(0, corners.rows[corner],
