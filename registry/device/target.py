@@ -103,7 +103,7 @@ def _requested() -> "Optional[Target]":
     # Named as the user set it: the variable, or the key of the file that set it.
     source = lazypatch.setting_source("LAZYPATCH_DEVICE") or "LAZYPATCH_DEVICE"
     key, _, path = source.partition(" in ")
-    given = f"{key} = {value!r} in {path}" if path else f"{source}={value}"
+    given = f"{key} = {value!r} in {path}" if path else f"{source}={value!r}"
     accepted = "npu, cpu, or another torch device type such as xpu or mps (no index)"
     try:
         parsed = torch.device(value)
@@ -124,7 +124,7 @@ def _requested() -> "Optional[Target]":
             f"lazypatch device pack: {given}: torch has no "
             f"torch.{parsed.type} namespace; use {accepted}. Choosing automatically.")
         return None
-    return Target(parsed.type, given)
+    return Target(parsed.type, given if path else f"{source}={value}")
 
 
 def _choose() -> Target:
