@@ -134,6 +134,11 @@ class LazyPatchFinder:
     def __repr__(self) -> str:
         return f"<LazyPatchFinder watching {len(self._watched)} module(s)>"
 
+    def __reduce__(self) -> "Any":
+        # By reference, as a class on sys.meta_path pickles: unpickled (or copied), it is
+        # the finder of the process that reads it (``pickle.dumps(sys.meta_path)``).
+        return installed_finder, ()
+
     def find_spec(self, fullname: str, path: "Optional[Sequence[str]]" = None,
                   target: "Any" = None) -> "Any":
         """The spec of a watched name, with a loader proxy; None for any other name.
@@ -232,26 +237,41 @@ def guard_foreign_finders(finder: "LazyPatchFinder") -> None:
     they return for a watched name gets a ``LoaderProxy``. Classes (the import system's
     own finders) and finders already guarded are left alone."""
     meta_path = sys.meta_path
-    if finder not in meta_path:
-        return
-    foreign: Any
-    for foreign in meta_path[:meta_path.index(finder)]:
-        if isinstance(foreign, type) or getattr(foreign, "_lazypatch_guarded", False):
-            continue
+    for foreign in meta_path:
+        if foreign is finder:
+            return
+        _guard(foreign, finder)
+
+
+def _guard(foreign: "Any", finder: "LazyPatchFinder") -> bool:
+    """Guard one finder ahead of ours; whether it is guarded now. A class (the import
+    system's own finders: guarding one would change it for every program), a finder
+    without ``find_spec`` or one that refuses a new attribute cannot be."""
+    if isinstance(foreign, type):
+        return False
+    try:
+        if getattr(foreign, "_lazypatch_guarded", None) is finder:
+            return True
         original = getattr(foreign, "find_spec", None)
         if original is None:
-            continue
-        try:
-            foreign.find_spec = _guarded_find_spec(original, finder)
-            foreign._lazypatch_guarded = True
-        except (AttributeError, TypeError):   # __slots__ or a read-only object: leave it
-            continue
+            return False
+        foreign.find_spec = _guarded_find_spec(original, finder)
+        foreign._lazypatch_guarded = finder
+    except Exception:   # __slots__, a read-only object, a raising __getattr__: leave it
+        return False
+    return True
 
 
 def _guarded_find_spec(original: "Callable[..., Any]", finder: "LazyPatchFinder") -> "Callable[..., Any]":
     watched = finder._watched
 
     def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        if fullname in watched and fullname in finder.replaced_names:
+            # A declared replacement is answered before any finder (its real body must
+            # never run), also when a finder sits ahead of ours.
+            spec = finder._boundary_spec(fullname, takes_over=True)
+            if spec is not None:
+                return spec
         spec = original(fullname, path, target)
         if spec is not None and fullname in watched and spec.loader is not None:
             return wrap_spec_loader(spec, finder._run_body)
@@ -290,56 +310,141 @@ def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "An
 
 
 class MetaPath(list):
-    """``sys.meta_path`` once lazypatch's finder is installed: to the import system a list
-    like any other (it iterates it with C list iteration, so imports cost the same), that
-    guards a finder put ahead of lazypatch's the moment it is put there.
+    """``sys.meta_path`` once lazypatch is activated: to the import system a list like
+    any other (it iterates it with C list iteration, so imports cost the same) that
+    keeps lazypatch's promises however the program changes it.
 
-    Without it, such a finder (pytest's assertion rewriter, typeguard's or beartype's
-    import hook) is noticed at the next import that reaches lazypatch's finder; when the
-    very next import is a watched module it claims, nothing reaches lazypatch and the
-    patch is silently not applied. Only the ways of putting a finder in front are
-    watched (``insert``, item assignment); the foreign finder keeps its place.
+    After every change (``insert``, ``append``, ``extend``, ``+=``, ``*=``, item and
+    slice assignment, ``del``, ``remove``, ``pop``, ``clear``, ``sort``, ``reverse``)
+    every finder ahead of lazypatch's is guarded at once (``guard_foreign_finders``):
+    a watched module it claims in the very next import still gets its patches, and the
+    foreign finder keeps its place. A finder that cannot be guarded (a class moved
+    ahead by ``sort`` or ``reverse``) gets lazypatch's finder put just ahead of it;
+    lazypatch's finder asks the others in their order, so every import finds what it
+    found before. A change that drops lazypatch's finder puts it back first:
+    ``lazypatch.uninstall()`` is the way to take it off. Assigning a new list to
+    ``sys.meta_path`` gives a ``MetaPath`` holding the same finders (``_SystemModule``).
+    Pickled and copied, it is a plain list.
     """
 
     __slots__ = ()
 
-    def insert(self, index: "Any", finder: "Any") -> None:
-        list.insert(self, index, finder)
-        _guard_the_front(self)
+    def __reduce_ex__(self, protocol: "Any") -> "Any":
+        return list, (list(self),)
 
-    def __setitem__(self, index: "Any", value: "Any") -> None:
-        list.__setitem__(self, index, value)
-        _guard_the_front(self)
+
+def _keeping_promises(name: str) -> "Callable[..., Any]":
+    """``MetaPath``'s ``name``: the list's own method, then ``_keep_promises``."""
+    method = getattr(list, name)
+
+    def changed(self: "List[Any]", *arguments: "Any") -> "Any":
+        result = method(self, *arguments)
+        _keep_promises(self)
+        return result
+    changed.__name__ = changed.__qualname__ = name
+    changed.__doc__ = method.__doc__
+    return changed
+
+
+for _name in ("insert", "append", "extend", "__iadd__", "__imul__", "__setitem__",
+              "__delitem__", "remove", "pop", "clear", "sort", "reverse"):
+    setattr(MetaPath, _name, _keeping_promises(_name))
+del _name
 
 
 _installed: "List[LazyPatchFinder]" = []   # the finder install_finder put on sys.meta_path
 
 
-def _guard_the_front(meta_path: "List[Any]") -> None:
-    if _installed and meta_path and meta_path[0] is not _installed[0] \
-            and meta_path is sys.meta_path:
-        guard_foreign_finders(_installed[0])
+def _keep_promises(meta_path: "List[Any]") -> None:
+    """After a change to ``sys.meta_path``: lazypatch's finder is on it, and every finder
+    ahead of it is guarded (or, where none can be, lazypatch's finder goes ahead)."""
+    if not _installed or meta_path is not sys.meta_path:
+        return
+    finder = _installed[0]
+    for position, foreign in enumerate(meta_path):
+        if foreign is finder:
+            return
+        if not _guard(foreign, finder):
+            list.insert(meta_path, position, finder)
+            _remove_after(meta_path, finder, position)
+            return
+    list.insert(meta_path, 0, finder)   # dropped: back first (lazypatch.uninstall() takes it off)
+
+
+def _remove_after(meta_path: "List[Any]", finder: "Any", position: int) -> None:
+    """Remove the first occurrence of ``finder`` after ``position`` (by identity)."""
+    for index in range(position + 1, len(meta_path)):
+        if meta_path[index] is finder:
+            list.__delitem__(meta_path, index)
+            return
+
+
+class _MetaPathAttribute:
+    """``sys.meta_path`` on ``_SystemModule``: a descriptor with ``__set__`` only, so that
+    reading the attribute (the import system does, at each import) is the module
+    dictionary's own lookup, and a program assigning a new list gets a ``MetaPath``."""
+
+    def __set__(self, system: "Any", value: "Any") -> None:
+        if _installed and type(value) is list:
+            value = MetaPath(value)
+        system.__dict__["meta_path"] = value
+        if isinstance(value, MetaPath):
+            _keep_promises(value)
+
+    def __delete__(self, system: "Any") -> None:
+        del system.__dict__["meta_path"]
+
+
+def _system_module_class() -> "Any":
+    ModuleType = type(sys)   # types.ModuleType, without importing types
+
+    class _SystemModule(ModuleType):  # type: ignore[valid-type, misc]
+        """The ``sys`` module once lazypatch is activated: ``sys.meta_path = [...]``
+        (programs rebuild it) gives a ``MetaPath``; everything else as before."""
+        meta_path = _MetaPathAttribute()
+    _SystemModule.__module__ = __name__
+    return _SystemModule
 
 
 def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
     """At activation, before the program runs: ``sys.meta_path`` becomes a ``MetaPath``
-    holding the same finders, and ``finder`` (if made already) reads it from now on.
-    Only activation does this (the user asked lazypatch to take part in every import);
-    a library use of lazypatch leaves the list object the program has."""
+    holding the same finders, and stays one when the program assigns a new list;
+    ``finder`` (if made already) reads it from now on. Only activation does this (the
+    user asked lazypatch to take part in every import); a library use of lazypatch
+    leaves the list object the program has."""
+    if type(sys) is type(sys.modules[__name__]):
+        # Module objects take a ModuleType subclass as their class (the documented way
+        # to customise a module's attributes); any other class is someone else's: then
+        # an assigned list is noticed at the next import that reaches our finder.
+        sys.__class__ = _system_module_class()
     if type(sys.meta_path) is list:
         sys.meta_path = MetaPath(sys.meta_path)
         if finder is not None:
             finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
 
 
+def installed_finder() -> "LazyPatchFinder":
+    """The finder on this process's ``sys.meta_path`` (what a pickled one becomes when
+    unpickled), or one that watches nothing."""
+    if _installed:
+        return _installed[0]
+    return LazyPatchFinder({}, _no_body)
+
+
+def _no_body(module: "Any", loader: "Any", name: str = "") -> None:
+    execute_with_loader(module, loader)
+
+
 def install_finder(finder: "LazyPatchFinder") -> None:
     """Put ``finder`` first on ``sys.meta_path``, moving it there if it is elsewhere."""
     _installed[:] = [finder]
-    if sys.meta_path and sys.meta_path[0] is finder:
+    meta_path = sys.meta_path
+    if meta_path and meta_path[0] is finder:
         return
-    while finder in sys.meta_path:
-        sys.meta_path.remove(finder)
-    sys.meta_path.insert(0, finder)
+    # The list's own methods: MetaPath's would put the finder back as it is removed.
+    while finder in meta_path:
+        list.remove(meta_path, finder)
+    list.insert(meta_path, 0, finder)
 
 
 def uninstall_finder(finder: "LazyPatchFinder") -> None:
