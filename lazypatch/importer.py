@@ -250,33 +250,51 @@ def _guard(foreign: "Any", finder: "LazyPatchFinder") -> bool:
     if isinstance(foreign, type):
         return False
     try:
-        if getattr(foreign, "_lazypatch_guarded", None) is finder:
+        current = getattr(foreign, "__dict__", {}).get("find_spec")
+        if isinstance(current, GuardedFindSpec) and current.finder is finder:
             return True
         original = getattr(foreign, "find_spec", None)
         if original is None:
             return False
-        foreign.find_spec = _guarded_find_spec(original, finder)
-        foreign._lazypatch_guarded = finder
+        if isinstance(current, GuardedFindSpec):   # guarded for an earlier finder
+            original = current.original
+        foreign.find_spec = GuardedFindSpec(original, finder)
     except Exception:   # __slots__, a read-only object, a raising __getattr__: leave it
         return False
     return True
 
 
-def _guarded_find_spec(original: "Callable[..., Any]", finder: "LazyPatchFinder") -> "Callable[..., Any]":
-    watched = finder._watched
+class GuardedFindSpec:
+    """A foreign finder's ``find_spec`` once guarded: its own answer, with a
+    ``LoaderProxy`` for a watched name. Pickled (with the finder holding it), it is the
+    original ``find_spec``: the unpickled finder is unguarded until put ahead again."""
 
-    def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+    __slots__ = ("original", "finder")
+
+    def __init__(self, original: "Callable[..., Any]", finder: "LazyPatchFinder") -> None:
+        self.original = original
+        self.finder = finder
+
+    def __call__(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        finder = self.finder
+        watched = finder._watched
         if fullname in watched and fullname in finder.replaced_names:
             # A declared replacement is answered before any finder (its real body must
             # never run), also when a finder sits ahead of ours.
             spec = finder._boundary_spec(fullname, takes_over=True)
             if spec is not None:
                 return spec
-        spec = original(fullname, path, target)
+        spec = self.original(fullname, path, target)
         if spec is not None and fullname in watched and spec.loader is not None:
             return wrap_spec_loader(spec, finder._run_body)
         return spec
-    return find_spec
+
+    def __reduce__(self) -> "Any":
+        return _unguarded, (self.original,)
+
+
+def _unguarded(original: "Callable[..., Any]") -> "Callable[..., Any]":
+    return original
 
 
 class _ReplacingFinder(LazyPatchFinder):
@@ -337,8 +355,8 @@ def _keeping_promises(name: str) -> "Callable[..., Any]":
     """``MetaPath``'s ``name``: the list's own method, then ``_keep_promises``."""
     method = getattr(list, name)
 
-    def changed(self: "List[Any]", *arguments: "Any") -> "Any":
-        result = method(self, *arguments)
+    def changed(self: "List[Any]", *arguments: "Any", **keywords: "Any") -> "Any":
+        result = method(self, *arguments, **keywords)
         _keep_promises(self)
         return result
     changed.__name__ = changed.__qualname__ = name
