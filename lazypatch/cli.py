@@ -281,6 +281,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     handler = {"run": _run, "list": _list, "report": _report, "site": _site,
                "doctor": _doctor}[arguments.command]
+    _tolerant_output()
     try:
         return handler(arguments, parser)
     except BrokenPipeError:
@@ -288,6 +289,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # not a failure. Point stdout at /dev/null so the exit flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _tolerant_output() -> None:
+    """Make stdout write a character its encoding lacks (a patch named in Chinese, a
+    report with `é`, printed to an ASCII terminal or a C-locale pipe) as a backslash
+    escape, as Python's stderr does, instead of dying with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "") == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):   # a stream that cannot change now: leave it
+                pass
 
 
 # --- run ------------------------------------------------------------------

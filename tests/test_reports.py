@@ -234,3 +234,25 @@ def test_lazypatch_run_with_a_host_and_worker_path_writes_one_report_per_process
     documents = [json.loads(path.read_text()) for path in (interpreter.root / "out").glob("*.json")]
     assert len({document["pid"] for document in documents}) == 2
     assert {document["worker"] for document in documents} == {"main"}
+
+
+def test_the_report_command_prints_non_ascii_names_to_an_ascii_stdout(interpreter):
+    """A report whose patch names and values are not ASCII, printed where stdout is
+    ASCII (a C locale, PYTHONIOENCODING=ascii): escapes, never a UnicodeEncodeError."""
+    interpreter.write({"accented_target.py": "VALUE = 'original'\n", "accented_patches.py": """
+        import lazypatch
+
+        @lazypatch.when_imported("accented_target", name="démo.überpatch")
+        def patched(module, patch):
+            patch.setattr(module, "VALUE", "补丁")
+    """})
+    report = interpreter.root / "report.json"
+    interpreter.run("import lazypatch.auto, accented_target",
+                    env={"LAZYPATCH_MODULES": "accented_patches", "LAZYPATCH_REPORT": str(report)})
+    for arguments in ([], ["--all"], ["--diff"]):
+        result = interpreter.run_command(
+            [sys.executable, "-m", "lazypatch", "report", str(report), *arguments],
+            env={"PYTHONIOENCODING": "ascii", "LC_ALL": "C"}, check=False)
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr and "UnicodeEncodeError" not in result.stderr
+        assert "d\\xe9mo.\\xfcberpatch" in result.stdout, result.stdout
