@@ -211,14 +211,14 @@ def plain_method_wrapper(original: "Any", wrapper: "Callable[..., Any]") -> "Any
 
 def _instance_method_call(target: "List[Any]", wrapper: "Callable[..., Any]"
                           ) -> "Callable[..., Any]":
-    def call(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
+    def call(self: "Any", /, *args: "Any", **kwargs: "Any") -> "Any":
         return wrapper(target[0].__get__(self, type(self)), self, args, kwargs)
     return call
 
 
 def _class_method_call(target: "List[Any]", wrapper: "Callable[..., Any]"
                        ) -> "Callable[..., Any]":
-    def call(cls: "Any", *args: "Any", **kwargs: "Any") -> "Any":
+    def call(cls: "Any", /, *args: "Any", **kwargs: "Any") -> "Any":
         return wrapper(target[0].__get__(None, cls), cls, args, kwargs)
     return call
 
