@@ -340,9 +340,9 @@ class MetaPath(list):
     ahead by ``sort`` or ``reverse``) gets lazypatch's finder put just ahead of it;
     lazypatch's finder asks the others in their order, so every import finds what it
     found before. A change that drops lazypatch's finder puts it back first:
-    ``lazypatch.uninstall()`` is the way to take it off. Assigning a new list to
-    ``sys.meta_path`` gives a ``MetaPath`` holding the same finders (``_SystemModule``).
-    Pickled and copied, it is a plain list.
+    ``lazypatch.uninstall()`` is the way to take it off. A new list assigned to
+    ``sys.meta_path`` gets the same at the start of the next import
+    (``check_each_import``). Pickled and copied, it is a plain list.
     """
 
     __slots__ = ()
@@ -376,7 +376,7 @@ _installed: "List[LazyPatchFinder]" = []   # the finder install_finder put on sy
 def _keep_promises(meta_path: "List[Any]") -> None:
     """After a change to ``sys.meta_path``: lazypatch's finder is on it, and every finder
     ahead of it is guarded (or, where none can be, lazypatch's finder goes ahead)."""
-    if not _installed or meta_path is not sys.meta_path:
+    if not _installed or meta_path is not sys.meta_path or not isinstance(meta_path, list):
         return
     finder = _installed[0]
     for position, foreign in enumerate(meta_path):
@@ -397,48 +397,57 @@ def _remove_after(meta_path: "List[Any]", finder: "Any", position: int) -> None:
             return
 
 
-class _MetaPathAttribute:
-    """``sys.meta_path`` on ``_SystemModule``: a descriptor with ``__set__`` only, so that
-    reading the attribute (the import system does, at each import) is the module
-    dictionary's own lookup, and a program assigning a new list gets a ``MetaPath``."""
-
-    def __set__(self, system: "Any", value: "Any") -> None:
-        if _installed and type(value) is list:
-            value = MetaPath(value)
-        system.__dict__["meta_path"] = value
-        if isinstance(value, MetaPath):
-            _keep_promises(value)
-
-    def __delete__(self, system: "Any") -> None:
-        del system.__dict__["meta_path"]
-
-
-def _system_module_class() -> "Any":
-    ModuleType = type(sys)   # types.ModuleType, without importing types
-
-    class _SystemModule(ModuleType):  # type: ignore[valid-type, misc]
-        """The ``sys`` module once lazypatch is activated: ``sys.meta_path = [...]``
-        (programs rebuild it) gives a ``MetaPath``; everything else as before."""
-        meta_path = _MetaPathAttribute()
-    _SystemModule.__module__ = __name__
-    return _SystemModule
-
-
 def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
     """At activation, before the program runs: ``sys.meta_path`` becomes a ``MetaPath``
-    holding the same finders, and stays one when the program assigns a new list;
-    ``finder`` (if made already) reads it from now on. Only activation does this (the
-    user asked lazypatch to take part in every import); a library use of lazypatch
-    leaves the list object the program has."""
-    if type(sys) is type(sys.modules[__name__]):
-        # Module objects take a ModuleType subclass as their class (the documented way
-        # to customise a module's attributes); any other class is someone else's: then
-        # an assigned list is noticed at the next import that reaches our finder.
-        sys.__class__ = _system_module_class()
+    holding the same finders, and each import checks, as it starts, the list the program
+    may have put in its place (``check_each_import``); ``finder`` (if made already)
+    reads it from now on. Only activation does this (the user asked lazypatch to take
+    part in every import); a library use of lazypatch leaves the list object the
+    program has."""
+    check_each_import()
     if type(sys.meta_path) is list:
         sys.meta_path = MetaPath(sys.meta_path)
         if finder is not None:
             finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
+
+
+def check_each_import() -> None:
+    """Make every import check ``sys.meta_path`` as it starts (``_keep_promises``).
+
+    A program may assign a new list to ``sys.meta_path`` (``sys.meta_path =
+    list(sys.meta_path)``) and then put a finder in front of ours: MetaPath is gone, and
+    that finder would serve the very next watched import unpatched. The import system
+    calls ``_frozen_importlib._find_and_load`` for every module it loads (looked up on
+    that module at each import, from C); ours checks the list's front and calls the
+    original: about 200 instructions per import where lazypatch's finder is first
+    (benchmarks/COSTS.md), against 6,000 for making ``sys`` a module subclass that
+    intercepts the assignment (module attribute reads in the import system are no
+    longer specialised then). Its code carries importlib's own file name, so that the
+    import system trims it from tracebacks as it trims its own frames."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    current = getattr(bootstrap, "_find_and_load", None)
+    code = getattr(current, "__code__", None)
+    if code is None or getattr(current, "__lazypatch_original__", None) is not None \
+            or code.co_argcount != 2:
+        return   # done already, or an import system of another shape: MetaPath alone
+    checking = _checking_find_and_load(current)  # type: ignore[arg-type]
+    checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
+    checking.__lazypatch_original__ = current  # type: ignore[attr-defined]
+    bootstrap._find_and_load = checking  # type: ignore[union-attr]
+
+
+def _checking_find_and_load(find_and_load: "Callable[[str, Any], Any]"
+                            ) -> "Callable[[str, Any], Any]":
+    installed = _installed
+    keep_promises = _keep_promises
+
+    def _find_and_load(name: str, import_: "Any") -> "Any":
+        if installed:
+            meta_path = sys.meta_path
+            if not meta_path or meta_path[0] is not installed[0]:
+                keep_promises(meta_path)
+        return find_and_load(name, import_)
+    return _find_and_load
 
 
 def installed_finder() -> "LazyPatchFinder":
