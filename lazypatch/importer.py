@@ -419,11 +419,11 @@ def check_each_import() -> None:
     that finder would serve the very next watched import unpatched. The import system
     calls ``_frozen_importlib._find_and_load`` for every module it loads (looked up on
     that module at each import, from C); ours checks the list's front and calls the
-    original: about 200 instructions per import where lazypatch's finder is first
-    (benchmarks/COSTS.md), against 6,000 for making ``sys`` a module subclass that
-    intercepts the assignment (module attribute reads in the import system are no
-    longer specialised then). Its code carries importlib's own file name, so that the
-    import system trims it from tracebacks as it trims its own frames."""
+    original: about 1,100 instructions per import (benchmarks/COSTS.md), against 6,200
+    for making ``sys`` a module subclass that intercepts the assignment (the import
+    system's reads of ``sys.modules``, ``sys.path_hooks``... are no longer specialised
+    then). Its code carries importlib's own file name, so that the import system trims
+    it from tracebacks as it trims its own frames."""
     bootstrap = sys.modules.get("_frozen_importlib")
     current = getattr(bootstrap, "_find_and_load", None)
     code = getattr(current, "__code__", None)
