@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import clean_environment
 
 CHECK = """
@@ -107,6 +108,7 @@ def _files_under(folder):
     return sorted(str(path) for path in folder.rglob("*") if path.is_file())
 
 
+@pytest.mark.stack   # the real torch profiler
 def test_a_project_file_nobody_named_cannot_send_profiler_traces_outside_it(interpreter):
     """Every path-valued setting, a pack's too (training's `profile`), stays inside the
     project when the project file was found rather than named; inside, it works."""
