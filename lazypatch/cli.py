@@ -401,19 +401,51 @@ def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if problem:
         print(f"lazypatch run: {problem}", file=sys.stderr)
         return USAGE_ERROR
+    misplaced = options_after_the_command(command, parser)
+    if misplaced:
+        print(f"note: lazypatch run: {misplaced}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         os.execvpe(command[0], command, environment)
     except FileNotFoundError:
-        print(f"lazypatch run: command not found: {command[0]!r}; check the name and PATH",
-              file=sys.stderr)
+        hint = "check the name and PATH"
+        if command[0].endswith(".py"):
+            import shlex
+            hint = (f"a Python script is run by its interpreter: lazypatch run -- python "
+                    f"{shlex.join(command)}")
+        print(f"lazypatch run: command not found: {command[0]!r}; {hint}", file=sys.stderr)
         return 127
     except PermissionError:
         print(f"lazypatch run: {command[0]!r} is not executable; check its permissions",
               file=sys.stderr)
         return 126
     return 0   # not reached: exec replaces this process
+
+
+def options_after_the_command(command: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """A note when an option of `lazypatch run` (``--enable device``) follows the
+    command: it goes to the program, which may take it for its own, so the run goes
+    on; but the likely mistake is named with the corrected command line, or "" ."""
+    run = next(action for action in parser._subparsers._group_actions  # type: ignore[union-attr]
+               if isinstance(action, argparse._SubParsersAction)).choices["run"]
+    options = {option for action in run._actions for option in action.option_strings
+               if option.startswith("--") and option != "--help"}
+    for index, word in enumerate(command[1:], start=1):
+        option = word.split("=", 1)[0]
+        if option in options:
+            import shlex
+            taken = command[index:index + (1 if "=" in word or index + 1 >= len(command)
+                                           else 2)]
+            rest = [*command[:index], *command[index + len(taken):]]
+            # the script when there is one (`python train.py --enable x`), else the program
+            program = next((word for word in command[1:index] if not word.startswith("-")),
+                           os.path.basename(command[0]))
+            return (f"{' '.join(taken)} comes after the command, so it goes to "
+                    f"{program!r}, not to lazypatch; if it was meant "
+                    f"for lazypatch, write: lazypatch run {shlex.join(taken)} -- "
+                    f"{shlex.join(rest)}")
+    return ""
 
 
 def command_interpreter(program: str, environment: Dict[str, str]) -> Optional[str]:
