@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 import pytest
-
 from conftest import REPOSITORY, clean_environment
 
 DOCS = REPOSITORY / "docs"

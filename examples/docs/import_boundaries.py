@@ -51,9 +51,9 @@ lazypatch.replace_module("apex", "my_pkg.apex_shim")
 # Names set on vision_ops right after its body ran; strings are "pkg.mod:attribute".
 lazypatch.inject("vision_ops", {"nms": "my_pkg.ops:nms", "HAS_CUDA_OPS": False})
 
-import apex                         # noqa: E402
-import flash_attn.ops.triton        # noqa: E402
-import vision_ops                   # noqa: E402
+import apex  # noqa: E402
+import flash_attn.ops.triton  # noqa: E402
+import vision_ops  # noqa: E402
 
 assert flash_attn.ops.triton.VERSION == "0"
 assert apex.fused_adam() == "the shim's optimizer"

@@ -142,8 +142,8 @@ def dotted_paths() -> None:
     lazypatch.wrap("ops_lib.boxes.nms", log_calls)
     lazypatch.replace("ops_lib.boxes.batched_nms", "my_pkg.fpn:forward",
                       precheck=lambda: False)     # no device here: skipped
-    from model_zoo.necks import FPN, Model
     import ops_lib.boxes
+    from model_zoo.necks import FPN, Model
     assert FPN().forward(2) == "my forward(2)" and Model.make() == "my make"
     assert ops_lib.boxes.nms([3], 1) == [3] and logged == ["nms"]
     statuses = {record["name"]: record["status"] for record in lazypatch.report()}
