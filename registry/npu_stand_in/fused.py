@@ -95,9 +95,11 @@ def npu_fusion_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Te
     q = _to_bnsd(query, input_layout, head_num)
     k = _to_bnsd(key, input_layout, head_num)
     v = _to_bnsd(value, input_layout, head_num)
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    # Half-precision inputs accumulate in float32, as the NPU kernel does.
+    compute = torch.promote_types(query.dtype, torch.float32)
+    scores = torch.matmul(q.to(compute), k.to(compute).transpose(-1, -2)) * scale
     if pse is not None:
-        scores = scores + pse.float()
+        scores = scores + pse.to(compute)
     masked = None
     if atten_mask is not None and sparse_mode in (0, 1):
         masked = atten_mask.bool()
@@ -114,7 +116,7 @@ def npu_fusion_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Te
     weights = exponentials / row_sum.clamp_min(torch.finfo(row_sum.dtype).tiny)
     if keep_prob < 1.0:
         weights = torch.nn.functional.dropout(weights, p=1.0 - keep_prob, training=True)
-    output = torch.matmul(weights, v.float()).to(query.dtype)
+    output = torch.matmul(weights, v.to(compute)).to(query.dtype)
     lanes = (*row_max.shape[:-1], 8)
     return (_from_bnsd(output, input_layout), safe_max.expand(lanes).contiguous(),
             row_sum.expand(lanes).contiguous(), query.new_empty(0), 0, 0, 0)
@@ -125,9 +127,10 @@ def npu_rms_norm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6
     """``(y, rstd)``: x normalised by its root mean square over gamma's (last) dims,
     times gamma; rstd keeps those dims as 1."""
     dims = tuple(range(x.dim() - gamma.dim(), x.dim()))
-    variance = x.float().pow(2).mean(dim=dims, keepdim=True)
+    compute = torch.promote_types(x.dtype, torch.float32)
+    variance = x.to(compute).pow(2).mean(dim=dims, keepdim=True)
     rstd = torch.rsqrt(variance + epsilon)
-    return (x.float() * rstd * gamma.float()).to(x.dtype), rstd
+    return (x.to(compute) * rstd * gamma.to(compute)).to(x.dtype), rstd
 
 
 def npu_rotary_mul(x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor,
