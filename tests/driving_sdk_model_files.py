@@ -192,7 +192,8 @@ EXTRA_SETUPS: Dict[str, "object"] = {}
 
 RUNNER = r'''
 import importlib, json, sys, types, warnings
-config = json.loads(sys.argv[1])
+with open(sys.argv[1], encoding="utf-8") as stream:
+    config = json.load(stream)
 warnings.simplefilter("ignore")
 import lazypatch.auto
 import lazypatch
@@ -254,8 +255,9 @@ def snapshot(names):
                     if text is not None and member not in ("__dict__", "__weakref__", "__doc__"):
                         state[f"{module_name}:{key}.{member}"] = text
             try:
-                table = None if isinstance(value, type) else vars(value).get("_module_dict")
-            except TypeError:
+                namespace = None if isinstance(value, type) else vars(value)
+                table = namespace.get("_module_dict") if isinstance(namespace, dict) else None
+            except Exception:
                 table = None
             if isinstance(table, dict):
                 for entry, registered in list(table.items()):
@@ -268,9 +270,12 @@ def rows():
 result = {"imported": False}
 # The file's first line imports the patcher; what that import turns on (on an Ascend
 # host, the device pack) belongs to the host in both runs, not to the file's patches.
-import mx_driving.patcher
+try:
+    import mx_driving.patcher
+except BaseException as error:
+    result["error"] = f"{type(error).__name__}: {error}"
 before_import = rows()
-if config["mode"] == "patched":
+if config["mode"] == "patched" and "error" not in result:
     try:
         module = importlib.import_module(config["module"])
         result["imported"] = True
@@ -391,7 +396,9 @@ def _run_child(python: str, workdir: Path, sys_path: List[str], setup: Setup,
         [str(workdir), *sys_path, os.environ.get("LAZYPATCH_TEST_PYTHONPATH", str(REPOSITORY))])
     script = workdir / "_runner.py"
     script.write_text(RUNNER)
-    completed = subprocess.run([python, str(script), json.dumps(config)], cwd=workdir,
+    configuration = workdir / "_runner.json"
+    configuration.write_text(json.dumps(config))
+    completed = subprocess.run([python, str(script), str(configuration)], cwd=workdir,
                                env=environment, capture_output=True, text=True, timeout=timeout)
     try:
         return last_json(completed.stdout)  # type: ignore[return-value]
