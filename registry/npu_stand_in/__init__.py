@@ -191,13 +191,17 @@ def mx_driving_operators(mx_driving: "Any", patch: "Any") -> None:
         else:
             value = UnavailableOperator(f"mx_driving.{name}", operators.HINTS.get(name, ""))
         patch.setattr(mx_driving, name, value)
+    # DrivingSDK's compiled module, which its Python operators (and some model files'
+    # patches) import: every kernel importable, raising when called.
+    patch.provide_module("mx_driving._C", operators.compiled_module(UnavailableOperator))
     if not _NOTES_ATTACHED:
         _NOTES_ATTACHED.append(patch.name)
         patch.note_provider(ledger.lines)
     ledger.provided([f"mx_driving.{name}" for name in operators.PROVIDED])
     raising = len(set(operators.DRIVING_SDK_NAMES) - set(operators.PROVIDED))
     patch.note(f"pure-PyTorch mx_driving.{', '.join(operators.PROVIDED)}; {raising} other "
-               f"DrivingSDK operators importable, raising when called")
+               f"DrivingSDK operators and mx_driving._C's kernels importable, raising when "
+               f"called")
 
 
 __all__: "Tuple[str, ...]" = ("STAND_INS", "fill_patch_name", "PACK", "MARKER")

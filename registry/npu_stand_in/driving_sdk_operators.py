@@ -22,7 +22,8 @@ until lazypatch has its kernel.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from types import ModuleType
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -157,3 +158,21 @@ HINTS = {
     "npu_deformable_aggregation": "lazypatch's kernel for Sparse4D's deformable aggregation is "
                                   "not wired to the stand-in yet.",
 }
+
+
+def compiled_module(unavailable: Callable[[str], Any]) -> ModuleType:
+    """``mx_driving._C``: any kernel name gives ``unavailable("mx_driving._C.<name>")``,
+    one object per name."""
+    module = ModuleType("mx_driving._C", "DrivingSDK's compiled kernels: none here "
+                                         "(lazypatch's NPU stand-in; each raises when called)")
+    kernels: dict = {}
+
+    def kernel(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(f"module 'mx_driving._C' (lazypatch's NPU stand-in) has no "
+                                 f"attribute {name!r}")
+        if name not in kernels:
+            kernels[name] = unavailable(f"mx_driving._C.{name}")
+        return kernels[name]
+    module.__getattr__ = kernel  # type: ignore[method-assign]
+    return module

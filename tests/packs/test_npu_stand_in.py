@@ -104,6 +104,8 @@ with profiler.profile(activities=[profiler.ProfilerActivity.CPU, profiler.Profil
                           profiler_level=profiler.ProfilerLevel.Level1)) as prof:
     torch.ones(8).sum()
 out["profiled"] = len(prof.key_averages()) > 0
+out["not_undoable"] = {r.name: r.untracked_changes for r in lazypatch.report()
+                       if r.name.startswith("npu_stand_in") and not r.undoable}
 lazypatch.unpatch_all()
 out["after"] = {"tensor_npu": hasattr(torch.Tensor, "npu"), "torch_npu": hasattr(torch, "npu"),
                 "module_npu": hasattr(torch.nn.Module, "npu"),
@@ -121,6 +123,8 @@ print(json.dumps(out))
     assert result["stream"] == "Stream" and result["memory"] == 0
     assert result["name"] == "cpu (lazypatch NPU stand-in)"
     assert result["adamw_same"] and result["clip_norm"] and result["profiled"]
+    # the submodules torch_npu imports bind themselves through their own stand-in patches
+    assert result["not_undoable"] == {}
     assert result["originals"] == {"tensor_npu": False, "torch_npu": False}
     assert result["after"] == {"tensor_npu": False, "torch_npu": False, "module_npu": False,
                                "in_sys_modules": []}
@@ -249,10 +253,12 @@ import torch
 from torch_npu import npu_confusion_transpose_d       # imports: torch_npu has hundreds
 import mx_driving
 from mx_driving import deformable_aggregation, SparseConv3d, multi_scale_deformable_attn
+import mx_driving._C
 errors = []
 for call in (lambda: npu_confusion_transpose_d(torch.ones(2)),
              lambda: npu_confusion_transpose_d(torch.ones(2)),
-             lambda: deformable_aggregation(torch.ones(1)), lambda: SparseConv3d(4, 8, 3)):
+             lambda: deformable_aggregation(torch.ones(1)), lambda: SparseConv3d(4, 8, 3),
+             lambda: mx_driving._C.sigmoid_focal_loss(torch.ones(1))):
     try:
         call()
         errors.append(None)
@@ -272,6 +278,7 @@ print(json.dumps({"errors": errors, "missing": missing, "notes": notes}))
     assert errors[2].startswith("mx_driving.deformable_aggregation has no kernel")
     assert "deformable aggregation is not wired" in errors[2]
     assert errors[3].startswith("mx_driving.SparseConv3d has no kernel")
+    assert errors[4].startswith("mx_driving._C.sigmoid_focal_loss has no kernel")
     assert "not_an_operator" in result["missing"]
     notes = "\n".join(note for notes in result["notes"].values() for note in notes)
     assert "torch_npu.npu_confusion_transpose_d: called 2 time(s) and raised" in notes
