@@ -24,7 +24,8 @@ module                                what the stand-in carries
                                       ``ProfilerActivity``, ``ProfilerLevel``, ...
 ``torch_npu.optim``                   ``NpuFusedSGD``/``Adam``/``AdamW`` as torch's optimizers
 ``mx_driving`` (lazypatch's own,      DrivingSDK's operators where lazypatch has the kernel
-where DrivingSDK is not installed)    (multi-scale deformable attention, ``scatter_max``/
+where DrivingSDK is not installed)    (multi-scale deformable attention, Sparse4D's
+                                      deformable aggregation, ``scatter_max``/
                                       ``mean``/``add``, ``npu_add_relu``, ``npu_max_pool2d``,
                                       ``npu_batch_matmul``); every other DrivingSDK
                                       operator importable, raising when called
@@ -189,7 +190,7 @@ def mx_driving_operators(mx_driving: "Any", patch: "Any") -> None:
         if name in operators.PROVIDED:
             value = getattr(operators, name)
         else:
-            value = UnavailableOperator(f"mx_driving.{name}", operators.HINTS.get(name, ""))
+            value = UnavailableOperator(f"mx_driving.{name}")
         patch.setattr(mx_driving, name, value)
     # DrivingSDK's compiled module, which its Python operators (and some model files'
     # patches) import: every kernel importable, raising when called.

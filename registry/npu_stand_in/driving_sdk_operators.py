@@ -12,12 +12,13 @@ and results as DrivingSDK's):
   ``j`` holding it (``len(updates)`` where none does), the gradient reaching that one;
 * ``scatter_mean`` and ``scatter_add(src, indices, out=None, dim=0, dim_size=None)``:
   torch_scatter's conventions (the ``cuda_extensions`` kernels);
+* ``deformable_aggregation`` / ``npu_deformable_aggregation``: Sparse4D's deformable
+  aggregation on the ``cuda_extensions`` pack's kernel, forward and backward;
 * ``npu_add_relu(x, y)``: ``relu(x + y)``; ``npu_max_pool2d(x, kernel_size, stride,
   padding)``; ``npu_batch_matmul(a, b)``: ``a @ b``.
 
 Every other name of DrivingSDK's top level is importable and raises when called, naming
-the operator (``unavailable``). ``deformable_aggregation`` (Sparse4D's) is one of them
-until lazypatch has its kernel.
+the operator (``unavailable``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ import torch.nn.functional as F
 from torch.autograd import Function
 
 from ..cuda_extensions import scatter as scatter_kernels
+from ..cuda_extensions.deformable_aggregation import (
+    deformable_aggregation_backward,
+    deformable_aggregation_forward,
+)
 from ..openmmlab.ext.msda import msda_backward, msda_forward
 
 
@@ -56,6 +61,38 @@ class MultiScaleDeformableAttnFunction(Function):
 
 
 multi_scale_deformable_attn = MultiScaleDeformableAttnFunction.apply
+
+
+class DeformableAggregationFunction(Function):
+    """``mx_driving.deformable_aggregation``: Sparse4D's deformable aggregation (DrivingSDK's
+    drop-in for Sparse4D's ``DeformableAggregationFunction``, same layouts), on the
+    ``cuda_extensions`` pack's kernel: (batch, anchors, channels)."""
+
+    @staticmethod
+    def forward(ctx: Any, mc_ms_feat: torch.Tensor, spatial_shape: torch.Tensor,
+                scale_start_index: torch.Tensor, sampling_location: torch.Tensor,
+                weights: torch.Tensor) -> torch.Tensor:
+        tensors = (mc_ms_feat.contiguous(), spatial_shape.contiguous().long(),
+                   scale_start_index.contiguous().long(), sampling_location.contiguous(),
+                   weights.contiguous())
+        ctx.save_for_backward(*tensors)
+        return deformable_aggregation_forward(*tensors)
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> Tuple[Any, ...]:
+        mc_ms_feat, spatial_shape, scale_start_index, sampling_location, weights = \
+            ctx.saved_tensors
+        grads = (torch.zeros_like(mc_ms_feat), torch.zeros_like(sampling_location),
+                 torch.zeros_like(weights))
+        # The kernel adds into the gradients it is given, as the CUDA kernel does.
+        deformable_aggregation_backward(mc_ms_feat, spatial_shape, scale_start_index,
+                                        sampling_location, weights, grad_output.contiguous(),
+                                        *grads)
+        return grads[0], None, None, grads[1], grads[2]
+
+
+deformable_aggregation = DeformableAggregationFunction.apply
+npu_deformable_aggregation = DeformableAggregationFunction.apply
 
 
 def npu_multi_scale_deformable_attn_function(value: torch.Tensor, shape: torch.Tensor,
@@ -123,7 +160,8 @@ def npu_batch_matmul(projection_mat: torch.Tensor, pts_extend: torch.Tensor) -> 
 
 
 PROVIDED = ("multi_scale_deformable_attn", "MultiScaleDeformableAttnFunction",
-            "npu_multi_scale_deformable_attn_function", "scatter_max", "scatter_mean",
+            "npu_multi_scale_deformable_attn_function", "deformable_aggregation",
+            "npu_deformable_aggregation", "scatter_max", "scatter_mean",
             "scatter_add", "npu_add_relu", "npu_max_pool2d", "npu_batch_matmul")
 
 #: DrivingSDK's top-level names (its ``__all__`` and the other operators its
@@ -150,15 +188,6 @@ DRIVING_SDK_NAMES = (
     "diff_iou_rotated_2d", "nms3d_on_sight", "cartesian_to_frenet", "radius", "npu_unique",
     "graph_softmax", "cylinder_query", "sigmoid_focal_loss", "npu_fake_tensor_quant",
     "npu_fake_tensor_quant_inplace", "npu_fake_tensor_quant_with_axis")
-
-#: Where a kernel is on its way, the error says so.
-HINTS = {
-    "deformable_aggregation": "lazypatch's kernel for Sparse4D's deformable aggregation is "
-                              "not wired to the stand-in yet.",
-    "npu_deformable_aggregation": "lazypatch's kernel for Sparse4D's deformable aggregation is "
-                                  "not wired to the stand-in yet.",
-}
-
 
 def compiled_module(unavailable: Callable[[str], Any]) -> ModuleType:
     """``mx_driving._C``: any kernel name gives ``unavailable("mx_driving._C.<name>")``,

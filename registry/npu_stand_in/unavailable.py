@@ -19,9 +19,8 @@ class UnavailableOperator:
     """A named operator with no kernel here; calling it (or instantiating it, for a
     class such as ``mx_driving.SparseConv3d``) raises ``NotImplementedError``."""
 
-    def __init__(self, qualified_name: str, hint: str = "") -> None:
+    def __init__(self, qualified_name: str) -> None:
         self.qualified_name = qualified_name
-        self.hint = hint
         self.__name__ = self.__qualname__ = qualified_name.rpartition(".")[2]
         self.__module__ = qualified_name.rpartition(".")[0]
         self.__doc__ = f"{qualified_name}: no kernel in lazypatch's NPU stand-in (raises)."
@@ -29,18 +28,17 @@ class UnavailableOperator:
     def __call__(self, *args: "Any", **kwargs: "Any") -> "Any":
         ledger.raised(self.qualified_name)
         package = self.qualified_name.partition(".")[0]
-        hint = f" {self.hint}" if self.hint else ""
         raise NotImplementedError(
             f"{self.qualified_name} has no kernel in lazypatch's NPU stand-in (pack "
             f"'npu_stand_in': {package} is not installed, and the stand-in provides only the "
-            f"operators it can compute).{hint} Run on an Ascend host with {package} installed, "
+            f"operators it can compute). Run on an Ascend host with {package} installed, "
             f"or replace this call with a PyTorch formulation.")
 
     def __getattr__(self, name: str) -> "Any":
         # ``Function.apply`` and similar: the same operator, the same error at call time.
         if name.startswith("__"):
             raise AttributeError(name)
-        return UnavailableOperator(f"{self.qualified_name}.{name}", self.hint)
+        return UnavailableOperator(f"{self.qualified_name}.{name}")
 
     def __repr__(self) -> str:
         return f"<unavailable operator {self.qualified_name} (lazypatch NPU stand-in)>"

@@ -252,12 +252,12 @@ def test_other_operators_import_and_raise_naming_themselves_when_called_and_the_
 import torch
 from torch_npu import npu_confusion_transpose_d       # imports: torch_npu has hundreds
 import mx_driving
-from mx_driving import deformable_aggregation, SparseConv3d, multi_scale_deformable_attn
+from mx_driving import bev_pool_v3, SparseConv3d, multi_scale_deformable_attn
 import mx_driving._C
 errors = []
 for call in (lambda: npu_confusion_transpose_d(torch.ones(2)),
              lambda: npu_confusion_transpose_d(torch.ones(2)),
-             lambda: deformable_aggregation(torch.ones(1)), lambda: SparseConv3d(4, 8, 3),
+             lambda: bev_pool_v3(torch.ones(1)), lambda: SparseConv3d(4, 8, 3),
              lambda: mx_driving._C.sigmoid_focal_loss(torch.ones(1))):
     try:
         call()
@@ -275,14 +275,14 @@ print(json.dumps({"errors": errors, "missing": missing, "notes": notes}))
 ''')
     errors = result["errors"]
     assert errors[0].startswith("torch_npu.npu_confusion_transpose_d has no kernel")
-    assert errors[2].startswith("mx_driving.deformable_aggregation has no kernel")
-    assert "deformable aggregation is not wired" in errors[2]
+    assert errors[2].startswith("mx_driving.bev_pool_v3 has no kernel")
+    assert "Run on an Ascend host with mx_driving installed" in errors[2]
     assert errors[3].startswith("mx_driving.SparseConv3d has no kernel")
     assert errors[4].startswith("mx_driving._C.sigmoid_focal_loss has no kernel")
     assert "not_an_operator" in result["missing"]
     notes = "\n".join(note for notes in result["notes"].values() for note in notes)
     assert "torch_npu.npu_confusion_transpose_d: called 2 time(s) and raised" in notes
-    assert "mx_driving.deformable_aggregation: called 1 time(s) and raised" in notes
+    assert "mx_driving.bev_pool_v3: called 1 time(s) and raised" in notes
     assert "mx_driving.SparseConv3d: called 1 time(s) and raised" in notes
     assert "pure-PyTorch torch_npu.npu_fusion_attention" in notes
     assert "pure-PyTorch mx_driving.multi_scale_deformable_attn" in notes
@@ -294,8 +294,8 @@ import torch
 import torch.nn.functional as F
 import mx_driving
 from mx_driving import (multi_scale_deformable_attn, npu_multi_scale_deformable_attn_function,
-                        scatter_max, scatter_mean, scatter_add, npu_add_relu, npu_max_pool2d,
-                        npu_batch_matmul)
+                        deformable_aggregation, scatter_max, scatter_mean, scatter_add,
+                        npu_add_relu, npu_max_pool2d, npu_batch_matmul)
 torch.manual_seed(0)
 def msda_reference(value, shapes, locations, weights):
     """Deformable attention by grid_sample, level by level (mmcv's PyTorch formulation)."""
@@ -324,6 +324,48 @@ same_alias = torch.equal(got, npu_multi_scale_deformable_attn_function(
 gradcheck = torch.autograd.gradcheck(
     lambda v, w: multi_scale_deformable_attn(v, shapes, starts, locations.detach(), w),
     (value, weights))
+def aggregation_reference(feat, shapes, starts, locations, weights):
+    """Sparse4D's deformable aggregation by explicit loops: per anchor, the weighted bilinear
+    samples at pixel (y * h - 0.5, x * w - 0.5), corners off the map counting zero, and a
+    location not strictly inside (0, 1) contributing nothing."""
+    bs, _, channels = feat.shape
+    _, anchors, points, cameras, _ = locations.shape
+    scales, groups = shapes.shape[1], weights.shape[-1]
+    out = torch.zeros(bs, anchors, channels, dtype=feat.dtype)
+    for b in range(bs):
+        for a in range(anchors):
+            for p in range(points):
+                for cam in range(cameras):
+                    x, y = locations[b, a, p, cam].tolist()
+                    if not (0 < x < 1 and 0 < y < 1):
+                        continue
+                    for sc in range(scales):
+                        h, w = shapes[cam, sc].tolist()
+                        row, col = y * h - 0.5, x * w - 0.5
+                        top, left = math.floor(row), math.floor(col)
+                        for dr, dc in ((0, 0), (0, 1), (1, 0), (1, 1)):
+                            r, c = top + dr, left + dc
+                            if not (0 <= r < h and 0 <= c < w):
+                                continue
+                            share = (1 - abs(row - r)) * (1 - abs(col - c))
+                            sample = feat[b, int(starts[cam, sc]) + r * w + c]
+                            for ch in range(channels):
+                                group = ch // (channels // groups)
+                                out[b, a, ch] += weights[b, a, p, cam, sc, group] * share * sample[ch]
+    return out
+import math
+shapes_da = torch.tensor([[[3, 4], [2, 2]], [[2, 3], [1, 2]]], dtype=torch.int32)
+starts_da = torch.tensor([[0, 12], [16, 22]], dtype=torch.int32)
+feat = torch.randn(1, 24, 4, dtype=torch.float64, requires_grad=True)
+where = torch.rand(1, 3, 2, 2, 2, dtype=torch.float64) * 0.9 + 0.05
+where[0, 0, 0, 1] = torch.tensor([1.2, 0.5])            # off the image: contributes nothing
+where.requires_grad_()
+mix = torch.rand(1, 3, 2, 2, 2, 2, dtype=torch.float64, requires_grad=True)
+aggregated = deformable_aggregation(feat, shapes_da, starts_da, where, mix)
+aggregation_error = float((aggregated - aggregation_reference(
+    feat.detach(), shapes_da, starts_da, where.detach(), mix.detach())).abs().max())
+aggregation_gradcheck = torch.autograd.gradcheck(
+    lambda f, l, m: deformable_aggregation(f, shapes_da, starts_da, l, m), (feat, where, mix))
 updates = torch.tensor([[2.0, 0.0], [0.0, 5.0], [3.0, 1.0], [-1.0, -2.0]], requires_grad=True)
 indices = torch.tensor([0, 2, 0, 2], dtype=torch.int32)
 out, argmax = scatter_max(updates, indices)
@@ -334,6 +376,8 @@ src = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
 index = torch.tensor([1, 0, 1])
 print(json.dumps({
     "msda": msda_error, "alias": same_alias, "gradcheck": gradcheck,
+    "aggregation": aggregation_error, "aggregation_gradcheck": aggregation_gradcheck,
+    "aggregation_shape": list(aggregated.shape),
     "max": out.tolist(), "argmax": argmax.tolist(), "argmax_dtype": str(argmax.dtype),
     "max_grad": updates.grad.tolist(),
     "max_started": out_started.tolist(), "argmax_started": argmax_started.tolist(),
@@ -346,6 +390,8 @@ print(json.dumps({
 }))
 ''')
     assert result["msda"] < 1e-12 and result["alias"] and result["gradcheck"]
+    assert result["aggregation"] < 1e-12 and result["aggregation_gradcheck"]
+    assert result["aggregation_shape"] == [1, 3, 4]
     # row 0: max(2, 3) = 3 at 2, max(0, 1) = 1 at 2; row 1: nothing (0, argmax 4)
     assert result["max"] == [[3.0, 1.0], [0.0, 0.0], [0.0, 5.0]]
     assert result["argmax"] == [[2, 2], [4, 4], [1, 1]]
