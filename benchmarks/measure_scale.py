@@ -10,6 +10,9 @@ and ``enable`` of one applied patch with 1,000, 10,000 and 100,000 registered
 answer selection and undo without walking every patch. And the memory an
 application keeps, with 1,000 one-attribute patches on a module of 20,000 names,
 against the size of that module's namespace: it follows what a patch changed.
+And ``lazypatch.report()`` of 300 and 3,000 patches waiting on 50 modules that are not
+installed (each record says so, with the nearest installed name): linear, since the
+installed modules are listed once per report, not once per record.
 """
 
 from __future__ import annotations
@@ -74,6 +77,25 @@ print(json.dumps({"cycle_s": (time.perf_counter() - started) / cycles, "first_s"
 """
 
 
+WAITING_SIZES = (300, 3_000)
+WAITING_MODULES = 50
+WAITING_TOLERANCE = 1.5    # per record at 3,000 at most 1.5x that at 300 (linear)
+
+WAITING_SCRIPT = """
+import json, sys, time
+import lazypatch
+size, modules = int(sys.argv[1]), int(sys.argv[2])
+for index in range(size):
+    lazypatch.register(lambda module: None, f"scale_missing_{index % modules}_module",
+                       name=f"waiting.patch{index}")
+started = time.perf_counter()
+records = lazypatch.report()
+elapsed = time.perf_counter() - started
+assert all(record["notes"] for record in records), "a record without its hint"
+print(json.dumps({"report_s": elapsed}))
+"""
+
+
 def measure(environment: Environment, repetitions: int, count: int,
             instruction_count: Optional[int]) -> List[Dict[str, object]]:
     """Rows: registration time per size, linearity, and unwatched-import flatness."""
@@ -132,7 +154,36 @@ def measure(environment: Environment, repetitions: int, count: int,
         raw={"10": samples["10/import"].as_dict(), "10000": samples["10000/import"].as_dict()}))
     rows += unpatch_rows(environment, repetitions)
     rows.append(memory_row(environment))
+    rows.append(waiting_report_row(environment, repetitions))
     return rows
+
+
+def waiting_report_row(environment: Environment, repetitions: int) -> Dict[str, object]:
+    """``lazypatch.report()`` of 3,000 patches waiting on modules nothing provides, against
+    300 in the same run (median over processes): linear (a listing of every installed
+    module per record made 600 take 69 s)."""
+    script = environment.script("waiting_report.py", WAITING_SCRIPT)
+    samples = {size: harness.Samples() for size in WAITING_SIZES}
+    for repetition in range(max(repetitions, 1)):
+        order = WAITING_SIZES if repetition % 2 else tuple(reversed(WAITING_SIZES))
+        for size in order:
+            document = harness.last_json_line(harness.run_process(
+                [str(environment.clean_python), str(script), str(size), str(WAITING_MODULES)],
+                env=environment.env()).stdout)
+            samples[size].values.append(document["report_s"])  # type: ignore[index]
+    small, large = WAITING_SIZES
+    small_ms, large_ms = samples[small].median * 1e3, samples[large].median * 1e3
+    ratio = (large_ms / large) / (small_ms / small)
+    return harness.row(
+        GROUP, f"report() of {large:,} patches waiting on {WAITING_MODULES} missing modules "
+               f"vs {small:,}: ms per record", large_ms / large, "ms/record",
+        baseline=small_ms / small, ratio=ratio,
+        budget=f"ratio ≤ {WAITING_TOLERANCE:g} (linear)",
+        verdict=harness.verdict(ratio <= WAITING_TOLERANCE),
+        spread=f"whole report, ms: {large:,}: {samples[large].spread(1e3, 1)}; "
+               f"{small:,}: {samples[small].spread(1e3, 1)}",
+        note=f"whole report: {large_ms:.0f} ms for {large:,}, {small_ms:.0f} ms for {small:,}",
+        raw={str(size): samples[size].as_dict() for size in WAITING_SIZES})
 
 
 def memory_row(environment: Environment) -> Dict[str, object]:

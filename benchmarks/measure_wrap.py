@@ -59,7 +59,7 @@ def wrap_method(module, patch):
 
 
 lazypatch.notify_module_loaded(bm_wrap_target)
-assert type(LazypatchHot.__dict__["hot"]) is not type(method), "the method was not wrapped"
+assert LazypatchHot.__dict__["hot"] is not method, "the method was not wrapped"
 calls = {{"bare": ("f(1)", bare), "wrapt": ("f(1)", wrapt.FunctionWrapper(bare, passthrough)),
           "lazypatch": ("f(1)", bm_wrap_target.hot),
           "bare_method": ("f.hot(1)", BareHot()), "wrapt_method": ("f.hot(1)", WraptHot()),

@@ -285,6 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     handler = {"run": _run, "list": _list, "report": _report, "site": _site,
                "doctor": _doctor}[arguments.command]
+    _tolerant_output()
     try:
         return handler(arguments, parser)
     except BrokenPipeError:
@@ -313,6 +314,19 @@ def misplaced_options(arguments: Sequence[str]) -> str:
             return (f"options go after the command: {arguments[0]} comes before {word!r}; "
                     f"write: lazypatch {shlex.join(corrected)}")
     return ""
+
+
+def _tolerant_output() -> None:
+    """Make stdout write a character its encoding lacks (a patch named in Chinese, a
+    report with `é`, printed to an ASCII terminal or a C-locale pipe) as a backslash
+    escape, as Python's stderr does, instead of dying with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "") == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):   # a stream that cannot change now: leave it
+                pass
 
 
 # --- run ------------------------------------------------------------------
@@ -382,23 +396,56 @@ def _run(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               f"process of the command writes one, so writing {arguments.report} "
               f"({{pid}} filled in)", file=sys.stderr)
     environment = run_environment(arguments)
-    problem = other_interpreter_problem(command[0], environment)
+    problem = (other_interpreter_problem(command[0], environment)
+               or interpreter_option_problem(command, environment))
     if problem:
         print(f"lazypatch run: {problem}", file=sys.stderr)
         return USAGE_ERROR
+    misplaced = options_after_the_command(command, parser)
+    if misplaced:
+        print(f"note: lazypatch run: {misplaced}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
         os.execvpe(command[0], command, environment)
     except FileNotFoundError:
-        print(f"lazypatch run: command not found: {command[0]!r}; check the name and PATH",
-              file=sys.stderr)
+        hint = "check the name and PATH"
+        if command[0].endswith(".py"):
+            import shlex
+            hint = (f"a Python script is run by its interpreter: lazypatch run -- python "
+                    f"{shlex.join(command)}")
+        print(f"lazypatch run: command not found: {command[0]!r}; {hint}", file=sys.stderr)
         return 127
     except PermissionError:
         print(f"lazypatch run: {command[0]!r} is not executable; check its permissions",
               file=sys.stderr)
         return 126
     return 0   # not reached: exec replaces this process
+
+
+def options_after_the_command(command: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """A note when an option of `lazypatch run` (``--enable device``) follows the
+    command: it goes to the program, which may take it for its own, so the run goes
+    on; but the likely mistake is named with the corrected command line, or "" ."""
+    run = next(action for action in parser._subparsers._group_actions  # type: ignore[union-attr]
+               if isinstance(action, argparse._SubParsersAction)).choices["run"]
+    options = {option for action in run._actions for option in action.option_strings
+               if option.startswith("--") and option != "--help"}
+    for index, word in enumerate(command[1:], start=1):
+        option = word.split("=", 1)[0]
+        if option in options:
+            import shlex
+            taken = command[index:index + (1 if "=" in word or index + 1 >= len(command)
+                                           else 2)]
+            rest = [*command[:index], *command[index + len(taken):]]
+            # the script when there is one (`python train.py --enable x`), else the program
+            program = next((word for word in command[1:index] if not word.startswith("-")),
+                           os.path.basename(command[0]))
+            return (f"{' '.join(taken)} comes after the command, so it goes to "
+                    f"{program!r}, not to lazypatch; if it was meant "
+                    f"for lazypatch, write: lazypatch run {shlex.join(taken)} -- "
+                    f"{shlex.join(rest)}")
+    return ""
 
 
 def command_interpreter(program: str, environment: Dict[str, str]) -> Optional[str]:
@@ -451,6 +498,83 @@ def other_interpreter_problem(program: str, environment: Dict[str, str]) -> str:
             f"program would run unpatched. Run `lazypatch run -- {sys.executable} ...`, "
             f"activate that environment first, or install lazypatch into "
             f"{interpreter} and use its `lazypatch run`")
+
+
+# Python's options that keep ``lazypatch run``'s bootstrap out of the program: -E and -I
+# ignore PYTHONPATH (the bootstrap's way in), -S skips site (and so every start-up hook).
+IGNORES_PYTHONPATH = {"E": "ignores PYTHON* variables, PYTHONPATH included",
+                      "I": "runs isolated, ignoring PYTHONPATH"}
+SKIPS_SITE = {"S": "does not run site"}
+
+
+def python_options(command: Sequence[str], environment: Dict[str, str]) -> str:
+    """The one-letter options the Python interpreter of ``command`` starts with: those
+    before the program on its command line (``python -IE prog.py``), or those on the
+    ``#!`` line of a Python script (``#!/usr/bin/python3 -I``); "" for anything else."""
+    program = command[0]
+    interpreter = command_interpreter(program, environment)
+    if interpreter is None:
+        return ""
+    if os.path.basename(interpreter) == os.path.basename(program) or interpreter == program:
+        words = list(command[1:])
+    else:
+        words = _shebang_options(program, environment)
+    letters = ""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word in ("-", "--") or not word.startswith("-") or word.startswith("--"):
+            break                        # the program, or a long option: no more letters
+        body = word[1:]
+        for position, letter in enumerate(body):
+            if letter in "cm":           # -c CODE, -m MODULE: what follows is the program's
+                return letters
+            if letter in "WX":           # -W ARG, -X OPTION: the rest (or the next word)
+                index += position == len(body) - 1
+                break
+            letters += letter
+    return letters
+
+
+def _shebang_options(program: str, environment: Dict[str, str]) -> List[str]:
+    """The options after the interpreter on a script's ``#!`` line."""
+    import shutil
+    found = shutil.which(program, path=environment.get("PATH")) or program
+    try:
+        with open(found, "rb") as handle:
+            words = handle.readline(256).decode("utf-8", "replace")[2:].split()
+    except OSError:
+        return []
+    for index, word in enumerate(words):
+        if "python" in os.path.basename(word):
+            return words[index + 1:]
+    return []
+
+
+def interpreter_option_problem(command: Sequence[str], environment: Dict[str, str]) -> str:
+    """Why a Python command's own options would run it unpatched ("" when they do not):
+    ``-E``/``-I`` ignore PYTHONPATH (activation by ``lazypatch site install`` still
+    works there), ``-S`` skips every start-up hook."""
+    letters = python_options(command, environment)
+    shown = " ".join(command[:3]) + (" ..." if len(command) > 3 else "")
+    for letter, what in SKIPS_SITE.items():
+        if letter in letters:
+            return (f"`{shown}`: -{letter} {what}, so nothing can activate lazypatch at "
+                    f"start and the program would run unpatched. Leave out -{letter}, or "
+                    f"make `import lazypatch.auto` the program's first line")
+    from .site_install import status as site_status
+    if site_status()["installed"]:
+        return ""     # the .pth in site-packages activates it; -E and -I keep site
+    for letter, what in IGNORES_PYTHONPATH.items():
+        if letter in letters:
+            return (f"`{shown}`: -{letter} {what}, which is how `lazypatch run` activates "
+                    f"the program: it would run unpatched. Leave out -{letter} (-s alone "
+                    f"keeps out the user's site-packages), activate this environment for "
+                    f"every process with `lazypatch site install`, or make "
+                    f"`import lazypatch.auto` the program's first line and run it without "
+                    f"`lazypatch run`")
+    return ""
 
 
 def config_file_problem(path: str) -> str:

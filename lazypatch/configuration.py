@@ -201,6 +201,11 @@ class Configuration:
         # LAZYPATCH_* name -> (file, key) of every TOML key read, checked by
         # warn_unknown_settings once the packs have declared their variables.
         self.file_keys: "Dict[str, Tuple[str, str]]" = {}
+        # The pyproject.toml read without trust (nobody named it), if any: a pack's path
+        # setting it holds is checked when the pack reads it (``setting``), since packs
+        # declare which settings are paths after the files are read.
+        self.untrusted_project = ""
+        self.refused_from_project: "Dict[str, bool]" = {}
         # The run's settings as LAZYPATCH_* names (environment and files merged, the
         # file path and internal variables left out) and their fingerprint; when
         # PYTHONLAZYPATCH came from the launching process, its fingerprint and the
@@ -280,7 +285,7 @@ PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = "[tool.lazypatch]"
 
 
-def _from_pyproject(file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]":
+def _from_pyproject(configuration: "Configuration") -> "Dict[str, str]":
     """Settings of ``[tool.lazypatch]`` in the current directory's pyproject.toml.
 
     Most projects have a pyproject.toml and most have no such table: the text
@@ -305,9 +310,10 @@ def _from_pyproject(file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]"
         alert(f"lazypatch: {path}: tool.lazypatch must be a table ({PYPROJECT_TABLE} with "
               f"lines such as disable = [\"name\"]); ignoring it", ConfigurationWarning)
         return {}
-    settings = _settings_of(section, path, file_keys)
+    settings = _settings_of(section, path, configuration.file_keys)
     if not parse_flag("LAZYPATCH_TRUST_PROJECT_CONFIG",
                       os.environ.get("LAZYPATCH_TRUST_PROJECT_CONFIG")):
+        configuration.untrusted_project = path
         settings = _untrusted_project_settings(settings, path)
     return settings
 
@@ -322,22 +328,33 @@ PROJECT_FILE_REFUSED = {"LAZYPATCH_MODULES": "imports modules",
 
 def _untrusted_project_settings(settings: "Dict[str, str]", path: str) -> "Dict[str, str]":
     """``settings`` of a project file nobody named, without what only a named file may
-    set; each refusal said, with the way to trust the file."""
-    project = os.path.dirname(path)
+    set; each refusal said, with the way to trust the file. A path setting (every
+    variable whose meaning says "path" or "directory") must stay inside the project;
+    one that a pack declares later is checked when the pack reads it (``setting``)."""
     kept: "Dict[str, str]" = {}
     for variable, value in settings.items():
-        what = PROJECT_FILE_REFUSED.get(variable)
-        if what is None and variable in ("LAZYPATCH_REPORT", "LAZYPATCH_CACHE_DIR") \
-                and not _inside(project, value):
-            what = f"writes outside {project}"
-        if what is not None:
-            alert(f"lazypatch: {path} sets {variable[len('LAZYPATCH_'):].lower()}, which "
-                  f"{what}; a project file found in the current directory may not (nobody "
-                  f"named it). Ignored: name the file with LAZYPATCH_CONFIG or --config, or "
-                  f"set LAZYPATCH_TRUST_PROJECT_CONFIG=1 to trust it", ConfigurationWarning)
+        what = PROJECT_FILE_REFUSED.get(variable) or _outside_project(variable, value, path)
+        if what:
+            _refuse_from_project(path, variable, what)
             continue
         kept[variable] = value
     return kept
+
+
+def _outside_project(variable: str, value: str, path: str) -> str:
+    """Why a project file's path setting is refused ("" when it is not one, or stays
+    inside the project)."""
+    project = os.path.dirname(path)
+    if variable in path_variables() and value.strip() and not _inside(project, value.strip()):
+        return f"writes outside {project}"
+    return ""
+
+
+def _refuse_from_project(path: str, variable: str, what: str) -> None:
+    alert(f"lazypatch: {path} sets {variable[len('LAZYPATCH_'):].lower()}, which "
+          f"{what}; a project file found in the current directory may not (nobody "
+          f"named it). Ignored: name the file with LAZYPATCH_CONFIG or --config, or "
+          f"set LAZYPATCH_TRUST_PROJECT_CONFIG=1 to trust it", ConfigurationWarning)
 
 
 def _inside(directory: str, value: str) -> bool:
@@ -413,7 +430,7 @@ def _read(source: "Mapping[str, str]") -> "Configuration":
         merged = dict(driver[1])
     else:
         # Precedence, lowest first: pyproject.toml, the LAZYPATCH_CONFIG file, the environment.
-        merged = _from_pyproject(configuration.file_keys)
+        merged = _from_pyproject(configuration)
         config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
         if config_path:
             merged.update(_from_file(config_path, configuration.file_keys))
@@ -510,10 +527,31 @@ def setting(name: str, default: str = "") -> str:
         return value
     configuration = STATE.configuration
     if configuration is not None and name in configuration.extra:
-        return _from_files_made_absolute(name, configuration.extra[name], {},
-                                         configuration.file_keys)
+        value = configuration.extra[name]
+        origin = configuration.file_keys.get(name)
+        if origin is not None and origin[0] == configuration.untrusted_project:
+            what = _outside_project(name, value, origin[0])
+            if what:   # a pack's path setting, declared after the file was read
+                if name not in configuration.refused_from_project:
+                    configuration.refused_from_project[name] = True
+                    _refuse_from_project(origin[0], name, what)
+                return default
+        return _from_files_made_absolute(name, value, {}, configuration.file_keys)
     return default
 
+
+
+def setting_source(name: str) -> str:
+    """Where the value of setting ``name`` comes from, named as the user wrote it: the
+    variable itself ("LAZYPATCH_DEVICE") when the environment sets it, "device in
+    /path/pyproject.toml" for a file's key, "" when it is not set at all."""
+    if name in os.environ:
+        return name
+    configuration = STATE.configuration
+    if configuration is not None and name in configuration.extra:
+        found = configuration.file_keys.get(name)
+        return f"{found[1]} in {found[0]}" if found else name
+    return ""
 
 
 # --- one portable activation ------------------------------------------------

@@ -134,6 +134,11 @@ class LazyPatchFinder:
     def __repr__(self) -> str:
         return f"<LazyPatchFinder watching {len(self._watched)} module(s)>"
 
+    def __reduce__(self) -> "Any":
+        # By reference, as a class on sys.meta_path pickles: unpickled (or copied), it is
+        # the finder of the process that reads it (``pickle.dumps(sys.meta_path)``).
+        return installed_finder, ()
+
     def find_spec(self, fullname: str, path: "Optional[Sequence[str]]" = None,
                   target: "Any" = None) -> "Any":
         """The spec of a watched name, with a loader proxy; None for any other name.
@@ -232,31 +237,64 @@ def guard_foreign_finders(finder: "LazyPatchFinder") -> None:
     they return for a watched name gets a ``LoaderProxy``. Classes (the import system's
     own finders) and finders already guarded are left alone."""
     meta_path = sys.meta_path
-    if finder not in meta_path:
-        return
-    foreign: Any
-    for foreign in meta_path[:meta_path.index(finder)]:
-        if isinstance(foreign, type) or getattr(foreign, "_lazypatch_guarded", False):
-            continue
+    for foreign in meta_path:
+        if foreign is finder:
+            return
+        _guard(foreign, finder)
+
+
+def _guard(foreign: "Any", finder: "LazyPatchFinder") -> bool:
+    """Guard one finder ahead of ours; whether it is guarded now. A class (the import
+    system's own finders: guarding one would change it for every program), a finder
+    without ``find_spec`` or one that refuses a new attribute cannot be."""
+    if isinstance(foreign, type):
+        return False
+    try:
+        current = getattr(foreign, "__dict__", {}).get("find_spec")
+        if isinstance(current, GuardedFindSpec) and current.finder is finder:
+            return True
         original = getattr(foreign, "find_spec", None)
         if original is None:
-            continue
-        try:
-            foreign.find_spec = _guarded_find_spec(original, finder)
-            foreign._lazypatch_guarded = True
-        except (AttributeError, TypeError):   # __slots__ or a read-only object: leave it
-            continue
+            return False
+        if isinstance(current, GuardedFindSpec):   # guarded for an earlier finder
+            original = current.original
+        foreign.find_spec = GuardedFindSpec(original, finder)
+    except Exception:   # __slots__, a read-only object, a raising __getattr__: leave it
+        return False
+    return True
 
 
-def _guarded_find_spec(original: "Callable[..., Any]", finder: "LazyPatchFinder") -> "Callable[..., Any]":
-    watched = finder._watched
+class GuardedFindSpec:
+    """A foreign finder's ``find_spec`` once guarded: its own answer, with a
+    ``LoaderProxy`` for a watched name. Pickled (with the finder holding it), it is the
+    original ``find_spec``: the unpickled finder is unguarded until put ahead again."""
 
-    def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
-        spec = original(fullname, path, target)
+    __slots__ = ("original", "finder")
+
+    def __init__(self, original: "Callable[..., Any]", finder: "LazyPatchFinder") -> None:
+        self.original = original
+        self.finder = finder
+
+    def __call__(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        finder = self.finder
+        watched = finder._watched
+        if fullname in watched and fullname in finder.replaced_names:
+            # A declared replacement is answered before any finder (its real body must
+            # never run), also when a finder sits ahead of ours.
+            spec = finder._boundary_spec(fullname, takes_over=True)
+            if spec is not None:
+                return spec
+        spec = self.original(fullname, path, target)
         if spec is not None and fullname in watched and spec.loader is not None:
             return wrap_spec_loader(spec, finder._run_body)
         return spec
-    return find_spec
+
+    def __reduce__(self) -> "Any":
+        return _unguarded, (self.original,)
+
+
+def _unguarded(original: "Callable[..., Any]") -> "Callable[..., Any]":
+    return original
 
 
 class _ReplacingFinder(LazyPatchFinder):
@@ -290,56 +328,150 @@ def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "An
 
 
 class MetaPath(list):
-    """``sys.meta_path`` once lazypatch's finder is installed: to the import system a list
-    like any other (it iterates it with C list iteration, so imports cost the same), that
-    guards a finder put ahead of lazypatch's the moment it is put there.
+    """``sys.meta_path`` once lazypatch is activated: to the import system a list like
+    any other (it iterates it with C list iteration, so imports cost the same) that
+    keeps lazypatch's promises however the program changes it.
 
-    Without it, such a finder (pytest's assertion rewriter, typeguard's or beartype's
-    import hook) is noticed at the next import that reaches lazypatch's finder; when the
-    very next import is a watched module it claims, nothing reaches lazypatch and the
-    patch is silently not applied. Only the ways of putting a finder in front are
-    watched (``insert``, item assignment); the foreign finder keeps its place.
+    After every change (``insert``, ``append``, ``extend``, ``+=``, ``*=``, item and
+    slice assignment, ``del``, ``remove``, ``pop``, ``clear``, ``sort``, ``reverse``)
+    every finder ahead of lazypatch's is guarded at once (``guard_foreign_finders``):
+    a watched module it claims in the very next import still gets its patches, and the
+    foreign finder keeps its place. A finder that cannot be guarded (a class moved
+    ahead by ``sort`` or ``reverse``) gets lazypatch's finder put just ahead of it;
+    lazypatch's finder asks the others in their order, so every import finds what it
+    found before. A change that drops lazypatch's finder puts it back first:
+    ``lazypatch.uninstall()`` is the way to take it off. A new list assigned to
+    ``sys.meta_path`` gets the same at the start of the next import
+    (``check_each_import``). Pickled and copied, it is a plain list.
     """
 
     __slots__ = ()
 
-    def insert(self, index: "Any", finder: "Any") -> None:
-        list.insert(self, index, finder)
-        _guard_the_front(self)
+    def __reduce_ex__(self, protocol: "Any") -> "Any":
+        return list, (list(self),)
 
-    def __setitem__(self, index: "Any", value: "Any") -> None:
-        list.__setitem__(self, index, value)
-        _guard_the_front(self)
+
+def _keeping_promises(name: str) -> "Callable[..., Any]":
+    """``MetaPath``'s ``name``: the list's own method, then ``_keep_promises``."""
+    method = getattr(list, name)
+
+    def changed(self: "List[Any]", *arguments: "Any", **keywords: "Any") -> "Any":
+        result = method(self, *arguments, **keywords)
+        _keep_promises(self)
+        return result
+    changed.__name__ = changed.__qualname__ = name
+    changed.__doc__ = method.__doc__
+    return changed
+
+
+for _name in ("insert", "append", "extend", "__iadd__", "__imul__", "__setitem__",
+              "__delitem__", "remove", "pop", "clear", "sort", "reverse"):
+    setattr(MetaPath, _name, _keeping_promises(_name))
+del _name
 
 
 _installed: "List[LazyPatchFinder]" = []   # the finder install_finder put on sys.meta_path
 
 
-def _guard_the_front(meta_path: "List[Any]") -> None:
-    if _installed and meta_path and meta_path[0] is not _installed[0] \
-            and meta_path is sys.meta_path:
-        guard_foreign_finders(_installed[0])
+def _keep_promises(meta_path: "List[Any]") -> None:
+    """After a change to ``sys.meta_path``: lazypatch's finder is on it, and every finder
+    ahead of it is guarded (or, where none can be, lazypatch's finder goes ahead)."""
+    if not _installed or meta_path is not sys.meta_path or not isinstance(meta_path, list):
+        return
+    finder = _installed[0]
+    for position, foreign in enumerate(meta_path):
+        if foreign is finder:
+            return
+        if not _guard(foreign, finder):
+            list.insert(meta_path, position, finder)
+            _remove_after(meta_path, finder, position)
+            return
+    list.insert(meta_path, 0, finder)   # dropped: back first (lazypatch.uninstall() takes it off)
+
+
+def _remove_after(meta_path: "List[Any]", finder: "Any", position: int) -> None:
+    """Remove the first occurrence of ``finder`` after ``position`` (by identity)."""
+    for index in range(position + 1, len(meta_path)):
+        if meta_path[index] is finder:
+            list.__delitem__(meta_path, index)
+            return
 
 
 def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
     """At activation, before the program runs: ``sys.meta_path`` becomes a ``MetaPath``
-    holding the same finders, and ``finder`` (if made already) reads it from now on.
-    Only activation does this (the user asked lazypatch to take part in every import);
-    a library use of lazypatch leaves the list object the program has."""
+    holding the same finders, and each import checks, as it starts, the list the program
+    may have put in its place (``check_each_import``); ``finder`` (if made already)
+    reads it from now on. Only activation does this (the user asked lazypatch to take
+    part in every import); a library use of lazypatch leaves the list object the
+    program has."""
+    check_each_import()
     if type(sys.meta_path) is list:
         sys.meta_path = MetaPath(sys.meta_path)
         if finder is not None:
             finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
 
 
+def check_each_import() -> None:
+    """Make every import check ``sys.meta_path`` as it starts (``_keep_promises``).
+
+    A program may assign a new list to ``sys.meta_path`` (``sys.meta_path =
+    list(sys.meta_path)``) and then put a finder in front of ours: MetaPath is gone, and
+    that finder would serve the very next watched import unpatched. The import system
+    calls ``_frozen_importlib._find_and_load`` for every module it loads (looked up on
+    that module at each import, from C); ours checks the list's front and calls the
+    original: about 1,100 instructions per import (benchmarks/COSTS.md), against 6,200
+    for making ``sys`` a module subclass that intercepts the assignment (the import
+    system's reads of ``sys.modules``, ``sys.path_hooks``... are no longer specialised
+    then). Its code carries importlib's own file name, so that the import system trims
+    it from tracebacks as it trims its own frames."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    current = getattr(bootstrap, "_find_and_load", None)
+    code = getattr(current, "__code__", None)
+    if code is None or getattr(current, "__lazypatch_original__", None) is not None \
+            or code.co_argcount != 2:
+        return   # done already, or an import system of another shape: MetaPath alone
+    checking = _checking_find_and_load(current)  # type: ignore[arg-type]
+    checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
+    checking.__lazypatch_original__ = current  # type: ignore[attr-defined]
+    bootstrap._find_and_load = checking  # type: ignore[union-attr]
+
+
+def _checking_find_and_load(find_and_load: "Callable[[str, Any], Any]"
+                            ) -> "Callable[[str, Any], Any]":
+    installed = _installed
+    keep_promises = _keep_promises
+
+    def _find_and_load(name: str, import_: "Any") -> "Any":
+        if installed:
+            meta_path = sys.meta_path
+            if not meta_path or meta_path[0] is not installed[0]:
+                keep_promises(meta_path)
+        return find_and_load(name, import_)
+    return _find_and_load
+
+
+def installed_finder() -> "LazyPatchFinder":
+    """The finder on this process's ``sys.meta_path`` (what a pickled one becomes when
+    unpickled), or one that watches nothing."""
+    if _installed:
+        return _installed[0]
+    return LazyPatchFinder({}, _no_body)
+
+
+def _no_body(module: "Any", loader: "Any", name: str = "") -> None:
+    execute_with_loader(module, loader)
+
+
 def install_finder(finder: "LazyPatchFinder") -> None:
     """Put ``finder`` first on ``sys.meta_path``, moving it there if it is elsewhere."""
     _installed[:] = [finder]
-    if sys.meta_path and sys.meta_path[0] is finder:
+    meta_path = sys.meta_path
+    if meta_path and meta_path[0] is finder:
         return
-    while finder in sys.meta_path:
-        sys.meta_path.remove(finder)
-    sys.meta_path.insert(0, finder)
+    # The list's own methods: MetaPath's would put the finder back as it is removed.
+    while finder in meta_path:
+        list.remove(meta_path, finder)
+    list.insert(meta_path, 0, finder)
 
 
 def uninstall_finder(finder: "LazyPatchFinder") -> None:

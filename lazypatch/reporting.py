@@ -85,9 +85,11 @@ def usage_row(item: "Dict[str, Any]", patch: str) -> "Dict[str, Any]":
 
 
 def record_of(patch: "RegisteredPatch",
-              packages: "Optional[Dict[str, Tuple[str, Optional[str]]]]" = None) -> PatchRecord:
-    """The report record of a patch at this moment; ``packages`` remembers
-    ``target_distribution`` answers across the records of one report."""
+              packages: "Optional[Dict[str, Tuple[str, Optional[str]]]]" = None,
+              hints: "Optional[MissingModuleHints]" = None) -> PatchRecord:
+    """The report record of a patch at this moment; ``packages`` and ``hints``
+    remember ``target_distribution`` and ``missing_module_hint`` answers across the
+    records of one report."""
     with STATE.lock:
         changes = [described_change(change) for context in patch.live
                    for change in context.changes]
@@ -133,7 +135,7 @@ def record_of(patch: "RegisteredPatch",
             f"alias assigned by its package); apply it with "
             f"lazypatch.notify_module_loaded(sys.modules[{patch.target!r}], {patch.target!r})")
     elif record["status"] == "pending" and record["source"] != "built-in":
-        hint = missing_module_hint(top)
+        hint = (hints or MissingModuleHints())(top)
         if hint:
             record["notes"] = record["notes"] + [hint]
     return record
@@ -143,22 +145,44 @@ def missing_module_hint(top: str) -> str:
     """For a patch waiting on a top-level module that nothing can import: say so, with
     the installed module of the nearest name (``nunpy``: did you mean 'numpy'?); ""
     when the module is importable (it simply was not imported yet)."""
-    from .distributions import findable
-    if findable(top):
-        return ""
-    # The program's own imports first (the module it did import is the likely meaning),
-    # then everything installed. Only for a user's patch on a module nothing provides
-    # (rare): the listing is not kept.
-    from difflib import get_close_matches
-    imported = sorted({name.partition(".")[0] for name in list(sys.modules)})
-    close = get_close_matches(top, imported, n=1, cutoff=0.75)
-    if not close:
-        import pkgutil
-        installed = {module.name for module in pkgutil.iter_modules()}
-        close = get_close_matches(top, sorted(installed | set(sys.builtin_module_names)), n=1,
-                                  cutoff=0.75)
-    return f"no module named {top!r} can be imported here" + (
-        f" (did you mean {close[0]!r}?)" if close else "; the patch waits for nothing")
+    return MissingModuleHints()(top)
+
+
+class MissingModuleHints:
+    """``missing_module_hint`` for the records of one report: each top-level name is
+    answered once, and the program's imports and the installed modules are listed at
+    most once (listing every installed module per record made a report of 3,000 patches
+    waiting on missing modules take minutes)."""
+
+    def __init__(self) -> None:
+        self.answers: "Dict[str, str]" = {}
+        self.imported: "Optional[List[str]]" = None
+        self.installed: "Optional[List[str]]" = None
+
+    def __call__(self, top: str) -> str:
+        answer = self.answers.get(top)
+        if answer is None:
+            answer = self.answers[top] = self._hint(top)
+        return answer
+
+    def _hint(self, top: str) -> str:
+        from .distributions import findable
+        if findable(top):
+            return ""
+        # The program's own imports first (the module it did import is the likely
+        # meaning), then everything installed.
+        from difflib import get_close_matches
+        if self.imported is None:
+            self.imported = sorted({name.partition(".")[0] for name in list(sys.modules)})
+        close = get_close_matches(top, self.imported, n=1, cutoff=0.75)
+        if not close:
+            if self.installed is None:
+                import pkgutil
+                installed = {module.name for module in pkgutil.iter_modules()}
+                self.installed = sorted(installed | set(sys.builtin_module_names))
+            close = get_close_matches(top, self.installed, n=1, cutoff=0.75)
+        return f"no module named {top!r} can be imported here" + (
+            f" (did you mean {close[0]!r}?)" if close else "; the patch waits for nothing")
 
 
 def target_distribution(target: str) -> "Tuple[str, Optional[str]]":
@@ -218,7 +242,8 @@ def report() -> "List[PatchRecord]":
     with STATE.lock:
         patches = STATE.catalog.patches()
     packages: "Dict[str, Tuple[str, Optional[str]]]" = {}   # many patches, few packages
-    return [record_of(patch, packages) for patch in patches]
+    hints = MissingModuleHints()
+    return [record_of(patch, packages, hints) for patch in patches]
 
 
 def format_table(rows: "Sequence[Sequence[str]]") -> str:

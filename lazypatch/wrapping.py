@@ -16,9 +16,14 @@ function, and ``pickle`` stores it by name (its ``__module__`` and
 ``__qualname__`` are the original's, and the name leads to it while the patch
 is in force). Its ``__wrapped__`` is the original, as ``functools.wraps`` gives.
 
-Methods, class methods and static methods on classes still get wrapt's
-``FunctionWrapper``: binding them exactly as the original would be bound is
-what wrapt is for, and the call goes through its descriptor protocol.
+A class's methods, class methods and static methods get the same: a plain
+function (inside a ``classmethod`` or ``staticmethod`` where the original is
+one) that binds the original as the class would and calls the wrapper as
+wrapt does (``instance`` the object, the class, or None). wrapt's proxy there
+made ``torch.compile`` (every backend) inline the original's body and drop the
+wrapper. Only other descriptors get wrapt's ``FunctionWrapper``. Every
+stand-in looks like its original to ``inspect``: ``signature`` and
+``getfullargspec`` (through ``__signature__``) give the original's parameters.
 
 TorchScript cannot compile a ``*args`` function. Where the original is one
 of the operators TorchScript knows by identity (``torch.cat`` is
@@ -38,7 +43,7 @@ from types import FunctionType, ModuleType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Optional
+    from typing import Any, Callable, Dict, List, Optional
 
 
 def wrapper_function(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
@@ -82,30 +87,52 @@ def retarget(wrapped: "Any", below: "Any", replacement: "Any") -> None:
     on the same slot, and the wrap above must then call what the undone one wrapped,
     or undoing a patch would leave its wrapper running."""
     try:
+        target = wrapped.__dict__.get("__lazypatch_target__") \
+            if hasattr(wrapped, "__dict__") else None
+    except Exception:
+        return
+    if isinstance(target, list):          # a plain function's (or its descriptor's) cell
+        if target[0] is below:
+            target[0] = replacement
+            function = getattr(wrapped, "__func__", wrapped)
+            function.__wrapped__ = getattr(replacement, "__func__", replacement) \
+                if function is not wrapped else replacement
+        return
+    try:
         current = wrapped.__wrapped__
     except Exception:
         return
-    if current is not below:
-        return
-    target = getattr(wrapped, "__lazypatch_target__", None)
-    if isinstance(target, list):          # wrapper_function's cell
-        target[0] = replacement
-        wrapped.__wrapped__ = replacement
-    elif type(wrapped) is _METHOD_WRAPPER.get("classes"):  # the proxy's wrapped object
-        wrapped.__wrapped__ = replacement
+    if current is below and type(wrapped) is _METHOD_WRAPPER.get("classes"):
+        wrapped.__wrapped__ = replacement  # the proxy's wrapped object
 
 
 def take_identity(function: "Any", original: "Any") -> None:
-    """Give a function that stands in for ``original`` its module, names, doc, attributes
-    and ``__wrapped__`` (``functools.update_wrapper``, tolerating values a function
-    refuses): reports, ``inspect`` and ``pickle`` then see the original's identity."""
+    """Give a function that stands in for ``original`` its module, names, doc, attributes,
+    annotations, signature and ``__wrapped__`` (``functools.update_wrapper``, tolerating
+    values a function refuses): reports, ``inspect`` and ``pickle`` then see the
+    original's identity. ``inspect.getfullargspec`` does not follow ``__wrapped__`` but
+    reads ``__signature__``: mmcv's ``auto_fp16`` / ``force_fp32`` map arguments by it."""
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
         try:
             setattr(function, attribute, getattr(original, attribute))
         except (AttributeError, TypeError):
             pass
     function.__dict__.update(getattr(original, "__dict__", {}))
+    annotations = getattr(original, "__annotations__", None)
+    function.__annotations__ = dict(annotations) if isinstance(annotations, dict) else {}
+    signature = signature_of(original)
+    if signature is not None:
+        function.__signature__ = signature
     function.__wrapped__ = original
+
+
+def signature_of(original: "Any") -> "Any":
+    """``inspect.signature(original)``, or None where it has none (many C functions)."""
+    import inspect  # loaded by every program that wraps torch or mmcv functions already
+    try:
+        return inspect.signature(original)
+    except (TypeError, ValueError):
+        return None
 
 
 def takes_a_plain_function(owner: "Any", original: "Any") -> bool:
@@ -137,6 +164,74 @@ _METHOD_WRAPPER: "Dict[str, Any]" = {}
 
 def method_wrapper(wrapt: "Any", owner: type, name: str, original: "Any",
                    wrapper: "Callable[..., Any]") -> "Any":
+    """What ``patch.wrap`` puts in a class's ``__dict__``: for a function, a class method,
+    a static method or a method of a C type (``torch.Tensor.matmul``), the same kind of
+    object around a plain function (``plain_method_wrapper``); for any other descriptor,
+    wrapt's ``FunctionWrapper`` (``proxy_method_wrapper``)."""
+    plain = plain_method_wrapper(original, wrapper)
+    if plain is not None:
+        return plain
+    return proxy_method_wrapper(wrapt, owner, name, original, wrapper)
+
+
+# The C types of a C class's methods (``str.upper``, ``object.__eq__``), which bind as
+# functions do. Found from the interpreter's own objects: no import.
+_METHOD_DESCRIPTORS = (type(str.upper), type(object.__eq__))
+
+
+def plain_method_wrapper(original: "Any", wrapper: "Callable[..., Any]") -> "Any":
+    """A function (inside a ``classmethod`` or ``staticmethod`` where the original is one)
+    calling ``wrapper(wrapped, instance, args, kwargs)`` as wrapt would (``wrapped``
+    bound, ``instance`` the object, the class for a class method, None for a static
+    method), or None when ``original`` is another kind of descriptor.
+
+    wrapt's proxy says it is a function (its ``__class__`` is the original's) and hands
+    on the original's ``__code__``: ``torch.compile`` took it for the original and
+    inlined the original's body, dropping the wrapper under every backend. A real
+    function is traced through, wrapper included. It looks like the original to
+    ``inspect`` (``take_identity``)."""
+    target = [original]
+    call: "Callable[..., Any]"
+    if isinstance(original, (classmethod, staticmethod)):
+        maker = _class_method_call if isinstance(original, classmethod) else _static_method_call
+        call = maker(target, wrapper)
+        take_identity(call, original.__func__)
+        placed: "Any" = type(original)(call)
+    elif type(original).__name__ == "function" or isinstance(original, _METHOD_DESCRIPTORS):
+        call = placed = _instance_method_call(target, wrapper)
+        take_identity(call, original)
+    else:
+        return None
+    call.__lazypatch_wrapper__ = wrapper   # type: ignore[attr-defined]
+    # What undo's retarget reads and changes (on the object in the class's __dict__;
+    # a classmethod's or staticmethod's own __wrapped__ is read-only: its function's).
+    placed.__lazypatch_target__ = target
+    return placed
+
+
+def _instance_method_call(target: "List[Any]", wrapper: "Callable[..., Any]"
+                          ) -> "Callable[..., Any]":
+    def call(self: "Any", /, *args: "Any", **kwargs: "Any") -> "Any":
+        return wrapper(target[0].__get__(self, type(self)), self, args, kwargs)
+    return call
+
+
+def _class_method_call(target: "List[Any]", wrapper: "Callable[..., Any]"
+                       ) -> "Callable[..., Any]":
+    def call(cls: "Any", /, *args: "Any", **kwargs: "Any") -> "Any":
+        return wrapper(target[0].__get__(None, cls), cls, args, kwargs)
+    return call
+
+
+def _static_method_call(target: "List[Any]", wrapper: "Callable[..., Any]"
+                        ) -> "Callable[..., Any]":
+    def call(*args: "Any", **kwargs: "Any") -> "Any":
+        return wrapper(target[0].__func__, None, args, kwargs)
+    return call
+
+
+def proxy_method_wrapper(wrapt: "Any", owner: type, name: str, original: "Any",
+                         wrapper: "Callable[..., Any]") -> "Any":
     """wrapt's ``FunctionWrapper`` around a class's raw descriptor, taught what a proxy
     cannot guess: copy and deepcopy treat it (and what it binds to) as they treat a
     function or a bound method, and pickle stores it by reference, as

@@ -31,6 +31,7 @@ EXPECTED_ROWS = (
     "register 10,000 patches",
     "registration linearity: µs/patch at 10,000 vs at 1,000",
     "unwatched import with 10,000 patches vs with 10 (wall)",
+    "report() of 3,000 patches waiting on 50 missing modules vs 300: ms per record",
 )
 
 

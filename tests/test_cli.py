@@ -135,3 +135,18 @@ def test_list_by_a_status_of_a_run_points_at_the_report(interpreter):
     assert result.stdout.strip() == "no patch matches"
     assert "no patch is applied or failed here" in result.stderr
     assert "lazypatch report out/" in result.stderr
+
+
+def test_run_options_after_the_command_and_a_bare_script_get_the_likely_fix(interpreter):
+    interpreter.write({"train.py": "import sys; print(sys.argv[1:])\n"})
+    result = interpreter.run_command(
+        LAZYPATCH + ["run", "--", sys.executable, "train.py", "--enable", "device"])
+    # the program still gets its arguments (they may be its own) ...
+    assert result.stdout.strip() == "['--enable', 'device']"
+    # ... and the likely mistake is named, with the command line that was probably meant
+    assert ("--enable device comes after the command, so it goes to 'train.py', not to "
+            "lazypatch") in result.stderr
+    assert f"lazypatch run --enable device -- {sys.executable} train.py" in result.stderr
+    bare = interpreter.run_command(LAZYPATCH + ["run", "train.py"], check=False)
+    assert bare.returncode == 127
+    assert "lazypatch run -- python train.py" in bare.stderr

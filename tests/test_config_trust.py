@@ -6,6 +6,11 @@ environment or command line enables an unsafe patch."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+
+import pytest
+from conftest import clean_environment
 
 CHECK = """
 import json, os
@@ -75,3 +80,57 @@ def test_typos_get_the_nearest_name_under_every_activation_path(interpreter):
     assert "unknown key 'enabel'" in under_run.stderr and "did you mean 'enable'" in under_run.stderr
     pack = interpreter.run("import lazypatch.auto\n", env={"LAZYPATCH_ENABLE": "devcie"})
     assert "did you mean 'device'" in pack.stderr, pack.stderr
+
+
+TRAINING = """
+import os, sys
+import lazypatch.auto
+import torch
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(6):
+    optimizer.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    optimizer.step()
+print("trained")
+"""
+
+PROFILING_PROJECT = """
+[tool.lazypatch]
+profile = "{folder}"
+profile_skip = 0
+profile_wait = 0
+profile_warmup = 0
+"""
+
+
+def _files_under(folder):
+    return sorted(str(path) for path in folder.rglob("*") if path.is_file())
+
+
+@pytest.mark.stack   # the real torch profiler
+def test_a_project_file_nobody_named_cannot_send_profiler_traces_outside_it(interpreter):
+    """Every path-valued setting, a pack's too (training's `profile`), stays inside the
+    project when the project file was found rather than named; inside, it works."""
+    project = interpreter.root / "project"
+    outside = interpreter.root / "outside"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(PROFILING_PROJECT.format(folder="../outside/traces"))
+    (project / "train.py").write_text(TRAINING)
+    environment = clean_environment()
+    refused = subprocess.run([sys.executable, "train.py"], cwd=project, env=environment,
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 0 and "trained" in refused.stdout, refused.stderr
+    assert "sets profile, which writes outside" in refused.stderr, refused.stderr
+    assert not outside.exists(), _files_under(outside)
+    via_run = subprocess.run([sys.executable, "-m", "lazypatch", "run", "--", sys.executable,
+                              "train.py"], cwd=project, env=environment,
+                             capture_output=True, text=True, timeout=300)
+    assert via_run.returncode == 0 and "trained" in via_run.stdout, via_run.stderr
+    assert not outside.exists(), _files_under(outside)
+    # The same setting inside the project writes its traces there.
+    (project / "pyproject.toml").write_text(PROFILING_PROJECT.format(folder="traces"))
+    inside = subprocess.run([sys.executable, "train.py"], cwd=project, env=environment,
+                            capture_output=True, text=True, timeout=300)
+    assert inside.returncode == 0 and "writes outside" not in inside.stderr, inside.stderr
+    assert _files_under(project / "traces"), inside.stderr

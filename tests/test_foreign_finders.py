@@ -82,3 +82,54 @@ def test_pytest_assertion_rewriting_under_lazypatch_run(tmp_path):
                             timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+REBUILT_PROGRAM = """
+import importlib.machinery, json, pickle, sys
+import lazypatch.auto, lazypatch
+
+@lazypatch.when_imported("rebuilt_one", name="rebuilt.one")
+def one(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+@lazypatch.when_imported("rebuilt_two", name="rebuilt.two")
+def two(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+class Claiming:
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith("rebuilt_"):
+            return importlib.machinery.PathFinder.find_spec(fullname, path)
+        return None
+
+class ClaimingClass:                 # a class: cannot be guarded like an instance
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname.startswith("rebuilt_"):
+            return importlib.machinery.PathFinder.find_spec(fullname, path)
+        return None
+
+sys.meta_path = list(sys.meta_path)      # rebuilt, as programs do
+sys.meta_path.insert(0, Claiming())
+import rebuilt_one
+sys.meta_path = [ClaimingClass] + [f for f in sys.meta_path if f is not ClaimingClass]
+sys.meta_path.reverse()
+import rebuilt_two
+status = {r["name"]: r["status"] for r in lazypatch.report()}
+restored = pickle.loads(pickle.dumps(sys.meta_path))
+print(json.dumps({"one": rebuilt_one.VALUE, "two": rebuilt_two.VALUE,
+                  "status": [status["rebuilt.one"], status["rebuilt.two"]],
+                  "pickled": [type(f).__name__ if not isinstance(f, type) else f.__name__
+                              for f in restored][:2],
+                  "same_finder": any(f is lazypatch.importer.installed_finder()
+                                     for f in restored)}))
+"""
+
+
+def test_a_program_that_rebuilds_and_reorders_sys_meta_path_still_gets_its_patches(interpreter):
+    interpreter.write({"rebuilt_one.py": "VALUE = 'original'\n",
+                       "rebuilt_two.py": "VALUE = 'original'\n"})
+    result = interpreter.run_json(REBUILT_PROGRAM)
+    assert result["one"] == result["two"] == "patched", result
+    assert result["status"] == ["applied", "applied"], result
+    assert result["same_finder"] is True, result

@@ -307,3 +307,32 @@ def test_run_refuses_a_command_whose_python_is_another_interpreter(tmp_path):
                           cwd=tmp_path, env=environment, capture_output=True, text=True,
                           timeout=120)
     assert same.returncode == 0 and same.stdout.strip() == "lazypatch run", same.stderr
+
+
+def test_run_refuses_python_options_that_would_keep_lazypatch_out(tmp_path):
+    """`lazypatch run -- python -I prog.py` (also -E, -S, combined letters, or on a
+    script's #! line) would run the program unpatched: run says so, names the option and
+    the fixes, and runs nothing. `-s` alone still runs, activated."""
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    (tmp_path / "tool").write_text(f"#!{sys.executable} -I\nprint('ran')\n")
+    (tmp_path / "tool").chmod(0o755)
+    environment = clean_environment({})
+    commands = {"-I": [sys.executable, "-I", "prog.py"],
+                "-E": [sys.executable, "-X", "dev", "-E", "prog.py"],
+                "-S": [sys.executable, "-uS", "prog.py"]}
+    for option, command in commands.items():
+        result = subprocess.run(lazypatch_run() + command, cwd=tmp_path, env=environment,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and "ran" not in result.stdout, (option, result)
+        assert f"{option} " in result.stderr and "would run unpatched" in result.stderr, \
+            (option, result.stderr)
+        assert "import lazypatch.auto" in result.stderr, result.stderr
+    script = subprocess.run(lazypatch_run() + [str(tmp_path / "tool")], cwd=tmp_path,
+                            env=environment, capture_output=True, text=True, timeout=120)
+    assert script.returncode == 2 and "-I runs isolated" in script.stderr, script
+    plain = subprocess.run(lazypatch_run() + [sys.executable, "-s", "-c",
+                                              "import lazypatch; print(lazypatch.activation_info()"
+                                              "['activated_by'])"],
+                           cwd=tmp_path, env=environment, capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode == 0 and plain.stdout.strip() == "lazypatch run", plain

@@ -149,3 +149,133 @@ if __name__ == "__main__":
         "staticmethod": [True, True, True], "raw": [True, True, True],
         "deepcopy binds to the copy": True, "raw by reference": True, "static": 20,
         "batches": [[0.0, 1.0], [4.0, 9.0]], "wrapper ran here": [9.0, ["Squares"]]}
+
+
+BLOCKS = {"wrapped_blocks.py": """
+import torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+        torch.nn.init.constant_(self.linear.weight, 0.5)
+        torch.nn.init.constant_(self.linear.bias, 0.1)
+
+    def forward(self, x):
+        return self.helper(self.linear(x)) * 2
+
+    def helper(self, x, shift: float = 0.0):
+        return x + shift
+
+    @classmethod
+    def make(cls, x):
+        return x * 4
+
+    @staticmethod
+    def scale(x, factor=3.0):
+        return x * factor
+
+def loss(prediction, target, weight=1.0, *, reduction="mean"):
+    return ((prediction - target) ** 2).mean() * weight
+"""}
+
+
+def test_wrapped_methods_and_functions_compute_the_same_under_every_compile_backend(
+        interpreter):
+    """A module's function, a forward, a method, a class method and a static method
+    wrapped with patch.wrap: torch.compile with backend eager and aot_eager gives what
+    the program gives without compiling (the wrappers run), not the unwrapped result."""
+    result = interpreter.write(BLOCKS).run_json("""
+import json
+import lazypatch
+import torch
+
+def plus_one(wrapped, instance, args, kwargs):
+    return wrapped(*args, **kwargs) + 1
+
+@lazypatch.when_imported("wrapped_blocks", name="demo.blocks")
+def blocks(module, patch):
+    for name in ("forward", "helper", "make", "scale"):
+        patch.wrap(module.Block, name, plus_one)
+    patch.wrap(module, "loss", plus_one)
+
+import wrapped_blocks
+from wrapped_blocks import Block
+block = Block()
+
+def program(x):
+    y = block(x) + block.helper(x, 0.5) + Block.make(x) + block.scale(x)
+    return wrapped_blocks.loss(y, x).reshape(1) + y.sum()
+
+x = torch.ones(3)
+out = {"eager": program(x).tolist()}
+for backend in ("eager", "aot_eager"):
+    torch._dynamo.reset()
+    out[backend] = torch.compile(program, backend=backend)(x).tolist()
+print(json.dumps(out))
+""", timeout=600)
+    assert result["eager"] == result["aot_eager"] == result["eager"], result
+    unwrapped = interpreter.run_json("""
+import json, torch, wrapped_blocks
+block = wrapped_blocks.Block()
+x = torch.ones(3)
+y = block(x) + block.helper(x, 0.5) + wrapped_blocks.Block.make(x) + block.scale(x)
+print(json.dumps((wrapped_blocks.loss(y, x).reshape(1) + y.sum()).tolist()))
+""")
+    assert result["eager"] != unwrapped, (result, unwrapped)
+
+
+def test_a_wrapped_function_looks_like_its_original_to_inspect(interpreter):
+    """signature and getfullargspec of what patch.wrap put in place (a module's function,
+    a method, a class method, a static method) are the original's: mmcv 1.x's auto_fp16
+    and force_fp32 map arguments by getfullargspec, so a decorator written that way
+    casts the arguments it names."""
+    result = interpreter.write(BLOCKS).run_json("""
+import inspect, json
+import torch
+import wrapped_blocks
+from wrapped_blocks import Block
+
+def described(function):
+    spec = inspect.getfullargspec(function)
+    return [spec.args, spec.varargs, spec.varkw, list(spec.defaults or ()), spec.kwonlyargs,
+            str(inspect.signature(function)), sorted(function.__annotations__)]
+
+def originals():
+    return {"loss": described(wrapped_blocks.loss), "helper": described(Block.helper),
+            "bound": described(Block().helper), "make": described(Block.make),
+            "scale": described(Block.scale)}
+
+before = originals()
+
+import lazypatch
+
+seen = []
+
+def passing(wrapped, instance, args, kwargs):
+    seen.append([str(argument.dtype) for argument in args if hasattr(argument, "dtype")])
+    return wrapped(*args, **kwargs)
+
+lazypatch.register(lambda module, patch: [patch.wrap(module.Block, name, passing)
+                                          for name in ("helper", "make", "scale")]
+                   + [patch.wrap(module, "loss", passing)],
+                   "wrapped_blocks", name="demo.inspect")
+after = originals()
+
+def cast_to_half(*names):          # how mmcv 1.x's auto_fp16(apply_to=...) finds arguments
+    def decorate(function):
+        parameters = inspect.getfullargspec(function).args
+        def cast(*args, **kwargs):
+            args = [a.half() if i < len(parameters) and parameters[i] in names else a
+                    for i, a in enumerate(args)]
+            return function(*args, **kwargs)
+        return cast
+    return decorate
+
+casting = cast_to_half("target")(wrapped_blocks.loss)
+casting(torch.ones(2), torch.zeros(2))
+print(json.dumps({"before": before, "after": after, "cast": seen[-1]}))
+""", timeout=600)
+    assert result["after"] == result["before"], result
+    assert result["before"]["loss"][0] == ["prediction", "target", "weight"], result
+    assert result["cast"] == ["torch.float32", "torch.float16"], result

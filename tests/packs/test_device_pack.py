@@ -355,3 +355,13 @@ print(json.dumps(result))
                        "own_after_unpatch": True}
     plain = interpreter.run_json(program)
     assert plain["own_before"] and "CUDA" in plain["error"]
+
+
+def test_a_device_chosen_in_pyproject_is_announced_by_its_key_and_file(interpreter):
+    interpreter.write({"pyproject.toml": '[tool.lazypatch]\nenable = ["device"]\ndevice = "cpu"\n'})
+    result = interpreter.run("import lazypatch.auto, torch\n"
+                             "print(torch.zeros(1, device='cuda').device)")
+    assert result.stdout.strip() == "cpu"
+    assert (f"CUDA calls go to 'cpu' (device in {interpreter.root / 'pyproject.toml'})"
+            in result.stderr), result.stderr
+    assert "LAZYPATCH_DEVICE)" not in result.stderr
