@@ -40,7 +40,7 @@ from .importer import (
 )
 from .ledger import PatchContext
 from .selection import select, set_enabled, unmet_requirement
-from .slots import describe_exception
+from .slots import ATTRIBUTE, describe_exception
 from .state import (
     AFTER,
     APPLIED,
@@ -347,7 +347,11 @@ def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", modul
     after = namespace.copy()
     difference = set(zip(before, map(id, before.values()))) ^ \
         set(zip(after, map(id, after.values())))
-    return sorted({name for name, _ in difference} - tracked)
+    # A name another patch recorded while this one ran (a stand-in's submodule imported
+    # here binds itself on its parent through its own patch) is undoable, by that patch.
+    ledger = STATE.ledger
+    return sorted(name for name in {name for name, _ in difference} - tracked
+                  if not (name in after and ledger.holds(ATTRIBUTE, module, name, after[name])))
 
 
 def _undo_quietly(context: PatchContext) -> "Optional[str]":

@@ -4,7 +4,8 @@ Events: ``apply``, ``skip``, ``failure``. Actions:
 
 * ``silent``: nothing beyond the report (and the DEBUG log line, if wanted);
 * ``log`` or ``log:<level>``: a record on the ``lazypatch`` logger (INFO for
-  apply and skip, ERROR for a failure, unless a level is given);
+  apply and skip, ERROR for a failure, unless a level is given), or on the logger
+  ``LOGGER_BY_TAG`` names for one of the patch's tags;
 * ``warn``: a warning (``PatchAppliedWarning``, ``PatchSkippedWarning``,
   ``PatchFailedWarning``) through ``notices.notify``, so ``-W error`` cannot
   turn it into a crash;
@@ -292,7 +293,14 @@ def act(patch: "RegisteredPatch", event: str, action: str, message: str,
         return
     import logging
     level_name = action.partition(":")[2] or ("error" if event == FAILURE else "info")
-    logging.getLogger("lazypatch").log(getattr(logging, level_name.upper()), message)
+    logger_name = next((LOGGER_BY_TAG[tag] for tag in patch.tags if tag in LOGGER_BY_TAG),
+                       "lazypatch")
+    logging.getLogger(logger_name).log(getattr(logging, level_name.upper()), message)
+
+
+#: Tags whose patches log their events to another logger than ``lazypatch``: code
+#: written for another patcher (``driving_sdk``) is watched through that patcher's logger.
+LOGGER_BY_TAG: "Dict[str, str]" = {}
 
 
 def on_applied(patch: "RegisteredPatch", changes: int) -> "Optional[str]":

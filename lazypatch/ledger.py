@@ -157,6 +157,11 @@ class Ledger:
     def is_patched(self, kind: str, owner: "Any", key: "Any") -> bool:
         return bool(self._stacks.get((kind, id(owner), key)))
 
+    def holds(self, kind: str, owner: "Any", key: "Any", value: "Any") -> bool:
+        """Whether the newest live change of that slot is what put ``value`` there."""
+        stack = self._stacks.get((kind, id(owner), key))
+        return stack is not None and bool(stack) and stack[-1].after is value
+
     def live_count(self) -> int:
         """How many changes are live in the whole process (0 after a full undo)."""
         with self.lock:

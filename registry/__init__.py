@@ -14,7 +14,7 @@ import os
 #: when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list`` names it. Their
 #: dozens of registrations would otherwise cost every process about 3M instructions
 #: each (benchmarks/COSTS.md) for patches that almost never run.
-OPT_IN = ("cuda_extensions", "device", "export")
+OPT_IN = ("cuda_extensions", "device", "export", "npu_stand_in")
 
 
 def pack_names() -> "list":

@@ -7,7 +7,9 @@ stand-in whose only submodule is ``patcher``. Nothing is imported until the
 program imports ``mx_driving``; where DrivingSDK is installed, its package is
 imported and this patch reports ``skipped`` (the real one is in charge), unless
 ``LAZYPATCH_DRIVING_SDK=lazypatch`` replaces its ``mx_driving.patcher`` with lazypatch's
-(DrivingSDK's operators stay in use).
+(DrivingSDK's operators stay in use). An installed ``mx_driving`` without a ``patcher``
+subpackage (DrivingSDK's operators built without it) gets lazypatch's beside its own
+modules, with no setting: ``import mx_driving.patcher`` would fail otherwise.
 """
 
 import os
@@ -38,3 +40,20 @@ if _choice == "lazypatch":
 else:
     lazypatch.stand_in("mx_driving", {"__path__": [PACKAGE_DIRECTORY]}, name=PATCH_NAME,
                        tags=("driving_sdk_api",))
+
+    @lazypatch.when_imported("mx_driving", name=PATCH_NAME + "_beside_operators",
+                             tags=("driving_sdk_api",))
+    def patcher_beside_operators(module, patch):
+        """Where the installed mx_driving has no ``patcher``, its ``__path__`` also
+        lists the folder of lazypatch's, so ``import mx_driving.patcher`` finds that."""
+        from importlib.machinery import PathFinder
+        path = list(getattr(module, "__path__", None) or [])
+        if PACKAGE_DIRECTORY in path:
+            patch.skip("mx_driving is lazypatch's stand-in, which holds the patcher")
+        if not path:
+            patch.skip("mx_driving is not a package: nothing can be imported below it")
+        # Asked of the path finder with the package's own folders: nothing is imported.
+        if PathFinder.find_spec("mx_driving.patcher", path) is not None:
+            patch.skip("the installed mx_driving has its own patcher, which code written for "
+                       "DrivingSDK gets (LAZYPATCH_DRIVING_SDK=lazypatch gives lazypatch's)")
+        patch.setattr(module, "__path__", path + [PACKAGE_DIRECTORY])

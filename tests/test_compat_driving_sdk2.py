@@ -100,9 +100,10 @@ def test_fake_torch_npu_gaussian_example_with_runtime_check_alias_and_diff(inter
     fp32 = compute_gaussian_weights(distances, 1.0)
     fp64 = compute_gaussian_weights(distances.double(), 1.0)   # falls back to the original
     calls = [str(dtype) for dtype in torch_npu.CALLS]
+    import logging
     shown = io.StringIO()
-    with contextlib.redirect_stdout(shown):
-        patcher.print_info(diff=True)
+    logging.getLogger("mx_driving.patcher").addHandler(logging.StreamHandler(shown))
+    patcher.print_info(diff=True)     # logged on DrivingSDK's logger, as DrivingSDK does
     patcher.restore()
     import my_model.ops
     torch_npu.CALLS.clear()
@@ -316,7 +317,7 @@ def test_configure_patcher_logging_strict_and_quiet_modes(interpreter):
     class Keep(logging.Handler):
         def emit(self, record):
             records.append(record.levelname)
-    logging.getLogger("lazypatch").addHandler(Keep())
+    logging.getLogger("mx_driving.patcher").addHandler(Keep())   # DrivingSDK's logger
     set_patcher_log_level(logging.INFO)
 
     # FEATURES.md, "严格模式": a failure raises PatchError from the import
@@ -470,10 +471,15 @@ class FP16(Patch):
 def test_conflicting_groups_in_one_patcher_warn_when_added_and_refuse_to_apply(interpreter):
     interpreter.write({**MODEL, "groups.py": GROUPS})
     result = interpreter.run_json("""
-    import json, sys, warnings
+    import json, sys, warnings, logging
     import lazypatch
     from lazypatch.compat.driving_sdk2 import Patcher
     from groups import MaxPool, FP16
+    records = []
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    logging.getLogger("mx_driving.patcher").addHandler(Keep())   # DrivingSDK's logger
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         patcher = Patcher().add(MaxPool).add(FP16)
@@ -486,7 +492,7 @@ def test_conflicting_groups_in_one_patcher_warn_when_added_and_refuse_to_apply(i
     kinds = sorted({(w.category.__name__, str(w.message)) for w in caught})
     patcher.disable("resnet_maxpool").apply()      # DrivingSDK's fix: keep one of them
     import my_model.layers
-    print(json.dumps({"refused": refused, "declared": declared, "kinds": kinds,
+    print(json.dumps({"refused": refused, "declared": declared, "kinds": kinds, "logged": records,
                       "applied": patcher.is_applied, "forward": my_model.layers.Block().forward(1),
                       "imported": "my_model" in sys.modules}))
     """)
@@ -496,10 +502,11 @@ def test_conflicting_groups_in_one_patcher_warn_when_added_and_refuse_to_apply(i
     assert "patcher.disable('resnet_maxpool').add(FP16)" in result["refused"]
     assert result["declared"] == []                  # refused before anything was declared
     kinds = result["kinds"]
-    assert len(kinds) == 2, kinds
-    assert kinds[1][0] == "PatchConflictWarning" and kinds[1][1].startswith(
-        "lazypatch: Patch 'resnet_fp16' conflicts with already-enabled patch 'resnet_maxpool'.")
-    assert "patcher.disable('resnet_maxpool').add(FP16)" in kinds[1][1]
+    assert len(kinds) == 1, kinds
+    logged = [text for text in result["logged"] if "conflicts with" in text]
+    assert len(logged) == 1 and logged[0].startswith(
+        "Patch 'resnet_fp16' conflicts with already-enabled patch 'resnet_maxpool'.")
+    assert "patcher.disable('resnet_maxpool').add(FP16)" in logged[0]
     assert kinds[0] == ["FutureWarning", "lazypatch: conflicts_with('maxpool_v1'): 'maxpool_v1' "
                         "is the old (legacy_name) name of the patch group 'resnet_maxpool'; "
                         "write conflicts_with('resnet_maxpool')"]
@@ -1119,7 +1126,9 @@ def test_late_replace_import_and_stacked_with_imports_warn_on_the_patcher_logger
     from lazypatch.compat.driving_sdk2_summary import patcher_logger
     sys.modules["already_imported_for_replace"] = types.ModuleType("already_imported_for_replace")
     try:
-        with caplog.at_level("WARNING", logger="lazypatch"):
+        # DrivingSDK's logger does not propagate (as DrivingSDK sets it): listen on it
+        patcher_logger._logger.addHandler(caplog.handler)
+        with caplog.at_level("WARNING", logger="mx_driving.patcher"):
             Patcher().replace_import("already_imported_for_replace", "json")
 
             @with_imports("json")
@@ -1133,6 +1142,7 @@ def test_late_replace_import_and_stacked_with_imports_warn_on_the_patcher_logger
         assert "already_imported_for_replace -> json (skipped: already imported)" in \
             patcher_logger._replaced_imports
     finally:
+        patcher_logger._logger.removeHandler(caplog.handler)
         del sys.modules["already_imported_for_replace"]
         patcher_logger._replaced_imports.clear()
 

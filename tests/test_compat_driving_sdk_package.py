@@ -79,6 +79,47 @@ print(json.dumps({"who": getattr(patcher, "WHO", "lazypatch"), "status": record[
     assert ours["kernel"] == "npu kernel"     # DrivingSDK's operators stay its own
 
 
+FAKE_OPERATORS_WITHOUT_PATCHER = {   # a FAKE DrivingSDK built without its patcher
+    "site/mx_driving/__init__.py": "def deformable_aggregation(*args):\n    return 'npu kernel'\n",
+}
+
+
+def test_fake_installed_operators_without_a_patcher_get_lazypatchs_with_no_setting(interpreter):
+    interpreter.write(FAKE_OPERATORS_WITHOUT_PATCHER)
+    result = interpreter.run_json("""
+import json, sys
+import lazypatch.auto
+import lazypatch
+from mx_driving.patcher import AtomicPatch, PatcherBuilder
+import mx_driving
+rows = {r["name"]: [r["status"], r["reason"]] for r in lazypatch.report()
+        if r["name"].startswith("driving_sdk_api.")}
+kernel = mx_driving.deformable_aggregation()
+lazypatch.unpatch_all()
+print(json.dumps({"rows": rows, "kernel": kernel, "path": mx_driving.__path__,
+                  "patcher": sys.modules["mx_driving.patcher"].__name__}))
+""", env={"PYTHONPATH": str(interpreter.root / "site")})
+    assert result["kernel"] == "npu kernel"             # DrivingSDK's operators stay its own
+    assert result["rows"]["driving_sdk_api.mx_driving_patcher_beside_operators"] == ["applied", ""]
+    assert result["rows"]["driving_sdk_api.mx_driving_patcher"][0] == "skipped"
+    assert result["path"] == [str(interpreter.root / "site" / "mx_driving")]   # undone exactly
+
+
+def test_fake_installed_patcher_is_not_shadowed_and_the_report_says_why(interpreter):
+    interpreter.write(FAKE_INSTALLED)
+    result = interpreter.run_json("""
+import json
+import lazypatch.auto
+import lazypatch
+import mx_driving.patcher as patcher
+row = next(r for r in lazypatch.report()
+           if r["name"] == "driving_sdk_api.mx_driving_patcher_beside_operators")
+print(json.dumps({"who": getattr(patcher, "WHO", "lazypatch"), "row": [row["status"], row["reason"]]}))
+""", env={"PYTHONPATH": str(interpreter.root / "site")})
+    assert result["who"] == "the installed DrivingSDK"
+    assert result["row"][0] == "skipped" and "LAZYPATCH_DRIVING_SDK=lazypatch" in result["row"][1]
+
+
 FAKE_TORCH_NPU = {"npu_site/torch_npu/__init__.py": "# FAKE torch_npu: found, never used\n"}
 
 

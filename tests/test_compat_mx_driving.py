@@ -307,9 +307,9 @@ from lazypatch.compat.driving_sdk2_builtin_patches import batch_matmul
 from lazypatch.compat.driving_sdk2_patches import LegacyPatch
 from lazypatch.compat.mx_driving import Patch, PatcherBuilder
 notices = []
-logging.getLogger("lazypatch").addHandler(type("Keep", (logging.Handler,), {
+logging.getLogger("mx_driving.patcher").addHandler(type("Keep", (logging.Handler,), {
     "emit": lambda self, record: notices.append(record.getMessage())})())
-logging.getLogger("lazypatch").setLevel(logging.INFO)
+logging.getLogger("mx_driving.patcher").setLevel(logging.INFO)
 
 def second(module, options):
     module.f = lambda: module.f_first() + "+second"

@@ -34,7 +34,7 @@ What each piece becomes:
   recorded change is the dispatching wrapper).
 * ``Patch.conflicts_with``: two enabled groups of one patcher that declare a
   conflict (or one group and a built-in patch ``default_patcher`` enables, such as
-  ``resnet_maxpool``) make ``add()`` warn (``PatchConflictWarning``) and
+  ``resnet_maxpool``) make ``add()`` log a warning on DrivingSDK's logger and
   ``apply()`` raise ``ValueError`` with DrivingSDK's fix
   (``patcher.disable('resnet_maxpool').add(FP16)``) before anything is declared.
   Beyond DrivingSDK: against a group applied first by *another* patcher, or a
@@ -573,9 +573,10 @@ class Patcher:
             patcher_logger.forget_buffered()   # said by the summary
 
     def print_info(self, diff: bool = False) -> "Patcher":
-        """Print each declared patch's status grouped by module; with ``diff``, the source
-        diff of every applied replacement against its original."""
-        print(self.info(diff=diff))
+        """Log (INFO, on DrivingSDK's ``mx_driving.patcher`` logger, as DrivingSDK does)
+        each declared patch's status grouped by module; with ``diff``, the source diff of
+        every applied replacement against its original."""
+        patcher_logger._logger.info(self.info(diff=diff))
         return self
 
     def info(self, diff: bool = False) -> str:
@@ -592,8 +593,8 @@ class Patcher:
             if diff and status == "applied" and isinstance(patch, AtomicPatch):
                 lines.extend("    " + line for line in _diff_lines(patch, name, record))
         total = sum(len(lines) for lines in groups.values())
-        out = ["=" * 70, f"  DrivingSDK patcher (lazypatch): {len(self._declared)} patches in "
-                         f"{len(groups)} modules", "=" * 70]
+        out = ["=" * 70, f"Patcher Info ({len(groups)} modules, {len(self._declared)} "
+                         f"patches)", "=" * 70]
         for module, lines in groups.items():
             out.append(f"[{module}]")
             out.extend(lines)

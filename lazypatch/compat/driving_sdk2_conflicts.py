@@ -1,6 +1,7 @@
 """DrivingSDK 2.0's ``conflicts_with`` and ``legacy_name`` for the ``driving_sdk2`` Patcher.
 
-DrivingSDK checks declared conflicts inside one ``Patcher``: ``add()`` warns when
+DrivingSDK checks declared conflicts inside one ``Patcher``: ``add()`` logs a warning
+(on its ``mx_driving.patcher`` logger) when
 the new group conflicts with one already added, ``apply()`` raises ``ValueError``
 with the fix when both are still enabled. The same happens here, counting the
 built-in patches ``default_patcher`` enables (``resnet_maxpool`` is
@@ -19,7 +20,7 @@ known by their names and old names too (``driving_sdk2_builtins``).
 
 from __future__ import annotations
 
-from ..errors import PatchConflictWarning, SkipPatch
+from ..errors import SkipPatch
 from ..notices import notify
 from ..state import STATE
 from . import driving_sdk2_builtins as builtins
@@ -80,9 +81,10 @@ def warn_when_added(new: "Any", enabled: "Iterable[Any]") -> None:
     """DrivingSDK's early warning: ``new`` conflicts with a group already added."""
     for existing in enabled:
         if conflicting(new, existing):
-            notify(f"lazypatch: Patch {new.name!r} conflicts with already-enabled patch "
-                   f"{existing.name!r}.\n{guidance(new, existing.name, existing)}",
-                   PatchConflictWarning)
+            # A warning record on DrivingSDK's logger, where DrivingSDK says it.
+            from .driving_sdk2_summary import patcher_logger
+            patcher_logger.warning(f"Patch {new.name!r} conflicts with already-enabled patch "
+                                   f"{existing.name!r}.\n{guidance(new, existing.name, existing)}")
 
 
 def _builtin_matches(name: str, builtin_names: "Iterable[str]") -> "List[str]":

@@ -14,11 +14,11 @@ then the Applied, Skipped and Failed patches grouped by package (with the
 installed version) and patch group, with each reason; plus Pending Patches,
 whose module was never imported (DrivingSDK, being eager, has none).
 
-Where: the ``lazypatch`` logger at ``level`` (INFO by default), on rank 0 only (the
-launcher's rank variables, or ``patcher_logger.set_rank(n)``).
+Where: DrivingSDK's ``mx_driving.patcher`` logger at ``level`` (INFO by default), on
+rank 0 only (the launcher's rank variables, or ``patcher_logger.set_rank(n)``).
 As in DrivingSDK, ``set_patcher_log_level(logging.WARNING)`` hides an INFO
-summary; where the ``lazypatch`` logger has no handler at all, the summary is
-written to stderr as ``[Patcher] INFO: ...`` (DrivingSDK's own handler).
+summary; where that logger has no handler at all, the summary is written to stderr
+as ``[Patcher] INFO: ...`` (DrivingSDK's own handler).
 A section is hidden when its ``show_*`` flag is False, or, left None, when
 ``configure_patcher_logging`` made that event ``silent``.
 """
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
 TAG = "driving_sdk"   # the tag of the patches the 2.0 patchers declare
+LOGGER_NAME = "mx_driving.patcher"   # DrivingSDK's logger, where its users look
 LEVEL_NAMES = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 BANNER = "MX-DRIVING PATCHER SUMMARY"
 WIDTH = 78
@@ -160,8 +161,8 @@ def summary_text(declared: "List[Tuple[str, str, str]]",
 
 
 def emit(text: str) -> None:
-    """Log the summary at the configured level on rank 0 (stderr when the ``lazypatch``
-    logger has no handler); nothing when disabled or below the logger's threshold."""
+    """Log the summary at the configured level on rank 0 (stderr when DrivingSDK's logger
+    has no handler); nothing when disabled or below the logger's threshold."""
     config = patcher_logger._summary
     if not text or not config.enabled or summary_rank() != 0:
         return
@@ -195,8 +196,8 @@ def configure_patcher_logging(on_apply: "Optional[str]" = None, on_skip: "Option
 
 
 def set_patcher_log_level(level: "Any") -> "PatcherLogger":
-    """The threshold of the ``lazypatch`` logger (where these patchers log and the
-    summary goes)."""
+    """The threshold of DrivingSDK's ``mx_driving.patcher`` logger (where these patchers
+    log and the summary goes)."""
     return patcher_logger.set_level(level)
 
 
@@ -230,14 +231,24 @@ class PatcherLogger:
     ``flush_summary`` or acted on at once (``set_buffer_enabled(False)``). Each setter
     returns the logger for chaining.
 
-    Its records go to the ``lazypatch`` logger. The module's ``patcher_logger`` is the
+    Its records go to DrivingSDK's ``mx_driving.patcher`` logger (given a ``[Patcher]``
+    stderr handler and INFO when it has no handler, not propagated, as DrivingSDK does);
+    so do the records of the patchers' patches' events. The module's ``patcher_logger`` is the
     one the patchers use: its ``configure`` also sets lazypatch's event actions for
     their patches (tag ``driving_sdk``), and its summary settings and rank decide the
     patchers' summary."""
 
     def __init__(self) -> None:
         import logging
-        self._logger = logging.getLogger("lazypatch")
+        # DrivingSDK's logger, set up as DrivingSDK sets it up: a user who configured it
+        # (handlers, level, assertLogs) gets these records where they look for them.
+        self._logger = logging.getLogger(LOGGER_NAME)
+        if not self._logger.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("[Patcher] %(levelname)s: %(message)s"))
+            self._logger.addHandler(handler)
+            self._logger.setLevel(logging.INFO)
+        self._logger.propagate = False
         self._on_apply = DEFAULT_ACTIONS["apply"]
         self._on_skip = DEFAULT_ACTIONS["skip"]
         self._on_fail = DEFAULT_ACTIONS["failure"]
@@ -469,6 +480,14 @@ def _set_event_actions(chosen: "Dict[str, str]") -> None:
 
 
 patcher_logger = PatcherLogger()
+
+
+def _route_event_records() -> None:
+    from ..events import LOGGER_BY_TAG
+    LOGGER_BY_TAG[TAG] = LOGGER_NAME
+
+
+_route_event_records()
 
 __all__ = ["configure_summary", "summary_text", "emit", "patcher_logger", "PatcherLogger",
            "PatchInfo", "EVENT_ACTIONS", "configure_patcher_logging", "set_patcher_log_level",

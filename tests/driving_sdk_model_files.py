@@ -1,0 +1,443 @@
+"""Run DrivingSDK's model patch files unchanged against lazypatch, in named host setups.
+
+DrivingSDK's model zoo (``model_examples/<Model>/``) ports each model with a patch file
+written against ``mx_driving.patcher`` (the 1.0 ``PatcherBuilder`` or the 2.0
+``Patcher``). ``run_model_file`` runs one of them as its README says (the model's folder
+on ``sys.path``, the file imported by its module name, its patcher built and applied) in
+a fresh interpreter, and answers what a user of that file sees:
+
+* whether the file imports (and the error where it does not);
+* which modules applying the patcher imported (a patch must never import);
+* every patch it declared, with its status once every target module that is installed
+  here has been imported (a patch lands when its target is imported);
+* every attribute, class member and registry entry left different from a run that
+  imported the same modules without the patcher (the undo must be exact).
+
+The host is a ``Setup``: files written beside the file (fake packages where the
+hardware cannot exist), environment variables and lazypatch settings. ``SETUPS`` holds
+the named ones; another setup is one more entry (``SETUPS["name"] = Setup(...)``).
+
+Needs an extracted DrivingSDK checkout (nothing is downloaded)::
+
+    git --git-dir=<mirror of Ascend/DrivingSDK> archive HEAD | tar -x -C /tmp/dsdk
+    LAZYPATCH_DRIVING_SDK_CHECKOUT=/tmp/dsdk pytest tests/test_driving_sdk_model_files.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import clean_environment, last_json, write_tree  # noqa: E402
+from packs.fakes_ascend import ASCEND_FAKES  # noqa: E402
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """One model patch file: where it lies, the folder its README puts on ``sys.path``,
+    the module name it is imported as, and how its patcher is built (``entry``)."""
+    path: str
+    root: str
+    module: str
+    # "builder": call ``generate_patcher_builder()`` (1.0), enter ``builder.build()``;
+    # "builder:<name>": the module-level builder ``<name>`` (1.0);
+    # "configure": ``configure_patcher(default_patcher)`` then ``default_patcher.apply()``;
+    # "group:<Class>": a 2.0 ``Patcher()`` holding the file's group ``<Class>``;
+    # "script": importing the file applies ``default_patcher`` itself (train/test scripts).
+    entry: str
+
+
+_EXAMPLES = "model_examples"
+MODEL_FILES: Tuple[ModelFile, ...] = (
+    ModelFile(f"{_EXAMPLES}/BEVDet4D/bevdet4d_patch.py", f"{_EXAMPLES}/BEVDet4D",
+              "bevdet4d_patch", "builder"),
+    ModelFile(f"{_EXAMPLES}/BEVFormer/patch_a5.py", f"{_EXAMPLES}/BEVFormer", "patch_a5",
+              "builder"),
+    ModelFile(f"{_EXAMPLES}/Cosmos-Transfer1/tools/patch.py", f"{_EXAMPLES}/Cosmos-Transfer1/tools",
+              "patch", "builder"),
+    ModelFile(f"{_EXAMPLES}/DiffusionDrive/migrate_to_ascend/patch.py",
+              f"{_EXAMPLES}/DiffusionDrive", "migrate_to_ascend.patch", "configure"),
+    ModelFile(f"{_EXAMPLES}/DiffusionDrive/migrate_to_ascend/train.py",
+              f"{_EXAMPLES}/DiffusionDrive", "migrate_to_ascend.train", "script"),
+    ModelFile(f"{_EXAMPLES}/DiffusionDrive/migrate_to_ascend/test.py",
+              f"{_EXAMPLES}/DiffusionDrive", "migrate_to_ascend.test", "script"),
+    ModelFile(f"{_EXAMPLES}/FBOCC/tools/patch.py", f"{_EXAMPLES}/FBOCC/tools", "patch", "builder"),
+    ModelFile(f"{_EXAMPLES}/OpenDWM/tools/patch.py", f"{_EXAMPLES}/OpenDWM/tools", "patch",
+              "builder"),
+    ModelFile(f"{_EXAMPLES}/OpenVLA/patch.py", f"{_EXAMPLES}/OpenVLA", "patch", "builder"),
+    ModelFile(f"{_EXAMPLES}/PanoOcc/migrate_to_ascend/patch_main.py", f"{_EXAMPLES}/PanoOcc",
+              "migrate_to_ascend.patch_main", "configure"),
+    ModelFile(f"{_EXAMPLES}/PanoOcc/migrate_to_ascend/patch_panoseg_occ_head.py",
+              f"{_EXAMPLES}/PanoOcc", "migrate_to_ascend.patch_panoseg_occ_head",
+              "group:PanoSegOccHeadPatch"),
+    ModelFile(f"{_EXAMPLES}/PanoOcc/migrate_to_ascend/train.py", f"{_EXAMPLES}/PanoOcc",
+              "migrate_to_ascend.train", "script"),
+    ModelFile(f"{_EXAMPLES}/PanoOcc/migrate_to_ascend/test.py", f"{_EXAMPLES}/PanoOcc",
+              "migrate_to_ascend.test", "script"),
+    ModelFile(f"{_EXAMPLES}/SalsaNext/train/tasks/semantic/patch.py",
+              f"{_EXAMPLES}/SalsaNext/train/tasks/semantic", "patch",
+              "builder:salsa_next_patcher_builder"),
+    ModelFile(f"{_EXAMPLES}/Sparse4D/patch.py", f"{_EXAMPLES}/Sparse4D", "patch", "builder"),
+    ModelFile(f"{_EXAMPLES}/Sparse4D/patch_a5.py", f"{_EXAMPLES}/Sparse4D", "patch_a5", "builder"),
+    ModelFile(f"{_EXAMPLES}/SparseDrive/tools/patch.py", f"{_EXAMPLES}/SparseDrive/tools", "patch",
+              "builder"),
+    ModelFile(f"{_EXAMPLES}/VAD/tools/patch.py", f"{_EXAMPLES}/VAD/tools", "patch", "builder"),
+)
+
+
+@dataclass
+class Setup:
+    """A host: files written into the run's folder (on ``sys.path``), environment
+    variables, and whether DrivingSDK's own ``mx_driving`` package is among the files."""
+    files: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+def driving_sdk_operator_names(checkout: Path) -> List[str]:
+    """The public names DrivingSDK's ``mx_driving/__init__.py`` exports (its operators)."""
+    source = (checkout / "mx_driving" / "__init__.py").read_text(encoding="utf-8")
+    names = set(re.findall(r"^\s*from\s+\.[\w.]*\s+import\s+\(?([^)\n]*(?:\n[^)]*)?)\)?", source,
+                           re.MULTILINE))
+    exported: List[str] = []
+    for group in names:
+        for part in group.replace("\n", ",").split(","):
+            name = part.split(" as ")[-1].strip().strip("\\").strip()
+            if name.isidentifier() and not name.startswith("_"):
+                exported.append(name)
+    return sorted(set(exported))
+
+
+def fake_mx_driving_operators(checkout: Path) -> str:
+    """Source appended to the FAKE ``mx_driving``: every operator name DrivingSDK exports
+    that the fake does not define, as a function that raises when called (the kernels
+    need an NPU); the names let ``from mx_driving import X`` lines work as on an NPU host."""
+    lines = ["\n\ndef _needs_an_npu(name):",
+             "    def operator(*args, **kwargs):",
+             "        raise RuntimeError(f'FAKE mx_driving.{name}: the kernel needs an NPU')",
+             "    operator.__name__ = operator.__qualname__ = name",
+             "    return operator\n"]
+    for name in driving_sdk_operator_names(checkout):
+        lines.append(f"if {name!r} not in globals():\n    {name} = _needs_an_npu({name!r})")
+    return "\n".join(lines) + "\n"
+
+
+# torch_npu's fused operators (``torch_npu.npu_fusion_attention``...), which libraries
+# import by name where torch_npu is found (transformers does): present, raising when called.
+FAKE_FUSED_OPERATORS = """
+
+def __getattr__(name):
+    if not name.startswith("npu_"):
+        raise AttributeError(f"module 'torch_npu' has no attribute {name!r}")
+    def operator(*args, **kwargs):
+        raise RuntimeError(f"FAKE torch_npu.{name}: the kernel needs an NPU")
+    operator.__name__ = name
+    return operator
+"""
+
+
+# DrivingSDK's own patcher, present in setup (a): the setting must put lazypatch's in
+# its place, so importing this one is an error the run reports.
+FAKE_DRIVING_SDK_PATCHER = (
+    "raise ImportError('FAKE DrivingSDK mx_driving.patcher was imported: "
+    "LAZYPATCH_DRIVING_SDK=lazypatch should have replaced it')\n")
+
+
+def ascend_host_files(checkout: Path, with_patcher: bool) -> Dict[str, str]:
+    """The FAKE torch_npu and mx_driving (DrivingSDK's operator names), with or without
+    DrivingSDK's ``mx_driving.patcher`` subpackage."""
+    files = dict(ASCEND_FAKES)
+    # torch_npu's settings object, which the 1.0 builder's build() sets a field of
+    files["torch_npu/__init__.py"] = ASCEND_FAKES["torch_npu/__init__.py"] + \
+        "npu.config = types.SimpleNamespace(allow_internal_format=True)\n" + FAKE_FUSED_OPERATORS
+    files["mx_driving/__init__.py"] = ASCEND_FAKES["mx_driving/__init__.py"] + \
+        fake_mx_driving_operators(checkout)
+    if with_patcher:
+        files["mx_driving/patcher/__init__.py"] = FAKE_DRIVING_SDK_PATCHER
+    return files
+
+
+def setups(checkout: Path) -> Dict[str, Setup]:
+    """The named host setups. (a) ``fake_operators_setting_lazypatch``: DrivingSDK's
+    operators and its patcher installed, ``LAZYPATCH_DRIVING_SDK=lazypatch``;
+    (b) ``fake_operators_without_patcher``: the operators without the patcher, no setting.
+    Hook: ``EXTRA_SETUPS`` (name -> function of the checkout giving a Setup)."""
+    named = {
+        "fake_operators_setting_lazypatch": Setup(
+            ascend_host_files(checkout, with_patcher=True), {"LAZYPATCH_DRIVING_SDK": "lazypatch"},
+            "FAKE mx_driving with DrivingSDK's operators and patcher, LAZYPATCH_DRIVING_SDK=lazypatch"),
+        "fake_operators_without_patcher": Setup(
+            ascend_host_files(checkout, with_patcher=False), {},
+            "FAKE mx_driving with DrivingSDK's operators, no patcher subpackage, no setting"),
+    }
+    for name, make in EXTRA_SETUPS.items():
+        named[name] = make(checkout)
+    return named
+
+
+# More host setups: name -> function(checkout) -> Setup (e.g. a host with neither torch_npu
+# nor DrivingSDK and ``LAZYPATCH_ENABLE=npu_stand_in``).
+EXTRA_SETUPS: Dict[str, "object"] = {}
+
+
+RUNNER = r'''
+import importlib, json, sys, types, warnings
+with open(sys.argv[1], encoding="utf-8") as stream:
+    config = json.load(stream)
+warnings.simplefilter("ignore")
+import lazypatch.auto
+import lazypatch
+
+OWN = ("lazypatch", "mx_driving", "torch_npu", "__main__", "_runner")
+
+def own(name):
+    top = name.split(".")[0]
+    if name.startswith("__"):
+        return True
+    return top in OWN or top in config["project_packages"] or name == config["module"]
+
+def describe(value):
+    if isinstance(value, (staticmethod, classmethod)):
+        inner = describe(value.__func__)
+        return inner and f"{type(value).__name__}({inner})"
+    if isinstance(value, property):
+        return "property(" + ", ".join(str(describe(part)) for part in
+                                      (value.fget, value.fset, value.fdel)) + ")"
+    if isinstance(value, types.ModuleType):
+        return f"module {value.__name__}"
+    if isinstance(value, type):
+        module = vars(value).get("__module__")
+        return f"class {module if isinstance(module, str) else '?'}.{value.__qualname__}"
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        return (f"function {getattr(value, '__module__', None)}."
+                f"{getattr(value, '__qualname__', '?')} {code.co_filename}:{code.co_firstlineno}")
+    if isinstance(value, (types.BuiltinFunctionType, types.MethodDescriptorType,
+                          types.WrapperDescriptorType)):
+        return f"builtin {getattr(value, '__module__', None)}.{getattr(value, '__qualname__', '?')}"
+    if callable(value) and not isinstance(value, (int, float, str, bytes)):
+        return f"callable {type(value).__module__}.{type(value).__qualname__}"
+    return None
+
+def snapshot(names):
+    state = {}
+    for module_name in names:
+        module = sys.modules.get(module_name)
+        if module is None or own(module_name):
+            continue
+        try:
+            items = list(vars(module).items())
+        except TypeError:
+            continue
+        for key, value in items:
+            try:
+                text = describe(value)
+            except Exception:
+                continue
+            if text is not None and not (key.startswith("__") and key.endswith("__")):
+                state[f"{module_name}:{key}"] = text
+            if isinstance(value, type) and getattr(value, "__module__", None) == module_name:
+                for member, inner in list(vars(value).items()):
+                    try:
+                        text = describe(inner)
+                    except Exception:
+                        continue
+                    if text is not None and member not in ("__dict__", "__weakref__", "__doc__"):
+                        state[f"{module_name}:{key}.{member}"] = text
+            try:
+                namespace = None if isinstance(value, type) else vars(value)
+                table = namespace.get("_module_dict") if isinstance(namespace, dict) else None
+            except Exception:
+                table = None
+            if isinstance(table, dict):
+                for entry, registered in list(table.items()):
+                    state[f"{module_name}:{key}[{entry!r}]"] = describe(registered)
+    return state
+
+def rows():
+    return {record["name"]: record for record in lazypatch.report()}
+
+result = {"imported": False}
+# The file's first line imports the patcher; what that import turns on (on an Ascend
+# host, the device pack) belongs to the host in both runs, not to the file's patches.
+try:
+    import mx_driving.patcher
+except BaseException as error:
+    result["error"] = f"{type(error).__name__}: {error}"
+before_import = rows()
+if config["mode"] == "patched" and "error" not in result:
+    try:
+        module = importlib.import_module(config["module"])
+        result["imported"] = True
+    except BaseException as error:
+        result["error"] = f"{type(error).__name__}: {error}"
+
+if result["imported"] and config["mode"] == "patched":
+    entry = config["entry"]
+    before_apply = set(sys.modules)
+    patcher = None
+    try:
+        if entry.startswith("builder"):
+            builder = (module.generate_patcher_builder() if entry == "builder"
+                       else getattr(module, entry.split(":", 1)[1]))
+            patcher = builder.build()
+            patcher.__enter__()
+            undo = lambda: patcher.__exit__(None, None, None)
+        elif entry == "configure":
+            from mx_driving.patcher import default_patcher
+            module.configure_patcher(default_patcher)
+            default_patcher.apply()
+            undo = default_patcher.restore
+        elif entry.startswith("group:"):
+            from mx_driving.patcher import Patcher
+            group_patcher = Patcher()
+            group_patcher.add(getattr(module, entry.split(":", 1)[1]))
+            group_patcher.apply()
+            undo = group_patcher.restore
+        else:
+            from mx_driving.patcher import default_patcher
+            undo = default_patcher.restore
+    except BaseException as error:
+        result["apply_error"] = f"{type(error).__name__}: {error}"
+        undo = None
+    after_apply = rows()
+    declared = {name: record for name, record in after_apply.items()
+                if name not in before_import}
+    targets = []
+    for record in declared.values():
+        target = str(record.get("target") or "")
+        if target and target not in targets:
+            targets.append(target)
+    result["imported_by_apply"] = sorted(
+        name for name in set(sys.modules) - before_apply if name in targets)
+    missing = {}
+    for target in targets:
+        try:
+            importlib.import_module(target)
+        except BaseException as error:
+            missing[target] = f"{type(error).__name__}: {error}"
+    result["targets"] = targets
+    result["targets_not_importable"] = missing
+    final = rows()
+    result["patches"] = {name: {"status": final[name]["status"],
+                                "target": final[name].get("target"),
+                                "reason": final[name].get("reason") or ""}
+                         for name in declared if name in final}
+    if undo is not None:
+        try:
+            undo()
+        except BaseException as error:
+            result["undo_error"] = f"{type(error).__name__}: {error}"
+    result["modules"] = [name for name in sys.modules if not own(name)]
+    result["state"] = snapshot(result["modules"])
+elif config["mode"] == "baseline":
+    for name in config.get("modules", []):
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            pass
+    result["modules"] = [name for name in sys.modules if not own(name)]
+    result["state"] = snapshot(result["modules"])
+print(json.dumps(result))
+'''
+
+
+@dataclass
+class ModelFileRun:
+    """What a user of one model file sees in one setup (see the module's docstring)."""
+    model_file: ModelFile
+    setup: str
+    imported: bool
+    error: str = ""
+    apply_error: str = ""
+    undo_error: str = ""
+    imported_by_apply: List[str] = field(default_factory=list)
+    patches: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    targets_not_importable: Dict[str, str] = field(default_factory=dict)
+    left_changed: Dict[str, Tuple[Optional[str], Optional[str]]] = field(default_factory=dict)
+
+    def problems(self) -> List[str]:
+        """Every way this run falls short of 'imports, lands lazily, listed, undone exactly'."""
+        found: List[str] = []
+        if not self.imported:
+            found.append(f"does not import: {self.error}")
+            return found
+        for label, text in (("apply", self.apply_error), ("undo", self.undo_error)):
+            if text:
+                found.append(f"{label} raised {text}")
+        if self.imported_by_apply:
+            found.append(f"applying the patcher imported {self.imported_by_apply}")
+        if not self.patches:
+            found.append("no patch is listed in lazypatch.report()")
+        for name, row in self.patches.items():
+            imported_target = row["target"] not in self.targets_not_importable
+            if imported_target and row["status"] not in ("applied", "skipped") or \
+                    row["status"] == "failed":
+                found.append(f"{name} ({row['target']}): {row['status']} {row['reason']}".rstrip())
+        for key, (before, after) in sorted(self.left_changed.items()):
+            found.append(f"left changed after the undo: {key}: {before} -> {after}")
+        return found
+
+
+def _run_child(python: str, workdir: Path, sys_path: List[str], setup: Setup,
+               config: Mapping[str, object], timeout: float) -> Dict[str, object]:
+    environment = clean_environment(setup.environment)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(workdir), *sys_path, os.environ.get("LAZYPATCH_TEST_PYTHONPATH", str(REPOSITORY))])
+    script = workdir / "_runner.py"
+    script.write_text(RUNNER)
+    configuration = workdir / "_runner.json"
+    configuration.write_text(json.dumps(config))
+    completed = subprocess.run([python, str(script), str(configuration)], cwd=workdir,
+                               env=environment, capture_output=True, text=True, timeout=timeout)
+    try:
+        return last_json(completed.stdout)  # type: ignore[return-value]
+    except (AssertionError, ValueError):
+        raise RuntimeError(f"the runner of {config['module']} died (exit {completed.returncode})"
+                           f"\n--- stdout ---\n{completed.stdout[-3000:]}"
+                           f"\n--- stderr ---\n{completed.stderr[-6000:]}") from None
+
+
+def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workdir: Path,
+                   python: str = sys.executable, timeout: float = 600) -> ModelFileRun:
+    """Run ``model_file`` from ``checkout`` unchanged in setup ``setup_name`` (twice, in
+    fresh interpreters: with its patcher applied then undone, and without it, to compare
+    what the undo left) and answer what a user sees."""
+    setup = setups(checkout)[setup_name]
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_tree(workdir, {name: textwrap.dedent(text) for name, text in setup.files.items()})
+    root = checkout / model_file.root
+    project_packages = sorted(path.name for path in root.iterdir()
+                              if path.is_dir() and (path / "__init__.py").exists()
+                              or path.suffix == ".py")
+    project_packages = [name[:-3] if name.endswith(".py") else name for name in project_packages]
+    config: Dict[str, object] = {"module": model_file.module, "entry": model_file.entry,
+                                 "mode": "patched", "project_packages": project_packages}
+    patched = _run_child(python, workdir, [str(root)], setup, config, timeout)
+    run = ModelFileRun(model_file, setup_name, bool(patched["imported"]),
+                       str(patched.get("error", "")), str(patched.get("apply_error", "")),
+                       str(patched.get("undo_error", "")),
+                       list(patched.get("imported_by_apply", [])),  # type: ignore[arg-type]
+                       dict(patched.get("patches", {})),  # type: ignore[arg-type]
+                       dict(patched.get("targets_not_importable", {})))  # type: ignore[arg-type]
+    if not run.imported:
+        return run
+    baseline_config = dict(config, mode="baseline", modules=patched["modules"])
+    baseline = _run_child(python, workdir, [str(root)], setup, baseline_config, timeout)
+    before: Dict[str, str] = baseline["state"]  # type: ignore[assignment]
+    after: Dict[str, str] = patched["state"]  # type: ignore[assignment]
+    common = set(patched["modules"]) & set(baseline["modules"])  # type: ignore[arg-type]
+    for key in set(before) | set(after):
+        if key.split(":", 1)[0] in common and before.get(key) != after.get(key):
+            run.left_changed[key] = (before.get(key), after.get(key))
+    return run
