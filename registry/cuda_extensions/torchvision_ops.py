@@ -288,6 +288,10 @@ def ps_roi_align(input: Tensor, rois: Tensor, spatial_scale: float, pooled_heigh
         base = _ps_base(batch_index[chosen], pooled_height, pooled_width, height, width)
         pooled = _sampled(table, base, indices, weights) / count
         output[chosen] = pooled.permute(0, 3, 1, 2).to(output.dtype)
+    # No sample in a bin: the kernel divides 0 by a count of 0 (roi_align counts 1).
+    *_, grid_h, grid_w = _roi_grid(rois, spatial_scale, pooled_height, pooled_width,
+                                   sampling_ratio, 0.5, None, input.dtype)
+    output[(grid_h * grid_w) <= 0] = float("nan")
     return output, mapping
 
 
@@ -319,10 +323,10 @@ def _round_half_away(values: Tensor) -> Tensor:
 
 
 def _pool_bins(rois: Tensor, spatial_scale: float, pooled_height: int, pooled_width: int,
-               height: int, width: int, extra: int, dtype: torch.dtype
+               height: int, width: int, extra: int, dtype: torch.dtype, last: int = 0
                ) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Per roi and bin: [start, end) rows (K, PH) and columns (K, PW), clipped to the map
-    (``extra`` is roi_pool's +1 in the roi size)."""
+    """Per roi and bin: [start, end) rows (K, PH) and columns (K, PW), clipped to
+    [0, size - ``last``] (``extra`` is roi_pool's +1 in the roi size)."""
     scaled = _round_half_away(rois[:, 1:].to(dtype) * spatial_scale).long()
     start_w, start_h, end_w, end_h = scaled.unbind(1)
     roi_width = (end_w - start_w + extra).clamp(min=1)
@@ -331,10 +335,10 @@ def _pool_bins(rois: Tensor, spatial_scale: float, pooled_height: int, pooled_wi
     bin_w = roi_width.to(dtype)[:, None] / pooled_width
     ph = torch.arange(pooled_height, dtype=dtype)[None, :]
     pw = torch.arange(pooled_width, dtype=dtype)[None, :]
-    h0 = (torch.floor(ph * bin_h).long() + start_h[:, None]).clamp(0, height)
-    h1 = (torch.ceil((ph + 1) * bin_h).long() + start_h[:, None]).clamp(0, height)
-    w0 = (torch.floor(pw * bin_w).long() + start_w[:, None]).clamp(0, width)
-    w1 = (torch.ceil((pw + 1) * bin_w).long() + start_w[:, None]).clamp(0, width)
+    h0 = (torch.floor(ph * bin_h).long() + start_h[:, None]).clamp(0, height - last)
+    h1 = (torch.ceil((ph + 1) * bin_h).long() + start_h[:, None]).clamp(0, height - last)
+    w0 = (torch.floor(pw * bin_w).long() + start_w[:, None]).clamp(0, width - last)
+    w1 = (torch.ceil((pw + 1) * bin_w).long() + start_w[:, None]).clamp(0, width - last)
     return h0, h1, w0, w1
 
 
@@ -420,8 +424,10 @@ def ps_roi_pool(input: Tensor, rois: Tensor, spatial_scale: float, pooled_height
     mapping = _channel_mapping(rois, out_channels, pooled_height, pooled_width)
     if output.numel() == 0:
         return output, mapping
+    # The forward kernel clips the bins to the last row and column (its backward to
+    # the map's size): both kept, so the gradients match the compiled ones too.
     h0, h1, w0, w1 = _pool_bins(rois, spatial_scale, pooled_height, pooled_width, height,
-                                width, 0, input.dtype)
+                                width, 0, input.dtype, last=1)
     sums = _integral(input).reshape(batch, out_channels, pooled_height, pooled_width,
                                     height + 1, width + 1)
     b = _batch_of(rois)[:, None, None, None]
@@ -582,9 +588,11 @@ def _deform_conv2d_backward(grad: Tensor, input: Tensor, weight: Tensor, offset:
         grad_mask = torch.zeros_like(mask)
         grad_sampled = grad_columns
     grad_planes = torch.zeros_like(planes)
-    for (index, corner_weight, _), _value in zip(corners, values):
+    for index, corner_weight, valid in corners:
+        # A corner outside the map was read as 0 and takes no gradient (its index was
+        # clamped onto the map only to be gathered).
         grad_planes.scatter_add_(3, index.expand(-1, -1, group_channels, -1),
-                                 grad_sampled * corner_weight.reshape(
+                                 grad_sampled * (corner_weight * valid).reshape(
                                      batch, offset_groups, 1, -1))
     # d(sampled)/dy and /dx: the bilinear weights' derivatives against the corner values
     shaped = [t.reshape(batch, offset_groups, 1, -1) for t in (ly, lx, hy, hx)]
