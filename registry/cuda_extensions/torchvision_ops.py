@@ -19,6 +19,9 @@ from torch import Tensor
 
 #: Elements one gather may produce before the rois are taken in chunks (memory bound).
 CHUNK_ELEMENTS = 1 << 22
+#: Boxes per vectorised step of nms: small enough that suppression by earlier blocks
+#: prunes the later ones, large enough that the steps are few.
+NMS_BLOCK = 256
 
 
 # ----------------------------------------------------------------------------- nms
@@ -38,30 +41,32 @@ def nms(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     x1, y1, x2, y2 = boxes.unbind(1)
     areas = (x2 - x1) * (y2 - y1)
     suppressed = torch.zeros(count, dtype=torch.bool)
+    flags = suppressed.numpy()
     kept: List[int] = []
-    # Blocks of rows: the overlap test of a block against every later box is one
-    # vectorised step; only the greedy scan within a block is sequential.
-    block = max(1, min(count, CHUNK_ELEMENTS // max(count, 1), 1024))
-    for start in range(0, count, block):
-        stop = min(count, start + block)
-        if bool(suppressed[start:stop].all()):
+    # Blocks of rows: the overlap of a block's surviving boxes with every later surviving
+    # box is one vectorised step; only the greedy scan within a block is sequential,
+    # and boxes suppressed by earlier blocks are never looked at again.
+    for start in range(0, count, NMS_BLOCK):
+        stop = min(count, start + NMS_BLOCK)
+        rows = torch.nonzero(~suppressed[start:stop]).flatten() + start
+        if rows.numel() == 0:
             continue
-        xx1 = torch.maximum(x1[start:stop, None], x1[None, :])
-        yy1 = torch.maximum(y1[start:stop, None], y1[None, :])
-        xx2 = torch.minimum(x2[start:stop, None], x2[None, :])
-        yy2 = torch.minimum(y2[start:stop, None], y2[None, :])
-        inter = (xx2 - xx1).clamp(min=0) * (yy2 - yy1).clamp(min=0)
-        overlap = inter / (areas[start:stop, None] + areas[None, :] - inter) > iou_threshold
+        columns = torch.nonzero(~suppressed[start:]).flatten() + start
+        xx1 = torch.maximum(x1[rows, None], x1[columns])
+        yy1 = torch.maximum(y1[rows, None], y1[columns])
+        xx2 = torch.minimum(x2[rows, None], x2[columns])
+        yy2 = torch.minimum(y2[rows, None], y2[columns])
+        inter = (xx2 - xx1).clamp_(min=0).mul_((yy2 - yy1).clamp_(min=0))
+        overlap = inter.div_(areas[rows, None] + areas[columns] - inter) > iou_threshold
         # Only later boxes can be suppressed by a row (the kernel's j > i).
-        later = torch.arange(count)[None, :] > torch.arange(start, stop)[:, None]
-        overlap &= later
-        rows = overlap.cpu().numpy()
-        flags = suppressed.numpy()
-        for row in range(stop - start):
-            if flags[start + row]:
+        overlap &= columns[None, :] > rows[:, None]
+        overlap_rows = overlap.numpy()
+        column_index = columns.numpy()
+        for position, row in enumerate(rows.tolist()):
+            if flags[row]:
                 continue
-            kept.append(start + row)
-            flags |= rows[row]
+            kept.append(row)
+            flags[column_index[overlap_rows[position]]] = True
     return order[torch.tensor(kept, dtype=torch.long, device=order.device)]
 
 
