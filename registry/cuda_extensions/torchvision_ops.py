@@ -12,7 +12,7 @@ Imported only when the stand-in is installed (it imports torch).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -478,25 +478,30 @@ def _ps_roi_pool_backward(grad: Tensor, rois: Tensor, channel_mapping: Tensor,
 
 
 # ----------------------------------------------------------------- deform_conv2d
+#
+# Laid out position-major: the sampled columns are (B, L, K, C_in) (L output positions,
+# K kernel taps), so that each bilinear corner is one row gather of C_in/G contiguous
+# channels (and its gradient one row index_add), and the convolution one matmul.
 
 def _deform_samples(input: Tensor, offset: Tensor, kernel: Tuple[int, int],
                     stride: Tuple[int, int], padding: Tuple[int, int],
                     dilation: Tuple[int, int], offset_groups: int):
-    """The sampling of deformable convolution: per corner, the flat plane index
-    (B, G, K, L) and weight, the corner's validity, and the per-axis fractions; the
-    kernel's rules (no sample outside (-1, H) x (-1, W), corners outside the map read 0)."""
+    """The sampling of deformable convolution, each tensor (B, L, K, G): per corner the
+    row of the (B*G*H*W, C_in/G) channel table and its weight (zero where the corner is
+    outside the map: it reads 0), the fractions ly, lx, hy, hx, and the "inside" flag
+    (the kernel samples nothing outside (-1, H) x (-1, W))."""
     batch, _, height, width = input.shape
     kernel_h, kernel_w = kernel
     out_h, out_w = offset.shape[-2:]
     taps = kernel_h * kernel_w
     dtype = input.dtype
-    pairs = offset.reshape(batch, offset_groups, taps, 2, out_h, out_w)
+    pairs = offset.reshape(batch, offset_groups, taps, 2, out_h * out_w).permute(0, 4, 2, 1, 3)
     tap_y = (torch.arange(kernel_h, dtype=dtype) * dilation[0]).repeat_interleave(kernel_w)
     tap_x = (torch.arange(kernel_w, dtype=dtype) * dilation[1]).repeat(kernel_h)
-    out_y = torch.arange(out_h, dtype=dtype) * stride[0] - padding[0]
-    out_x = torch.arange(out_w, dtype=dtype) * stride[1] - padding[1]
-    y = out_y[None, None, None, :, None] + tap_y[None, None, :, None, None] + pairs[:, :, :, 0]
-    x = out_x[None, None, None, None, :] + tap_x[None, None, :, None, None] + pairs[:, :, :, 1]
+    out_y = (torch.arange(out_h, dtype=dtype) * stride[0] - padding[0]).repeat_interleave(out_w)
+    out_x = (torch.arange(out_w, dtype=dtype) * stride[1] - padding[1]).repeat(out_h)
+    y = (out_y[:, None] + tap_y[None, :])[None, :, :, None] + pairs[..., 0]
+    x = (out_x[:, None] + tap_x[None, :])[None, :, :, None] + pairs[..., 1]
     inside = (y > -1) & (y < height) & (x > -1) & (x < width)
     y = torch.where(inside, y, torch.zeros_like(y))
     x = torch.where(inside, x, torch.zeros_like(x))
@@ -504,55 +509,83 @@ def _deform_samples(input: Tensor, offset: Tensor, kernel: Tuple[int, int],
     ly, lx = y - y_low, x - x_low
     hy, hx = 1 - ly, 1 - lx
     y_low, x_low = y_low.long(), x_low.long()
-    y_high, x_high = y_low + 1, x_low + 1
+    plane = ((torch.arange(batch)[:, None, None, None] * offset_groups
+              + torch.arange(offset_groups)) * (height * width))
     corners = []
-    for row, column, weight in ((y_low, x_low, hy * hx), (y_low, x_high, hy * lx),
-                                (y_high, x_low, ly * hx), (y_high, x_high, ly * lx)):
+    for row, column, weight in ((y_low, x_low, hy * hx), (y_low, x_low + 1, hy * lx),
+                                (y_low + 1, x_low, ly * hx), (y_low + 1, x_low + 1, ly * lx)):
         valid = inside & (row >= 0) & (row <= height - 1) & (column >= 0) & (column <= width - 1)
-        index = (row.clamp(0, height - 1) * width + column.clamp(0, width - 1))
-        corners.append((index.reshape(batch, offset_groups, 1, -1), weight, valid.to(dtype)))
+        index = plane + row.clamp(0, height - 1) * width + column.clamp(0, width - 1)
+        corners.append((index, weight * valid.to(dtype), valid.to(dtype)))
     return corners, (ly, lx, hy, hx, inside.to(dtype))
 
 
-def _gather_corner(planes: Tensor, index: Tensor) -> Tensor:
-    """Values (B, G, Cg, K*L) of ``planes`` (B, G, Cg, H*W) at ``index`` (B, G, 1, K*L)."""
-    return torch.gather(planes, 3, index.expand(-1, -1, planes.size(2), -1))
+def _deform_table(input: Tensor, offset_groups: int) -> Tensor:
+    """Rows (batch, offset group, y, x) of the group's channels: (B*G*H*W, C_in/G)."""
+    batch, channels, height, width = input.shape
+    return input.reshape(batch, offset_groups, channels // offset_groups, height * width) \
+        .transpose(2, 3).reshape(-1, channels // offset_groups)
+
+
+def _mask_rows(mask: Tensor, batch: int, offset_groups: int, taps: int, positions: int
+               ) -> Tensor:
+    """The modulation mask as (B, L, K, G, 1)."""
+    return mask.reshape(batch, offset_groups, taps, positions).permute(0, 3, 2, 1)[..., None]
+
+
+def _weight_matrix(weight: Tensor, groups: int) -> Tensor:
+    """(groups, C_out/groups, K * C_in/groups), ordered as the columns' (tap, channel)."""
+    out_channels = weight.size(0)
+    return weight.permute(0, 2, 3, 1).reshape(groups, out_channels // groups, -1)
+
+
+def _grouped_columns(columns: Tensor, groups: int) -> Tensor:
+    """(B, L, K, C_in) columns as (B, groups, L, K * C_in/groups)."""
+    batch, positions, taps, channels = columns.shape
+    if groups == 1:
+        return columns.reshape(batch, 1, positions, taps * channels)
+    grouped = columns.reshape(batch, positions, taps, groups, channels // groups)
+    return grouped.permute(0, 3, 1, 2, 4).reshape(batch, groups, positions, -1)
 
 
 def deform_conv2d(input: Tensor, weight: Tensor, offset: Tensor, mask: Tensor, bias: Tensor,
                   stride_h: int, stride_w: int, pad_h: int, pad_w: int, dilation_h: int,
                   dilation_w: int, groups: int, offset_groups: int, use_mask: bool) -> Tensor:
     """Deformable convolution v1/v2 (torchvision's deform_conv2d)."""
-    batch, in_channels, height, width = input.shape
-    out_channels, _, kernel_h, kernel_w = weight.shape
+    batch = input.size(0)
+    out_channels = weight.size(0)
     out_h, out_w = offset.shape[-2:]
-    columns = _deform_columns(input, offset, mask, (kernel_h, kernel_w), (stride_h, stride_w),
-                              (pad_h, pad_w), (dilation_h, dilation_w), offset_groups, use_mask)
-    columns = columns.reshape(batch, groups, -1, out_h * out_w)
-    kernels = weight.reshape(groups, out_channels // groups, -1)
-    output = torch.matmul(kernels[None], columns)            # (B, groups, Cout/g, L)
-    output = output.reshape(batch, out_channels, out_h, out_w)
+    columns, _ = _deform_columns(input, offset, mask, tuple(weight.shape[-2:]),
+                                 (stride_h, stride_w), (pad_h, pad_w),
+                                 (dilation_h, dilation_w), offset_groups, use_mask)
+    output = torch.matmul(_grouped_columns(columns, groups),
+                          _weight_matrix(weight, groups).transpose(1, 2)[None])
+    # (B, groups, L, C_out/groups) -> (B, C_out, H_out, W_out)
+    output = output.permute(0, 1, 3, 2).reshape(batch, out_channels, out_h, out_w)
     return output + bias.reshape(1, -1, 1, 1)
 
 
-def _deform_columns(input: Tensor, offset: Tensor, mask: Tensor, kernel: Tuple[int, int],
+def _deform_columns(input: Tensor, offset: Tensor, mask: Tensor, kernel: Tuple[int, ...],
                     stride: Tuple[int, int], padding: Tuple[int, int],
-                    dilation: Tuple[int, int], offset_groups: int, use_mask: bool) -> Tensor:
-    """The im2col columns (B, C_in, K, L) of the deformed sampling, times the mask."""
-    batch, in_channels, height, width = input.shape
-    taps = kernel[0] * kernel[1]
-    planes = input.reshape(batch, offset_groups, in_channels // offset_groups, height * width)
-    corners, _fractions = _deform_samples(input, offset, kernel, stride, padding, dilation,
-                                 offset_groups)
-    sampled = None
-    for index, weight, valid in corners:
-        values = _gather_corner(planes, index) * (weight * valid).reshape(
-            batch, offset_groups, 1, -1)
-        sampled = values if sampled is None else sampled + values
-    assert sampled is not None
+                    dilation: Tuple[int, int], offset_groups: int, use_mask: bool
+                    ) -> Tuple[Tensor, Any]:
+    """The columns (B, L, K, C_in) of the deformed sampling times the mask, and what
+    the backward needs of the sampling (corners, gathered corner values, fractions)."""
+    batch, channels, _, _ = input.shape
+    kernel_h, kernel_w = kernel
+    table = _deform_table(input, offset_groups)
+    corners, fractions = _deform_samples(input, offset, (kernel_h, kernel_w), stride, padding,
+                                         dilation, offset_groups)
+    values = [table[index] for index, _, _ in corners]          # (B, L, K, G, C_in/G)
+    sampled = values[0] * corners[0][1][..., None]
+    for value, (_, weight, _) in zip(values[1:], corners[1:]):
+        sampled.addcmul_(value, weight[..., None])
+    positions, taps = sampled.size(1), sampled.size(2)
+    columns = sampled
     if use_mask:
-        sampled = sampled * mask.reshape(batch, offset_groups, 1, -1)
-    return sampled.reshape(batch, in_channels, taps, -1)
+        columns = sampled * _mask_rows(mask, batch, offset_groups, taps, positions)
+    return columns.reshape(batch, positions, taps, channels), (corners, values, fractions,
+                                                                sampled)
 
 
 def _deform_conv2d_backward(grad: Tensor, input: Tensor, weight: Tensor, offset: Tensor,
@@ -565,53 +598,53 @@ def _deform_conv2d_backward(grad: Tensor, input: Tensor, weight: Tensor, offset:
     batch, in_channels, height, width = input.shape
     out_channels, _, kernel_h, kernel_w = weight.shape
     out_h, out_w = offset.shape[-2:]
-    taps = kernel_h * kernel_w
-    spots = taps * out_h * out_w
-    kernel, stride = (kernel_h, kernel_w), (stride_h, stride_w)
-    padding, dilation = (pad_h, pad_w), (dilation_h, dilation_w)
+    taps, positions = kernel_h * kernel_w, out_h * out_w
     group_channels = in_channels // offset_groups
-    planes = input.reshape(batch, offset_groups, group_channels, height * width)
-    corners, (ly, lx, hy, hx, inside) = _deform_samples(input, offset, kernel, stride, padding,
-                                                dilation, offset_groups)
-    values = [_gather_corner(planes, index) * valid.reshape(batch, offset_groups, 1, -1)
-              for index, _, valid in corners]
-    sampled = sum(value * corner_weight.reshape(batch, offset_groups, 1, -1)
-                  for value, (_, corner_weight, _) in zip(values, corners))
-    grad_out = grad.reshape(batch, groups, out_channels // groups, out_h * out_w)
-    kernels = weight.reshape(groups, out_channels // groups, -1)
-    grad_columns = torch.matmul(kernels.transpose(1, 2)[None], grad_out)
-    grad_columns = grad_columns.reshape(batch, offset_groups, group_channels, spots)
-    mask_values = mask.reshape(batch, offset_groups, 1, spots) if use_mask else None
-    columns = sampled * mask_values if mask_values is not None else sampled
-    grad_weight = torch.matmul(grad_out, columns.reshape(batch, groups, -1, out_h * out_w)
-                               .transpose(2, 3)).sum(0).reshape(weight.shape)
+    columns, (corners, values, fractions, sampled) = _deform_columns(
+        input, offset, mask, (kernel_h, kernel_w), (stride_h, stride_w), (pad_h, pad_w),
+        (dilation_h, dilation_w), offset_groups, use_mask)
+    ly, lx, hy, hx, inside = fractions
+    matrix = _weight_matrix(weight, groups)                      # (g, C_out/g, K*C_in/g)
+    grad_out = grad.reshape(batch, groups, out_channels // groups, positions)
+    grad_weight = torch.matmul(grad_out, _grouped_columns(columns, groups)).sum(0)
+    grad_weight = grad_weight.reshape(out_channels, kernel_h, kernel_w, -1).permute(0, 3, 1, 2)
+    grad_columns = torch.matmul(grad_out.transpose(2, 3), matrix[None])  # (B, g, L, K*C/g)
+    if groups == 1:
+        grad_columns = grad_columns.reshape(batch, positions, taps, offset_groups,
+                                            group_channels)
+    else:
+        grad_columns = grad_columns.reshape(batch, groups, positions, taps, -1).permute(
+            0, 2, 3, 1, 4).reshape(batch, positions, taps, offset_groups, group_channels)
     grad_bias = grad.sum(dim=(0, 2, 3)) if bias.numel() else torch.zeros_like(bias)
-    if mask_values is not None:
-        grad_mask = (grad_columns * sampled).sum(2).reshape(mask.shape)
-        grad_sampled = grad_columns * mask_values
+    # Per corner, the gradient of the columns against the corner's values: one product
+    # and sum over channels each, from which the mask's and the offsets' gradients are
+    # small (B, L, K, G) combinations.
+    against = [(grad_columns * value).sum(-1) for value in values]
+    if use_mask:
+        mask_rows = _mask_rows(mask, batch, offset_groups, taps, positions)[..., 0]
+        grad_mask = sum(weight_value * dot for (_, weight_value, _), dot in zip(corners, against))
+        grad_mask = grad_mask.permute(0, 3, 2, 1).reshape(mask.shape)
+        grad_sampled = grad_columns * mask_rows[..., None]
+        against = [dot * mask_rows for dot in against]
     else:
         grad_mask = torch.zeros_like(mask)
         grad_sampled = grad_columns
-    grad_planes = torch.zeros_like(planes)
-    for index, corner_weight, valid in corners:
-        # A corner outside the map was read as 0 and takes no gradient (its index was
-        # clamped onto the map only to be gathered).
-        grad_planes.scatter_add_(3, index.expand(-1, -1, group_channels, -1),
-                                 grad_sampled * (corner_weight * valid).reshape(
-                                     batch, offset_groups, 1, -1))
+    grad_table = input.new_zeros(batch * offset_groups * height * width, group_channels)
+    for index, weight_value, _ in corners:
+        grad_table.index_add_(0, index.reshape(-1),
+                              (grad_sampled * weight_value[..., None]).reshape(-1,
+                                                                               group_channels))
+    grad_input = grad_table.reshape(batch, offset_groups, height * width, group_channels) \
+        .transpose(2, 3).reshape(input.shape)
     # d(sampled)/dy and /dx: the bilinear weights' derivatives against the corner values
-    shaped = [t.reshape(batch, offset_groups, 1, -1) for t in (ly, lx, hy, hx)]
-    ly_, lx_, hy_, hx_ = shaped
-    v1, v2, v3, v4 = values
-    d_y = (-hx_ * v1 - lx_ * v2 + hx_ * v3 + lx_ * v4)
-    d_x = (-hy_ * v1 + hy_ * v2 - ly_ * v3 + ly_ * v4)
-    inside = inside.reshape(batch, offset_groups, -1)
-    grad_y = (grad_sampled * d_y).sum(2) * inside
-    grad_x = (grad_sampled * d_x).sum(2) * inside
-    grad_offset = torch.stack([grad_y.reshape(batch, offset_groups, taps, out_h, out_w),
-                               grad_x.reshape(batch, offset_groups, taps, out_h, out_w)], 3)
-    return (grad_planes.reshape(input.shape), grad_weight,
-            grad_offset.reshape(offset.shape), grad_mask, grad_bias)
+    # (each read as 0 outside the map)
+    d1, d2, d3, d4 = (dot * valid for dot, (_, _, valid) in zip(against, corners))
+    grad_y = (hx * (d3 - d1) + lx * (d4 - d2)) * inside
+    grad_x = (hy * (d2 - d1) + ly * (d4 - d3)) * inside
+    # (B, L, K, G) twice -> (B, G, K, 2, L)
+    grad_offset = torch.stack([grad_y, grad_x], -1).permute(0, 3, 2, 4, 1)
+    return (grad_input, grad_weight.contiguous(), grad_offset.reshape(offset.shape),
+            grad_mask, grad_bias)
 
 
 # ------------------------------------------------------------------------ checks
