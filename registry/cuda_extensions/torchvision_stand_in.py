@@ -136,7 +136,10 @@ def _load_error(extension: Any) -> str:
     try:
         torch.ops.load_library(path)
     except (ImportError, OSError) as error:
-        return f"{os.path.basename(path)} cannot load: {type(error).__name__}: {error}"
+        # torch wraps the loader's own message ("libc10_cuda.so: cannot open shared
+        # object file") in a generic one: the cause is what says why.
+        cause = error.__cause__ or error
+        return f"{os.path.basename(path)} cannot load: {type(cause).__name__}: {cause}"
     return f"{os.path.basename(path)} loaded on a second try but defined no operator"
 
 
