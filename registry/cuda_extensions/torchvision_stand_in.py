@@ -106,10 +106,20 @@ def provide(extension: Any, patch: Any) -> None:
     patch.note(f"pure-PyTorch stand-ins for torchvision's compiled operators "
                f"({', '.join(name for name in names if name not in NOT_IMPLEMENTED)}; "
                f"{', '.join(NOT_IMPLEMENTED)} raises NotImplementedError): {reason}")
+    if not ships_autograd_formulas(extension):
+        # Before 0.28 torchvision registered its autograd formulas from _C itself: without
+        # them its operators would silently return outputs that take no gradient.
+        from .torchvision_autograd import register_autograd
+        register_autograd(library)
+        patch.note("autograd formulas registered by the stand-in (this torchvision "
+                   "registers its own from its compiled library)")
+
+
+def ships_autograd_formulas(extension: Any) -> bool:
+    """Whether torchvision registers its operators' autograd formulas in Python
+    (``torchvision/_autograd_registrations.py``, 0.28 and later)."""
     folder = os.path.dirname(getattr(extension, "__file__", "") or "")
-    if folder and not os.path.exists(os.path.join(folder, "_autograd_registrations.py")):
-        patch.note("this torchvision registers its autograd formulas in its compiled "
-                   "library: the stand-in operators have no backward here")
+    return os.path.exists(os.path.join(folder, "_autograd_registrations.py"))
 
 
 def _stand_in_has_ops() -> bool:

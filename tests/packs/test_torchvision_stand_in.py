@@ -470,3 +470,42 @@ def test_the_declaration_imports_neither_torch_nor_torchvision(interpreter):
     """)
     assert result == ["pending"]
 
+
+
+def test_the_stand_in_registers_autograd_formulas_for_a_torchvision_that_does_not(
+        interpreter):
+    """Before 0.28 torchvision registered its autograd formulas from _C: simulated here by
+    a torchvision whose Python registrations are absent."""
+    needs_torchvision("broken")
+    result = interpreter.run_json(r"""
+        import json, sys, types
+        import lazypatch.auto, lazypatch
+        import lazypatch.registry.cuda_extensions.torchvision_stand_in as stand_in
+        stand_in.ships_autograd_formulas = lambda extension: False
+        sys.modules["torchvision._autograd_registrations"] = types.ModuleType(
+            "torchvision._autograd_registrations")
+        import torch
+        from torchvision import ops
+        torch.manual_seed(0)
+        x = torch.rand(1, 8, 6, 6, dtype=torch.float64, requires_grad=True)
+        rois = torch.tensor([[0, 0, 0, 4, 4], [0, 1, 2, 5, 5]], dtype=torch.float64)
+        offset = (torch.rand(1, 18, 6, 6, dtype=torch.float64) * 0.8 + 0.1).requires_grad_()
+        weight = torch.rand(2, 8, 3, 3, dtype=torch.float64, requires_grad=True)
+        checks = {
+            "roi_align": torch.autograd.gradcheck(
+                lambda t: ops.roi_align(t, rois, (2, 2), 1.0, 2, True), (x,)),
+            "ps_roi_align": torch.autograd.gradcheck(
+                lambda t: ops.ps_roi_align(t, rois, (2, 2), 1.0, 2), (x,)),
+            "ps_roi_pool": torch.autograd.gradcheck(
+                lambda t: ops.ps_roi_pool(t, rois, (2, 2), 1.0), (x,)),
+            "roi_pool": torch.autograd.gradcheck(
+                lambda t: ops.roi_pool(t, rois, (2, 2), 1.0), (x,)),
+            "deform_conv2d": torch.autograd.gradcheck(
+                lambda t, o, w: ops.deform_conv2d(t, o, w, padding=1), (x, offset, weight)),
+        }
+        record = next(r for r in lazypatch.report() if r["name"] == "cuda_extensions.torchvision")
+        print(json.dumps({"checks": checks, "notes": record["notes"]}))
+    """, env={"LAZYPATCH_ENABLE": "cuda_extensions", "OMP_NUM_THREADS": "1"})
+    assert all(result["checks"].values()), result
+    assert any("autograd formulas registered by the stand-in" in note
+               for note in result["notes"])
