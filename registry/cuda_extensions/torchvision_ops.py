@@ -243,6 +243,8 @@ def qroi_align(input: Tensor, rois: Tensor, input_scale: float, input_zero_point
                pooled_height: int, pooled_width: int, sampling_ratio: int,
                aligned: bool) -> Tensor:
     """roi_align of a quantized input, quantized back with the input's parameters."""
+    _check(input.size(0) == 1, "Only one image per batch is allowed in roi_align when "
+                               "quantized tensors are passed as input.")
     pooled = roi_align(input.dequantize(), rois.dequantize(), spatial_scale, pooled_height,
                        pooled_width, sampling_ratio, aligned)
     return torch.quantize_per_tensor(pooled, input_scale, input_zero_point, input.dtype)
@@ -367,7 +369,8 @@ def roi_pool(input: Tensor, rois: Tensor, spatial_scale: float, pooled_height: i
     span_w = max(1, int((w1 - w0).max()))
     table = input.permute(0, 2, 3, 1).reshape(-1, channels)
     batch_index = _batch_of(rois)
-    lowest = -torch.finfo(torch.float32).max
+    # The kernel starts each bin at -FLT_MAX converted to the input's type (-inf in half)
+    lowest = float(torch.tensor(-torch.finfo(torch.float32).max).to(input.dtype))
     step = max(1, CHUNK_ELEMENTS // (pooled_height * pooled_width * span_h * span_w * channels))
     for first in range(0, count, step):
         chunk = slice(first, first + step)
@@ -555,6 +558,8 @@ def deform_conv2d(input: Tensor, weight: Tensor, offset: Tensor, mask: Tensor, b
     batch = input.size(0)
     out_channels = weight.size(0)
     out_h, out_w = offset.shape[-2:]
+    if batch == 0 or input.numel() == 0:
+        return input.new_zeros(batch, out_channels, out_h, out_w) + bias.reshape(1, -1, 1, 1)
     columns, _ = _deform_columns(input, offset, mask, tuple(weight.shape[-2:]),
                                  (stride_h, stride_w), (pad_h, pad_w),
                                  (dilation_h, dilation_w), offset_groups, use_mask)
@@ -598,6 +603,10 @@ def _deform_conv2d_backward(grad: Tensor, input: Tensor, weight: Tensor, offset:
     batch, in_channels, height, width = input.shape
     out_channels, _, kernel_h, kernel_w = weight.shape
     out_h, out_w = offset.shape[-2:]
+    if batch == 0 or input.numel() == 0:
+        return (torch.zeros_like(input), torch.zeros_like(weight), torch.zeros_like(offset),
+                torch.zeros_like(mask), grad.sum(dim=(0, 2, 3)) if bias.numel()
+                else torch.zeros_like(bias))
     taps, positions = kernel_h * kernel_w, out_h * out_w
     group_channels = in_channels // offset_groups
     columns, (corners, values, fractions, sampled) = _deform_columns(
