@@ -249,6 +249,29 @@ def test_roi_pool_takes_the_first_maximum_and_routes_its_gradient_there():
     assert grad.sum().item() == 1.0 and grad[0, 0, 1, 2].item() == 1.0
 
 
+def test_half_precision_and_empty_batches():
+    generator = torch.Generator().manual_seed(8)
+    features = torch.rand(1, 4, 6, 6, generator=generator)
+    rois = torch.tensor([[0, 0, 0, 5, 5], [0, 1, 2, 4, 4]], dtype=torch.float32)
+    full, full_index = ops.roi_pool(features, rois, 1.0, 2, 2)
+    half, half_index = ops.roi_pool(features.half(), rois.half(), 1.0, 2, 2)
+    assert half.dtype == torch.float16 and torch.equal(half_index, full_index)
+    torch.testing.assert_close(half.float(), full, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(ops.roi_align(features.half(), rois.half(), 1.0, 2, 2, -1, True)
+                               .float(), ops.roi_align(features, rois, 1.0, 2, 2, -1, True),
+                               rtol=4e-3, atol=4e-3)
+    weight, bias = torch.rand(3, 4, 3, 3), torch.rand(3)
+    empty = ops.deform_conv2d(torch.rand(0, 4, 6, 6), weight, torch.rand(0, 18, 4, 4),
+                              torch.rand(0, 9, 4, 4), bias, 1, 1, 0, 0, 1, 1, 1, 1, True)
+    assert empty.shape == (0, 3, 4, 4)
+    grads = ops._deform_conv2d_backward(torch.rand(0, 3, 4, 4), torch.rand(0, 4, 6, 6), weight,
+                                        torch.rand(0, 18, 4, 4), torch.rand(0, 9, 4, 4), bias,
+                                        1, 1, 0, 0, 1, 1, 1, 1, True)
+    assert [tuple(g.shape) for g in grads] == [(0, 4, 6, 6), (3, 4, 3, 3), (0, 18, 4, 4),
+                                                (0, 9, 4, 4), (3,)]
+    assert not grads[1].any()
+
+
 class DeformConv(torch.autograd.Function):
     """The stand-in's deform_conv2d and its backward operator as one function."""
 
