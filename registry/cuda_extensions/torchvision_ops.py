@@ -71,8 +71,10 @@ def nms(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
 
 
 def qnms(dets: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
-    """nms of quantized boxes and scores (their dequantized values)."""
-    return nms(dets.dequantize(), scores.dequantize(), iou_threshold)
+    """nms of quantized boxes and scores: torchvision passes their integer values (one
+    scale and zero point for all, which cancel in the overlap ratio and the order)."""
+    return nms(*(t.dequantize() if t.is_quantized else t.to(torch.float64)
+                 for t in (dets, scores)), iou_threshold)
 
 
 def box_iou_rotated(boxes1: Tensor, boxes2: Tensor) -> Tensor:
@@ -238,16 +240,33 @@ def _roi_align_backward(grad: Tensor, rois: Tensor, spatial_scale: float, pooled
     return table.reshape(batch_size, height, width, channels).permute(0, 3, 1, 2).contiguous()
 
 
+#: The quantized type whose integer values torchvision passes as each integer type.
+QUANTIZED_OF = {torch.int8: torch.qint8, torch.uint8: torch.quint8, torch.int32: torch.qint32}
+
+
+def _dequantized(values: Tensor, scale: float, zero_point: int) -> Tensor:
+    if values.is_quantized:
+        return values.dequantize()
+    return (values.to(torch.float32) - zero_point) * scale
+
+
 def qroi_align(input: Tensor, rois: Tensor, input_scale: float, input_zero_point: int,
                rois_scale: float, rois_zero_point: int, spatial_scale: float,
                pooled_height: int, pooled_width: int, sampling_ratio: int,
                aligned: bool) -> Tensor:
-    """roi_align of a quantized input, quantized back with the input's parameters."""
+    """roi_align of quantized values (torchvision passes their integers and parameters),
+    quantized back with the input's parameters, as integers of the input's type."""
     _check(input.size(0) == 1, "Only one image per batch is allowed in roi_align when "
                                "quantized tensors are passed as input.")
-    pooled = roi_align(input.dequantize(), rois.dequantize(), spatial_scale, pooled_height,
-                       pooled_width, sampling_ratio, aligned)
-    return torch.quantize_per_tensor(pooled, input_scale, input_zero_point, input.dtype)
+    pooled = roi_align(_dequantized(input, input_scale, input_zero_point),
+                       _dequantized(rois, rois_scale, rois_zero_point), spatial_scale,
+                       pooled_height, pooled_width, sampling_ratio, aligned)
+    if input.is_quantized:
+        return torch.quantize_per_tensor(pooled, input_scale, input_zero_point, input.dtype)
+    _check(input.dtype in QUANTIZED_OF, f"qroi_align takes the integer values of a quantized "
+                                        f"tensor (int8, uint8, int32), got {input.dtype}")
+    return torch.quantize_per_tensor(pooled, input_scale, input_zero_point,
+                                     QUANTIZED_OF[input.dtype]).int_repr()
 
 
 # ------------------------------------------------------------------ ps_roi_align

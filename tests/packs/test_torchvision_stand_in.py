@@ -373,6 +373,23 @@ def test_roi_ops_match_compiled_forward_and_backward(scale, pooled):
                 tv._ps_roi_pool_backward(grad, rois, mapping, scale, ph, pw, *size))
 
 
+def test_quantized_ops_match_compiled():
+    """torchvision passes the integer values of quantized tensors, with their parameters."""
+    tv = compiled()
+    generator = torch.Generator().manual_seed(9)
+    features = torch.randint(0, 120, (1, 3, 12, 12), generator=generator).to(torch.uint8)
+    rois = torch.tensor([[0, 1, 1, 9, 10], [0, 4, 2, 11, 11], [0, 0, 0, 3, 2]], dtype=torch.uint8)
+    for aligned, ratio in itertools.product((False, True), (-1, 2)):
+        arguments = (features, rois, 0.5, 3, 1.0, 0, 1.0, 3, 3, ratio, aligned)
+        assert_same(ops.qroi_align(*arguments), tv.qroi_align(*arguments))
+    boxes = torch.randint(0, 100, (200, 2), generator=generator)
+    boxes = torch.cat([boxes, boxes + torch.randint(1, 60, (200, 2), generator=generator)], 1)
+    scores = torch.randint(0, 255, (200,), generator=generator)
+    for threshold in (0.3, 0.7):
+        assert_same(ops.qnms(boxes.to(torch.uint8), scores.to(torch.uint8), threshold),
+                    tv.qnms(boxes.to(torch.uint8), scores.to(torch.uint8), threshold))
+
+
 @pytest.mark.parametrize("groups,offset_groups,use_mask,stride,padding,dilation", [
     (1, 1, False, (1, 1), (1, 1), (1, 1)), (2, 3, True, (2, 2), (0, 0), (1, 1)),
     (3, 1, True, (1, 1), (2, 2), (2, 2)), (1, 2, False, (2, 1), (1, 0), (1, 2))])
