@@ -574,6 +574,8 @@ def deform_conv2d(input: Tensor, weight: Tensor, offset: Tensor, mask: Tensor, b
                   stride_h: int, stride_w: int, pad_h: int, pad_w: int, dilation_h: int,
                   dilation_w: int, groups: int, offset_groups: int, use_mask: bool) -> Tensor:
     """Deformable convolution v1/v2 (torchvision's deform_conv2d)."""
+    _check_deform(input, weight, offset, mask, (stride_h, stride_w), (pad_h, pad_w),
+                  (dilation_h, dilation_w), groups, offset_groups, use_mask)
     batch = input.size(0)
     out_channels = weight.size(0)
     out_h, out_w = offset.shape[-2:]
@@ -680,6 +682,50 @@ def _deform_conv2d_backward(grad: Tensor, input: Tensor, weight: Tensor, offset:
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise RuntimeError(message)
+
+
+def _check_deform(input: Tensor, weight: Tensor, offset: Tensor, mask: Tensor,
+                  stride: Tuple[int, int], padding: Tuple[int, int],
+                  dilation: Tuple[int, int], groups: int, offset_groups: int,
+                  use_mask: bool) -> None:
+    """The compiled kernel's argument checks, with its messages."""
+    for name, tensor in (("input", input), ("offset", offset), ("weight", weight)):
+        _check(tensor.dim() == 4, f"{name} must be a 4d tensor, got {tensor.dim()}d")
+    _check(not use_mask or mask.dim() == 4, f"mask must be a 4d tensor, got {mask.dim()}d")
+    kernel_h, kernel_w = weight.shape[-2:]
+    _check(kernel_h > 0 and kernel_w > 0, f"weight_h: {kernel_h} weight_w: {kernel_w}")
+    _check(min(stride) > 0, f"stride_h: {stride[0]} stride_w: {stride[1]}")
+    _check(min(padding) >= 0, f"pad_h: {padding[0]} pad_w: {padding[1]}")
+    _check(min(dilation) > 0, f"dilation_h: {dilation[0]} dilation_w: {dilation[1]}")
+    _check(weight.size(1) * groups == input.size(1),
+           f"weight.size(1) * groups ({weight.size(1)} * {groups}) must be the input's "
+           f"channels ({input.size(1)})")
+    _check(weight.size(0) % groups == 0, "weight.size(0) must be a multiple of groups")
+    taps = kernel_h * kernel_w
+    _check(offset.size(1) == offset_groups * 2 * taps,
+           f"offset.shape[1] is not valid: got: {offset.size(1)} expected: "
+           f"{offset_groups * 2 * taps}")
+    if use_mask:
+        _check(mask.size(1) == offset_groups * taps,
+               f"mask.shape[1] is not valid: got: {mask.size(1)} expected: "
+               f"{offset_groups * taps}")
+    _check(input.size(1) % offset_groups == 0,
+           "input channels must be a multiple of offset groups")
+    _check(offset.size(0) == input.size(0), "invalid batch size of offset")
+    out_h = (input.size(2) + 2 * padding[0] - (dilation[0] * (kernel_h - 1) + 1)) \
+        // stride[0] + 1
+    out_w = (input.size(3) + 2 * padding[1] - (dilation[1] * (kernel_w - 1) + 1)) \
+        // stride[1] + 1
+    _check(offset.size(2) == out_h and offset.size(3) == out_w,
+           f"offset output dims: ({offset.size(2)}, {offset.size(3)}) - computed output "
+           f"dims: ({out_h}, {out_w})")
+    _check(mask.size(0) == input.size(0), "invalid batch size of mask")
+    if use_mask:
+        _check(mask.size(2) == out_h and mask.size(3) == out_w,
+               f"mask output dims: ({mask.size(2)}, {mask.size(3)}) - computed output dims: "
+               f"({out_h}, {out_w})")
+    _check(out_h > 0 and out_w > 0,
+           f"Calculated output size too small - out_h: {out_h} out_w: {out_w}")
 
 
 def _check_rois(input: Tensor, rois: Tensor) -> None:

@@ -298,7 +298,7 @@ def test_deform_conv2d_backward_passes_gradcheck(use_mask, groups, offset_groups
     mask = (torch.rand(1, offset_groups * 6, 3, 3, generator=generator, dtype=torch.float64)
             if use_mask else torch.zeros(1, 1, dtype=torch.float64))
     bias = torch.randn(2, generator=generator, dtype=torch.float64)
-    settings = (1, 1, 0, 1, 1, 1, groups, offset_groups, use_mask)
+    settings = (1, 1, 0, 0, 1, 1, groups, offset_groups, use_mask)
     inputs = [t.requires_grad_() for t in (x, weight, offset, mask, bias)]
     assert torch.autograd.gradcheck(lambda *t: DeformConv.apply(*t, settings), inputs,
                                     eps=1e-6, atol=1e-6)
