@@ -89,6 +89,8 @@ MEASUREMENTS: Dict[str, Measurement] = {
                                                        modules=("bench_sparse_conv",)),
     "deformable-aggregation": lambda env, s, count: packs.measure(
         quick=s is not FULL, modules=("bench_deformable_aggregation",)),
+    "torchvision-ops": lambda env, s, count: packs.measure(quick=s is not FULL,
+                                                           modules=("bench_torchvision_ops",)),
 }
 
 

@@ -46,6 +46,12 @@ The compiled extensions that research projects build themselves (BEVFusion's
 ``ingroup_inds_cuda``) get pure-PyTorch stand-ins when they are missing or cannot
 load: ``project_extensions`` lists them, and ``declare_extension`` adds one more.
 
+torchvision's compiled operators (``torch.ops.torchvision.nms``, ``roi_align``,
+``roi_pool``, ``ps_roi_align``, ``ps_roi_pool``, ``deform_conv2d`` and their backward
+operators) get pure-PyTorch stand-ins when its ``_C`` cannot load beside the installed
+torch (a CUDA build beside a CPU torch): patch ``cuda_extensions.torchvision``,
+``torchvision_stand_in`` and ``torchvision_ops``.
+
 This file only declares (standard library and lazypatch): torch is imported
 by the implementations, when one of these modules is imported.
 """
@@ -174,3 +180,17 @@ from .project_extensions import declare_extension as declare_extension  # noqa: 
 from .project_extensions import declare_project_extensions  # noqa: E402
 
 declare_project_extensions()
+
+
+def _provide_torchvision_ops(extension: "Any", patch: "Any") -> None:
+    """When torchvision's compiled library did not load beside this torch, define its
+    operators (``torch.ops.torchvision.*``) in pure PyTorch; otherwise leave it alone."""
+    from .torchvision_stand_in import provide
+    provide(extension, patch)
+
+
+# torchvision's operators: decided right after torchvision.extension tried to load _C
+# (torch is imported by then), before torchvision's fake and autograd registrations.
+TORCHVISION_PATCH = f"{PACK}.torchvision"
+lazypatch.when_imported("torchvision.extension", name=TORCHVISION_PATCH, tags=TAGS,
+                        enabled=False)(_provide_torchvision_ops)
