@@ -188,12 +188,9 @@ def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> 
             continue
         _, unmatched = select(selectors)
         if unmatched:
+            from .unmatched_selectors import selector_candidates
             patches = list(STATE.catalog.by_name.values())
-            # What a selector can be: names, their pack prefixes, tags.
-            candidates = sorted({patch.name for patch in patches} |
-                                {patch.name.split(".", 1)[0] for patch in patches} |
-                                {tag for patch in patches for tag in patch.tags} |
-                                set(STATE.opt_in_packs))   # named, not loaded: still packs
+            candidates = selector_candidates()
             hints = "".join(_configuration.suggestion(selector, candidates)
                             for selector in unmatched)
             example = next((f"'{patch.name.split('.', 1)[0]}.*'" for patch in patches

@@ -12,6 +12,8 @@ imported: they are read when ``lazypatch`` is imported (see
 ``configure``), and apply to patches registered later as well.
 """
 
+import sys
+
 from .state import DISABLED, PENDING, STATE
 
 TYPE_CHECKING = False
@@ -109,6 +111,41 @@ def select(selectors: "Iterable[str]") -> "Tuple[List[RegisteredPatch], List[str
     selectors = list(selectors)
     if STATE.opt_in_packs:
         load_opt_in_packs(selectors)
+    chosen, unmatched = _select_loaded(selectors)
+    if unmatched and declare_builtin_opt_in_packs():
+        # Without activation nobody declared the built-in opt-in packs: a pack named
+        # in patched()/enable() is registered on demand, active or not.
+        load_opt_in_packs(unmatched)
+        more, unmatched = _select_loaded(unmatched)
+        chosen = sorted({patch.name: patch for patch in chosen + more}.values(),
+                        key=lambda patch: patch.order)
+    return chosen, unmatched
+
+
+def declare_builtin_opt_in_packs() -> bool:
+    """Declare every built-in opt-in pack that is neither declared nor imported (as
+    activation does); whether one was. Their patches are all off by default, so this
+    changes nothing until a selector names one. Only on the unmatched path: it imports
+    ``lazypatch.registry``'s small ``__init__``."""
+    from importlib import import_module
+
+    from .activation import BUILTIN_PACKS
+    try:
+        registry = import_module(BUILTIN_PACKS)
+    except ImportError:   # an installation without the built-in packs
+        return False
+    declared = False
+    with STATE.lock:
+        for name in getattr(registry, "OPT_IN", ()):
+            module = f"{BUILTIN_PACKS}.{name}"
+            if module not in sys.modules and name not in STATE.opt_in_packs:
+                STATE.opt_in_packs[name] = module
+                declared = True
+    return declared
+
+
+def _select_loaded(selectors: "List[str]") -> "Tuple[List[RegisteredPatch], List[str]]":
+    """``select`` among the patches registered now."""
     chosen: "Dict[str, RegisteredPatch]" = {}
     unmatched = []
     for selector in selectors:
