@@ -160,8 +160,10 @@ def register_one(cls: type, node_types: Tuple[type, ...], patch: Any) -> None:
     name = f"{cls.__module__}.{cls.__qualname__}"
     patch.setitem(pytree.SUPPORTED_NODES, cls,
                   pytree.NodeDef(cls, flatten, unflatten, flatten_with_keys))
+    from .context_codec import codec
+    dump, load = codec(cls, _LengthOf)
     patch.setitem(pytree.SUPPORTED_SERIALIZED_TYPES, cls,
-                  pytree._SerializeNodeDef(cls, name, None, None))
+                  pytree._SerializeNodeDef(cls, name, dump, load))
     patch.setitem(pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE, name, cls)
 
     def flatten_spec(obj: Any, spec: Any, flatten: Any = flatten) -> List[Any]:
