@@ -16,8 +16,9 @@ A name first defined in both branches (``if c: y = a`` / ``else: y = b``, and so
 through ``elif`` chains, which are nested ``if``s) is an output of the ``torch.cond``
 like a carried one. An ``if`` whose branches ``return``, ``break``, ``continue`` or
 ``yield``, or that defines a name in one branch only which the function reads outside
-it, cannot be a ``torch.cond`` and is left as it was (the report and the dump say so). The rewritten function keeps the original's file and line numbers,
-so tracebacks point at the user's source. Imported when the target module is.
+it, cannot be a ``torch.cond`` and is left as it was (the report and the dump say so).
+The rewritten function keeps the original's file and line numbers, so tracebacks
+point at the user's source. Imported when the target module is.
 """
 
 from __future__ import annotations
