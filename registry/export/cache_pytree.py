@@ -190,13 +190,26 @@ def register_future_subclasses(base: type, node_types: Tuple[type, ...], patch: 
 
 def children_shapes(value: Any, shape_of: Any) -> Any:
     """The ``dynamic_shapes`` entry torch.export expects for ``value``: a registered
-    node becomes the list of its children's entries, a tensor ``shape_of(tensor)``."""
+    node or a cache (registered or not: the scope may not have begun yet) becomes the
+    list of its children's entries, a tensor ``shape_of(tensor)``."""
     if isinstance(value, torch.Tensor):
         return shape_of(value)
     node = pytree.SUPPORTED_NODES.get(type(value))
-    if node is None:
+    flatten = node.flatten_fn if node is not None else _cache_flatten(value)
+    if flatten is None:
         return None
-    children, _ = node.flatten_fn(value)
+    children, _ = flatten(value)
     shapes = [children_shapes(child, shape_of) for child in children]
     return shapes if type(value) is list or type(value) not in (tuple, dict) else \
         tuple(shapes) if type(value) is tuple else dict(zip(value, shapes))
+
+
+def _cache_flatten(value: Any) -> Any:
+    """The flatten function this module registers for ``value``'s class, when it is a
+    cache or cache layer; else None."""
+    import sys
+    module = sys.modules.get("transformers.cache_utils")
+    bases = node_bases(module) if module is not None else ()
+    if not bases or not isinstance(value, bases):
+        return None
+    return make_flatteners(type(value), bases)[0]
