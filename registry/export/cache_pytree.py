@@ -148,7 +148,11 @@ def register(module: Any, patch: Any) -> None:
     for cls in classes:
         register_one(cls, node_types, patch)
     for base in node_bases(module):
-        register_future_subclasses(base, node_types, patch)
+        if "__init_subclass__" not in vars(base):
+            # Only where the hook replaces nothing: replacing a class's own hook would
+            # make every (late) application search all modules for stale references to
+            # it. A subclass of the others is registered if it exists when applied.
+            register_future_subclasses(base, node_types, patch)
     patch.note(f"{len(classes)} cache classes registered as pytree nodes: "
                + ", ".join(cls.__name__ for cls in classes))
 
@@ -175,13 +179,8 @@ def register_one(cls: type, node_types: Tuple[type, ...], patch: Any) -> None:
 def register_future_subclasses(base: type, node_types: Tuple[type, ...], patch: Any) -> None:
     """While the patch is applied, a class defined as a subclass of ``base`` becomes a
     node as it is created (pytree looks nodes up by exact type, never by base)."""
-    own = base.__dict__.get("__init_subclass__")
-
     def __init_subclass__(cls: type, **kwargs: Any) -> None:
-        if own is not None:
-            own.__func__(cls, **kwargs)
-        else:
-            super(base, cls).__init_subclass__(**kwargs)   # type: ignore[misc]
+        super(base, cls).__init_subclass__(**kwargs)   # type: ignore[misc]
         if pytree.SUPPORTED_NODES.get(base) is not None:   # the patch is still applied
             register_one(cls, node_types, patch)
 
