@@ -24,7 +24,7 @@ from . import configuration as _configuration
 from .errors import ConfigurationWarning
 from .importer import guard_the_front
 from .registration import ensure_finder
-from .selection import configure, select
+from .selection import BUILTIN_PACKS, configure, select
 from .state import STATE
 
 TYPE_CHECKING = False
@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 # the bootstrap can never recurse. Removed again when activation ends.
 ACTIVATING_VARIABLE = "LAZYPATCH_ACTIVATING"
 
-BUILTIN_PACKS = "lazypatch.registry"
 
 
 def activate(source: str = "auto") -> bool:

@@ -28,6 +28,10 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 # default (full unpickling, say), which nobody should enable by accident.
 EXPLICIT_TAG = "explicit"
 
+# The package of the built-in packs (activation imports it; its OPT_IN ones are also
+# declared on demand, see ``declare_builtin_opt_in_packs``).
+BUILTIN_PACKS = "lazypatch.registry"
+
 DISABLED_BY_CONFIGURATION = "disabled by configuration"
 ENABLED_BY_CONFIGURATION = "enabled by configuration"
 
@@ -58,7 +62,7 @@ def matches(selector: str, patch: "RegisteredPatch") -> bool:
     return patch.name.startswith(selector + ".")
 
 
-def _could_name(selector: object, pack: str) -> bool:
+def could_name(selector: object, pack: str) -> bool:
     """Whether ``selector`` may choose a patch of ``pack`` (its name, a name under it,
     its tag, ``*``, or a glob whose literal start is compatible). Errs towards yes:
     loading a pack too many costs time, one too few loses the user's choice."""
@@ -82,7 +86,7 @@ def load_opt_in_packs(selectors: "Iterable[object]") -> None:
     selectors = list(selectors)
     with STATE.lock:
         wanted = [(pack, module) for pack, module in STATE.opt_in_packs.items()
-                  if any(_could_name(selector, pack) for selector in selectors)]
+                  if any(could_name(selector, pack) for selector in selectors)]
         for pack, _ in wanted:
             del STATE.opt_in_packs[pack]
     for _, module in wanted:
@@ -128,8 +132,6 @@ def declare_builtin_opt_in_packs() -> bool:
     changes nothing until a selector names one. Only on the unmatched path: it imports
     ``lazypatch.registry``'s small ``__init__``."""
     from importlib import import_module
-
-    from .activation import BUILTIN_PACKS
     try:
         registry = import_module(BUILTIN_PACKS)
     except ImportError:   # an installation without the built-in packs

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from .configuration import suggestion
+from .selection import BUILTIN_PACKS, could_name
 from .state import STATE
 
 TYPE_CHECKING = False
@@ -27,7 +28,6 @@ def selector_candidates() -> "List[str]":
 
 def _builtin_packs() -> "List[str]":
     """The built-in packs' names, or none when ``lazypatch.registry`` cannot be imported."""
-    from .activation import BUILTIN_PACKS
     try:
         __import__(BUILTIN_PACKS)
     except ImportError:
@@ -38,7 +38,6 @@ def _builtin_packs() -> "List[str]":
 def _default_on_builtin_packs() -> "List[str]":
     """Built-in packs registered only by activation (every other one is opt-in and
     registers on demand)."""
-    from .activation import BUILTIN_PACKS
     registry = sys.modules.get(BUILTIN_PACKS)
     opt_in = set(getattr(registry, "OPT_IN", ()))
     return [name for name in _builtin_packs() if name not in opt_in]
@@ -54,9 +53,8 @@ def unmatched_message(unmatched: "Iterable[str]", caller: str) -> str:
                 f"(`lazypatch list --all` shows them)")
     needing_activation: "List[str]" = []
     if not STATE.activation.activated_by:
-        from .selection import _could_name
         needing_activation = sorted({pack for pack in _default_on_builtin_packs()
-                                     for selector in unmatched if _could_name(selector, pack)})
+                                     for selector in unmatched if could_name(selector, pack)})
     candidates = [name for name in selector_candidates() if name not in unmatched]
     hints = "".join(suggestion(selector, candidates) for selector in unmatched)
     message = (f"{caller}: no patch matches {', '.join(map(repr, unmatched))}{hints}; pass "
