@@ -87,6 +87,8 @@ MEASUREMENTS: Dict[str, Measurement] = {
                                                     modules=("bench_bev_pool",)),
     "sparse-conv": lambda env, s, count: packs.measure(quick=s is not FULL,
                                                        modules=("bench_sparse_conv",)),
+    "deformable-aggregation": lambda env, s, count: packs.measure(
+        quick=s is not FULL, modules=("bench_deformable_aggregation",)),
 }
 
 

@@ -13,7 +13,7 @@ every process it activates.
 import sys
 
 from . import registration as _registration
-from .configuration import declare_variable, setting
+from .configuration import declare_variable, setting, setting_source
 from .errors import (
     ConfigurationWarning,
     LatePatchWarning,
@@ -460,7 +460,7 @@ __all__ = [
     "set_strict", "original", "is_patched", "installed_version", "version_matches",
     "PatchContext", "PatchRecord", "PatchError", "UndoError", "LatePatchWarning",
     "PatchConflictWarning", "PatchFailedWarning", "ConfigurationWarning", "NewAttributeWarning",
-    "STATUSES", "matches", "patches", "declare_variable", "setting", "source_drift",
+    "STATUSES", "matches", "patches", "declare_variable", "setting", "setting_source", "source_drift",
     "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
     "replace", "wrap", "StandInError", "registry_entry", "set_event_action",
     "clear_event_actions", "event_actions", "PatchAppliedWarning", "PatchSkippedWarning",

@@ -221,7 +221,9 @@ def _announce_device_redirect(configuration: "_configuration.Configuration") -> 
         return
     chosen = _configuration.setting("LAZYPATCH_DEVICE").strip().lower()
     if chosen:
-        where = f"'{chosen}' (LAZYPATCH_DEVICE)"
+        # Named as the user set it: the variable, or the file's key (`device` in a
+        # pyproject.toml), so that the user finds where to change it.
+        where = f"'{chosen}' ({_configuration.setting_source('LAZYPATCH_DEVICE')})"
     else:
         from .requirements import installed_version
         where = ("the NPU if torch_npu sees one, else the CPU" if installed_version("torch_npu")

@@ -274,6 +274,10 @@ def _add_pack_options(run: argparse.ArgumentParser) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; return the exit status."""
     arguments_given = list(sys.argv[1:] if argv is None else argv)
+    misplaced = misplaced_options(arguments_given)
+    if misplaced:
+        print(f"lazypatch: {misplaced}", file=sys.stderr)
+        return USAGE_ERROR
     parser = _parser(pack_options=bool(arguments_given) and arguments_given[0] == "run")
     arguments = parser.parse_args(arguments_given)
     if arguments.command is None:   # a bare `lazypatch`: say what it can do
@@ -288,6 +292,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # not a failure. Point stdout at /dev/null so the exit flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+COMMANDS = ("run", "list", "report", "site", "doctor")
+
+
+def misplaced_options(arguments: Sequence[str]) -> str:
+    """A message with the corrected command line when options come before the command
+    (`lazypatch --enable device run ...`), else "". argparse alone answers that with
+    "invalid choice: 'device'", which names neither the mistake nor the fix."""
+    if not arguments or not arguments[0].startswith("-") or arguments[0] in (
+            "-h", "--help", "--version"):
+        return ""
+    for index, word in enumerate(arguments):
+        if word == "--":
+            break
+        if word in COMMANDS:
+            import shlex
+            corrected = [word, *arguments[:index], *arguments[index + 1:]]
+            return (f"options go after the command: {arguments[0]} comes before {word!r}; "
+                    f"write: lazypatch {shlex.join(corrected)}")
+    return ""
 
 
 # --- run ------------------------------------------------------------------
@@ -533,6 +558,14 @@ def _list(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     filtered = bool(arguments.patterns or arguments.tag or arguments.status or arguments.enabled)
     if not rows:
         print("no patch matches" if filtered else "no patches registered")
+        run_statuses = sorted(set(arguments.status) & {"applied", "failed", "reverted"})
+        if run_statuses:
+            # `list` imports no target, so nothing in its process ever applied: the
+            # statuses of a program's run are in that run's report.
+            print(f"note: `lazypatch list` runs in a process that imported no target, so no "
+                  f"patch is {' or '.join(run_statuses)} here; a program's statuses are in "
+                  f"its report: lazypatch run --report 'out/{{pid}}.json' -- python train.py, "
+                  f"then lazypatch report out/", file=sys.stderr)
         return 0
     from .reporting import format_table, hidden_summary, ordered
     # What concerns this host first (the report's order: enabled before disabled);

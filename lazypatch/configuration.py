@@ -516,6 +516,19 @@ def setting(name: str, default: str = "") -> str:
 
 
 
+def setting_source(name: str) -> str:
+    """Where the value of setting ``name`` comes from, named as the user wrote it: the
+    variable itself ("LAZYPATCH_DEVICE") when the environment sets it, "device in
+    /path/pyproject.toml" for a file's key, "" when it is not set at all."""
+    if name in os.environ:
+        return name
+    configuration = STATE.configuration
+    if configuration is not None and name in configuration.extra:
+        found = configuration.file_keys.get(name)
+        return f"{found[1]} in {found[0]}" if found else name
+    return ""
+
+
 # --- one portable activation ------------------------------------------------
 # Launchers that start processes on other machines forward only some variables:
 # DeepSpeed's multi-node runner those whose names start with PYTHON, MLFLOW, MV2,

@@ -29,6 +29,8 @@ from .reporting import (
     plural,
     render_table,
     severity,
+    usage_lines,
+    usage_of,
 )
 
 ABSENT = "absent"              # the patch is not registered in that process
@@ -49,6 +51,11 @@ def report_paths(arguments: Sequence[str]) -> List[str]:
         elif glob.has_magic(argument) and not os.path.exists(argument):
             found = sorted(glob.glob(argument))
             where = f"pattern {argument}"
+        elif not os.path.exists(argument) and _written_per_process(argument):
+            # `lazypatch run --report r.json` writes r-<pid>.json, one per process (and
+            # says so): asked for r.json, the user means those.
+            found = _written_per_process(argument)
+            where = f"pattern {argument}"
         else:
             found, where = [argument], ""
         if not found:
@@ -59,6 +66,13 @@ def report_paths(arguments: Sequence[str]) -> List[str]:
                 seen.add(path)
                 paths.append(path)
     return paths
+
+
+def _written_per_process(path: str) -> List[str]:
+    """The files ``lazypatch run --report path`` wrote when ``path`` names no process."""
+    stem, extension = os.path.splitext(path)
+    return sorted(found for found in glob.glob(glob.escape(stem) + "-*" + glob.escape(extension))
+                  if found[len(stem) + 1:len(found) - len(extension)].isdigit())
 
 
 def load_reports(arguments: Sequence[str]) -> Iterator[Dict[str, Any]]:
@@ -193,6 +207,9 @@ def merge(documents: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
     # name -> [calls summed over the processes that counted them, how many did,
     #          (sort key, first call site) of the first that counted some]
     calls: Dict[str, List[Any]] = {}
+    # (what, where, patch) -> the "what ran where" row summed over the processes, and
+    # the sort key of the process whose first call site it shows
+    usage: Dict[Tuple[str, str, str], Tuple[Dict[str, Any], Tuple[int, int, str]]] = {}
     processes = 0
     for document in documents:
         processes += 1
@@ -211,6 +228,8 @@ def merge(documents: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
                 total[1] += 1
                 if count and (total[2] is None or key < total[2][0]):
                     total[2] = (key, record.get("first_call_site") or "")
+            for row in record.get("usage") or ():
+                _add_usage(usage, row, key)
         signature = tuple(sorted((name, _status_key(record)) for name, record in records.items()))
         group = by_signature.get(signature)
         if group is None:
@@ -247,7 +266,28 @@ def merge(documents: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
         worst = min(severity(cell) for cell in patch["cells"])
         return (worst > 1, not patch["differs"], worst)
     patches.sort(key=place)
-    return {"processes": processes, "groups": groups, "patches": patches}
+    return {"processes": processes, "groups": groups, "patches": patches,
+            "usage": usage_of([{"usage": [row for row, _ in usage.values()]}])}
+
+
+def _add_usage(usage: Dict[Tuple[str, str, str], Tuple[Dict[str, Any], Tuple[int, int, str]]],
+               row: Dict[str, Any], key: Tuple[int, int, str]) -> None:
+    """Add one process's "what ran where" row: calls summed, the first call site of the
+    process that sorts first among those that made a call."""
+    identity = (str(row.get("what", "")), str(row.get("where", "")), str(row.get("patch", "")))
+    calls = row.get("calls") if isinstance(row.get("calls"), int) else None
+    known = usage.get(identity)
+    if known is None:
+        usage[identity] = (dict(row, calls=calls, processes=1), key)
+        return
+    total, first_key = known
+    total["processes"] += 1
+    if calls is not None:
+        total["calls"] = (total.get("calls") or 0) + calls
+    if calls and row.get("first_call_site") and (
+            not total.get("first_call_site") or key < first_key):
+        total["first_call_site"] = row["first_call_site"]
+        usage[identity] = (total, key)
 
 
 def failures(merged: Dict[str, Any]) -> List[Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]]:
@@ -342,6 +382,7 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
         lines.append(f"{len(noise)} not shown, the same in every process (`--all` shows them):")
         lines += ["  " + line for line in hidden_summary([patch["cells"][0] for patch in noise])]
     lines += _calls_summary(patches, merged["processes"])
+    lines += usage_lines(merged.get("usage") or (), merged["processes"])
     if not differing:
         lines.append("every patch has the same status in every process")
         return "\n".join(lines)
@@ -404,5 +445,6 @@ def merged_as_json(merged: Dict[str, Any]) -> Dict[str, Any]:
                          "first_call_site": patch["calls"][2]}}
                     for patch in merged["patches"]],
         "differences": [patch["name"] for patch in merged["patches"] if patch["differs"]],
+        "usage": list(merged.get("usage") or ()),
     }
 

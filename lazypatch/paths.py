@@ -115,6 +115,17 @@ class PathPatch:
                     raise waiting(f"waiting for {submodule!r} to be imported ({self.path!r} "
                                   f"is inside it); applied when it is")
                 where = ".".join([self.module] + self.attributes[:depth])
+                stand_in = vars(owner).get("__lazypatch_stand_in__") \
+                    if isinstance(owner, type(sys)) else None
+                if stand_in:
+                    # An empty stand-in has no attributes at all: "renamed or moved?"
+                    # would send the user looking in the wrong place.
+                    top = where.split(".", 1)[0]
+                    raise AttributeError(
+                        f"{self.path!r} cannot be patched: {where!r} is an empty stand-in "
+                        f"(patch {stand_in!r}) because {top!r} could not be imported: not "
+                        f"installed, or its project is not on sys.path (run from the "
+                        f"project's checkout, or add it to PYTHONPATH)")
                 raise AttributeError(f"{where!r} has no attribute {attribute!r}"
                                      f"{nearest_attribute(owner, attribute)}, so {self.path!r} "
                                      f"cannot be patched (renamed or moved in this version?)")

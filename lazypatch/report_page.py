@@ -17,13 +17,20 @@ from html import escape
 from typing import Any, Dict, List
 
 from .merging import failures, group_name, short_label
-from .reporting import cannot_apply_here, change_diff, plural
+from .reporting import cannot_apply_here, change_diff, plural, short_site
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #c8c8cc; padding: 0.25em 0.6em; text-align: left; }
+table { border-collapse: collapse; max-width: 100%; }
+th, td { border: 1px solid #c8c8cc; padding: 0.25em 0.6em; text-align: left;
+         overflow-wrap: anywhere; }
+/* Long dotted patch names must wrap, not push the reason behind a scrollbar: the
+   tables of single rows per failure or per redirected API take the page's width. */
+#failures, #usage { width: 100%; table-layout: fixed; }
+#failures th:nth-child(1) { width: 24%; } #failures th:nth-child(2) { width: 16%; }
+#failures th:nth-child(3) { width: 14%; }
+#usage th:nth-child(3) { width: 7%; } #usage th:nth-child(4) { width: 18%; }
 th { background: #f0f0f3; }
 td.status { font-weight: 600; text-align: center; }
 .applied { background: #dff3e2; } .failed { background: #f9d6d5; }
@@ -65,6 +72,10 @@ SCRIPT = """
   var differing = document.querySelectorAll("#matrix tr.differs").length;
   document.getElementById("counted").textContent =
     differing + " of " + rows.length + " patches differ between processes";
+  // Whether the page fits its window without a horizontal scrollbar: for a reader who
+  // wonders, and for the browser test that opens it at 1280 px.
+  var root = document.documentElement;
+  document.body.setAttribute("data-fits-width", root.scrollWidth <= root.clientWidth ? "yes" : "no");
 })();
 """
 
@@ -113,6 +124,29 @@ def _failures_section(merged: Dict[str, Any]) -> List[str]:
         parts.append(f'<tr class="failed-row"><td><a href="#{_anchor(patch["name"])}">'
                      f'{escape(patch["name"])}</a></td><td>{escape(patch["target"])}</td>'
                      f'<td>{escape(group["label"])}</td><td>{escape(reasons)}{traceback}</td></tr>')
+    parts.append("</table>")
+    return parts
+
+
+def _usage_section(merged: Dict[str, Any]) -> List[str]:
+    """What ran where: each API redirected to another device and each stand-in that
+    provided something, with its calls and the first line of the user's code."""
+    rows = merged.get("usage") or ()
+    if not rows:
+        return []
+    summed = (f" (calls summed over {plural(merged['processes'], 'process', 'processes')})"
+              if merged["processes"] > 1 else "")
+    parts = [f"<h2>What ran where{summed}</h2>",
+             '<table id="usage"><tr><th>what</th><th>ran on / as</th><th>calls</th>'
+             "<th>first call</th><th>by</th></tr>"]
+    for row in rows:
+        calls = row.get("calls")
+        site = str(row.get("first_call_site") or "")
+        parts.append(f"<tr><td>{escape(str(row.get('what', '')))}</td>"
+                     f"<td>{escape(str(row.get('where', '')))}</td>"
+                     f"<td>{'-' if calls is None else calls}</td>"
+                     f'<td title="{escape(site, quote=True)}">{escape(short_site(site) or "-")}'
+                     f"</td><td>{escape(str(row.get('patch', '')))}</td></tr>")
     parts.append("</table>")
     return parts
 
@@ -214,19 +248,28 @@ def render_page(merged: Dict[str, Any], diff: bool = False) -> str:
     source diff to its patch's details."""
     differing = sum(1 for patch in merged["patches"] if patch["differs"])
     failed = len({patch["name"] for patch, _, _ in failures(merged)})
-    title = (f"lazypatch report: {plural(merged['processes'], 'process', 'processes')}, "
-             f"{plural(len(merged['groups']), 'group')}, "
-             + (f"{plural(failed, 'patch', 'patches')} failed, " if failed else "")
-             + f"{plural(differing, 'patch', 'patches')} "
-             f"differ{'s' if differing == 1 else ''}")
+    if merged["processes"] == 1:
+        document = merged["groups"][0]["members"][0]
+        title = (f"lazypatch report: 1 process (pid {document.get('pid', '?')}), "
+                 + (f"{plural(failed, 'patch', 'patches')} failed" if failed else "no failure"))
+    else:
+        title = (f"lazypatch report: {plural(merged['processes'], 'process', 'processes')}, "
+                 f"{plural(len(merged['groups']), 'group')}, "
+                 + (f"{plural(failed, 'patch', 'patches')} failed, " if failed else "")
+                 + f"{plural(differing, 'patch', 'patches')} "
+                 f"differ{'s' if differing == 1 else ''}")
     body = ' class="hide-cannot' + (' only-differences"' if merged["processes"] > 1 else '"')
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{escape(title)}</title><style>{STYLE}</style></head><body{body}>",
-             f"<h1>{escape(title)}</h1>",
-             '<p class="note">Each column is a group of processes in which every patch has '
-             "the same status; rows outlined in red differ between groups.</p>"]
+             f"<h1>{escape(title)}</h1>"]
+    if merged["processes"] > 1:
+        parts.append('<p class="note">Each column is a group of processes in which every '
+                     "patch has the same status; rows outlined in red differ between groups.</p>")
     parts += _failures_section(merged)
-    parts += _groups_section(merged["groups"])
+    parts += _usage_section(merged)
+    if merged["processes"] > 1:
+        # One process is one group: a table of groups would say nothing.
+        parts += _groups_section(merged["groups"])
     parts += _matrix(merged)
     parts += _details(merged, diff)
     parts.append(f"<script>{SCRIPT}</script></body></html>")

@@ -40,8 +40,11 @@ class PatchRecord(dict):
             raise AttributeError(key) from None
 
 
-def _provided_notes(patch: "RegisteredPatch") -> "List[str]":
+def _provided(patch: "RegisteredPatch") -> "Tuple[List[str], List[Dict[str, Any]]]":
+    """What the patch's note providers say now: notes (strings), and rows of the
+    report's "what ran where" section (dicts with a ``what``, see ``usage_row``)."""
     lines: "List[str]" = []
+    usage: "List[Dict[str, Any]]" = []
     for provider in patch.note_providers:
         try:
             provided = provider()
@@ -57,12 +60,28 @@ def _provided_notes(patch: "RegisteredPatch") -> "List[str]":
             else [provided]
         for item in items:
             try:
-                lines.append(item if isinstance(item, str) else str(item))
+                if isinstance(item, dict) and "what" in item:
+                    usage.append(usage_row(item, patch.name))
+                else:
+                    lines.append(item if isinstance(item, str) else str(item))
             except Exception as error:
                 from .slots import describe_exception
                 lines.append(f"note provider returned a {type(item).__name__} that cannot be "
                              f"shown ({describe_exception(error)})")
-    return lines
+    return lines, usage
+
+
+def usage_row(item: "Dict[str, Any]", patch: str) -> "Dict[str, Any]":
+    """One row of "what ran where": ``what`` ran (an API, a module, an operator)
+    ``where`` (the device it was sent to, or the stand-in that provided it),
+    ``calls`` times (None: not counted), the first from ``first_call_site``
+    ("file:line" in the user's code), by ``patch`` (or by what the item's ``by``
+    names: a pack whose patches share one counter names the pack)."""
+    calls = item.get("calls")
+    return {"what": str(item["what"]), "where": str(item.get("where") or ""),
+            "calls": calls if isinstance(calls, int) else None,
+            "first_call_site": str(item.get("first_call_site") or ""),
+            "patch": str(item.get("by") or patch)}
 
 
 def record_of(patch: "RegisteredPatch",
@@ -100,7 +119,10 @@ def record_of(patch: "RegisteredPatch",
         packages[top] = found
     record["package"], record["version"] = packages[top]
     if providers:   # user code: called without the lock
-        record["notes"] = record["notes"] + _provided_notes(patch)
+        notes, usage = _provided(patch)
+        record["notes"] = record["notes"] + notes
+        if usage:
+            record["usage"] = usage
     imported = sys.modules.get(patch.target)
     if record["status"] == "pending" and patch.phase == AFTER and imported is not None and \
             not getattr(getattr(imported, "__spec__", None), "_initializing", False):
@@ -444,6 +466,48 @@ def hidden_summary(records: "Sequence[Dict[str, Any]]") -> "List[str]":
     return lines
 
 
+def usage_of(records: "Sequence[Dict[str, Any]]") -> "List[Dict[str, Any]]":
+    """Every "what ran where" row of ``records`` (see ``usage_row``), most calls first."""
+    rows = [row for record in records for row in record.get("usage") or ()]
+    return sorted(rows, key=lambda row: -(row.get("calls") or 0))
+
+
+def usage_lines(rows: "Sequence[Dict[str, Any]]", processes: int = 0) -> "List[str]":
+    """The "what ran where" section as text: a table of what was redirected or
+    provided, how often and from which line of the user's code first; ``processes``
+    (when several reports were merged) says what the calls are summed over."""
+    if not rows:
+        return []
+    summed = f" (calls summed over {plural(processes, 'process', 'processes')})" \
+        if processes > 1 else ""
+    table = [("WHAT", "RAN ON / AS", "CALLS", "FIRST CALL", "BY")]
+    for row in rows:
+        calls = row.get("calls")
+        table.append((str(row.get("what", "")), str(row.get("where", "")),
+                      "-" if calls is None else str(calls),
+                      short_site(row.get("first_call_site") or "") or "-",
+                      str(row.get("patch", ""))))
+    return [f"what ran where{summed}:"] + ["  " + line for line in format_table(table).splitlines()]
+
+
+def count_line(shown: "Sequence[Dict[str, Any]]", waiting: "Sequence[Dict[str, Any]]",
+               hidden: "Sequence[Dict[str, Any]]") -> str:
+    """The last line of a table: the rows shown by status, then what was not shown
+    in the words (and the numbers) of the summary lines above it."""
+    line = status_counts(shown)
+    kinds = []
+    if waiting:
+        kinds.append(f"{len(waiting)} waiting for a module never imported")
+    cannot = sum(1 for record in hidden if record.get("unmet_requirements"))
+    if cannot:
+        kinds.append(f"{cannot} cannot apply on this host")
+    if len(hidden) - cannot:
+        kinds.append(f"{len(hidden) - cannot} disabled by default")
+    if kinds:
+        line = (line + "; " if line else "") + "not shown: " + ", ".join(kinds)
+    return line
+
+
 def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
     """One line per patch (status, name, target, changes, time, detail), failures
     first. Unless ``all``, patches that cannot apply here (off by default, or a
@@ -459,6 +523,8 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
                      str(len(record.get("changes") or ())),
                      f"{record.get('duration_ms', 0):.2f}", detail_of(record)))
     lines = [format_table(rows)] if shown else []
+    # What ran where is what a user of a redirecting pack came for: right below the rows.
+    lines += usage_lines(usage_of(records))
     if hidden or waiting:
         lines.append(f"{len(hidden) + len(waiting)} not shown (`--all` or all=True shows them):")
     if waiting:
@@ -474,7 +540,7 @@ def render_table(records: "Sequence[Dict[str, Any]]", all: bool = False) -> str:
         lines.append("by package:")
         lines += ["  " + line for line in package_summary(shown)]
     lines += calls_footer(shown)
-    lines.append(status_counts(records) or "no patches registered")
+    lines.append(count_line(shown, waiting, hidden) if records else "no patches registered")
     return "\n".join(lines)
 
 

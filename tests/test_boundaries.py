@@ -7,6 +7,7 @@ runpy are CPython's own.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -568,3 +569,21 @@ def test_bad_declarations_raise_and_register_nothing(forget_new_patches, declare
     with pytest.raises((TypeError, ValueError), match=message):
         declare(lazypatch)
     assert lazypatch.report() == []
+
+
+def test_a_path_into_an_empty_stand_in_names_the_missing_project_not_a_rename(interpreter):
+    # A patch file run outside its project's checkout: `projects` is not importable, so
+    # the patches into it meet empty stand-ins; the reason must say that.
+    result = interpreter.run("""
+        import json, warnings
+        warnings.simplefilter("ignore")
+        import lazypatch
+        lazypatch.stand_in("projects.mmdet3d_plugin")
+        lazypatch.replace("projects.mmdet3d_plugin.models.utils.thing", lambda: 1)
+        import projects.mmdet3d_plugin
+        [record] = [r for r in lazypatch.report() if r["name"].endswith(".thing")]
+        print(json.dumps(record["error"].strip().splitlines()[-1]))
+    """)
+    reason = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "is an empty stand-in" in reason and "not on sys.path" in reason
+    assert "renamed or moved" not in reason and len(reason) < 400

@@ -203,3 +203,15 @@ def test_merge_reads_an_iterator_once_and_keeps_whole_only_each_groups_first_doc
     assert [member["rank"] for member in failed["members"]] == [1, 3, 5]
     # The failing group's reasons come from every member, in rank order.
     assert merged["patches"][0]["cells"][1]["reasons"] == ["reason 1", "reason 3", "reason 5"]
+
+
+def test_report_of_the_path_given_to_run_reads_the_files_run_wrote(interpreter):
+    # `lazypatch run --report r.json` writes r-<pid>.json (one per process) and says so;
+    # `lazypatch report r.json` afterwards reads those instead of "no such report file".
+    interpreter.write({"program.py": "print('ran')\n"})
+    report = interpreter.root / "r.json"
+    interpreter.run_command([sys.executable, "-m", "lazypatch", "run", "--report", str(report),
+                             "--", sys.executable, "program.py"])
+    assert not report.exists() and list(interpreter.root.glob("r-*.json"))
+    result = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", str(report)])
+    assert result.stdout.splitlines()[0].startswith(str(interpreter.root / "r-"))

@@ -165,9 +165,61 @@ def test_page_is_self_contained_and_filters_to_the_differences(interpreter, brow
         assert outside not in text, outside
     dom = run_browser(browser, tmp_path / "profile", "--dump-dom",
                       page.as_uri() + "#differences").stdout
-    assert re.search(r'<body class="[^"]*only-differences[^"]*">', dom), dom[:2000]
+    assert re.search(r'<body class="[^"]*only-differences[^"]*"[^>]*>', dom), dom[:2000]
     # Four processes: the page opens on the differences without being asked, and the
     # patches that cannot apply on these hosts (the Ascend pack here) are hidden.
     opened = run_browser(browser, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
-    assert re.search(r'<body class="hide-cannot only-differences">', opened), opened[:2000]
+    assert re.search(r'<body class="hide-cannot only-differences"[^>]*>', opened), opened[:2000]
     assert "source diff" not in dom     # diffs only on demand (--diff)
+
+
+CUDA_PROGRAM = {
+    "train_cuda.py": """
+        import torch
+        model = torch.nn.Linear(4, 2).cuda()
+        for step in range(3):
+            batch = torch.randn(8, 4).cuda()
+            loss = model(batch).sum()
+        print("trained on", batch.device)
+    """,
+    "long_named_patches.py": """
+        import lazypatch
+
+        @lazypatch.when_imported(
+            "torch", name="a_team_with_a_long_prefix.numerics.optimisers.fused_adam_for_the_"
+                          "cluster_that_has_no_such_kernel")
+        def breaks(torch, patch):
+            raise RuntimeError("the fused kernel library is not installed on this host")
+    """,
+}
+
+
+@pytest.mark.stack   # the device pack on the real torch
+def test_single_process_page_shows_what_ran_where_and_fits_1280_pixels(
+        interpreter, browser, tmp_path):
+    interpreter.write(CUDA_PROGRAM)
+    report = interpreter.root / "report.json"
+    interpreter.run_command(
+        [sys.executable, "-m", "lazypatch", "run", "--enable", "device",
+         "--modules", "long_named_patches", "--report", str(report), "--",
+         sys.executable, "train_cuda.py"])
+    page = interpreter.root / "page.html"
+    text = interpreter.run_command([sys.executable, "-m", "lazypatch", "report", "--html",
+                                    str(page), str(report)], check=False).stdout
+    # The text report has the section too, with the user's first line.
+    section = text.splitlines()[text.splitlines().index("what ran where:") + 1:]
+    assert any(line.split()[:5] == ["Tensor.cuda", "cpu", "(asked", "for", "cuda)"]
+               and line.split()[5:] == ["3", "train_cuda.py:5", "device", "pack"]
+               for line in section if line.strip()), text
+    dom = run_browser(browser, tmp_path / "profile", "--window-size=1280,900", "--dump-dom",
+                      page.as_uri()).stdout
+    assert "<title>lazypatch report: 1 process (pid " in dom and "1 patch failed" in dom
+    assert "Groups of identical processes" not in dom and 'id="groups"' not in dom
+    usage = dom.split('id="usage"', 1)[1].split("</table>", 1)[0]
+    assert "Tensor.cuda" in usage and "cpu (asked for cuda)" in usage
+    assert "Module.cuda" in usage
+    # What went wrong first, then what ran where, then the patches.
+    assert dom.index('id="failures"') < dom.index('id="usage"') < dom.index('id="matrix"')
+    # Written by the page's script after layout: no horizontal scrollbar at 1280 px,
+    # although the failed patch's name is 100 characters long.
+    assert re.search(r'<body [^>]*data-fits-width="yes"', dom), dom[:1500]

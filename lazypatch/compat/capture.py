@@ -34,7 +34,10 @@ def reachable_namespaces(root: str) -> "List[Any]":
             continue
         owners.append(module)
         for value in list(namespace.values()):
-            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+            # type(value), not isinstance(value, type): isinstance falls back to reading
+            # value.__class__, and some module globals warn on any attribute read
+            # (torch.distributed.reduce_op's FutureWarning would come from lazypatch).
+            if issubclass(type(value), type) and getattr(value, "__module__", None) == name:
                 owners.append(value)
     return owners
 

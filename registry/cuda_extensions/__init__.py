@@ -11,7 +11,10 @@ module                             what the stand-in carries
 =================================  =============================================
 ``flash_attn``,                    ``flash_attn_func``, ``flash_attn_kvpacked_func``,
 ``flash_attn.flash_attn_interface`` ``flash_attn_qkvpacked_func``, ``flash_attn_varlen_func``
+                                   (and its packed forms), 1.x's ``flash_attn_unpadded_*``,
                                    via ``scaled_dot_product_attention``
+``flash_attn.bert_padding``        ``unpad_input``, ``pad_input``, ``index_first_axis``,
+                                   ``index_put_first_axis``
 ``torch_scatter``                  ``scatter``, ``scatter_sum``/``add``/``mul``/``mean``/
                                    ``max``/``min``, ``segment_csr``, ``gather_csr``
 ``apex``, ``apex.amp``             ``amp.initialize`` (O0/O1 via ``torch.autocast``),
@@ -61,7 +64,11 @@ TAGS = (PACK,)
 MARKER = "__lazypatch_pure_pytorch__"
 
 FLASH_ATTENTION = ("flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func",
-                   "flash_attn_varlen_func")
+                   "flash_attn_varlen_func", "flash_attn_varlen_kvpacked_func",
+                   "flash_attn_varlen_qkvpacked_func",
+                   # flash-attn 1.x (StreamPETR and the models of its time)
+                   "flash_attn_unpadded_func", "flash_attn_unpadded_kvpacked_func",
+                   "flash_attn_unpadded_qkvpacked_func")
 
 #: In place of an implementation: the names are the module's own submodules, imported
 #: by the fill patch (the real ``apex/__init__`` imports them too); any declared
@@ -82,6 +89,8 @@ SPCONV_MODULES = ("SparseModule", "SparseSequential", "SparseBatchNorm", "Sparse
 STAND_INS: "dict[str, Tuple[str, Tuple[str, ...]]]" = {
     "flash_attn": ("flash_attention", FLASH_ATTENTION),
     "flash_attn.flash_attn_interface": ("flash_attention", FLASH_ATTENTION),
+    "flash_attn.bert_padding": ("flash_padding", ("index_first_axis", "index_put_first_axis",
+                                                  "unpad_input", "pad_input")),
     "torch_scatter": ("scatter", ("scatter", "scatter_sum", "scatter_add", "scatter_mul",
                                   "scatter_mean", "scatter_max", "scatter_min", "segment_csr",
                                   "gather_csr")),

@@ -21,9 +21,12 @@ Floating-point sums may differ from CUDA's in the last bits (summation order).
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Tuple, Union
 
 import torch
+
+#: A grid size: an int, or a one-element tensor as BEVDet passes it.
+Size = Union[int, torch.Tensor]
 
 
 def interval_members(interval_starts: torch.Tensor, interval_lengths: torch.Tensor
@@ -50,9 +53,11 @@ def interval_members(interval_starts: torch.Tensor, interval_lengths: torch.Tens
 
 def bev_pool_forward(x: torch.Tensor, geom_feats: torch.Tensor,
                      interval_lengths: torch.Tensor, interval_starts: torch.Tensor,
-                     b: int, d: int, h: int, w: int) -> torch.Tensor:
+                     b: "Size", d: "Size", h: "Size", w: "Size") -> torch.Tensor:
     """BEVFusion ``bev_pool_forward``: a new (b, d, h, w, C) tensor holding each
-    interval's feature sum in the cell of its first point, zeros elsewhere."""
+    interval's feature sum in the cell of its first point, zeros elsewhere. The sizes may
+    be ints or 0-d tensors (BEVDet passes tensors; the compiled op converts them)."""
+    b, d, h, w = _sizes(b, d, h, w)
     channels = x.shape[1]
     point, interval, in_order = interval_members(interval_starts, interval_lengths)
     rows = x[:point.numel()] if in_order else x[point]
@@ -63,9 +68,10 @@ def bev_pool_forward(x: torch.Tensor, geom_feats: torch.Tensor,
 
 def bev_pool_backward(out_grad: torch.Tensor, geom_feats: torch.Tensor,
                       interval_lengths: torch.Tensor, interval_starts: torch.Tensor,
-                      b: int, d: int, h: int, w: int) -> torch.Tensor:
+                      b: "Size", d: "Size", h: "Size", w: "Size") -> torch.Tensor:
     """BEVFusion ``bev_pool_backward``: a new (N, C) tensor giving every point of an
     interval the gradient of its cell (zeros for points in no interval)."""
+    b, d, h, w = _sizes(b, d, h, w)
     channels = out_grad.shape[-1]
     count = geom_feats.shape[0]
     point, interval, in_order = interval_members(interval_starts, interval_lengths)
@@ -76,6 +82,18 @@ def bev_pool_backward(out_grad: torch.Tensor, geom_feats: torch.Tensor,
     x_grad = out_grad.new_zeros(count, channels)
     x_grad[point] = rows
     return x_grad
+
+
+def _sizes(*sizes: "Size") -> Tuple[int, ...]:
+    """The grid sizes as ints, as pybind11 converts the compiled op's ``int`` arguments
+    (a one-element tensor included)."""
+    converted = []
+    for size in sizes:
+        if isinstance(size, torch.Tensor) and size.numel() != 1:
+            raise TypeError(f"bev_pool: a grid size must be an int or a one-element tensor, "
+                            f"got a tensor of shape {tuple(size.shape)}")
+        converted.append(int(size))
+    return tuple(converted)
 
 
 def _bev_cells(geom_feats: torch.Tensor, interval_starts: torch.Tensor,

@@ -550,8 +550,10 @@ class SparseConvolution(SparseModule):
         out_spatial_shape = self._out_spatial_shape(input.spatial_shape)
         out_tensor = input.shadow_copy()
         if self.conv1x1:
-            output = features @ self.weight.reshape(self.out_channels,
-                                                    self.in_channels).t()
+            # spconv 2 (FILTER_HWIO off, its default) multiplies by its (out, 1.., in)
+            # parameter *viewed* as (in, out), not transposed: the same state_dict must
+            # give the same numbers, so a checkpoint trained with spconv loads here.
+            output = features @ self.weight.reshape(self.in_channels, self.out_channels)
             if self.bias is not None:
                 output = output + self.bias
             out_tensor = out_tensor.replace_feature(output)
@@ -570,6 +572,13 @@ class SparseConvolution(SparseModule):
             _check_reuse(self, input, data)
             out_ids = data.out_indices
         else:
+            if self.subm and any(size % 2 == 0 for size in self.kernel_size):
+                # spconv's pair generation refuses it the same way, at the first forward:
+                # a submanifold output site is its input site, so the kernel needs a centre.
+                raise RuntimeError(
+                    f"subm only support odd ksize: {type(self).__name__} has kernel_size "
+                    f"{tuple(self.kernel_size)}; a submanifold convolution needs an odd size "
+                    f"on every axis (use 3, or a SparseConv for an even kernel)")
             out_ids, pairs, pair_num = _pairs_for(self, input, out_spatial_shape)
             data = IndiceData(out_ids, input.indices, pairs, pair_num,
                               input.spatial_shape, out_spatial_shape, self.subm,

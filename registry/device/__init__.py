@@ -53,13 +53,15 @@ def _declare(target: str, name: str, priority: float = 0):
 _REDIRECT_NOTES_ATTACHED: "List[str]" = []
 
 
-def _redirect_notes() -> "List[str]":
-    """Report lines: the target device, then each redirected API's calls and first site."""
-    from .observe import TARGET_TYPE, rows
-    lines = [f"device pack redirects CUDA calls to {TARGET_TYPE[0]!r}"] if TARGET_TYPE[0] else []
-    lines += [f"{row['api']}: {row['calls']} redirected call(s), first at {row['first_call_site']}"
-              for row in rows()]
-    return lines
+def _redirect_notes() -> "List[Dict[str, Any]]":
+    """Rows of the report's "what ran where" section: each redirected API, the device
+    its calls went to, how many and the first line of the user's code that made one."""
+    from .observe import rows
+    # One counter serves every patch of the pack: the row names the pack, not the
+    # patch that happened to attach the provider.
+    return [{"what": row["api"], "where": f"{row['target']} (asked for cuda)",
+             "calls": row["calls"], "first_call_site": row["first_call_site"],
+             "by": "device pack"} for row in rows()]
 
 
 @_declare("torch", "factories")

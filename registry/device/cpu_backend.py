@@ -9,6 +9,7 @@ events are torch.cpu's.
 from __future__ import annotations
 
 import os
+import sys
 from time import perf_counter
 
 import torch
@@ -42,17 +43,57 @@ def ipc_collect() -> None:
     return None
 
 
-def _zero(device: "Any" = None) -> int:
-    return 0
-
-
 def _nothing(device: "Any" = None) -> None:
     return None
 
 
-memory_allocated = max_memory_allocated = memory_reserved = max_memory_reserved = _zero
-memory_cached = max_memory_cached = _zero
-reset_peak_memory_stats = reset_max_memory_allocated = reset_max_memory_cached = _nothing
+# Device memory on the CPU is the process's memory: a training log that prints
+# torch.cuda.max_memory_allocated() should show what the run uses, not 0 MiB. Current
+# use is the resident set; the peak is the kernel's high-water mark (ru_maxrss) until
+# reset_peak_memory_stats(), after which it is the largest value these calls have seen
+# (the kernel's mark cannot be reset). There is no caching allocator: reserved equals
+# allocated.
+_PEAK_SINCE_RESET: "List[int]" = []
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return _high_water_bytes()
+
+
+def _high_water_bytes() -> int:
+    try:
+        import resource
+    except ImportError:       # not on this platform
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024    # macOS counts bytes, Linux KiB
+
+
+def memory_allocated(device: "Any" = None) -> int:
+    current = _resident_bytes()
+    if _PEAK_SINCE_RESET and current > _PEAK_SINCE_RESET[0]:
+        _PEAK_SINCE_RESET[0] = current
+    return current
+
+
+def max_memory_allocated(device: "Any" = None) -> int:
+    current = memory_allocated()
+    if _PEAK_SINCE_RESET:
+        return _PEAK_SINCE_RESET[0]
+    return max(current, _high_water_bytes())
+
+
+def reset_peak_memory_stats(device: "Any" = None) -> None:
+    _PEAK_SINCE_RESET[:] = [_resident_bytes()]
+
+
+memory_reserved = memory_cached = memory_allocated
+max_memory_reserved = max_memory_cached = max_memory_allocated
+reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
 reset_accumulated_memory_stats = _nothing
 
 
@@ -111,7 +152,22 @@ def set_rng_state_all(new_states: "List[torch.Tensor]") -> None:
 
 
 def get_device_name(device: "Any" = None) -> str:
-    return "cpu"
+    """The processor's model name, saying that it stands for the CUDA device (a log
+    line "GPU: cpu" tells the reader nothing about the machine the run used)."""
+    return f"{_processor_name()} (CPU, standing in for CUDA)"
+
+
+def _processor_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Hardware", "cpu model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def get_device_capability(device: "Any" = None) -> "Tuple[int, int]":
@@ -124,7 +180,7 @@ class CPUDeviceProperties:
     """A stand-in for ``torch.cuda.get_device_properties()`` on the CPU."""
 
     def __init__(self) -> None:
-        self.name = "cpu"
+        self.name = get_device_name()
         self.major, self.minor = 0, 0
         self.total_memory = mem_get_info()[1]
         self.multi_processor_count = os.cpu_count() or 1
@@ -132,7 +188,7 @@ class CPUDeviceProperties:
         self.is_multi_gpu_board = False
 
     def __repr__(self) -> str:
-        return (f"CPUDeviceProperties(name='cpu', total_memory={self.total_memory // 2**20}MB, "
+        return (f"CPUDeviceProperties(name={self.name!r}, total_memory={self.total_memory // 2**20}MB, "
                 f"multi_processor_count={self.multi_processor_count})")
 
 

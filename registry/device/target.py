@@ -100,6 +100,10 @@ def _requested() -> "Optional[Target]":
     value = lazypatch.setting("LAZYPATCH_DEVICE", "").strip().lower()
     if not value:
         return None
+    # Named as the user set it: the variable, or the key of the file that set it.
+    source = lazypatch.setting_source("LAZYPATCH_DEVICE") or "LAZYPATCH_DEVICE"
+    key, _, path = source.partition(" in ")
+    given = f"{key} = {value!r} in {path}" if path else f"{source}={value!r}"
     accepted = "npu, cpu, or another torch device type such as xpu or mps (no index)"
     try:
         parsed = torch.device(value)
@@ -107,20 +111,20 @@ def _requested() -> "Optional[Target]":
         parsed = None
     if parsed is None or parsed.index is not None:
         lazypatch.warn_configuration(
-            f"lazypatch device pack: LAZYPATCH_DEVICE={value!r} is not a device type; "
+            f"lazypatch device pack: {given} is not a device type; "
             f"use {accepted}. Choosing automatically.")
         return None
     if parsed.type == "npu" and _npu_devices() == 0:
         lazypatch.warn_configuration(
-            "lazypatch device pack: LAZYPATCH_DEVICE=npu but torch_npu sees no NPU; "
+            f"lazypatch device pack: {given} but torch_npu sees no NPU; "
             "choosing automatically")
         return None
     if parsed.type not in ("cpu", "npu", "cuda") and getattr(torch, parsed.type, None) is None:
         lazypatch.warn_configuration(
-            f"lazypatch device pack: LAZYPATCH_DEVICE={value!r}: torch has no "
+            f"lazypatch device pack: {given}: torch has no "
             f"torch.{parsed.type} namespace; use {accepted}. Choosing automatically.")
         return None
-    return Target(parsed.type, f"LAZYPATCH_DEVICE={value}")
+    return Target(parsed.type, given if path else f"{source}={value}")
 
 
 def _choose() -> Target:

@@ -18,7 +18,8 @@ import lazypatch.registry.cuda_extensions
 lazypatch.enable("cuda_extensions")
 '''
 
-MODULES = ["flash_attn", "flash_attn.flash_attn_interface", "torch_scatter", "apex", "apex.amp",
+MODULES = ["flash_attn", "flash_attn.flash_attn_interface", "flash_attn.bert_padding",
+           "torch_scatter", "apex", "apex.amp",
            "apex.optimizers", "apex.normalization", "spconv", "spconv.pytorch",
            "spconv.pytorch.core", "spconv.pytorch.conv", "spconv.pytorch.pool",
            "spconv.pytorch.modules", "spconv.pytorch.functional", "spconv.pytorch.utils"]
@@ -64,7 +65,7 @@ def test_enabled_by_the_environment_through_activation_and_undone_exactly(interp
 import json, sys
 import lazypatch.auto
 import lazypatch
-import flash_attn, torch_scatter, spconv.pytorch
+import flash_attn, flash_attn.bert_padding, torch_scatter, spconv.pytorch
 from apex import amp
 from apex.optimizers import FusedAdam
 from flash_attn.flash_attn_interface import flash_attn_func

@@ -285,21 +285,34 @@ def test_fake_npu_present_but_cpu_requested(interpreter):
     assert result == {"device": "cpu", "format": True, "count": 1}
 
 
-def test_report_notes_carry_the_redirect_counts_and_first_call_sites(interpreter):
+def test_the_report_says_what_ran_where_with_counts_and_first_call_sites(interpreter):
     result = interpreter.run_json("""
 import lazypatch.auto, lazypatch, json, torch
+from lazypatch.reporting import render
 x = torch.zeros(3, device="cuda")
 for _ in range(2):
     y = x.to("cuda:0")
-notes = [line for record in lazypatch.report() if record["name"].startswith("device.")
+records = lazypatch.report()
+usage = [row for record in records for row in record.get("usage", ())]
+notes = [line for record in records if record["name"].startswith("device.")
          for line in record["notes"]]
-print(json.dumps(notes))
+print(json.dumps({"usage": usage, "notes": notes, "table": render(records)}))
 """, env={"LAZYPATCH_ENABLE": "device"})
-    assert "device pack redirects CUDA calls to 'cpu'" in result
-    assert any(line.startswith("torch.zeros: 1 redirected call(s), first at ")
-               and line.endswith("_scenario.py:3") for line in result)
-    assert any(line.startswith("Tensor.to: 2 redirected call(s)") and line.endswith("_scenario.py:5")
-               for line in result)
+    rows = {row["what"]: row for row in result["usage"]}
+    assert rows["torch.zeros"]["calls"] == 1 and rows["Tensor.to"]["calls"] == 2
+    assert rows["torch.zeros"]["where"] == "cpu (asked for cuda)"
+    assert rows["torch.zeros"]["first_call_site"].endswith("_scenario.py:4")
+    assert rows["Tensor.to"]["first_call_site"].endswith("_scenario.py:6")
+    assert all(row["patch"] == "device pack" for row in rows.values())
+    # A section of its own, not the DETAIL cell of an unrelated row.
+    assert not any("redirected" in line for line in result["notes"])
+    table = result["table"].splitlines()
+    section = table.index("what ran where:")
+    assert table[section + 1].split() == ["WHAT", "RAN", "ON", "/", "AS", "CALLS", "FIRST",
+                                          "CALL", "BY"]
+    assert any(line.split()[:5] == ["Tensor.to", "cpu", "(asked", "for", "cuda)"]
+               and "2" in line.split() and "_scenario.py:6" in line
+               for line in table[section + 2:])
 
 
 def test_mmengine_data_preprocessor_cuda_lands_on_the_target(interpreter):
@@ -342,3 +355,13 @@ print(json.dumps(result))
                        "own_after_unpatch": True}
     plain = interpreter.run_json(program)
     assert plain["own_before"] and "CUDA" in plain["error"]
+
+
+def test_a_device_chosen_in_pyproject_is_announced_by_its_key_and_file(interpreter):
+    interpreter.write({"pyproject.toml": '[tool.lazypatch]\nenable = ["device"]\ndevice = "cpu"\n'})
+    result = interpreter.run("import lazypatch.auto, torch\n"
+                             "print(torch.zeros(1, device='cuda').device)")
+    assert result.stdout.strip() == "cpu"
+    assert (f"CUDA calls go to 'cpu' (device in {interpreter.root / 'pyproject.toml'})"
+            in result.stderr), result.stderr
+    assert "LAZYPATCH_DEVICE)" not in result.stderr

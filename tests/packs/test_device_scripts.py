@@ -148,7 +148,10 @@ def test_device_contexts_synchronize_and_report(interpreter):
     ''', env=ENABLED)
     assert result["devices"] == ["cpu"] * 5
     assert result["sum"] == 6.0 and result["elapsed_ok"]
-    assert (result["count"], result["current"], result["allocated"]) == (1, 0, 0)
+    assert (result["count"], result["current"]) == (1, 0)
+    # the process's memory, not 0: a log of device memory shows what the run uses
+    assert result["allocated"] > 10 * 2**20
+    assert result["name"].endswith("(CPU, standing in for CUDA)") and result["name"] != "cpu"
     assert result["generator_device"] == "cpu"
     assert result["available"] is False          # honest by default
     assert result["target"]["device"] == "cpu"

@@ -150,7 +150,16 @@ down = spconv.SparseConv2d(2, 3, 3, stride=2, padding=1, indice_key="d")
 subm = spconv.SubMConv2d(3, 3, 3, indice_key="d")
 checks["subm_reuse_of_a_regular_key"] = "submanifold" in (raises(ValueError, lambda: subm(down(x)))
                                                           or "")
-checks["conv1x1"] = list(spconv.SubMConv2d(2, 4, 1)(x).features.shape) == [3, 4]
+conv1x1 = spconv.SubMConv2d(2, 4, 1, bias=False)
+with torch.no_grad():
+    conv1x1.weight.copy_(torch.arange(8.0).reshape(4, 1, 1, 2))
+# spconv 2's own 1x1 path (conv.py, FILTER_HWIO off): mm(features, weight.view(in, out));
+# a transposed (out, in) reading differs for this non-symmetric weight.
+spconv_1x1 = x.features @ torch.arange(8.0).reshape(2, 4)
+checks["conv1x1"] = bool(torch.allclose(conv1x1(x).features, spconv_1x1)) and not bool(
+    torch.allclose(spconv_1x1, x.features @ torch.arange(8.0).reshape(4, 2).t()))
+checks["even_subm_kernel_refused_as_spconv_does"] = "odd ksize" in (raises(
+    RuntimeError, lambda: spconv.SubMConv2d(2, 2, 2)(x)) or "")
 print(json.dumps(checks))
 '''
 
