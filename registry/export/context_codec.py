@@ -33,6 +33,9 @@ def encode(value: Any, where: str, marker: type) -> Any:
     for tag, kind in (("tuple", tuple), ("list", list)):
         if type(value) is kind:
             return {tag: [encode(item, where, marker) for item in value]}
+    if type(value) in (set, frozenset):   # nn.Module's _non_persistent_buffers_set (4.x)
+        return {type(value).__name__: [encode(item, where, marker)
+                                       for item in sorted(value, key=repr)]}
     if type(value) in (dict, OrderedDict):
         tag = "dict" if type(value) is dict else "ordered_dict"
         return {tag: [[encode(key, where, marker), encode(item, where, marker)]
@@ -59,6 +62,9 @@ def decode(value: Any, marker: type) -> Any:
         for part in qualified.split("."):
             found = getattr(found, part)
         return found
+    if tag in ("set", "frozenset"):
+        members = (decode(item, marker) for item in payload)
+        return set(members) if tag == "set" else frozenset(members)
     if tag in ("tuple", "list"):
         items = [decode(item, marker) for item in payload]
         return tuple(items) if tag == "tuple" else items

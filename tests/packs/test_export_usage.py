@@ -7,7 +7,8 @@ built from a config, in a fresh interpreter; what the user sees only.
   eager, while pytree's registries are exactly what they were before the scope
   (also after that call);
 - a user's own ``class LoggingCache(DynamicCache)``, defined before the scope or
-  inside it, exports and runs the same way.
+  inside it, exports and runs the same way;
+- a program saved and loaded inside the scope runs after it.
 
 Runs on transformers 5.x (.venv) and 4.48 (.venv448): the stock model's cache argument
 is ``cache`` on 5.x and ``past_key_values`` on 4.x.
@@ -110,6 +111,13 @@ eager = model(**copy.deepcopy(other)).logits
 result["kept_module"] = (inside_module(**other).logits - eager).abs().max().item()
 result["still_restored"] = registries() == before
 result["logging_updates"] = LoggingCache.updates
+import os, tempfile
+path = os.path.join(tempfile.mkdtemp(), "program.pt2")
+with lazypatch.patched("export"):   # saving and loading look the cache classes up by name
+    torch.export.save(program, path)
+    loaded = torch.export.load(path)
+result["loaded_after"] = difference(loaded, transformers.DynamicCache)
+result["restored_after_loading"] = registries() == before
 print("RESULT" + json.dumps(result))
 '''
 
@@ -122,7 +130,7 @@ def test_patched_export_without_activation_keeps_the_program_working():
     result = json.loads(lines[-1][len("RESULT"):])
     assert "did you mean 'export'?" in result["typo"] and "not active" not in result["typo"]
     assert "export.cache_pytree" in result["names"]
-    assert result["restored"] and result["still_restored"]
-    for key in ("after", "logging_after", "late_after", "kept_module"):
+    assert result["restored"] and result["still_restored"] and result["restored_after_loading"]
+    for key in ("after", "logging_after", "late_after", "kept_module", "loaded_after"):
         assert result[key] < 1e-4, (key, result)
     assert result["logging_updates"] > 0
