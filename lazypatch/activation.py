@@ -24,7 +24,7 @@ from . import configuration as _configuration
 from .errors import ConfigurationWarning
 from .importer import guard_the_front
 from .registration import ensure_finder
-from .selection import configure, select
+from .selection import BUILTIN_PACKS, configure, select
 from .state import STATE
 
 TYPE_CHECKING = False
@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 # the bootstrap can never recurse. Removed again when activation ends.
 ACTIVATING_VARIABLE = "LAZYPATCH_ACTIVATING"
 
-BUILTIN_PACKS = "lazypatch.registry"
 
 
 def activate(source: str = "auto") -> bool:
@@ -188,12 +187,9 @@ def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> 
             continue
         _, unmatched = select(selectors)
         if unmatched:
+            from .unmatched_selectors import selector_candidates
             patches = list(STATE.catalog.by_name.values())
-            # What a selector can be: names, their pack prefixes, tags.
-            candidates = sorted({patch.name for patch in patches} |
-                                {patch.name.split(".", 1)[0] for patch in patches} |
-                                {tag for patch in patches for tag in patch.tags} |
-                                set(STATE.opt_in_packs))   # named, not loaded: still packs
+            candidates = selector_candidates()
             hints = "".join(_configuration.suggestion(selector, candidates)
                             for selector in unmatched)
             example = next((f"'{patch.name.split('.', 1)[0]}.*'" for patch in patches

@@ -590,17 +590,17 @@ def unpatch_all(reason: str) -> None:
 
 # --- switching patches on and off ------------------------------------------
 
-def _select_or_raise(selectors: "Tuple[str, ...]") -> "List[RegisteredPatch]":
+def _select_or_raise(selectors: "Tuple[str, ...]", caller: str) -> "List[RegisteredPatch]":
     chosen, unmatched = select(selectors)
     if unmatched:
-        raise KeyError(f"no patch matches {', '.join(map(repr, unmatched))}; "
-                       f"see lazypatch.report() for names and tags")
+        from .unmatched_selectors import unmatched_message
+        raise KeyError(unmatched_message(unmatched, caller))
     return chosen
 
 
 def enable(selectors: "Tuple[str, ...]") -> "List[str]":
     """Enable the chosen patches and apply those whose target is imported; their names."""
-    chosen = _select_or_raise(selectors)
+    chosen = _select_or_raise(selectors, "enable()")
     with STATE.lock:
         for patch in chosen:
             set_enabled(patch, True, "")
@@ -611,7 +611,7 @@ def enable(selectors: "Tuple[str, ...]") -> "List[str]":
 
 def disable(selectors: "Tuple[str, ...]") -> "List[str]":
     """Keep the chosen patches from applying from now on; their names."""
-    chosen = _select_or_raise(selectors)
+    chosen = _select_or_raise(selectors, "disable()")
     with STATE.lock:
         for patch in chosen:
             set_enabled(patch, False, "disabled by disable()")

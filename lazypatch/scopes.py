@@ -80,14 +80,8 @@ class patched:
     def __enter__(self) -> "patched":
         chosen, unmatched = select(self._selectors)
         if unmatched or not self._selectors:
-            # The built-in packs (opt-in ones like "export" too) are declared by activation:
-            # without it, a pack's name matches nothing, and the fix is not a spelling.
-            inactive = "" if STATE.activation.activated_by else (
-                "; lazypatch is not active, so the built-in packs are not registered: "
-                "activate it first (import lazypatch.auto, or `lazypatch run`)")
-            raise KeyError(f"patched(): no patch matches "
-                           f"{', '.join(map(repr, unmatched)) or 'an empty selection'}; "
-                           f"pass patch names, globs or tags=[...]{inactive}")
+            from .unmatched_selectors import unmatched_message
+            raise KeyError(unmatched_message(unmatched, "patched()"))
         ensure_finder()
         held: "List[RegisteredPatch]" = []
         try:

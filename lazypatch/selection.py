@@ -12,6 +12,8 @@ imported: they are read when ``lazypatch`` is imported (see
 ``configure``), and apply to patches registered later as well.
 """
 
+import sys
+
 from .state import DISABLED, PENDING, STATE
 
 TYPE_CHECKING = False
@@ -25,6 +27,10 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 # a family prefix or another of its tags. For patches that weaken a safety
 # default (full unpickling, say), which nobody should enable by accident.
 EXPLICIT_TAG = "explicit"
+
+# The package of the built-in packs (activation imports it; its OPT_IN ones are also
+# declared on demand, see ``declare_builtin_opt_in_packs``).
+BUILTIN_PACKS = "lazypatch.registry"
 
 DISABLED_BY_CONFIGURATION = "disabled by configuration"
 ENABLED_BY_CONFIGURATION = "enabled by configuration"
@@ -56,7 +62,7 @@ def matches(selector: str, patch: "RegisteredPatch") -> bool:
     return patch.name.startswith(selector + ".")
 
 
-def _could_name(selector: object, pack: str) -> bool:
+def could_name(selector: object, pack: str) -> bool:
     """Whether ``selector`` may choose a patch of ``pack`` (its name, a name under it,
     its tag, ``*``, or a glob whose literal start is compatible). Errs towards yes:
     loading a pack too many costs time, one too few loses the user's choice."""
@@ -80,7 +86,7 @@ def load_opt_in_packs(selectors: "Iterable[object]") -> None:
     selectors = list(selectors)
     with STATE.lock:
         wanted = [(pack, module) for pack, module in STATE.opt_in_packs.items()
-                  if any(_could_name(selector, pack) for selector in selectors)]
+                  if any(could_name(selector, pack) for selector in selectors)]
         for pack, _ in wanted:
             del STATE.opt_in_packs[pack]
     for _, module in wanted:
@@ -109,6 +115,39 @@ def select(selectors: "Iterable[str]") -> "Tuple[List[RegisteredPatch], List[str
     selectors = list(selectors)
     if STATE.opt_in_packs:
         load_opt_in_packs(selectors)
+    chosen, unmatched = _select_loaded(selectors)
+    if unmatched and declare_builtin_opt_in_packs():
+        # Without activation nobody declared the built-in opt-in packs: a pack named
+        # in patched()/enable() is registered on demand, active or not.
+        load_opt_in_packs(unmatched)
+        more, unmatched = _select_loaded(unmatched)
+        chosen = sorted({patch.name: patch for patch in chosen + more}.values(),
+                        key=lambda patch: patch.order)
+    return chosen, unmatched
+
+
+def declare_builtin_opt_in_packs() -> bool:
+    """Declare every built-in opt-in pack that is neither declared nor imported (as
+    activation does); whether one was. Their patches are all off by default, so this
+    changes nothing until a selector names one. Only on the unmatched path: it imports
+    ``lazypatch.registry``'s small ``__init__``."""
+    from importlib import import_module
+    try:
+        registry = import_module(BUILTIN_PACKS)
+    except ImportError:   # an installation without the built-in packs
+        return False
+    declared = False
+    with STATE.lock:
+        for name in getattr(registry, "OPT_IN", ()):
+            module = f"{BUILTIN_PACKS}.{name}"
+            if module not in sys.modules and name not in STATE.opt_in_packs:
+                STATE.opt_in_packs[name] = module
+                declared = True
+    return declared
+
+
+def _select_loaded(selectors: "List[str]") -> "Tuple[List[RegisteredPatch], List[str]]":
+    """``select`` among the patches registered now."""
     chosen: "Dict[str, RegisteredPatch]" = {}
     unmatched = []
     for selector in selectors:

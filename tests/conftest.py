@@ -69,8 +69,11 @@ class Interpreter:
     def run_command(self, command: Sequence[str], *, env: Optional[Mapping[str, str]] = None,
                     check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         environment = clean_environment(env)
+        # The checkout under test comes before an installed lazypatch (a worktree's
+        # scenarios must run the worktree's code, not the editable install's).
         environment["PYTHONPATH"] = os.pathsep.join(
-            [str(self.root)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
+            [str(self.root), str(REPOSITORY)]
+            + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
         result = subprocess.run(list(command), cwd=self.root, env=environment,
                                 capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:

@@ -31,7 +31,10 @@ MARK = re.compile(r"^(Complete and runnable|Checked by): \[[^\]]+\]\(([^)]+)\)")
 PAGE_MARK = re.compile(r"^The blocks of this page, complete and runnable: \[[^\]]+\]\(([^)]+)\)",
                        re.M)
 # Pages whose blocks another test runs as written (it says how, in its docstring).
-RUN_ELSEWHERE: "dict[str, str]" = {}
+RUN_ELSEWHERE: "dict[str, str]" = {
+    # its blocks are files of one project and the outputs shown under them
+    "export.md": "tests/packs/test_export_docs.py",
+}
 
 
 def blocks() -> List[Tuple[str, int, str, str, Optional[str]]]:

@@ -118,17 +118,32 @@ def test_bad_declarations_are_refused_early(name, module):
         lazypatch.declare_opt_in_pack(name, module)
 
 
-def test_naming_a_built_in_pack_without_activation_says_to_activate(interpreter):
-    """The built-in packs are declared by activation: a scope naming one in a process that
-    only imported lazypatch gets the way out, not just "no patch matches"."""
+def test_naming_an_opt_in_pack_without_activation_registers_it(interpreter):
+    """`import lazypatch` then `patched("export")`: the built-in opt-in pack is registered
+    on demand (no activation needed), a typo gets "did you mean", and a default-on
+    built-in pack (registered only by activation) says how to activate."""
     result = interpreter.run_json("""
-        import json, lazypatch
+        import json, sys, lazypatch
+        with lazypatch.patched("export") as scope:
+            names = scope.names
+        errors = []
+        for selector in ("exports", "numpy_compat"):
+            try:
+                with lazypatch.patched(selector):
+                    pass
+            except KeyError as error:
+                errors.append(str(error))
         try:
-            with lazypatch.patched("export"):
-                pass
-            print(json.dumps("entered"))
+            lazypatch.enable("devce")
         except KeyError as error:
-            print(json.dumps(str(error)))
+            errors.append(str(error))
+        print(json.dumps({"names": names, "errors": errors,
+                          "transformers": "transformers" in sys.modules}))
     """)
-    assert "no patch matches 'export'" in result
-    assert "lazypatch is not active" in result and "import lazypatch.auto" in result
+    assert "export.cache_pytree" in result["names"]
+    assert not result["transformers"]
+    typo, default_on, enable_typo = result["errors"]
+    assert "did you mean 'export'?" in typo and "not active" not in typo
+    assert "'numpy_compat' is a built-in pack that only activation registers" in default_on
+    assert "import lazypatch.auto" in default_on
+    assert "enable(): no patch matches 'devce' (did you mean 'device'?)" in enable_typo

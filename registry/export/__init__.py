@@ -27,11 +27,19 @@ def cache_pytree(module: "Any", patch: "Any") -> None:
     register(module, patch)
 
 
+@lazypatch.when_imported("torch.export.exported_program", name="export.program_calls",
+                         tags=TAGS, enabled=False)
+def program_calls(module: "Any", patch: "Any") -> None:
+    """A program exported in the scope, whose inputs or outputs hold a cache, keeps
+    working after it: its ``module()`` registers the cache classes during each call."""
+    from .program_calls import install
+    install(module, patch)
+
+
 def dynamic_shapes(value: "Any", shape_of: "Any") -> "Any":
     """The ``dynamic_shapes`` entry of ``torch.export.export`` for ``value`` (a cache,
     or a list/tuple/dict of them), with ``shape_of(tensor)`` for each tensor, e.g.
-    ``lambda t: {0: batch, 2: cache_length}``. Call inside the scope (the cache
-    classes must be pytree nodes)."""
+    ``lambda t: {0: batch, 2: cache_length}``. Works inside the scope and before it."""
     from .cache_pytree import children_shapes
     return children_shapes(value, shape_of)
 

@@ -115,51 +115,100 @@ def make_flatteners(cls: type, node_types: Tuple[type, ...]) -> Tuple[Any, Any, 
     return flatten, unflatten, flatten_with_keys
 
 
+def node_bases(module: Any) -> Tuple[type, ...]:
+    """The base classes of caches and cache layers in the installed ``transformers.cache_utils``."""
+    return tuple(getattr(module, name) for name in ("Cache", "CacheLayerMixin")
+                 if isinstance(getattr(module, name, None), type))
+
+
 def node_classes(module: Any) -> List[type]:
-    """The cache and cache-layer classes the installed ``transformers.cache_utils`` defines."""
-    bases = tuple(getattr(module, name) for name in ("Cache", "CacheLayerMixin")
-                  if isinstance(getattr(module, name, None), type))
-    found = []
-    for value in vars(module).values():
-        if isinstance(value, type) and value.__module__ == module.__name__ and bases \
-                and issubclass(value, bases):
-            found.append(value)
+    """The cache and cache-layer classes: those ``module`` defines and every subclass of
+    them that exists now (a user's ``class LoggingCache(DynamicCache)``), bases first."""
+    bases = node_bases(module)
+    found: List[type] = []
+    pending = [value for value in vars(module).values()
+               if isinstance(value, type) and value.__module__ == module.__name__ and bases
+               and issubclass(value, bases)]
+    while pending:
+        cls = pending.pop(0)
+        if cls not in found:
+            found.append(cls)
+            pending.extend(type.__subclasses__(cls))
     return found
 
 
 def register(module: Any, patch: Any) -> None:
-    """Register every cache class of ``module`` as a pytree node, through ``patch``."""
+    """Register every cache class of ``module``, and every subclass, now or defined while
+    the patch is applied, as a pytree node, through ``patch``."""
     classes = node_classes(module)
     if not classes:
         patch.skip(f"{module.__name__} defines no Cache classes this patch knows "
                    f"(no Cache/CacheLayerMixin base)")
-    node_types = tuple(classes)
+    node_types = node_bases(module)
     for cls in classes:
-        flatten, unflatten, flatten_with_keys = make_flatteners(cls, node_types)
-        name = f"{cls.__module__}.{cls.__qualname__}"
-        patch.setitem(pytree.SUPPORTED_NODES, cls,
-                      pytree.NodeDef(cls, flatten, unflatten, flatten_with_keys))
-        patch.setitem(pytree.SUPPORTED_SERIALIZED_TYPES, cls,
-                      pytree._SerializeNodeDef(cls, name, None, None))
-        patch.setitem(pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE, name, cls)
-
-        def flatten_spec(obj: Any, spec: Any, flatten: Any = flatten) -> List[Any]:
-            return flatten(obj)[0]
-        patch.setitem(fx_pytree.SUPPORTED_NODES, cls, flatten_spec)
-        patch.setitem(fx_pytree.SUPPORTED_NODES_EXACT_MATCH, cls, None)
+        register_one(cls, node_types, patch)
+    for base in node_bases(module):
+        if "__init_subclass__" not in vars(base):
+            # Only where the hook replaces nothing: replacing a class's own hook would
+            # make every (late) application search all modules for stale references to
+            # it. A subclass of the others is registered if it exists when applied.
+            register_future_subclasses(base, node_types, patch)
     patch.note(f"{len(classes)} cache classes registered as pytree nodes: "
                + ", ".join(cls.__name__ for cls in classes))
 
 
+def register_one(cls: type, node_types: Tuple[type, ...], patch: Any) -> None:
+    """Make ``cls`` a pytree node (torch.utils._pytree and torch.fx._pytree), through ``patch``."""
+    flatten, unflatten, flatten_with_keys = make_flatteners(cls, node_types)
+    flatten.lazypatch_cache_node = True   # type: ignore[attr-defined]  # program_calls.py
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    patch.setitem(pytree.SUPPORTED_NODES, cls,
+                  pytree.NodeDef(cls, flatten, unflatten, flatten_with_keys))
+    from .context_codec import codec
+    dump, load = codec(cls, _LengthOf)
+    patch.setitem(pytree.SUPPORTED_SERIALIZED_TYPES, cls,
+                  pytree._SerializeNodeDef(cls, name, dump, load))
+    patch.setitem(pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE, name, cls)
+
+    def flatten_spec(obj: Any, spec: Any, flatten: Any = flatten) -> List[Any]:
+        return flatten(obj)[0]
+    patch.setitem(fx_pytree.SUPPORTED_NODES, cls, flatten_spec)
+    patch.setitem(fx_pytree.SUPPORTED_NODES_EXACT_MATCH, cls, None)
+
+
+def register_future_subclasses(base: type, node_types: Tuple[type, ...], patch: Any) -> None:
+    """While the patch is applied, a class defined as a subclass of ``base`` becomes a
+    node as it is created (pytree looks nodes up by exact type, never by base)."""
+    def __init_subclass__(cls: type, **kwargs: Any) -> None:
+        super(base, cls).__init_subclass__(**kwargs)   # type: ignore[misc]
+        if pytree.SUPPORTED_NODES.get(base) is not None:   # the patch is still applied
+            register_one(cls, node_types, patch)
+
+    patch.setattr(base, "__init_subclass__", classmethod(__init_subclass__))
+
+
 def children_shapes(value: Any, shape_of: Any) -> Any:
     """The ``dynamic_shapes`` entry torch.export expects for ``value``: a registered
-    node becomes the list of its children's entries, a tensor ``shape_of(tensor)``."""
+    node or a cache (registered or not: the scope may not have begun yet) becomes the
+    list of its children's entries, a tensor ``shape_of(tensor)``."""
     if isinstance(value, torch.Tensor):
         return shape_of(value)
     node = pytree.SUPPORTED_NODES.get(type(value))
-    if node is None:
+    flatten = node.flatten_fn if node is not None else _cache_flatten(value)
+    if flatten is None:
         return None
-    children, _ = node.flatten_fn(value)
+    children, _ = flatten(value)
     shapes = [children_shapes(child, shape_of) for child in children]
     return shapes if type(value) is list or type(value) not in (tuple, dict) else \
         tuple(shapes) if type(value) is tuple else dict(zip(value, shapes))
+
+
+def _cache_flatten(value: Any) -> Any:
+    """The flatten function this module registers for ``value``'s class, when it is a
+    cache or cache layer; else None."""
+    import sys
+    module = sys.modules.get("transformers.cache_utils")
+    bases = node_bases(module) if module is not None else ()
+    if not bases or not isinstance(value, bases):
+        return None
+    return make_flatteners(type(value), bases)[0]

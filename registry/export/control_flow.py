@@ -12,10 +12,13 @@ raises ``GuardOnDataDependentSymNode``). Each ``if`` of the method is rewritten,
   where both branches are functions of the variables the ``if`` assigns and that
   exist before it (the others stay local to the branch).
 
-An ``if`` whose branches ``return``, ``break``, ``continue``, ``yield`` or assign a
-name only one branch defines cannot be a ``torch.cond`` and is left as it was (the
-dump says so). The rewritten function keeps the original's file and line numbers,
-so tracebacks point at the user's source. Imported when the target module is.
+A name first defined in both branches (``if c: y = a`` / ``else: y = b``, and so
+through ``elif`` chains, which are nested ``if``s) is an output of the ``torch.cond``
+like a carried one. An ``if`` whose branches ``return``, ``break``, ``continue`` or
+``yield``, or that defines a name in one branch only which the function reads outside
+it, cannot be a ``torch.cond`` and is left as it was (the report and the dump say so).
+The rewritten function keeps the original's file and line numbers, so tracebacks
+point at the user's source. Imported when the target module is.
 """
 
 from __future__ import annotations
@@ -73,12 +76,12 @@ def _if(test: Any, then: Any, otherwise: Any, carried: Tuple[Any, ...]) -> Tuple
 
 
 def _unaliased(branch: Any) -> Any:
-    """The branch, returning copies of the inputs it returns unchanged: torch.cond's
-    outputs must not alias its operands (a branch that assigns nothing does)."""
+    """The branch, returning a copy of every tensor: torch.cond's outputs must not
+    alias its operands nor the variables a branch reads from the function (``y = x``,
+    ``y = x[0]``), which cannot be told apart from new tensors before tracing."""
     def run(*carried: Any) -> Tuple[Any, ...]:
-        results = branch(*carried)
-        return tuple(result.clone() if any(result is item for item in carried) else result
-                     for result in results)
+        return tuple(result.clone() if _is_tensor(result) else result
+                     for result in branch(*carried))
     return run
 
 
@@ -143,6 +146,16 @@ def _assigned(statements: List[ast.stmt]) -> Set[str]:
     return names
 
 
+def _loads(node: ast.AST) -> Dict[str, int]:
+    """How often each name is read in ``node`` (nested functions included: a closure
+    reads the variable too)."""
+    counts: Dict[str, int] = {}
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+            counts[child.id] = counts.get(child.id, 0) + 1
+    return counts
+
+
 def _blocker(statements: List[ast.stmt]) -> Optional[str]:
     """Why these branch statements cannot become a function of their own, or None."""
     forbidden = (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom,
@@ -157,8 +170,9 @@ def _blocker(statements: List[ast.stmt]) -> Optional[str]:
 class _IfRewriter(ast.NodeTransformer):
     """Rewrites each eligible ``if`` of one function body (not nested functions)."""
 
-    def __init__(self, parameters: Set[str]) -> None:
+    def __init__(self, parameters: Set[str], loads: Dict[str, int]) -> None:
         self.defined = set(parameters)
+        self.loads = loads   # how often the whole function reads each name
         self.count = 0
         self.left_alone: List[str] = []
 
@@ -180,6 +194,7 @@ class _IfRewriter(ast.NodeTransformer):
             return [statement]
         # names bound inside one branch are not defined for the other one, nor
         # (for sure) after the `if`: only names bound before it are carried
+        reads_inside = _loads(statement)   # before its branches are rewritten
         before = set(self.defined)
         statement.body = self.rewrite_body(statement.body)
         self.defined = set(before)
@@ -188,26 +203,27 @@ class _IfRewriter(ast.NodeTransformer):
         reason = _blocker(statement.body) or _blocker(statement.orelse)
         then_names, else_names = _assigned(statement.body), _assigned(statement.orelse)
         carried = sorted((then_names | else_names) & self.defined)
-        one_sided = sorted((then_names ^ else_names) - self.defined)
-        used_after_unknown = [name for name in one_sided if name]   # reported, left branch-local
+        # first defined in both branches: outputs of the cond, like the carried ones
+        both_defined = sorted((then_names & else_names) - self.defined)
+        one_sided = (then_names ^ else_names) - self.defined
+        used_elsewhere = sorted(name for name in one_sided
+                                if self.loads.get(name, 0) > reads_inside.get(name, 0)
+                                and not name.startswith("__lazypatch_"))
+        if not reason and used_elsewhere:
+            reason = (f"{', '.join(used_elsewhere)} is first defined in one branch only and "
+                      f"used outside the `if` (give it a value before the `if`, or in both "
+                      f"branches)")
         if reason:
             self.left_alone.append(f"line {statement.lineno}: {reason}")
             return [statement]
         index = self.count
         self.count += 1
         then_name, else_name = f"__lazypatch_then_{index}__", f"__lazypatch_else_{index}__"
-        both_defined = sorted((then_names & else_names) - self.defined)
-        if both_defined:
-            self.left_alone.append(
-                f"line {statement.lineno}: {', '.join(both_defined)} first defined in both "
-                f"branches; left unrewritten")
-            self.count -= 1
-            return [statement]
-        del used_after_unknown
         arguments = ast.arguments(posonlyargs=[], args=[ast.arg(name) for name in carried],
                                   vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
                                   defaults=[])
-        returned = ast.Return(ast.Tuple([ast.Name(name, ast.Load()) for name in carried],
+        outputs = carried + both_defined
+        returned = ast.Return(ast.Tuple([ast.Name(name, ast.Load()) for name in outputs],
                                         ast.Load()))
         then_function = ast.FunctionDef(then_name, arguments, statement.body + [returned], [],
                                         None, None, type_params=[])
@@ -219,8 +235,8 @@ class _IfRewriter(ast.NodeTransformer):
                         [test, ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load()),
                          ast.Tuple([ast.Name(name, ast.Load()) for name in carried], ast.Load())],
                         [])
-        target = ast.Tuple([ast.Name(name, ast.Store()) for name in carried], ast.Store())
-        assign = ast.Assign([target], call) if carried else ast.Expr(call)
+        target = ast.Tuple([ast.Name(name, ast.Store()) for name in outputs], ast.Store())
+        assign = ast.Assign([target], call) if outputs else ast.Expr(call)
         new = [then_function, else_function, assign]
         for node in new:
             ast.copy_location(node, statement)
@@ -242,7 +258,7 @@ def rewrite_function(function: Any) -> Tuple[Any, str, str, List[str]]:
     parameters = {item.arg for item in arguments.posonlyargs + arguments.args
                   + arguments.kwonlyargs}
     parameters |= {item.arg for item in (arguments.vararg, arguments.kwarg) if item}
-    rewriter = _IfRewriter(parameters)
+    rewriter = _IfRewriter(parameters, _loads(definition))
     definition.body = rewriter.rewrite_body(definition.body)
     if not rewriter.count:
         raise ValueError(f"{function.__qualname__} has no `if` that can become torch.cond"

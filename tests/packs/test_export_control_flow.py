@@ -6,6 +6,7 @@ very same function. Runs on a small real package written to disk, in a fresh int
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -99,3 +100,98 @@ def test_bad_targets_fail_early(target):
                                timeout=120)
     assert "RESULT" in completed.stdout and "pkg.mod:Class.method" in completed.stdout, \
         completed.stdout + completed.stderr[-2000:]
+
+
+BRANCHES = '''
+import torch
+
+
+def both(x):
+    if x.sum() > 0:
+        y = x * 2
+    else:
+        y = x - 1
+    return y + 1
+
+
+def chain(x):
+    if x.sum() > 0:
+        y = x * 2
+        z = y + 1
+    elif x.sum() > -10:
+        y = x - 1
+        z = y * 3
+    else:
+        y = -x
+        z = y
+    return y + z
+
+
+def alias(x):
+    if x.sum() > 0:
+        y = x
+    else:
+        y = x * 3
+    return y
+
+
+def one_sided(x):
+    if x.sum() > 0:
+        w = x * 2
+    else:
+        v = x + 1
+    return w
+'''
+
+BRANCHES_CODE = '''
+import json, sys
+import lazypatch
+import torch
+import lazypatch.registry.export as export_pack
+names = {function: export_pack.rewrite_control_flow(f"branching:{function}")
+         for function in ("both", "chain", "alias", "one_sided")}
+import branching
+
+
+class Calling(torch.nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, x):
+        return self.function(x)
+
+
+samples = [torch.tensor([1.0, 2.0]), torch.tensor([-3.0, 1.0, 0.5]), torch.tensor([-30.0, 1.0])]
+result = {}
+with lazypatch.patched(*names.values()):
+    for function, name in names.items():
+        if function == "one_sided":
+            continue
+        original = getattr(branching, function).__lazypatch_rewritten_from__
+        program = torch.export.export(Calling(getattr(branching, function)), (samples[0],),
+                                      dynamic_shapes=({0: torch.export.Dim.DYNAMIC},))
+        result[function] = all(torch.equal(program.module()(x), original(x)) for x in samples)
+records = {record.name: record for record in lazypatch.report()}
+result["one_sided"] = [records[names["one_sided"]].status, records[names["one_sided"]].reason]
+print("RESULT" + json.dumps(result))
+'''
+
+
+def test_if_else_defining_names_in_both_branches_and_elif_chains(tmp_path):
+    """The most common data-dependent forms (``if t: y = a`` / ``else: y = b``, ``elif``
+    chains, a branch returning its input unchanged) export and match the original;
+    a name one branch defines and the function reads after the ``if`` is reported."""
+    (tmp_path / "branching.py").write_text(textwrap.dedent(BRANCHES))
+    completed = subprocess.run([sys.executable, "-W", "ignore", "-c", BRANCHES_CODE],
+                               capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                               env={**__import__("os").environ,
+                                    "PYTHONPATH": os.pathsep.join(
+                                        [str(tmp_path), os.environ.get("PYTHONPATH", "")])})
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT")]
+    assert lines, completed.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT"):])
+    assert result["both"] and result["chain"] and result["alias"], result
+    status, reason = result["one_sided"]
+    assert status == "skipped", result
+    assert "w is first defined in one branch only and used outside the `if`" in reason
