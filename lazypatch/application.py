@@ -281,13 +281,18 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                         patch.notes = context.notes
                     if context.note_providers or patch.note_providers:
                         patch.note_providers = context.note_providers
-                    patch.live.append(context)
+                    live = patch.live
+                    if live.__class__ is tuple:   # the shared empty one (state.py)
+                        patch.live = live = []
+                    live.append(context)
                     patch.application_count += 1
                     STATE.application_count += 1
                     patch.applied_order = STATE.application_count
                     if untracked or patch.untracked_changes:
                         patch.untracked_changes = untracked
                     history = patch.history
+                    if history.__class__ is tuple:
+                        patch.history = history = []
                     history.append("applied")
                     if len(history) > HISTORY_LENGTH:
                         del history[0]
@@ -424,7 +429,7 @@ def _record_conflict(change: "Change", others: "List[Change]") -> None:
         for name in losers + [change.patch_name]:
             patch = STATE.catalog.by_name.get(name)
             if patch is not None and text not in patch.conflicts:
-                patch.conflicts.append(text)
+                patch.conflicts = [*patch.conflicts, text]
     from .notices import notify  # only on this path: see benchmarks/COSTS.md
     notify(f"lazypatch: conflict: {text}", PatchConflictWarning, stacklevel=4)
 
@@ -556,7 +561,7 @@ def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str
     with STATE.lock:
         if context not in patch.live:
             return
-        patch.undoing.append(context)   # claimed by undo_contexts below (see detach)
+        patch.undoing = [*patch.undoing, context]   # claimed by undo_contexts below (see detach)
         patch.live.remove(context)
         patch.generation += 1
         if not patch.live and patch.status == APPLIED:
