@@ -128,9 +128,8 @@ def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
     requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
-        _registration.register(function, target, phase=phase, name=name, priority=priority,
-                               requires=requirements, tags=tags, enabled=enabled,
-                               events=events)
+        _registration.register_in_order(function, target, phase, name, priority, requirements,
+                                        tags, enabled, events)
         return function
     return decorate
 
