@@ -1,8 +1,8 @@
 """Budget 1: ``import lazypatch.auto`` (every built-in pack) against a bare start.
 
-Budget: at most 10 ms over a bare interpreter start (about 22M instructions
-at COSTS.md's 2.2M instructions per ms), and no target package (nor wrapt)
-imported.
+Budget: at most 10 ms over a bare interpreter start, and at most 16M
+instructions (issue 35; the whole 10 ms is about 22M at COSTS.md's 2.2M
+instructions per ms), and no target package (nor wrapt) imported.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from benchmarks.environment import Environment
 
 GROUP = "1. Activation"
 BUDGET_MS = 10.0
-BUDGET_INSTRUCTIONS = BUDGET_MS * harness.INSTRUCTIONS_PER_MS_FALLBACK
+# Issue 35: at most +16M instructions (not the whole 10 ms, about 22M), so that the
+# packs and layout of the next rounds fit with room to spare.
+BUDGET_INSTRUCTIONS = 16e6
 
 # Packages lazypatch patches (or wraps with): activation must import none of them.
 FORBIDDEN_ROOTS = ("torch", "numpy", "mmcv", "mmdet", "mmdet3d", "mmengine", "wrapt",
@@ -50,7 +52,11 @@ def measure(environment: Environment, repetitions: int, count_instructions: bool
     rows = [harness.row(
         GROUP, "`import lazypatch.auto` vs `python -c pass` (wall, clean venv)", auto_ms, "ms",
         baseline=bare_ms, ratio=auto_ms / bare_ms, difference=added_ms,
-        budget=f"≤ +{BUDGET_MS:g} ms", verdict=harness.verdict(added_ms <= BUDGET_MS),
+        budget=f"≤ +{BUDGET_MS:g} ms",
+        # On a shared machine the wall clock says how busy it was: the deterministic
+        # instruction count decides when there is one (the table's header says so).
+        verdict=harness.INFO if count_instructions else harness.verdict(added_ms <= BUDGET_MS),
+        note="verdict from the instruction count" if count_instructions else "",
         spread=samples["auto"].spread(1e3) + "; bare " + samples["bare"].spread(1e3),
         raw={name: sample.as_dict() for name, sample in samples.items()})]
     if count_instructions:
@@ -61,7 +67,7 @@ def measure(environment: Environment, repetitions: int, count_instructions: bool
         rows.append(harness.row(
             GROUP, "`import lazypatch.auto` vs `python -c pass` (instructions)",
             auto_count / 1e6, "M instr", baseline=bare_count / 1e6, ratio=auto_count / bare_count,
-            difference=added / 1e6, budget=f"≤ +{BUDGET_INSTRUCTIONS / 1e6:g}M (10 ms)",
+            difference=added / 1e6, budget=f"≤ +{BUDGET_INSTRUCTIONS / 1e6:g}M",
             verdict=harness.verdict(added <= BUDGET_INSTRUCTIONS),
             note=f"≈ +{added / harness.INSTRUCTIONS_PER_MS_FALLBACK:.1f} ms at 2.2M instr/ms "
                  f"(this run's bare start: {per_ms / 1e6:.2f}M instr/ms wall)",

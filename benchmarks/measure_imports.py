@@ -35,6 +35,8 @@ WATCHED_BUDGET_US = 5.0
 NO_OP_PATCH_BUDGET = 15_000
 TORCH_BUDGET_RATIO = 1.01
 LOOP_SCRIPT = BENCHMARKS / "scripts" / "import_loop.py"
+ONCE_SCRIPT = BENCHMARKS / "scripts" / "import_once.py"
+ONCE_WARM_UP = 20   # watched imports before the counted one: the machinery loaded and warm
 
 TORCH_TIMED = ("import time; started = time.perf_counter(); import torch; "
                "print('{\"import_s\": %r}' % (time.perf_counter() - started))")
@@ -219,6 +221,8 @@ def watched(environment: Environment, repetitions: int, count: int,
                  f"detects plain assignments; wrapt's ≈ {wrapt_count / per_us:.1f} µs records "
                  f"nothing",
             raw=counts))
+    if instruction_count:
+        rows.append(once_with_exit(environment))
     machinery_extra = per_import_us(samples["machinery"], count) - plain_us
     rows.append(harness.row(
         GROUP_WATCHED, "watched import before its patches run (wall)", machinery_extra,
@@ -242,3 +246,26 @@ def watched(environment: Environment, repetitions: int, count: int,
         note=f"value and baseline are µs over a plain import; {count} modules per process",
         raw={name: sample.as_dict() for name, sample in samples.items()}))
     return rows
+
+
+def once_with_exit(environment: Environment) -> Dict[str, object]:
+    """Row: one watched import with a no-op patch against one plain import, each counted
+    as a whole process with the interpreter's exit (``scripts/import_once.py``)."""
+    def command(variant: str) -> List[str]:
+        settings = {"modules": str(environment.modules), "variant": variant,
+                    "warm": ONCE_WARM_UP}
+        return [str(environment.clean_python), str(ONCE_SCRIPT), json.dumps(settings)]
+    variants = ("none", "plain", "watched")
+    for variant in variants:   # every cache a run writes, written before the counted runs
+        harness.run_process(command(variant), env=environment.env())
+    counts = {variant: harness.instructions(command(variant), environment.env())
+              for variant in variants}
+    extra = counts["watched"] - counts["plain"]
+    return harness.row(
+        GROUP_WATCHED, "watched import, no-op patch, one import with the interpreter's exit "
+        "(instructions)", extra, "instr", baseline=counts["plain"] - counts["none"],
+        budget=f"≤ {NO_OP_PATCH_BUDGET:,} instr", verdict=harness.verdict(extra <= NO_OP_PATCH_BUDGET),
+        note=f"whole processes, collector off, after {ONCE_WARM_UP} watched imports: value: the "
+             f"watched import's process minus the plain import's; baseline: what the plain "
+             f"import's process spends over importing nothing",
+        raw=counts)

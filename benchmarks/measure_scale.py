@@ -1,7 +1,7 @@
 """Budget 6: 10, 1,000 and 10,000 registered patches.
 
 Registration of K patches on K distinct, never-imported modules, timed in
-the process (median over processes); budget: linear, and under 50 ms for
+the process (median over processes); budget: linear, and under 30 ms for
 10,000. Then the cost of unwatched imports with K patches registered, which
 must not grow with K (the finder does one dict lookup): compared with K=10
 as the baseline, by instruction count when callgrind is there. Last, ``unpatch``
@@ -25,7 +25,7 @@ from benchmarks.measure_imports import loop_command, loop_instructions, per_impo
 
 GROUP = "6. Scale"
 SIZES = (10, 1_000, 10_000)
-REGISTRATION_BUDGET_MS = 50.0
+REGISTRATION_BUDGET_MS = 30.0   # issue 35 (DESIGN.md's 50 ms, with room for the packs)
 LINEAR_TOLERANCE = 1.5     # per-patch time at 10,000 at most 1.5x that at 1,000
 FLAT_TOLERANCE = 1.05      # unwatched import at 10,000 patches within 5% of at 10
 UNPATCH_SIZES = (1_000, 10_000, 100_000)

@@ -116,8 +116,8 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
     naming the fix, and register nothing. ``events`` sets this patch's own
     event actions, such as ``{"failure": "raise", "skip": "log"}``.
     """
-    return _registration.register(function, target, phase=phase, name=name, priority=priority,
-                                  requires=requires, tags=tags, enabled=enabled, events=events)
+    return _registration.register_in_order(function, target, phase, name, priority, requires,
+                                           tags, enabled, events)
 
 
 def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
@@ -128,9 +128,8 @@ def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
     requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
-        _registration.register(function, target, phase=phase, name=name, priority=priority,
-                               requires=requirements, tags=tags, enabled=enabled,
-                               events=events)
+        _registration.register_in_order(function, target, phase, name, priority, requirements,
+                                        tags, enabled, events)
         return function
     return decorate
 

@@ -70,6 +70,7 @@ _executing = STATE.executing
 _ledger = STATE.ledger
 _lock = STATE.lock
 _event_rules = _events.RULES
+_one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
 
 
@@ -219,7 +220,10 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
         before = namespace.copy() if type(namespace) is dict else None
-        started = _clock_start()
+        # The clock, written out (see _clock_start): the one-time import tally is
+        # empty until a patch first imports wrapt, so most applications skip it.
+        charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
+        started = (perf_counter(), charged)
         try:
             if patch.takes_context:
                 patch.function(module, context)
@@ -248,9 +252,23 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                 patch.remember(f"failed: {patch.reason}")
             raise
         try:
-            duration_ms = _elapsed_ms(started)
-            untracked = _NOTHING_UNTRACKED if before is None else \
-                untracked_names(before, namespace, module, context.changes)
+            duration_ms = (perf_counter() - started[0]) * 1000.0
+            if _one_time_ms:
+                duration_ms -= _one_time_ms.get(get_ident(), 0.0) - charged
+            if before is None:
+                untracked = _NOTHING_UNTRACKED
+            elif context.changes:
+                untracked = untracked_names(before, namespace, module, context.changes)
+            else:
+                # Nothing recorded (a no-op, or only plain assignments): the namespace
+                # equals its copy unless something was assigned; compared in C, without
+                # the call to untracked_names (the watched import's budget, COSTS.md).
+                try:
+                    unchanged = before == namespace
+                except Exception:   # a changed value whose __eq__ raises: compare by identity
+                    unchanged = False
+                untracked = _NOTHING_UNTRACKED if unchanged else \
+                    untracked_names(before, namespace, module, context.changes)
             before = None   # the copy goes now: memory follows what changed, not module size
             with _lock:
                 if patch.generation == generation and patch.enabled:
@@ -263,13 +281,18 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                         patch.notes = context.notes
                     if context.note_providers or patch.note_providers:
                         patch.note_providers = context.note_providers
-                    patch.live.append(context)
+                    live = patch.live
+                    if live.__class__ is tuple:   # the shared empty one (state.py)
+                        patch.live = live = []
+                    live.append(context)
                     patch.application_count += 1
                     STATE.application_count += 1
                     patch.applied_order = STATE.application_count
                     if untracked or patch.untracked_changes:
                         patch.untracked_changes = untracked
                     history = patch.history
+                    if history.__class__ is tuple:
+                        patch.history = history = []
                     history.append("applied")
                     if len(history) > HISTORY_LENGTH:
                         del history[0]
@@ -410,7 +433,7 @@ def _record_conflict(change: "Change", others: "List[Change]") -> None:
         for name in losers + [change.patch_name]:
             patch = STATE.catalog.by_name.get(name)
             if patch is not None and text not in patch.conflicts:
-                patch.conflicts.append(text)
+                patch.conflicts = [*patch.conflicts, text]
     from .notices import notify  # only on this path: see benchmarks/COSTS.md
     notify(f"lazypatch: conflict: {text}", PatchConflictWarning, stacklevel=4)
 
@@ -542,7 +565,7 @@ def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str
     with STATE.lock:
         if context not in patch.live:
             return
-        patch.undoing.append(context)   # claimed by undo_contexts below (see detach)
+        patch.undoing = [*patch.undoing, context]   # claimed by undo_contexts below (see detach)
         patch.live.remove(context)
         patch.generation += 1
         if not patch.live and patch.status == APPLIED:

@@ -283,6 +283,8 @@ def track(patch: "RegisteredPatch", context: PatchContext) -> None:
             label = _label(function)
             entry = patch.call_counts.get(label)
             if entry is None:
+                if patch.call_counts.__class__ is not dict:   # the shared empty one (state.py)
+                    patch.call_counts = {}
                 entry = patch.call_counts[label] = CallCount(label)
             if calls.mode == MONITORING:
                 identities = calls.function_ids.setdefault(key, set())

@@ -23,7 +23,7 @@ from .state import STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Dict, List, Mapping, Optional, Tuple
+    from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 # The one list of words for a yes/no setting. An empty value means "not set"
 # (the default applies): `LAZYPATCH=` must not switch activation off while
@@ -383,7 +383,7 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> "Configuration":
     # The internal variables are not settings: LAZYPATCH_ACTIVATING appears during
     # activation and must not make the same settings be read (and warned about) again.
     # Keys first, values only for ours: os.environ decodes every item it hands out.
-    key = tuple(sorted((name, source[name]) for name in source
+    key = tuple(sorted((name, source[name]) for name in lazypatch_names(source)
                        if (name.startswith("LAZYPATCH") and (name == "LAZYPATCH" or
                                                              name.startswith("LAZYPATCH_"))
                            and name not in INTERNAL_VARIABLES) or name == PORTABLE_VARIABLE
@@ -393,6 +393,34 @@ def read(environ: "Optional[Mapping[str, str]]" = None) -> "Configuration":
     configuration = _read(source)
     _last_read = (key, configuration)
     return configuration
+
+
+def lazypatch_names(source: "Mapping[str, str]") -> "List[str]":
+    """The names in ``source`` that may be ours (LAZYPATCH*, PYTHONLAZYPATCH); every name
+    for a mapping other than ``os.environ``.
+
+    Iterating ``os.environ`` decodes every variable's name in Python, about a twentieth
+    of activation in an ordinary environment (benchmarks/COSTS.md): its raw names are
+    filtered first and only the candidates decoded."""
+    raw = getattr(source, "_data", None) if source is os.environ else None
+    if type(raw) is not dict:
+        return list(source)
+    decode = source.decodekey   # type: ignore[attr-defined]
+    # Raw names are bytes where the platform has a bytes environment (POSIX), else str.
+    raw_names: "Any" = _RAW_NAMES[os.supports_bytes_environ]   # bytes or str alike
+    prefix, portable, separator = raw_names
+    # Found in the names joined, in C: a Python loop over a hundred names would cost
+    # most of what not decoding them saves. Names cannot hold a NUL, so it marks where
+    # each one starts, and each piece after a split at NUL + prefix is the rest of a
+    # name of ours (up to the next NUL).
+    pieces = (separator + separator.join(raw)).split(separator + prefix)
+    ours = [decode(prefix + piece.split(separator, 1)[0]) for piece in pieces[1:]]
+    if portable in raw:
+        ours.append(decode(portable))
+    return ours
+
+
+_RAW_NAMES = (("LAZYPATCH", "PYTHONLAZYPATCH", "\0"), (b"LAZYPATCH", b"PYTHONLAZYPATCH", b"\0"))
 
 
 # Reads that must say nothing (portable_value: the processes that use the value
@@ -418,7 +446,7 @@ def alert(message: str, category: "type" = ConfigurationWarning) -> None:
 
 def _read(source: "Mapping[str, str]") -> "Configuration":
     # Only our variables: copying all of os.environ decodes every item of it.
-    environment: "Dict[str, str]" = {name: source[name] for name in source
+    environment: "Dict[str, str]" = {name: source[name] for name in lazypatch_names(source)
                                      if name.startswith("LAZYPATCH")}
     configuration = Configuration()
     portable = source.get(PORTABLE_VARIABLE)

@@ -54,12 +54,17 @@ class LoaderProxy:
     as wrapt's proxy does.
     """
 
-    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "_lazypatch_name")
+    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "_lazypatch_name", "create_module")
 
     def __init__(self, loader: "Any", run_body: "Callable[..., None]", name: str = "") -> None:
         self._lazypatch_loader = loader
         self._lazypatch_run_body = run_body
         self._lazypatch_name = name     # the name being imported (the spec's)
+        # The real loader's own create_module, called by the import system directly: a
+        # method of ours forwarding to it cost every watched import a Python call
+        # (benchmarks/COSTS.md). A loader without one gets "use the default module".
+        create = getattr(loader, "create_module", None)
+        self.create_module = create if create is not None else _default_module
 
     def __getattr__(self, name: str) -> "Any":
         if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
@@ -75,10 +80,6 @@ class LoaderProxy:
 
     def __repr__(self) -> str:
         return f"<lazypatch LoaderProxy for {self._lazypatch_loader!r}>"
-
-    def create_module(self, spec: "Any") -> "Any":
-        create = getattr(self._lazypatch_loader, "create_module", None)
-        return create(spec) if create is not None else None
 
     def exec_module(self, module: "Any") -> None:
         loader = self._lazypatch_loader
@@ -100,6 +101,11 @@ class LoaderProxy:
             self._lazypatch_run_body(module, loader, name)
         else:
             self._lazypatch_run_body(module, loader)
+
+
+def _default_module(spec: "Any") -> None:
+    """``create_module`` of a proxy whose loader has none: the import system's default."""
+    return None
 
 
 def execute_with_loader(module: "Any", loader: "Any") -> None:
@@ -189,6 +195,11 @@ class LazyPatchFinder:
         if spec is None:
             # Not installed: a declared stand-in may provide it (boundaries.stand_in).
             return self._boundary_spec(fullname, takes_over=False)
+        loader = spec.loader
+        if loader is not None and type(loader) is not LoaderProxy:
+            # wrap_spec_loader's usual case, written out: every watched import.
+            spec.loader = LoaderProxy(loader, self._run_body, spec.name)
+            return spec
         return wrap_spec_loader(spec, self._run_body)
 
     def _boundary_spec(self, fullname: str, takes_over: bool) -> "Any":

@@ -23,7 +23,7 @@ from .slots import ATTRIBUTE, ITEM, MISSING, describe, own_dict, read_slot, writ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 CALLBACK = "callback"   # an undo action the patch supplied (patch.on_undo)
 
@@ -204,7 +204,9 @@ class PatchContext:
         self.changes: "List[Change]" = []
         # (change, other patches' live changes on the same slot); reported by the
         # application only if this patch succeeds, since a failure rolls back.
-        self.conflicts: "List[Tuple[Change, List[Change]]]" = []
+        # The shared empty tuple until a first conflict (a list then): most applications
+        # have none, and a watched import pays for every allocation (benchmarks/COSTS.md).
+        self.conflicts: "Sequence[Tuple[Change, List[Change]]]" = ()
         self.revert_after_import_requested = False
         self.notes: "List[str]" = []
         self.note_providers: "List[Callable[[], Any]]" = []
@@ -223,7 +225,7 @@ class PatchContext:
         change, others = self._ledger.change(action, kind, owner, key, value, self.name,
                                              record_into=self.changes)
         if others:
-            self.conflicts.append((change, others))
+            self.conflicts = [*self.conflicts, (change, others)]
         return change
 
     def setattr(self, owner: "Any", name: str, value: "Any", rebind: bool = False,

@@ -15,7 +15,7 @@ from .state import AFTER, BEFORE, STATE, RegisteredPatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Iterable, Optional, Tuple, Union
+    from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 
     from .requirements import Requirement
 
@@ -41,6 +41,10 @@ FIRST = -(2 ** 62)
 _NO_TAGS: "frozenset" = frozenset()
 _NO_REQUIREMENTS: "Tuple[Requirement, ...]" = ()
 
+
+# Tuples of tags already checked, and their set (the default's included): a memo of a
+# pure check, as below.
+_tag_sets: "Dict[Tuple[str, ...], frozenset]" = {(): _NO_TAGS}
 
 # Targets already found valid: packs register many patches on few targets, and
 # registration runs at activation (see benchmarks/COSTS.md). A memo of a pure check.
@@ -186,7 +190,8 @@ def build(function: "Callable[..., Any]", target: object, phase: str,
     (Positional parameters: matching keyword arguments costs more than the checks.)"""
     if phase not in (AFTER, BEFORE):
         raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
-    target = validate_target(target)
+    if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
+        target = validate_target(target)   # (its fast path above, without the call)
     if name is None:
         name = _default_name(function)
     elif not isinstance(name, str) or not name.strip():
@@ -194,15 +199,20 @@ def build(function: "Callable[..., Any]", target: object, phase: str,
     order = priority if priority.__class__ is int else validate_priority(priority, name)
     if enabled is not True and enabled is not False:
         raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
-    if tags.__class__ is tuple and not tags:   # the default: nothing to check
-        tag_set = _NO_TAGS
+    if tags.__class__ is tuple:
+        # Packs pass the same tuples of tags again and again (a constant): checked once.
+        try:
+            tag_set = _tag_sets.get(tags)
+        except TypeError:   # an unhashable item: _tag_set names the problem
+            tag_set = None
+        if tag_set is None:
+            tag_set = _tag_sets[tags] = _tag_set(tags, name)
     else:
         tag_set = _tag_set(tags, name)
     parsed = _NO_REQUIREMENTS if requires.__class__ is tuple and not requires \
         else parse_requirements(requires)
-    return RegisteredPatch(name=name, target=target, function=function, phase=phase,
-                           priority=order, requires=parsed, tags=tag_set, enabled=enabled,
-                           takes_context=takes_context(function, name))
+    return RegisteredPatch(name, target, function, phase, order, parsed, tag_set, enabled,
+                           takes_context(function, name))
 
 
 def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
@@ -238,6 +248,16 @@ def register(function: "Callable[..., Any]", target: object, *, phase: str = AFT
              enabled: object = True, events: "Optional[Any]" = None) -> str:
     """Validate, index and, if the target is already imported, apply a patch; its name.
     ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
+    return register_in_order(function, target, phase, name, priority, requires, tags, enabled,
+                             events)
+
+
+def register_in_order(function: "Callable[..., Any]", target: object, phase: str,
+                      name: "Optional[str]", priority: object,
+                      requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
+                      enabled: object, events: "Optional[Any]") -> str:
+    """``register`` with its arguments by position: what the public facade calls, since
+    matching nine keywords twice cost a third of a registration (measure_scale.py)."""
     patch = build(function, target, phase, name, priority, requires, tags, enabled)
     actions = None
     if events is not None:   # events.py only when asked: activation does not load it

@@ -165,7 +165,17 @@ def parse_requirements(requirements: "Iterable[Union[str, Requirement]]") -> "Tu
     process: registration runs at activation, inside its 10 ms budget.
     """
     if isinstance(requirements, str):
-        requirements = [requirements]
+        requirements = (requirements,)
+    elif requirements.__class__ is not tuple:
+        requirements = tuple(requirements)   # (a list, as packs write them; iterated once)
+    # The same lists come back (a pack's patches share them; a decorator's parsed tuple
+    # is checked again when it registers): one dict lookup then.
+    try:
+        known = _parsed_lists.get(requirements)
+    except TypeError:   # an unhashable item: the loop below names it
+        known = None
+    if known is not None:
+        return known
     parsed = []
     for text in requirements:
         if isinstance(text, Requirement):
@@ -176,7 +186,13 @@ def parse_requirements(requirements: "Iterable[Union[str, Requirement]]") -> "Tu
             requirement = Requirement(text)
             _parsed[text] = requirement
         parsed.append(requirement)
-    return tuple(parsed)
+    result = tuple(parsed)
+    _parsed_lists[requirements] = _parsed_lists[result] = result
+    return result
+
+
+# Tuples of requirements (strings or parsed) -> the parsed tuple; see parse_requirements.
+_parsed_lists: "Dict[Tuple[Any, ...], Tuple[Requirement, ...]]" = {}
 
 
 def version_matches(version: str, specifiers: str) -> bool:

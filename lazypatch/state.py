@@ -59,6 +59,11 @@ AFTER = "after"     # runs right after the body executed
 HISTORY_LENGTH = 20   # the last events of a patch kept for its report: a scope in a loop must not grow it
 
 
+# The empty values every new RegisteredPatch shares (immutable: see its __init__).
+_NONE: "Any" = ()
+_NO_CALLS: "Any" = type(type.__dict__)({})   # an empty read-only mapping (mappingproxy)
+
+
 class RegisteredPatch:
     """One registered patch and everything known about it.
 
@@ -75,9 +80,11 @@ class RegisteredPatch:
         "generation", "undoing", "scope_holds", "scope_saved", "call_counts",
     )
 
-    def __init__(self, *, name: str, target: str, function: "Callable[..., Any]",
+    def __init__(self, name: str, target: str, function: "Callable[..., Any]",
                  phase: str, priority: int, requires: "Tuple[Requirement, ...]",
                  tags: "frozenset", enabled: bool, takes_context: bool) -> None:
+        # Positional parameters: matching nine keywords cost more than the rest of the
+        # constructor (10,000 registrations: benchmarks/measure_scale.py).
         self.name = name
         self.target = target
         self.function = function
@@ -91,30 +98,35 @@ class RegisteredPatch:
         self.status = PENDING if enabled else DISABLED
         self.reason = "" if enabled else "disabled by default; enable it by name or tag"
         self.error = ""
+        # The sequences below start as the shared empty tuple and become lists (the
+        # mapping a dict) when first written: most patches never apply, and allocating
+        # seven lists and a dict per patch made 10,000 registrations cost twice the
+        # budget. Writers replace the tuple (see ``remember`` and application.apply);
+        # a write that forgot to would fail loudly, never share the empty value.
         # One context per module object this patch is applied to now: a module
         # re-imported after `del sys.modules[...]` is a second object, and undo
         # must reach both.
-        self.live: "List[PatchContext]" = []
+        self.live: "List[PatchContext]" = _NONE
         # Applications taken off ``live`` to be undone and not yet claimed by the undo
         # (application.detach / undo_contexts): an interrupt landing in between leaves
         # them here, and the next detach of this patch hands them out again.
-        self.undoing: "List[PatchContext]" = []
+        self.undoing: "List[PatchContext]" = _NONE
         self.duration_ms = 0.0
         self.application_count = 0
-        self.conflicts: "List[str]" = []
-        self.late_references: "List[str]" = []
-        self.untracked_changes: "List[str]" = []
+        self.conflicts: "List[str]" = _NONE
+        self.late_references: "List[str]" = _NONE
+        self.untracked_changes: "List[str]" = _NONE
         self.takes_context = takes_context
-        self.history: "List[str]" = []
+        self.history: "List[str]" = _NONE
         self.applied_order = 0
-        self.notes: "List[str]" = []
-        self.note_providers: "List[Callable[[], Any]]" = []
+        self.notes: "List[str]" = _NONE
+        self.note_providers: "List[Callable[[], Any]]" = _NONE
         self.generation = 0        # bumped by undo/disable: an application in flight is stale
         self.scope_holds = 0       # patched() scopes holding it applied
         self.scope_saved: "Optional[Tuple[bool, bool]]" = None   # (enabled, applied) before them
         # "module.qualname" of each function it put in place -> calls.CallCount; kept
         # after undo, so the report still says whether it was called while applied.
-        self.call_counts: "Dict[str, Any]" = {}
+        self.call_counts: "Dict[str, Any]" = _NO_CALLS
 
     @property
     def description(self) -> str:
@@ -135,6 +147,8 @@ class RegisteredPatch:
     def remember(self, event: str) -> None:
         """Add an event to the bounded history shown in the report."""
         history = self.history
+        if history.__class__ is tuple:
+            self.history = history = []
         history.append(event)
         if len(history) > HISTORY_LENGTH:
             del history[0]
