@@ -1,6 +1,6 @@
 """OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 (or mmcv 1.x without ops) and NumPy 2.
 
-Five concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
+Six concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
 * ``openmmlab.mmcv_version_gate.<package>`` (mmdet, mmdet3d, mmseg, mmocr,
@@ -29,6 +29,10 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 * ``openmmlab.points_in_boxes_cpu``: mmcv's ``points_in_boxes_part`` /
   ``_all`` call ``torch.cuda.current_device()`` before their kernel, which
   fails on CPU; CPU tensors are answered by mmcv's CPU kernel instead.
+* ``openmmlab.mmdet_focal_loss_cpu``: mmdet's ``FocalLoss`` takes mmcv's kernel
+  only for CUDA tensors; its CPU branch's ``F.one_hot`` refuses the -1 labels
+  the kernel treats as background. The installed ``forward`` is edited so that
+  the CPU branch computes what the kernel computes (:mod:`.focal_loss`).
 * ``openmmlab.mx_driving.msda`` / ``.deform_conv`` / ``.voxelization``: on an
   Ascend host (``torch_npu`` and ``mx_driving`` importable), route mmcv's
   multi-scale deformable attention, deformable convolutions and voxelization
@@ -112,6 +116,14 @@ def points_in_boxes_cpu(points_in_boxes, patch):
     """points_in_boxes_part/_all on CPU tensors use mmcv's CPU kernel (they call CUDA first)."""
     from .points_in_boxes import serve_cpu_tensors
     serve_cpu_tensors(points_in_boxes, patch)
+
+
+@lazypatch.when_imported("mmdet.models.losses.focal_loss", name=f"{PACK}.mmdet_focal_loss_cpu",
+                         tags=(PACK, "mmdet", "compat"))
+def mmdet_focal_loss_cpu(focal_loss, patch):
+    """FocalLoss on non-CUDA tensors: labels outside [0, C) are background, as in mmcv's kernel."""
+    from .focal_loss import align_cpu_branch
+    align_cpu_branch(focal_loss, patch)
 
 
 _NPU_TAGS = (PACK, "ops", "mmcv", "npu")
