@@ -18,9 +18,8 @@ import torch
 
 CHECKOUT = os.path.abspath(sys.argv[1])
 sys.path.insert(0, CHECKOUT)   # its `projects` package, as tools/train.py has it
-from mmcv import Config  # noqa: E402
-
 import projects.mmdet3d_plugin  # noqa: E402,F401  (registers Sparse4D's modules)
+from mmcv import Config  # noqa: E402
 from mmdet.models import build_detector  # noqa: E402
 
 CAMERAS, HEIGHT, WIDTH = 6, 96, 160
