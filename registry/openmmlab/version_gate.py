@@ -155,13 +155,16 @@ def nearest_accepted(accepted: str, installed: str) -> Tuple[Optional[str], str]
     """(the accepted version to present for ``installed``, "") or (None, why not).
 
     Below the range: its minimum; above it: :func:`version_inside`. Only when that
-    bound is of the installed major version (the same API generation)."""
+    version and the range's minimum are of the installed major (the same API generation)."""
     lower, _, _ = _clauses(accepted)
     below = lower is not None and not lazypatch.version_matches(installed, f">={lower}")
     presented = lower if below else version_inside(accepted)
     if presented is None:
         return None, f"no plain release inside {accepted} to present"
-    if _major(presented) != _major(installed):
+    # The generation a range is written for is its minimum's (mmdet3d 1.0.0rc4 writes
+    # mmdet<=3.0.0 and means mmdet 2.x).
+    written_for = {_major(presented)} | ({_major(lower)} if lower else set())
+    if written_for != {_major(installed)}:
         return None, "another major version"
     return presented, ""
 

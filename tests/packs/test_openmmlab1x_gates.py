@@ -166,8 +166,8 @@ def test_mmdet3d_mmdet_and_mmseg_import_and_versions_stay_truthful(interpreter):
 def test_mmdet_2_24s_own_check_on_mmcv_1_7_2(interpreter):
     # mmdet 2.24's __init__ (BEVFormer's mmdet) is not installed beside 2.28: its check is
     # written as a package of the family, gated the way the pack gates mmdet.
-    interpreter.write({"mmdet224/__init__.py": MMDET_2_24.replace(
-        "assert (", "from mmcv import digit_version\nassert (") + "SEEN = mmcv.__version__\n"})
+    interpreter.write({"mmdet224/__init__.py": "from mmcv import digit_version\n" + MMDET_2_24
+                       + "SEEN = mmcv.__version__\n"})
     result = interpreter.run_json("""
         import lazypatch.auto, lazypatch, json
         from lazypatch.registry.openmmlab.version_gate import present_for_package
