@@ -28,7 +28,7 @@ from openmmlab1x import last_json_line, needs_stack_1x, patch_statuses, run_unde
 STEPS = Path(__file__).resolve().parent / "zoo_steps"
 
 #: What lazypatch must have provided for any of these models on a CPU machine.
-PROVIDED = ("openmmlab.mmcv_version_gate.mmdet3d", "openmmlab.mmcv_ext")
+PROVIDED = ("openmmlab.mmcv_ext", "cuda_extensions.torchvision")
 
 
 def checkout(variable: str, marker: str) -> Path:
@@ -64,6 +64,7 @@ def test_bevformer_tiny_trains_a_step(tmp_path):
                                  env={"PYTHONPATH": str(detectron2)})
     step = judge(result, tmp_path / "reports")
     assert {"loss_cls", "loss_bbox", "d4.loss_cls"} <= set(step["log_vars"])
+    assert "openmmlab.mmcv_version_gate.mmdet3d" in patch_statuses(tmp_path / "reports")
 
 
 @needs_stack_1x
@@ -75,4 +76,6 @@ def test_sparse4d_v3_trains_a_step(tmp_path):
     step = judge(result, tmp_path / "reports")
     # The denoising queries' -1 labels reach mmdet's FocalLoss on the CPU branch.
     assert "loss_cls_dn_0" in step["log_vars"]
-    assert "openmmlab.mmdet_focal_loss_cpu" in patch_statuses(tmp_path / "reports")
+    statuses = patch_statuses(tmp_path / "reports")
+    assert "openmmlab.mmdet_focal_loss_cpu" in statuses
+    assert "cuda_extensions.projects.mmdet3d_plugin.ops.deformable_aggregation_ext" in statuses
