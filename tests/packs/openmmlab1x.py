@@ -9,6 +9,7 @@ elsewhere, saying so; the installed mmcv's version tells which environment this 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import subprocess
@@ -29,6 +30,16 @@ needs_stack_1x = pytest.mark.skipif(
     reason="needs the OpenMMLab 1.x stack (mmcv 1.x without ops, mmdet 2.x, mmdet3d "
            "1.0.0rc4): build it as requirements/stack1x.txt says (.ci/run does) and run "
            "pytest with that environment's python")
+
+
+#: In the 1.x stack ``mmcv.ops`` imports ``mmcv.runner``, which imports torchvision: the
+#: index's CUDA build of it imports only with the cuda_extensions pack's stand-in for its
+#: compiled operators. Scenarios reaching mmcv.ops there need that stand-in.
+needs_torchvision_stand_in = pytest.mark.skipif(
+    IN_STACK_1X and importlib.util.find_spec(
+        "lazypatch.registry.cuda_extensions.torchvision_stand_in") is None,
+    reason="in the 1.x stack, mmcv.ops imports torchvision, which needs the cuda_extensions "
+           "pack's torchvision stand-in (registry/cuda_extensions/torchvision_stand_in.py)")
 
 
 def run_under_lazypatch(command: Sequence[str], *, cwd: Path, report_directory: Path,

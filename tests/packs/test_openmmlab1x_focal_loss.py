@@ -10,12 +10,13 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from openmmlab1x import IN_STACK_1X
+from openmmlab1x import IN_STACK_1X, needs_torchvision_stand_in
 
 from lazypatch import installed_version
 
-pytestmark = pytest.mark.skipif(installed_version("mmdet") is None,
-                                reason="needs mmdet (requirements/stack.txt or stack1x.txt)")
+pytestmark = [pytest.mark.skipif(installed_version("mmdet") is None,
+                                 reason="needs mmdet (requirements/stack.txt or stack1x.txt)"),
+              needs_torchvision_stand_in]
 
 ENABLE = {"LAZYPATCH_ENABLE": "cuda_extensions"} if IN_STACK_1X else {}
 
