@@ -1,15 +1,17 @@
-"""OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 and NumPy 2, on any torch device.
+"""OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 (or mmcv 1.x without ops) and NumPy 2.
 
-Five concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
+Six concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
 * ``openmmlab.mmcv_version_gate.<package>`` (mmdet, mmdet3d, mmseg, mmocr,
   ...): these packages assert a range of ``mmcv.__version__`` at import
-  (mmdet 3.3, mmdet3d 1.4 and mmseg 1.2: ``< 2.2.0``). The range is read from
-  the package's own ``__init__`` source; while (and only while) its body
-  runs, ``mmcv.__version__`` reads a version inside it; the true one is back
-  as soon as the body finished. Only for an mmcv inside the window this pack
-  was tested with (2.2.x).
+  (mmdet 3.3, mmdet3d 1.4 and mmseg 1.2: ``< 2.2.0``; mmdet 2.24: ``<= 1.6.0``;
+  mmdet3d 1.0.0rc4: ``<= 1.7.0``), mmdet3d also of ``mmdet`` and ``mmseg``.
+  The ranges are read from the package's own ``__init__`` source; while (and
+  only while) its body runs, each asserted ``__version__`` reads the accepted
+  version nearest to the installed one; the true one is back as soon as the
+  body finished. Only when the installed version is of the same major (the same
+  API generation) as the bound it crosses.
 * ``openmmlab.mmcv_ext``: mmcv-lite has no compiled ``mmcv._ext``, so
   ``import mmcv.ops`` fails. Just before ``mmcv.ops`` executes, provide a
   pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists;
@@ -27,6 +29,10 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 * ``openmmlab.points_in_boxes_cpu``: mmcv's ``points_in_boxes_part`` /
   ``_all`` call ``torch.cuda.current_device()`` before their kernel, which
   fails on CPU; CPU tensors are answered by mmcv's CPU kernel instead.
+* ``openmmlab.mmdet_focal_loss_cpu``: mmdet's ``FocalLoss`` takes mmcv's kernel
+  only for CUDA tensors; its CPU branch's ``F.one_hot`` refuses the -1 labels
+  the kernel treats as background. The installed ``forward`` is edited so that
+  the CPU branch computes what the kernel computes (:mod:`.focal_loss`).
 * ``openmmlab.mx_driving.msda`` / ``.deform_conv`` / ``.voxelization``: on an
   Ascend host (``torch_npu`` and ``mx_driving`` importable), route mmcv's
   multi-scale deformable attention, deformable convolutions and voxelization
@@ -43,8 +49,9 @@ PACK = "openmmlab"
 
 #: Packages of the family whose ``__init__`` asserts an mmcv range that ends before
 #: 2.2 (mmdet 3.x, mmdet3d 1.x, mmseg 1.x, mmocr 1.x, mmaction2 1.x, mmagic 1.x,
-#: mmyolo, mmrotate 1.x); each gets its own gate, which reads the range from that
-#: package's source when it imports. mmpretrain 1.2 (<2.4.0) and mmpose 1.3
+#: mmyolo, mmrotate 1.x) or before 1.7.2 (their 1.x-stack releases: mmdet 2.x,
+#: mmdet3d 0.17-1.0.0rcN, mmseg 0.x); each gets its own gate, which reads the
+#: ranges from that package's source when it imports. mmpretrain 1.2 (<2.4.0) and mmpose 1.3
 #: (<=3.0.0) accept mmcv 2.2 as they are: no gate, as every registration costs
 #: activation time.
 VERSION_GATED = ("mmdet", "mmdet3d", "mmseg", "mmocr", "mmaction", "mmagic", "mmyolo",
@@ -52,8 +59,8 @@ VERSION_GATED = ("mmdet", "mmdet3d", "mmseg", "mmocr", "mmaction", "mmagic", "mm
 
 
 def mmcv_version_gate(package, patch):
-    """While the package's __init__ runs, present an mmcv version inside the range that
-    __init__ asserts (read from its source; installed mmcv 2.2.x only)."""
+    """While the package's __init__ runs, present mmcv/mmdet/mmseg versions inside the
+    ranges that __init__ asserts (read from its source; same major versions only)."""
     from .version_gate import present_for_package
     present_for_package(package, patch)
 
@@ -109,6 +116,14 @@ def points_in_boxes_cpu(points_in_boxes, patch):
     """points_in_boxes_part/_all on CPU tensors use mmcv's CPU kernel (they call CUDA first)."""
     from .points_in_boxes import serve_cpu_tensors
     serve_cpu_tensors(points_in_boxes, patch)
+
+
+@lazypatch.when_imported("mmdet.models.losses.focal_loss", name=f"{PACK}.mmdet_focal_loss_cpu",
+                         tags=(PACK, "mmdet", "compat"))
+def mmdet_focal_loss_cpu(focal_loss, patch):
+    """FocalLoss on non-CUDA tensors: labels outside [0, C) are background, as in mmcv's kernel."""
+    from .focal_loss import align_cpu_branch
+    align_cpu_branch(focal_loss, patch)
 
 
 _NPU_TAGS = (PACK, "ops", "mmcv", "npu")

@@ -52,11 +52,6 @@ KNOWN_FAILURES: Dict[str, str] = {
         "SparseEncoder(in_channels=128); spconv 2 (here the cuda_extensions stand-in, as "
         "the real one) refuses the channel mismatch, where mmcv's kernel reinterprets the "
         "filter silently (the test passes on mmcv's sparse ops, LAZYPATCH_ENABLE=device)",
-    **{test: "mmdet's focal loss takes its CPU path (pred.is_cuda is False on the CPU), "
-             "F.one_hot of the -1 'no object' targets; on a GPU mmcv's sigmoid_focal_loss "
-             "kernel takes them"
-       for test in ("tests.test_models.test_dense_heads.test_imvoxel_head",
-                    "tests.test_models.test_detectors.test_imvoxelnet")},
 }
 
 #: The same for mmdet 3.3's run.
