@@ -310,6 +310,8 @@ SLOW_FILES = frozenset({
     "tests/test_many_machines_workers.py",
     "tests/test_driving_sdk_migrations.py",
     "tests/test_demo.py",
+    "tests/packs/test_openmmlab1x_models.py",
+    "tests/test_driving_sdk_model_files.py",
 })
 
 
