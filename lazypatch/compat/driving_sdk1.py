@@ -20,7 +20,7 @@ from ..paths import module_exists, move_patch
 from ..registration import register, validate_target
 from ..reporting import report
 from ..state import STATE
-from .capture import record_plain_assignments, snapshot
+from .capture import REGISTRY_CLASSES, imports_copied, record_plain_assignments, snapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,15 +124,14 @@ def legacy_patch_function(func: "Callable[[Any, Any], Any]", options: "Dict[str,
     ends. That failure is recognised, rolled back, and the patch moves to ``pkg.sub``
     (reported ``skipped``, "waiting for 'pkg.sub'"); it runs again when that is imported.
     """
-    root = module_name.partition(".")[0]
 
     def apply_legacy_patch(module: "Any", patch: "Any") -> None:
         target = sys.modules.get(module_name, module)
         _bind_imported_submodules(getattr(module, "__name__", module_name), module_name)
-        copies = snapshot(root)
+        copies = snapshot(func, module_name)
         try:
             try:
-                with registrations_recorded(patch):
+                with registrations_recorded(patch), imports_copied(copies):
                     func(target, options)
             except AttributeError as error:
                 submodule = _submodule_not_imported(error)
@@ -151,9 +150,6 @@ def legacy_patch_function(func: "Callable[[Any, Any], Any]", options: "Dict[str,
     return apply_legacy_patch
 
 
-# The registry classes whose registrations a legacy patch function makes are recorded:
-# mmengine's (OpenMMLab 2.x) and mmcv 1.x's, read only if their module is imported.
-REGISTRY_CLASSES = (("mmengine.registry.registry", "Registry"), ("mmcv.utils.registry", "Registry"))
 
 
 @contextmanager
