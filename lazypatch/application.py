@@ -251,6 +251,8 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
             duration_ms = _elapsed_ms(started)
             untracked = _NOTHING_UNTRACKED if before is None else \
                 untracked_names(before, namespace, module, context.changes)
+            if context.not_undoable:
+                untracked = untracked + context.not_undoable
             before = None   # the copy goes now: memory follows what changed, not module size
             with _lock:
                 if patch.generation == generation and patch.enabled:

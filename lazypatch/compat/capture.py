@@ -20,6 +20,7 @@ the code names are where its plain assignments can land.)
 from __future__ import annotations
 
 import builtins
+import importlib
 import sys
 from contextlib import contextmanager
 
@@ -114,15 +115,19 @@ class Copies:
         self.modules: "set" = set()
         self.packages = {package for package in packages if package not in OWN_PACKAGES}
 
-    def add_modules(self) -> None:
-        """Copy every imported module of the packages not copied yet (and what it owns)."""
+    def add_modules(self, wait_for_bodies: bool = False) -> None:
+        """Copy every imported module of the packages not copied yet (and what it owns);
+        with ``wait_for_bodies``, not one whose body is still running (a module the patch
+        function is importing: copied once that import returns). The module being
+        patched is still running its body when its patches run, and is copied."""
         registries = registry_types()
         for name, module in list(sys.modules.items()):
             if module is None or name in self.modules or \
                     name.partition(".")[0] not in self.packages:
                 continue
-            if getattr(getattr(module, "__spec__", None), "_initializing", False):
-                continue   # its body is still running: copied once its import returns
+            if wait_for_bodies and getattr(getattr(module, "__spec__", None), "_initializing",
+                                           False):
+                continue
             self.modules.add(name)
             for owner, namespace, kind in module_owners(name, module, self.seen, registries):
                 if namespace is not None:
@@ -141,13 +146,12 @@ def snapshot(function: "Any", root: str) -> "Copies":
 def imports_copied(copies: "Copies") -> "Iterator[None]":
     """While the patch function runs, a module it imports is copied as soon as its
     import returns (``import`` statements and ``importlib.import_module``)."""
-    import importlib
     original_import, original_import_module = builtins.__import__, importlib.import_module
 
     def copied(name: "Any", level: "Any") -> None:
         if isinstance(name, str) and name and not level:
             copies.packages.add(name.partition(".")[0])
-        copies.add_modules()
+        copies.add_modules(wait_for_bodies=True)
 
     def copying_import(name: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         try:
@@ -176,9 +180,9 @@ def _is_submodule_binding(owner: "Any", key: str, value: "Any") -> bool:
     return isinstance(name, str) and sys.modules.get(f"{name}.{key}") is value
 
 
-def record_plain_assignments(copies: "Copies", patch: "Any") -> "List[str]":
-    """Re-do every change made behind the context's back through ``patch``; return them."""
-    recorded = []
+def differences(copies: "Copies") -> "List[Tuple[Any, Any, Any, Any, str]]":
+    """``(owner, key, before, after, kind)`` of every slot changed since the copies."""
+    found = []
     for owner, before, kind in copies.entries:
         namespace = owner if kind == ENTRIES else own_dict(owner)
         if namespace is None:
@@ -190,24 +194,43 @@ def record_plain_assignments(copies: "Copies", patch: "Any") -> "List[str]":
                 continue
             if old is MISSING and kind == ATTRIBUTES and _is_submodule_binding(owner, key, new):
                 continue
-            if patch_already_recorded(patch, owner, key):
-                continue
-            # put the original back, then make the same change through the ledger
-            if kind == ENTRIES:
-                if old is MISSING:
-                    del owner[key]
-                else:
-                    owner[key] = old
-                if new is MISSING:
-                    patch.delitem(owner, key)
-                else:
-                    patch.setitem(owner, key, new)
-                recorded.append(f"registry entry {key!r}")
-                continue
-            if old is MISSING:
-                delattr(owner, key)
+            found.append((owner, key, old, new, kind))
+    return found
+
+
+def _put_back(owner: "Any", key: "Any", old: "Any", kind: str) -> None:
+    if kind == ENTRIES:
+        if old is MISSING:
+            owner.pop(key, None)
+        else:
+            owner[key] = old
+    elif old is MISSING:
+        delattr(owner, key)
+    else:
+        setattr(owner, key, old)
+
+
+def put_back(copies: "Copies") -> None:
+    """Undo every change made since the copies, recording nothing."""
+    for owner, key, old, _new, kind in differences(copies):
+        _put_back(owner, key, old, kind)
+
+
+def record_plain_assignments(copies: "Copies", patch: "Any") -> "List[str]":
+    """Re-do every change made behind the context's back through ``patch``; return them."""
+    recorded = []
+    for owner, key, old, new, kind in differences(copies):
+        if patch_already_recorded(patch, owner, key):
+            continue
+        # put the original back, then make the same change through the ledger
+        _put_back(owner, key, old, kind)
+        if kind == ENTRIES:
+            if new is MISSING:
+                patch.delitem(owner, key)
             else:
-                setattr(owner, key, old)
+                patch.setitem(owner, key, new)
+            recorded.append(f"registry entry {key!r}")
+        else:
             if new is MISSING:
                 patch.delattr(owner, key)
             else:

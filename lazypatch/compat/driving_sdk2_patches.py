@@ -432,7 +432,7 @@ class RegistryPatch(DeclaredPatch):
             "module_factory": self.module_factory})
         return registry_entry(self.registry, self.register_name, value, name=patch_name,
                               tags=(TAG,), force=self.force, precheck=_guarded(precheck, guard),
-                              requires=self.requires)
+                              requires=self.requires, any_registry=True)
 
     def built_class(self) -> "Any":
         """``module_factory()``, its errors worded as DrivingSDK words them."""
@@ -636,8 +636,10 @@ def with_imports(*import_specs: "Any",
     * ``"@expression"`` decorates the function, evaluated once the names are bound;
       ``apply_decorators=[("pkg.mod.decorator", {kwargs})]`` the older form.
 
-    The names go into a copy of the function's globals: the module that defines the
-    function is left as it was."""
+    The names are bound in a namespace of their own laid over the defining module's
+    globals (``LiveGlobals``): every other global is read from the module at each use,
+    and a ``global X`` the function assigns lands in the module when the call returns;
+    the imported names themselves are never written into the module."""
     for spec in import_specs:
         if isinstance(spec, str) and spec.strip():
             continue
@@ -658,8 +660,12 @@ def with_imports(*import_specs: "Any",
         @functools.wraps(function)
         def call(*args: "Any", **kwargs: "Any") -> "Any":
             if not ready:
-                ready.append(_prepared(function, import_specs, apply_decorators or []))
-            return ready[0](*args, **kwargs)
+                ready[:] = _prepared(function, import_specs, apply_decorators or [])
+            prepared, namespace = ready[0], ready[1]
+            try:
+                return prepared(*args, **kwargs)
+            finally:
+                namespace.write_back()
         call._with_imports_decorated = True   # type: ignore[attr-defined]
         return call
     return decorate
@@ -677,10 +683,11 @@ def _bound_names(spec: "Any") -> "Tuple[str, List[Tuple[str, str]]]":
 
 
 def _prepared(function: "Any", specs: "Tuple[Any, ...]",
-              apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Any":
+              apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Tuple[Any, LiveGlobals]":
+    """The function with its imports bound (and decorated), and its namespace."""
     import types
     from importlib import import_module
-    namespace = dict(function.__globals__)
+    namespace = LiveGlobals(function.__globals__)
     expressions = []
     for spec in specs:
         if isinstance(spec, str) and spec.startswith("@"):
@@ -697,6 +704,7 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
         for attribute, bound in pairs:
             if hasattr(module, attribute):
                 namespace[bound] = getattr(module, attribute)
+    namespace.seal()
     result = types.FunctionType(function.__code__, namespace, function.__name__,
                                 function.__defaults__, function.__closure__)
     result.__kwdefaults__ = function.__kwdefaults__
@@ -711,7 +719,38 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
             _warn(f"with_imports: decorator not found: {path}")
             continue
         result = decorator(**arguments)(result) if arguments else decorator(result)
-    return result
+    return result, namespace
+
+
+class LiveGlobals(dict):
+    """The globals of a ``with_imports`` function: the names it imports, over its
+    module's globals, which are read live (``__missing__``: the interpreter asks it for
+    any name not bound here when the namespace is not a plain dict).
+
+    CPython stores a ``global X`` assignment straight into this dict (no method of
+    ours runs), so after each call ``write_back`` moves every name that is not an
+    imported one into the module, where the assignment was meant to go."""
+
+    __slots__ = ("module_globals", "imported")
+
+    def __init__(self, module_globals: "Dict[str, Any]") -> None:
+        super().__init__()
+        self.module_globals = module_globals
+        self.imported: "Set[str]" = set()
+        # Read by the interpreter without __missing__ when the function is made.
+        self["__builtins__"] = module_globals.get("__builtins__", __builtins__)
+
+    def __missing__(self, key: str) -> "Any":
+        return self.module_globals[key]
+
+    def seal(self) -> None:
+        """The names bound so far are the imported ones; any other is a write-back."""
+        self.imported = set(self)
+
+    def write_back(self) -> None:
+        """Move the globals the function assigned into its module."""
+        for key in [key for key in self if key not in self.imported]:
+            self.module_globals[key] = self.pop(key)
 
 
 def _warn(message: str) -> None:
