@@ -341,6 +341,37 @@ print(json.dumps({"inside": inside, "after": state()}))
     assert result["after"] == ["original", "original", "Head", False]
 
 
+def test_legacy_function_whose_hasattr_meets_an_unimported_submodule_waits_for_it(interpreter):
+    """FBOCC's pattern: ``if hasattr(pkg.models, "encoder"): ... else: raise
+    AttributeError(...)`` on a submodule its package does not import: the patch waits for
+    that submodule and lands when the program imports it (and is undone after)."""
+    interpreter.write({
+        "fb/__init__.py": "from . import models\n",
+        "fb/models/__init__.py": "",
+        "fb/models/encoder.py": "def point_sampling():\n    return 'cuda'\n",
+        "fb_port.py": """
+            def port(fb, options):
+                if hasattr(fb.models, "encoder"):
+                    fb.models.encoder.point_sampling = lambda: "npu"
+                else:
+                    raise AttributeError("encoder.point_sampling attr not found")
+        """})
+    result = interpreter.run_json("""
+import json
+import lazypatch
+from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+from fb_port import port
+with PatcherBuilder().add_module_patch("fb", Patch(port)).build():
+    import fb
+    import fb.models.encoder
+    inside = fb.models.encoder.point_sampling()
+    status = [r.status for r in lazypatch.report() if r.name.endswith(".port")]
+print(json.dumps({"inside": inside, "status": status,
+                  "after": fb.models.encoder.point_sampling()}))
+""")
+    assert result == {"inside": "npu", "status": ["applied"], "after": "cuda"}
+
+
 def test_builder_builds_on_the_2_0_patcher_and_expands_builtin_functions(interpreter):
     """As DrivingSDK 2.0 builds a 1.0 builder: a 2.0 Patcher with a LegacyPatch per patch
     function, and a built-in 1.0 function (``batch_matmul``) as its group's patches."""

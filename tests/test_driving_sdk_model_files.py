@@ -6,6 +6,9 @@ Needs an extracted DrivingSDK checkout (LAZYPATCH_DRIVING_SDK_CHECKOUT; nothing 
 downloaded). The files import their model's stack at the top (mmcv 1.x for the mmdet3d
 models, megatron for Cosmos): LAZYPATCH_MODEL_FILES_PYTHON names an interpreter that has
 it (default: this one); a file whose stack this host lacks skips, naming the module.
+LAZYPATCH_MODEL_PROJECTS names a folder holding the models' own checkouts
+(``<folder>/BEVFormer``...), put on ``sys.path`` as the READMEs have them; without one,
+a target inside the model's project is not importable and its patch stays pending.
 Each case runs two fresh interpreters (about 20-70 s on two cores): marked ``stack``.
 """
 
