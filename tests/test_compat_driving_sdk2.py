@@ -383,7 +383,8 @@ def test_chained_default_patcher_selects_builtin_packs_and_restores_them(interpr
 
 @pytest.mark.parametrize("call, message", [
     ("AtomicPatch('my_model.f')", "replacement or target_wrapper"),
-    ("AtomicPatch('toplevel', print)", "dotted path"),
+    ("AtomicPatch('a.b c', print)", "dotted path"),
+    ("Patcher().add(AtomicPatch('toplevel', print)).apply()", "invalid target path: 'toplevel'"),
     ("AtomicPatch('a.b', print, runtime_check=3)", "callable"),
     ("RegistryPatch('mmdet.registry.MODELS')", "module_cls or module_factory"),
     ("RegistryPatch('mmdet.registry.MODELS', module_factory=list)", "name is required"),

@@ -106,12 +106,37 @@ class DeclaredPatch(BasePatch):
         with the reason (a module not imported yet: it applies when it is), or ``FAILED``.
         Applying an object that is in force again does nothing and says so."""
         from .driving_sdk2_results import PatchResult, PatchStatus, result_of
+        invalid = getattr(self, "invalid_target", "")
+        if invalid:
+            return PatchResult(PatchStatus.FAILED, self.name, self.module, invalid)
         if self.is_applied:
-            return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
+            if not self.overwritten():
+                return PatchResult(PatchStatus.SKIPPED, self.name, self.module,
+                                   "already applied")
+            # Something assigned over the patch since: applying again puts the patch back
+            # in force, as DrivingSDK's second apply() does (the first taken back, so
+            # nothing stacks).
+            from .driving_sdk2 import Patcher
+            Patcher._undo(self.declared_names())
+            self.declared_names().clear()
         names = self.declare_all(unique_name(f"{driving_sdk1.NAME_PREFIX}.{self.name}"))
         declared = self.declared_names()
         declared.extend(name for name in names if name not in declared)
         return result_of(names[0], self.name, self.module, self.target_kind)
+
+    def overwritten(self) -> bool:
+        """Whether a slot this object's patches set holds another value now (assigned
+        over the patch by someone else since)."""
+        from ..slots import read_slot
+        from ..state import STATE
+        for name in self.declared_names():
+            registered = STATE.catalog.by_name.get(name)
+            for context in getattr(registered, "live", ()):
+                for change in context.changes:
+                    if change.live and change.action == "setattr" and \
+                            read_slot(change.kind, change.owner, change.key) is not change.after:
+                        return True
+        return False
 
     @property
     def is_applied(self) -> bool:
@@ -199,7 +224,15 @@ class AtomicPatch(DeclaredPatch):
         if replacement is None and target_wrapper is None:
             raise ValueError(f"AtomicPatch({target!r}): Either replacement or target_wrapper "
                              f"must be provided")
-        split_path(target)   # a malformed target fails here, at the declaration
+        # DrivingSDK answers FAILED "invalid target path" at apply() for a single-part
+        # target; other malformed targets fail here, at the declaration.
+        self.invalid_target = ""
+        if isinstance(target, str) and target.isidentifier():
+            self.invalid_target = (f"invalid target path: {target!r} names no attribute inside "
+                                   f"a module; write 'pkg.mod.function' or "
+                                   f"'pkg.mod.Class.method'")
+        else:
+            split_path(target)
         for what, value in (("runtime_check", runtime_check),
                             ("replacement_wrapper", replacement_wrapper),
                             ("target_wrapper", target_wrapper)):
@@ -241,6 +274,8 @@ class AtomicPatch(DeclaredPatch):
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
+        if self.invalid_target:
+            raise ValueError(f"AtomicPatch: {self.invalid_target}")
         precheck = _guarded(_no_argument_check(self.precheck, {
             "target": self.target, "replacement": self.replacement, "aliases": self.aliases,
             "runtime_check": self.runtime_check, "target_wrapper": self.target_wrapper,
