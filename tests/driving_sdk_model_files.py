@@ -440,10 +440,12 @@ def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workd
     workdir.mkdir(parents=True, exist_ok=True)
     write_tree(workdir, {name: textwrap.dedent(text) for name, text in setup.files.items()})
     root = checkout / model_file.root
-    project_packages = sorted(path.name for path in root.iterdir()
-                              if path.is_dir() and (path / "__init__.py").exists()
-                              or path.suffix == ".py")
-    project_packages = [name[:-3] if name.endswith(".py") else name for name in project_packages]
+    # the file's own folder's modules and packages (namespace packages too): the file's
+    # side of both runs, not the host's
+    project_packages = sorted({path.stem if path.suffix == ".py" else path.name
+                               for path in root.iterdir()
+                               if path.is_dir() or path.suffix == ".py"}
+                              | {model_file.module.partition(".")[0]})
     config: Dict[str, object] = {"module": model_file.module, "entry": model_file.entry,
                                  "mode": "patched", "project_packages": project_packages}
     search = [str(root), *model_project(model_file)]
