@@ -44,8 +44,11 @@ def checkout() -> Path:
 @pytest.mark.parametrize("model_file", model_files.MODEL_FILES, ids=lambda item: item.path)
 def test_model_file_lands_lazily_and_is_undone_exactly_fake(model_file, setup, tmp_path):
     run = model_files.run_model_file(checkout(), model_file, setup, tmp_path, python=PYTHON)
-    missing = run.error.split("No module named ", 1)[-1].strip("'") \
-        if run.error.startswith("ModuleNotFoundError") else ""
+    missing = ""
+    if run.error.startswith("ModuleNotFoundError"):
+        missing = run.error.split("No module named ", 1)[-1].strip("'")
+    elif run.error.startswith("ImportError: cannot import name") and " from '" in run.error:
+        missing = run.error.split(" from '", 1)[1].split("'", 1)[0]   # another major version
     if missing and missing.split(".")[0] not in PROVIDED:
         pytest.skip(f"{model_file.path} imports {missing!r}, which this host does not have "
                     f"(set LAZYPATCH_MODEL_FILES_PYTHON to an interpreter with the model's stack)")
