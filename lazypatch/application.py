@@ -269,6 +269,8 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                     unchanged = False
                 untracked = _NOTHING_UNTRACKED if unchanged else \
                     untracked_names(before, namespace, module, context.changes)
+            if context.not_undoable:
+                untracked = untracked + context.not_undoable
             before = None   # the copy goes now: memory follows what changed, not module size
             with _lock:
                 if patch.generation == generation and patch.enabled:

@@ -180,7 +180,8 @@ class PatchContext:
     """
 
     __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
-                 "notes", "note_providers", "call_codes", "_ledger", "__weakref__")
+                 "notes", "note_providers", "call_codes", "not_undoable", "_ledger",
+                 "__weakref__")
 
     # The process's ledger (``state.STATE.ledger``), set by ``state`` when it
     # creates it, so that a context made by hand (in a test) records where every
@@ -211,6 +212,7 @@ class PatchContext:
         self.notes: "List[str]" = []
         self.note_providers: "List[Callable[[], Any]]" = []
         self.call_codes: "List[Any]" = []   # code objects counted for this context (calls.py)
+        self.not_undoable: "List[str]" = []   # changes made that undo cannot reverse
         chosen = ledger if ledger is not None else PatchContext.default_ledger
         if chosen is None:
             raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
@@ -390,6 +392,11 @@ class PatchContext:
         conditions only the patch can check; changes made so far are rolled back."""
         from .errors import SkipPatch
         raise SkipPatch(reason)
+
+    def untracked(self, description: str) -> None:
+        """Say that a change was made that undo cannot reverse (an object without a
+        table to restore): the report lists it as ``not undoable``."""
+        self.not_undoable.append(str(description))
 
     def note(self, text: str) -> None:
         """Add a line to the patch's report (``notes``) saying what it did; notes

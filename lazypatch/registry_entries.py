@@ -89,13 +89,17 @@ def _guard_of(registry: "Any") -> RegistryGuard:
         return guard
 
 
-def _entry_change(key: str, replacement: "Any", where: str,
-                  force: bool) -> "Callable[[Any, Any, str], None]":
+def _entry_change(key: str, replacement: "Any", where: str, force: bool,
+                  any_registry: bool = False) -> "Callable[[Any, Any, str], None]":
     def change(patch: "Any", owner: "Any", attribute: str) -> None:
         registry = getattr(owner, attribute)
         entries = getattr(registry, "_module_dict", None)
-        if not isinstance(entries, dict) or not callable(getattr(registry, "_register_module",
-                                                                 None)):
+        tabled = isinstance(entries, dict) and callable(getattr(registry, "_register_module",
+                                                                None))
+        if not tabled and any_registry:
+            _register_untracked(patch, registry, key, replacement, where, force)
+            return
+        if not tabled or not isinstance(entries, dict):
             raise TypeError(f"{where} is {registry!r}, not an mmengine/mmcv Registry (it has no "
                             f"_module_dict and _register_module)")
         before = entries.get(key, MISSING)
@@ -115,15 +119,34 @@ def _entry_change(key: str, replacement: "Any", where: str,
     return change
 
 
+def _register_untracked(patch: "Any", registry: "Any", key: str, replacement: "Any",
+                        where: str, force: bool) -> None:
+    """Code written for DrivingSDK may name any object with a ``register_module`` (a
+    registry of its own, a test double): it is called as DrivingSDK calls it. With no
+    entry table to restore, the report says so (``not undoable``) instead of claiming
+    the undo."""
+    register = getattr(registry, "register_module", None)
+    if not callable(register):
+        from .errors import SkipPatch
+        raise SkipPatch(f"invalid registry: {where} is {type(registry).__name__}, which has "
+                        f"no register_module")
+    register(name=key, force=force, module=resolve(replacement))
+    patch.untracked(f"{where}.register_module(name={key!r}) ({type(registry).__name__} has no "
+                    f"entry table to restore)")
+
+
 def registry_entry(registry: str, key: str, replacement: "Any", *,
                    name: "Optional[str]" = None, priority: int = 0,
                    requires: "Iterable[str]" = (), tags: "Iterable[str]" = (),
                    enabled: bool = True, events: "Optional[Any]" = None, force: bool = True,
-                   precheck: "Optional[Callable[[], Any]]" = None) -> str:
+                   precheck: "Optional[Callable[[], Any]]" = None,
+                   any_registry: bool = False) -> str:
     """Make ``key`` of the registry at ``registry`` ("pkg.mod:NAME" or "pkg.mod.NAME")
     give ``replacement`` (an object or a "pkg.mod:attr" string resolved when applied)
     once that module is imported; return the patch name. ``force=False``: fail instead
-    of replacing an entry that exists then; ``precheck()`` false: skipped."""
+    of replacing an entry that exists then; ``precheck()`` false: skipped.
+    ``any_registry``: an object with only a ``register_module`` gets that call, and the
+    report says the change is not undoable (``_register_untracked``)."""
     if not isinstance(force, bool):
         raise TypeError(f"registry_entry: force must be True or False, got {force!r}")
     if not isinstance(key, str) or not key.strip():
@@ -135,7 +158,7 @@ def registry_entry(registry: str, key: str, replacement: "Any", *,
         raise TypeError(f"registry_entry({registry!r}, {key!r}, ...): the replacement is None")
     described = replacement if isinstance(replacement, str) else \
         getattr(replacement, "__qualname__", repr(replacement))
-    return declare_path(registry, _entry_change(key, replacement, registry, force),
+    return declare_path(registry, _entry_change(key, replacement, registry, force, any_registry),
                         f"Registry {registry} entry {key!r} is {described}",
                         f"registry:{registry}[{key}]", name=name, rebind=False,
                         priority=priority, requires=requires, tags=tags, enabled=enabled,

@@ -110,6 +110,9 @@ def driving_sdk_operator_names(checkout: Path) -> List[str]:
     names = set(re.findall(r"^\s*from\s+\.[\w.]*\s+import\s+\(?([^)\n]*(?:\n[^)]*)?)\)?", source,
                            re.MULTILINE))
     exported: List[str] = []
+    listed = re.search(r"__all__\s*=\s*\[(.*?)\]", source, re.DOTALL)
+    if listed:
+        exported.extend(re.findall(r"[\"']([A-Za-z]\w*)[\"']", listed.group(1)))
     for group in names:
         for part in group.replace("\n", ",").split(","):
             name = part.split(" as ")[-1].strip().strip("\\").strip()
@@ -318,8 +321,17 @@ if result["imported"] and config["mode"] == "patched":
         target = str(record.get("target") or "")
         if target and target not in targets:
             targets.append(target)
+    def stand_in(name):
+        # skip_import stubs and the parents of a replaced import are in sys.modules at
+        # once (DrivingSDK's semantics): provided, not imported
+        try:
+            return "__lazypatch_stand_in__" in object.__getattribute__(sys.modules[name],
+                                                                       "__dict__")
+        except Exception:
+            return False
     result["imported_by_apply"] = sorted(
-        name for name in set(sys.modules) - before_apply if name in targets)
+        name for name in set(sys.modules) - before_apply
+        if name in targets and not stand_in(name))
     missing = {}
     for target in targets:
         try:
@@ -408,22 +420,36 @@ def _run_child(python: str, workdir: Path, sys_path: List[str], setup: Setup,
                            f"\n--- stderr ---\n{completed.stderr[-6000:]}") from None
 
 
+def model_project(model_file: ModelFile) -> List[str]:
+    """The model's own project folder, where one is given: LAZYPATCH_MODEL_PROJECTS names
+    a folder holding one checkout per model (``<folder>/BEVFormer``...), as the model's
+    README has it cloned (fetched by hand; nothing is downloaded)."""
+    folder = os.environ.get("LAZYPATCH_MODEL_PROJECTS", "")
+    model = model_file.path.split("/")[1]
+    project = Path(folder) / model if folder else None
+    return [str(project)] if project is not None and project.is_dir() else []
+
+
 def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workdir: Path,
                    python: str = sys.executable, timeout: float = 600) -> ModelFileRun:
     """Run ``model_file`` from ``checkout`` unchanged in setup ``setup_name`` (twice, in
     fresh interpreters: with its patcher applied then undone, and without it, to compare
-    what the undo left) and answer what a user sees."""
+    what the undo left) and answer what a user sees. The file's folder is on
+    ``sys.path`` as its README says, with the model's own project (``model_project``)."""
     setup = setups(checkout)[setup_name]
     workdir.mkdir(parents=True, exist_ok=True)
     write_tree(workdir, {name: textwrap.dedent(text) for name, text in setup.files.items()})
     root = checkout / model_file.root
-    project_packages = sorted(path.name for path in root.iterdir()
-                              if path.is_dir() and (path / "__init__.py").exists()
-                              or path.suffix == ".py")
-    project_packages = [name[:-3] if name.endswith(".py") else name for name in project_packages]
+    # the file's own folder's modules and packages (namespace packages too): the file's
+    # side of both runs, not the host's
+    project_packages = sorted({path.stem if path.suffix == ".py" else path.name
+                               for path in root.iterdir()
+                               if path.is_dir() or path.suffix == ".py"}
+                              | {model_file.module.partition(".")[0]})
     config: Dict[str, object] = {"module": model_file.module, "entry": model_file.entry,
                                  "mode": "patched", "project_packages": project_packages}
-    patched = _run_child(python, workdir, [str(root)], setup, config, timeout)
+    search = [str(root), *model_project(model_file)]
+    patched = _run_child(python, workdir, search, setup, config, timeout)
     run = ModelFileRun(model_file, setup_name, bool(patched["imported"]),
                        str(patched.get("error", "")), str(patched.get("apply_error", "")),
                        str(patched.get("undo_error", "")),
@@ -433,7 +459,7 @@ def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workd
     if not run.imported:
         return run
     baseline_config = dict(config, mode="baseline", modules=patched["modules"])
-    baseline = _run_child(python, workdir, [str(root)], setup, baseline_config, timeout)
+    baseline = _run_child(python, workdir, search, setup, baseline_config, timeout)
     before: Dict[str, str] = baseline["state"]  # type: ignore[assignment]
     after: Dict[str, str] = patched["state"]  # type: ignore[assignment]
     common = set(patched["modules"]) & set(baseline["modules"])  # type: ignore[arg-type]

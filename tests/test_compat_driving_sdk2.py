@@ -383,7 +383,8 @@ def test_chained_default_patcher_selects_builtin_packs_and_restores_them(interpr
 
 @pytest.mark.parametrize("call, message", [
     ("AtomicPatch('my_model.f')", "replacement or target_wrapper"),
-    ("AtomicPatch('toplevel', print)", "dotted path"),
+    ("AtomicPatch('a.b c', print)", "dotted path"),
+    ("Patcher().add(AtomicPatch('toplevel', print)).apply()", "invalid target path: 'toplevel'"),
     ("AtomicPatch('a.b', print, runtime_check=3)", "callable"),
     ("RegistryPatch('mmdet.registry.MODELS')", "module_cls or module_factory"),
     ("RegistryPatch('mmdet.registry.MODELS', module_factory=list)", "name is required"),
@@ -926,12 +927,14 @@ def test_configure_summary_sections_level_and_rank(interpreter, setup, env, show
         assert "    - projects.models.V1SparseDrive (imported)" in block
 
 
-def test_summary_goes_to_the_lazypatch_logger_and_at_exit_for_a_patcher_left_applied(interpreter):
+def test_summary_goes_to_drivingsdks_logger_and_at_exit_for_a_patcher_left_applied(interpreter):
     interpreter.write({**IMPORT_CONTROL, "scenario.py": SUMMARY_SCENARIO})
     result = interpreter.run("""
-    import logging, warnings
+    import logging, sys, warnings
     warnings.simplefilter("ignore")
-    logging.basicConfig(format="LOGGED %(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler(sys.stderr)     # the user configures DrivingSDK's logger
+    handler.setFormatter(logging.Formatter("LOGGED %(name)s %(levelname)s %(message)s"))
+    logging.getLogger("mx_driving.patcher").addHandler(handler)
     from scenario import *
     run()                                         # summary through the logger
     left = Patcher().add(Layers).apply()          # never restored: summary at exit
@@ -940,8 +943,9 @@ def test_summary_goes_to_the_lazypatch_logger_and_at_exit_for_a_patcher_left_app
     """)
     assert result.stderr.count("PATCHER SUMMARY") == 2
     first, _, second = result.stderr.partition("--- restored ---")
-    assert "LOGGED lazypatch INFO ====" in first and "[Patcher]" not in result.stderr
-    assert "LOGGED lazypatch INFO ====" in second and "+ my_model.layers.helper" in second
+    assert "LOGGED mx_driving.patcher INFO ====" in first and "[Patcher]" not in result.stderr
+    assert "LOGGED mx_driving.patcher INFO ====" in second
+    assert "+ my_model.layers.helper" in second
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -1175,3 +1179,141 @@ def test_basepatch_is_abstract_and_a_drivingsdk_subclass_runs_its_own_apply(forg
     patcher.apply()
     assert ran == [True] and patcher.names == []     # nothing of lazypatch's to undo
     patcher.restore()
+
+
+def test_registry_patch_on_an_object_without_an_entry_table_says_it_is_not_undoable(interpreter):
+    """DrivingSDK calls ``register_module`` on any object that has one; so does this
+    layer, and the report says that change cannot be undone (no table to restore)."""
+    interpreter.write({"reg_host.py": """
+class OwnRegistry:
+    def __init__(self):
+        self.calls = []
+
+    def register_module(self, name=None, force=False, module=None):
+        self.calls.append([name, force, module.__name__])
+        return module
+
+REG = OwnRegistry()
+BAD = "not a registry"
+"""})
+    result = interpreter.run_json("""
+import json
+import lazypatch
+from lazypatch.compat.driving_sdk2 import Patcher, RegistryPatch
+
+class NpuHead:
+    pass
+
+patcher = Patcher().add(RegistryPatch("reg_host.REG", NpuHead, name="Head"),
+                        RegistryPatch("reg_host.BAD", NpuHead))
+patcher.apply()
+import reg_host
+rows = {r.name.split(".", 1)[1]: [r.status, r.reason, r.untracked_changes, r.undoable]
+        for r in lazypatch.report() if r.name.startswith("driving_sdk.reg_host")}
+print(json.dumps({"calls": reg_host.REG.calls, "rows": rows}))
+""")
+    assert result["calls"] == [["Head", True, "NpuHead"]]
+    status, _, untracked, undoable = result["rows"]["reg_host.REG.Head"]
+    assert status == "applied" and undoable is False
+    assert "register_module(name='Head')" in untracked[0]
+    assert result["rows"]["reg_host.BAD.NpuHead"][:2] == [
+        "skipped", "invalid registry: reg_host.BAD is str, which has no register_module"]
+
+
+def test_with_imports_function_reads_and_assigns_its_modules_globals_live(interpreter):
+    """A ``with_imports`` replacement sees later assignments to its module's globals, and
+    ``global X; X += 1`` inside it changes the module; the imported names stay out of it."""
+    interpreter.write({"host_module.py": """
+from lazypatch.compat.driving_sdk2 import with_imports
+
+COUNTER = 0
+SCALE = 1
+
+
+@with_imports(("math", "sqrt"), "os.path")
+def scaled_root(x):
+    global COUNTER
+    COUNTER += 1
+    return sqrt(x) * SCALE, path.sep
+"""})
+    result = interpreter.run_json("""
+import json
+import host_module
+first = host_module.scaled_root(16)
+host_module.SCALE = 10                 # assigned after the first call
+second = host_module.scaled_root(16)
+print(json.dumps({"first": first, "second": second, "counter": host_module.COUNTER,
+                  "leaked": [name for name in ("sqrt", "path") if hasattr(host_module, name)]}))
+""")
+    assert result["first"][0] == 4.0 and result["second"][0] == 40.0
+    assert result["counter"] == 2
+    assert result["leaked"] == []
+
+
+PANOOCC_STYLE_GROUP = {
+    "occ_model/__init__.py": "",
+    "occ_model/heads.py": """
+from mmengine.registry import Registry
+HEADS = Registry("heads")
+
+
+@HEADS.register_module()
+class OccHead:
+    def forward(self):
+        return "cuda"
+""",
+    "occ_port.py": """
+from lazypatch.compat.driving_sdk2 import AtomicPatch, Patch
+
+
+def _build_head():
+    # as PanoOcc's patch file does: the replacement is built (and registered) in patches()
+    from occ_model.heads import HEADS, OccHead
+
+    @HEADS.register_module(force=True)
+    class OccHead(OccHead):
+        def forward(self):
+            return "npu"
+    return OccHead
+
+
+class OccHeadPatch(Patch):
+    name = "occ_head"
+
+    @classmethod
+    def patches(cls, options=None):
+        return [AtomicPatch("occ_model.heads.OccHead", _build_head())]
+""",
+}
+
+
+@pytest.mark.stack   # needs mmengine
+@pytest.mark.parametrize("imported_first", [False, True])
+def test_group_whose_patches_imports_its_target_waits_for_it_and_is_undone(interpreter,
+                                                                           imported_first):
+    """PanoOcc's ``patches()`` imports its model and registers its head with force=True:
+    ``apply()`` imports nothing (the group is collected when the program imports the
+    model), and ``restore()`` takes the registration back."""
+    interpreter.write(PANOOCC_STYLE_GROUP)
+    result = interpreter.run_json(f"""
+import json, sys
+import lazypatch
+if {imported_first}:
+    import occ_model.heads
+from lazypatch.compat.driving_sdk2 import Patcher
+from occ_port import OccHeadPatch
+patcher = Patcher().add(OccHeadPatch)
+patcher.apply()
+imported_by_apply = "occ_model.heads" in sys.modules and not {imported_first}
+row = {{r.name: r.status for r in lazypatch.report()}}.get("driving_sdk.occ_head.patches")
+import occ_model.heads
+inside = [occ_model.heads.HEADS.get("OccHead")().forward(), occ_model.heads.OccHead().forward()]
+patcher.restore()
+after = [occ_model.heads.HEADS.get("OccHead")().forward(), occ_model.heads.OccHead().forward()]
+print(json.dumps({{"imported_by_apply": imported_by_apply, "row": row, "inside": inside,
+                  "after": after}}))
+""")
+    assert result["imported_by_apply"] is False
+    assert result["row"] == ("applied" if imported_first else "pending")
+    assert result["inside"] == ["npu", "npu"]
+    assert result["after"] == ["cuda", "cuda"]

@@ -295,6 +295,83 @@ print(json.dumps({"inside": inside, "after": [after[0], after[1]]}))
     assert result["after"] == [None, "Original"]
 
 
+@pytest.mark.stack   # needs mmengine
+def test_legacy_function_changes_to_its_own_imports_other_packages_and_tables_are_undone(
+        interpreter):
+    """A 1.0 patch function that imports a submodule itself and changes it, changes a
+    class of another package, and writes a registry's table directly: leaving the
+    builder's `with` block puts every one of them back."""
+    interpreter.write({
+        "host_pkg/__init__.py": "",                  # does not import host_pkg.sub
+        "host_pkg/sub.py": "class Sub:\n    def f(self):\n        return 'original'\n",
+        "other_pkg/__init__.py": "class Other:\n    def g(self):\n        return 'original'\n",
+        "regs.py": "from mmengine.registry import Registry\nHEADS = Registry('heads')\n\n"
+                   "@HEADS.register_module()\nclass Head:\n    pass\n",
+        "port.py": """
+            import other_pkg
+            import regs
+
+            def port(module, options):
+                import host_pkg.sub
+                host_pkg.sub.Sub.f = lambda self: "npu"
+                other_pkg.Other.g = lambda self: "npu"
+
+                class NpuHead:
+                    pass
+                regs.HEADS._module_dict["Head"] = NpuHead
+                regs.HEADS._module_dict["Extra"] = NpuHead
+        """})
+    result = interpreter.run_json("""
+import json
+import other_pkg, regs
+from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+from port import port
+
+def state():
+    import host_pkg.sub
+    return [host_pkg.sub.Sub().f(), other_pkg.Other().g(), regs.HEADS.get("Head").__name__,
+            "Extra" in regs.HEADS.module_dict]
+
+with PatcherBuilder().add_module_patch("host_pkg", Patch(port)).build():
+    import host_pkg
+    inside = state()
+print(json.dumps({"inside": inside, "after": state()}))
+""")
+    assert result["inside"] == ["npu", "npu", "NpuHead", True]
+    assert result["after"] == ["original", "original", "Head", False]
+
+
+def test_legacy_function_whose_hasattr_meets_an_unimported_submodule_waits_for_it(interpreter):
+    """FBOCC's pattern: ``if hasattr(pkg.models, "encoder"): ... else: raise
+    AttributeError(...)`` on a submodule its package does not import: the patch waits for
+    that submodule and lands when the program imports it (and is undone after)."""
+    interpreter.write({
+        "fb/__init__.py": "from . import models\n",
+        "fb/models/__init__.py": "",
+        "fb/models/encoder.py": "def point_sampling():\n    return 'cuda'\n",
+        "fb_port.py": """
+            def port(fb, options):
+                if hasattr(fb.models, "encoder"):
+                    fb.models.encoder.point_sampling = lambda: "npu"
+                else:
+                    raise AttributeError("encoder.point_sampling attr not found")
+        """})
+    result = interpreter.run_json("""
+import json
+import lazypatch
+from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+from fb_port import port
+with PatcherBuilder().add_module_patch("fb", Patch(port)).build():
+    import fb
+    import fb.models.encoder
+    inside = fb.models.encoder.point_sampling()
+    status = [r.status for r in lazypatch.report() if r.name.endswith(".port")]
+print(json.dumps({"inside": inside, "status": status,
+                  "after": fb.models.encoder.point_sampling()}))
+""")
+    assert result == {"inside": "npu", "status": ["applied"], "after": "cuda"}
+
+
 def test_builder_builds_on_the_2_0_patcher_and_expands_builtin_functions(interpreter):
     """As DrivingSDK 2.0 builds a 1.0 builder: a 2.0 Patcher with a LegacyPatch per patch
     function, and a built-in 1.0 function (``batch_matmul``) as its group's patches."""

@@ -6,6 +6,9 @@ Needs an extracted DrivingSDK checkout (LAZYPATCH_DRIVING_SDK_CHECKOUT; nothing 
 downloaded). The files import their model's stack at the top (mmcv 1.x for the mmdet3d
 models, megatron for Cosmos): LAZYPATCH_MODEL_FILES_PYTHON names an interpreter that has
 it (default: this one); a file whose stack this host lacks skips, naming the module.
+LAZYPATCH_MODEL_PROJECTS names a folder holding the models' own checkouts
+(``<folder>/BEVFormer``...), put on ``sys.path`` as the READMEs have them; without one,
+a target inside the model's project is not importable and its patch stays pending.
 Each case runs two fresh interpreters (about 20-70 s on two cores): marked ``stack``.
 """
 
@@ -41,8 +44,11 @@ def checkout() -> Path:
 @pytest.mark.parametrize("model_file", model_files.MODEL_FILES, ids=lambda item: item.path)
 def test_model_file_lands_lazily_and_is_undone_exactly_fake(model_file, setup, tmp_path):
     run = model_files.run_model_file(checkout(), model_file, setup, tmp_path, python=PYTHON)
-    missing = run.error.split("No module named ", 1)[-1].strip("'") \
-        if run.error.startswith("ModuleNotFoundError") else ""
+    missing = ""
+    if run.error.startswith("ModuleNotFoundError"):
+        missing = run.error.split("No module named ", 1)[-1].strip("'")
+    elif run.error.startswith("ImportError: cannot import name") and " from '" in run.error:
+        missing = run.error.split(" from '", 1)[1].split("'", 1)[0]   # another major version
     if missing and missing.split(".")[0] not in PROVIDED:
         pytest.skip(f"{model_file.path} imports {missing!r}, which this host does not have "
                     f"(set LAZYPATCH_MODEL_FILES_PYTHON to an interpreter with the model's stack)")

@@ -20,7 +20,7 @@ from ..paths import module_exists, move_patch
 from ..registration import register, validate_target
 from ..reporting import report
 from ..state import STATE
-from .capture import record_plain_assignments, snapshot
+from .capture import REGISTRY_CLASSES, imports_copied, record_plain_assignments, snapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,18 +124,17 @@ def legacy_patch_function(func: "Callable[[Any, Any], Any]", options: "Dict[str,
     ends. That failure is recognised, rolled back, and the patch moves to ``pkg.sub``
     (reported ``skipped``, "waiting for 'pkg.sub'"); it runs again when that is imported.
     """
-    root = module_name.partition(".")[0]
 
     def apply_legacy_patch(module: "Any", patch: "Any") -> None:
         target = sys.modules.get(module_name, module)
         _bind_imported_submodules(getattr(module, "__name__", module_name), module_name)
-        copies = snapshot(root)
+        copies = snapshot(func, module_name)
         try:
             try:
-                with registrations_recorded(patch):
+                with registrations_recorded(patch), imports_copied(copies):
                     func(target, options)
             except AttributeError as error:
-                submodule = _submodule_not_imported(error)
+                submodule = _submodule_not_imported(error) or _submodule_named_by(func, module_name)
                 if submodule is None:
                     # DrivingSDK's rule: a patch function that meets a missing attribute
                     # (another version of the target) is skipped, not failed; its partial
@@ -151,9 +150,6 @@ def legacy_patch_function(func: "Callable[[Any, Any], Any]", options: "Dict[str,
     return apply_legacy_patch
 
 
-# The registry classes whose registrations a legacy patch function makes are recorded:
-# mmengine's (OpenMMLab 2.x) and mmcv 1.x's, read only if their module is imported.
-REGISTRY_CLASSES = (("mmengine.registry.registry", "Registry"), ("mmcv.utils.registry", "Registry"))
 
 
 @contextmanager
@@ -224,6 +220,38 @@ def quiet_failure_warnings(patch_name: str) -> "Any":
     warnings.filterwarnings("ignore", message=re.escape(f"lazypatch: patch {patch_name!r}"),
                             category=PatchFailedWarning)
     return warnings.filters[0]
+
+
+def _submodule_named_by(func: "Any", module_name: str) -> "Optional[str]":
+    """A submodule the patch function names (an attribute it reads, a string it passes
+    to ``hasattr``) that exists in the target's package but is not imported yet: the
+    function raised its own AttributeError after ``hasattr(pkg.sub, "mod")`` answered
+    no only because ``pkg.sub.mod`` was not imported when the patch ran."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return None
+    names: "Set[str]" = set()
+    codes = [code]
+    while codes:
+        current = codes.pop()
+        names.update(current.co_names)
+        for constant in current.co_consts:
+            if isinstance(constant, str) and constant.isidentifier():
+                names.add(constant)
+            elif hasattr(constant, "co_names"):
+                codes.append(constant)
+    root = module_name.partition(".")[0]
+    for name, module in sorted(sys.modules.items()):
+        # the root, and the packages the function itself names on its way down
+        if module is None or not (name == root or name.startswith(root + ".") and
+                                  name.rpartition(".")[2] in names) or \
+                not hasattr(module, "__path__"):
+            continue
+        for attribute in sorted(names):
+            submodule = f"{name}.{attribute}"
+            if submodule not in sys.modules and module_exists(submodule):
+                return submodule
+    return None
 
 
 def _submodule_not_imported(error: AttributeError) -> "Optional[str]":

@@ -472,18 +472,90 @@ class Patcher:
                  and getattr(item, "name", None) not in blacklist]
         for index in first:
             group, options = self._entries[index]
-            self._declare_group(group, self._collect(group, options, blacklist))
-        collected = []
+            patches = self._collect_without_importing(group, options, blacklist)
+            if patches is not None:
+                self._declare_group(group, patches)
+        collected: "List[Tuple[Any, Optional[List[BasePatch]]]]" = []
         for index, (item, options) in enumerate(self._entries):
             if index in first or item.name in blacklist:
                 continue
-            collected.append((item, None if isinstance(item, BasePatch) else
-                              self._collect(item, options, blacklist)))
+            if isinstance(item, BasePatch):
+                collected.append((item, None))
+                continue
+            patches = self._collect_without_importing(item, options, blacklist)
+            if patches is not None:
+                collected.append((item, patches))
         for item, patches in collected:
             if patches is None:
                 self._declare(item, "", None)
             else:
                 self._declare_group(item, patches)
+
+    def _collect_without_importing(self, group: "Any", options: "Optional[Dict[str, Any]]",
+                                   blacklist: "Set[str]") -> "Optional[List[BasePatch]]":
+        """``_collect`` with imports refused (``driving_sdk2_collect``): the group's
+        patches, or None when ``patches()`` needs a module not imported yet (the group is
+        then collected and declared when that module is imported). What ``patches()``
+        changed is recorded through a patch, so ``restore()`` takes it back."""
+        from .capture import differences, imports_copied, put_back, snapshot
+        from .driving_sdk2_collect import ImportRefused, imports_refused
+        function = getattr(group.patches, "__func__", group.patches)
+        copies = snapshot(function, getattr(group, "__module__", "") or "")
+        try:
+            with imports_refused(), imports_copied(copies):
+                patches = self._collect(group, options, blacklist)
+        except ImportRefused as refused:
+            put_back(copies)
+            self._collect_when_imported(group, options, blacklist, refused.module)
+            return None
+        if differences(copies):
+            self._record_collection_changes(group, copies)
+        return patches
+
+    def _collection_patch_name(self, group: "Any") -> str:
+        return _unique(f"{NAME_PREFIX}.{group.name}.patches")
+
+    def _record_collection_changes(self, group: "Any", copies: "Any") -> None:
+        """What ``patches()`` changed, recorded by a patch applied at once (on the
+        group's module, imported by definition), undone by ``restore()``."""
+        from .capture import record_plain_assignments
+
+        def record_collection(module: "Any", patch: "Any") -> None:
+            record_plain_assignments(copies, patch)
+        record_collection.__doc__ = f"what {group.__name__}.patches() changed"
+        name = self._collection_patch_name(group)
+        self.names.append(name)
+        register(record_collection, group.__module__, name=name, tags=(TAG,))
+
+    def _collect_when_imported(self, group: "Any", options: "Optional[Dict[str, Any]]",
+                               blacklist: "Set[str]", module_name: str) -> None:
+        """A patch waiting for ``module_name``: then ``patches()`` runs again (refusing
+        imports again: it may wait for the next module), its changes recorded, and the
+        group's patches are declared."""
+        from ..events import waiting
+        from ..paths import move_patch
+        from .capture import imports_copied, put_back, record_plain_assignments, snapshot
+        from .driving_sdk1 import registrations_recorded
+        from .driving_sdk2_collect import ImportRefused, imports_refused
+        name = self._collection_patch_name(group)
+
+        def collect_group(module: "Any", patch: "Any") -> None:
+            function = getattr(group.patches, "__func__", group.patches)
+            copies = snapshot(function, getattr(group, "__module__", "") or "")
+            try:
+                with imports_refused(), imports_copied(copies), registrations_recorded(patch):
+                    patches = self._collect(group, options, blacklist)
+            except ImportRefused as refused:
+                put_back(copies)
+                move_patch(name, refused.module)
+                raise waiting(f"{group.__name__}.patches() imports {refused.module!r}: the "
+                              f"group is collected when the program imports it") from None
+            record_plain_assignments(copies, patch)
+            self._declare_group(group, patches)
+        collect_group.__doc__ = (f"{group.__name__}.patches(), run when the modules it "
+                                 f"imports are imported")
+        self.names.append(name)
+        register(collect_group, module_name, name=name, tags=(TAG,))
 
     @staticmethod
     def _collect(group: "Any", options: "Optional[Dict[str, Any]]",
@@ -583,9 +655,13 @@ class Patcher:
         from ..reporting import report
         records = {record.name: record for record in report()}
         groups: "Dict[str, List[str]]" = {}
-        for patch, _group, name in self._declared:
+        # Before apply(), what apply() would declare, each "pending" (DrivingSDK lists them).
+        listed = self._declared or [(patch, group, "") for patch, group
+                                    in self._collect_all_patches()]
+        for patch, _group, name in listed:
             record = records.get(name)
-            status = record.status if record is not None else "disabled"
+            status = record.status if record is not None else \
+                "disabled" if name else "pending"
             module = patch.name.split(".", 1)[0]
             lines = groups.setdefault(module, [])
             reason = f" ({record.reason})" if record is not None and record.reason else ""
@@ -593,13 +669,13 @@ class Patcher:
             if diff and status == "applied" and isinstance(patch, AtomicPatch):
                 lines.extend("    " + line for line in _diff_lines(patch, name, record))
         total = sum(len(lines) for lines in groups.values())
-        out = ["=" * 70, f"Patcher Info ({len(groups)} modules, {len(self._declared)} "
-                         f"patches)", "=" * 70]
+        out = ["=" * 70, f"Patcher Info ({len(groups)} modules, {len(listed)} patches)",
+               "=" * 70]
         for module, lines in groups.items():
             out.append(f"[{module}]")
             out.extend(lines)
         if not total:
-            out.append("  (nothing declared: call apply() first)")
+            out.append("  (nothing added: add() a patch group first)")
         out.append("=" * 70)
         return "\n".join(out)
 

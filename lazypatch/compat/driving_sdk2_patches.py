@@ -106,12 +106,37 @@ class DeclaredPatch(BasePatch):
         with the reason (a module not imported yet: it applies when it is), or ``FAILED``.
         Applying an object that is in force again does nothing and says so."""
         from .driving_sdk2_results import PatchResult, PatchStatus, result_of
+        invalid = getattr(self, "invalid_target", "")
+        if invalid:
+            return PatchResult(PatchStatus.FAILED, self.name, self.module, invalid)
         if self.is_applied:
-            return PatchResult(PatchStatus.SKIPPED, self.name, self.module, "already applied")
+            if not self.overwritten():
+                return PatchResult(PatchStatus.SKIPPED, self.name, self.module,
+                                   "already applied")
+            # Something assigned over the patch since: applying again puts the patch back
+            # in force, as DrivingSDK's second apply() does (the first taken back, so
+            # nothing stacks).
+            from .driving_sdk2 import Patcher
+            Patcher._undo(self.declared_names())
+            self.declared_names().clear()
         names = self.declare_all(unique_name(f"{driving_sdk1.NAME_PREFIX}.{self.name}"))
         declared = self.declared_names()
         declared.extend(name for name in names if name not in declared)
         return result_of(names[0], self.name, self.module, self.target_kind)
+
+    def overwritten(self) -> bool:
+        """Whether a slot this object's patches set holds another value now (assigned
+        over the patch by someone else since)."""
+        from ..slots import read_slot
+        from ..state import STATE
+        for name in self.declared_names():
+            registered = STATE.catalog.by_name.get(name)
+            for context in getattr(registered, "live", ()):
+                for change in context.changes:
+                    if change.live and change.action == "setattr" and \
+                            read_slot(change.kind, change.owner, change.key) is not change.after:
+                        return True
+        return False
 
     @property
     def is_applied(self) -> bool:
@@ -199,7 +224,15 @@ class AtomicPatch(DeclaredPatch):
         if replacement is None and target_wrapper is None:
             raise ValueError(f"AtomicPatch({target!r}): Either replacement or target_wrapper "
                              f"must be provided")
-        split_path(target)   # a malformed target fails here, at the declaration
+        # DrivingSDK answers FAILED "invalid target path" at apply() for a single-part
+        # target; other malformed targets fail here, at the declaration.
+        self.invalid_target = ""
+        if isinstance(target, str) and target.isidentifier():
+            self.invalid_target = (f"invalid target path: {target!r} names no attribute inside "
+                                   f"a module; write 'pkg.mod.function' or "
+                                   f"'pkg.mod.Class.method'")
+        else:
+            split_path(target)
         for what, value in (("runtime_check", runtime_check),
                             ("replacement_wrapper", replacement_wrapper),
                             ("target_wrapper", target_wrapper)):
@@ -241,6 +274,8 @@ class AtomicPatch(DeclaredPatch):
 
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
+        if self.invalid_target:
+            raise ValueError(f"AtomicPatch: {self.invalid_target}")
         precheck = _guarded(_no_argument_check(self.precheck, {
             "target": self.target, "replacement": self.replacement, "aliases": self.aliases,
             "runtime_check": self.runtime_check, "target_wrapper": self.target_wrapper,
@@ -432,7 +467,7 @@ class RegistryPatch(DeclaredPatch):
             "module_factory": self.module_factory})
         return registry_entry(self.registry, self.register_name, value, name=patch_name,
                               tags=(TAG,), force=self.force, precheck=_guarded(precheck, guard),
-                              requires=self.requires)
+                              requires=self.requires, any_registry=True)
 
     def built_class(self) -> "Any":
         """``module_factory()``, its errors worded as DrivingSDK words them."""
@@ -636,8 +671,10 @@ def with_imports(*import_specs: "Any",
     * ``"@expression"`` decorates the function, evaluated once the names are bound;
       ``apply_decorators=[("pkg.mod.decorator", {kwargs})]`` the older form.
 
-    The names go into a copy of the function's globals: the module that defines the
-    function is left as it was."""
+    The names are bound in a namespace of their own laid over the defining module's
+    globals (``LiveGlobals``): every other global is read from the module at each use,
+    and a ``global X`` the function assigns lands in the module when the call returns;
+    the imported names themselves are never written into the module."""
     for spec in import_specs:
         if isinstance(spec, str) and spec.strip():
             continue
@@ -658,8 +695,12 @@ def with_imports(*import_specs: "Any",
         @functools.wraps(function)
         def call(*args: "Any", **kwargs: "Any") -> "Any":
             if not ready:
-                ready.append(_prepared(function, import_specs, apply_decorators or []))
-            return ready[0](*args, **kwargs)
+                ready[:] = _prepared(function, import_specs, apply_decorators or [])
+            prepared, namespace = ready[0], ready[1]
+            try:
+                return prepared(*args, **kwargs)
+            finally:
+                namespace.write_back()
         call._with_imports_decorated = True   # type: ignore[attr-defined]
         return call
     return decorate
@@ -677,10 +718,11 @@ def _bound_names(spec: "Any") -> "Tuple[str, List[Tuple[str, str]]]":
 
 
 def _prepared(function: "Any", specs: "Tuple[Any, ...]",
-              apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Any":
+              apply_decorators: "List[Tuple[str, Dict[str, Any]]]") -> "Tuple[Any, LiveGlobals]":
+    """The function with its imports bound (and decorated), and its namespace."""
     import types
     from importlib import import_module
-    namespace = dict(function.__globals__)
+    namespace = LiveGlobals(function.__globals__)
     expressions = []
     for spec in specs:
         if isinstance(spec, str) and spec.startswith("@"):
@@ -697,6 +739,7 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
         for attribute, bound in pairs:
             if hasattr(module, attribute):
                 namespace[bound] = getattr(module, attribute)
+    namespace.seal()
     result = types.FunctionType(function.__code__, namespace, function.__name__,
                                 function.__defaults__, function.__closure__)
     result.__kwdefaults__ = function.__kwdefaults__
@@ -711,7 +754,38 @@ def _prepared(function: "Any", specs: "Tuple[Any, ...]",
             _warn(f"with_imports: decorator not found: {path}")
             continue
         result = decorator(**arguments)(result) if arguments else decorator(result)
-    return result
+    return result, namespace
+
+
+class LiveGlobals(dict):
+    """The globals of a ``with_imports`` function: the names it imports, over its
+    module's globals, which are read live (``__missing__``: the interpreter asks it for
+    any name not bound here when the namespace is not a plain dict).
+
+    CPython stores a ``global X`` assignment straight into this dict (no method of
+    ours runs), so after each call ``write_back`` moves every name that is not an
+    imported one into the module, where the assignment was meant to go."""
+
+    __slots__ = ("module_globals", "imported")
+
+    def __init__(self, module_globals: "Dict[str, Any]") -> None:
+        super().__init__()
+        self.module_globals = module_globals
+        self.imported: "Set[str]" = set()
+        # Read by the interpreter without __missing__ when the function is made.
+        self["__builtins__"] = module_globals.get("__builtins__", __builtins__)
+
+    def __missing__(self, key: str) -> "Any":
+        return self.module_globals[key]
+
+    def seal(self) -> None:
+        """The names bound so far are the imported ones; any other is a write-back."""
+        self.imported = set(self)
+
+    def write_back(self) -> None:
+        """Move the globals the function assigned into its module."""
+        for key in [key for key in self if key not in self.imported]:
+            self.module_globals[key] = self.pop(key)
 
 
 def _warn(message: str) -> None:

@@ -25,7 +25,7 @@ from ..requirements import find_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional, Tuple
+    from typing import Dict, Optional, Tuple
 
 _NUMERIC_PREFIX = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
@@ -93,19 +93,40 @@ def version_requirement(package: str, major: int, minor: "Optional[int]" = None)
 class MMCVVersion:
     """``mmcv_version``: ``version``, ``is_v1x``, ``is_v2x``, ``has_mmcv``,
     ``has_mmengine``, ``available``; true when mmcv is installed; calling it gives the
-    version. Read each time (never cached), importing nothing."""
+    version. Read from installed metadata (importing nothing) at first use and kept, as
+    DrivingSDK keeps it (``_cached``); ``refresh()`` reads it again (after an install)."""
+
+    def __init__(self) -> None:
+        self._cached = False
+        self._versions: "Dict[str, Optional[str]]" = {}
+
+    def _detect(self) -> "Dict[str, Optional[str]]":
+        if not self._cached:
+            self._versions = {name: get_version(name) for name in ("mmcv", "mmengine")}
+            self._cached = True
+        return self._versions
+
+    def refresh(self) -> "MMCVVersion":
+        """Forget what was read: the next question reads the installed metadata again."""
+        self._cached = False
+        return self
+
+    def _major_is(self, major: int) -> bool:
+        version = self._detect()["mmcv"]
+        parts = _numeric(version) if version is not None else ()
+        return bool(parts) and parts[0] == major
 
     @property
     def version(self) -> "Optional[str]":
-        return get_version("mmcv")
+        return self._detect()["mmcv"]
 
     @property
     def is_v1x(self) -> bool:
-        return check_version("mmcv", major=1)
+        return self._major_is(1)
 
     @property
     def is_v2x(self) -> bool:
-        return check_version("mmcv", major=2)
+        return self._major_is(2)
 
     @property
     def has_mmcv(self) -> bool:
@@ -113,7 +134,7 @@ class MMCVVersion:
 
     @property
     def has_mmengine(self) -> bool:
-        return get_version("mmengine") is not None
+        return self._detect()["mmengine"] is not None
 
     @property
     def available(self) -> bool:

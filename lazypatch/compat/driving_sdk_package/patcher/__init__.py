@@ -64,7 +64,6 @@ from lazypatch.compat.driving_sdk2_builtin_patches import (
     nuscenes_metric,
     optimizer_hooks,
     optimizer_wrapper,
-    patch_mmcv_version,
     pseudo_sampler,
     resnet_add_relu,
     resnet_fp16,
@@ -99,6 +98,13 @@ from lazypatch.compat.mx_driving import Patch as LegacyPatchWrapper
 from lazypatch.compat.mx_driving import PatcherBuilder, default_patcher_builder
 
 LegacyPatcherBuilder = PatcherBuilder
+
+
+def patch_mmcv_version(expected_version: str) -> "list":
+    """DrivingSDK 1.0's name for ``ensure_mmcv_version``, which it calls through this
+    package (as DrivingSDK's does: a program or test that swaps the package's
+    ``ensure_mmcv_version`` is heard); the patch names."""
+    return ensure_mmcv_version(expected_version)
 
 # DrivingSDK's tables of its built-in groups (its __all__ lists them as internal).
 _ALL_PATCH_CLASSES = [CLASSES[name] for name in CLASS_NAMES]
