@@ -176,7 +176,7 @@ def exact_order(center: torch.Tensor, xyz: torch.Tensor):
 
 
 @pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
-@pytest.mark.parametrize("n,k", [(300, 16), (2000, 16), (600, 40), (300, 291)])
+@pytest.mark.parametrize("n,k", [(300, 16), (2000, 16), (600, 40), (300, 291), (5000, 16), (4500, 300)])
 def test_knn_on_large_clouds_equals_the_exact_search(ext, kind, n, k):
     xyz = large_cloud(kind, 2, n)
     center = torch.cat([xyz[:, :5], large_cloud(kind, 2, 70 + n)[:, :60]], 1)  # 5 zero distances

@@ -70,35 +70,78 @@ class ProductDistances:
         return approximate, bound
 
 
-def nearest_candidates(queries: torch.Tensor, points: torch.Tensor,
-                       product: ProductDistances, k: int,
-                       spare: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The k nearest of (N, 3) ``points`` to each (Q, 3) query, nearest first, ties by
-    index: (Q, k) squared distances and indices, both exact.
+#: From this many points on, the k nearest are selected through a threshold taken on a
+#: subset (a comparison pass replaces most of the selection); below it, by ``topk``
+#: on the whole row, whose per-row cost is then the smaller one.
+SUBSET_THRESHOLD_POINTS = 4096
 
-    ``product`` is ``ProductDistances(points)``; requires ``N > k + spare``. The
-    ``k + spare`` nearest by the product form are candidates; a query is proven when
-    its k-th exact candidate distance lies below every non-candidate's smallest
-    possible exact distance, else its row is redone exactly.
-    """
+
+def nearest_candidates(queries: torch.Tensor, points: torch.Tensor,
+                       product: ProductDistances, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The k nearest of (N, 3) ``points`` to each (Q, 3) query, nearest first, ties by
+    index: (Q, k) squared distances and indices, both exact. Requires ``N >= k``;
+    ``product`` is ``ProductDistances(points)``."""
     approximate, bound = product.of(queries)
-    near_values, near_index = approximate.topk(k + spare + 1, dim=1, largest=False, sorted=True)
+    if approximate.shape[1] >= SUBSET_THRESHOLD_POINTS:
+        return _nearest_through_subset(queries, points, approximate, bound, k)
+    return _nearest_through_selection(queries, points, approximate, bound, k)
+
+
+def _nearest_through_subset(queries: torch.Tensor, points: torch.Tensor,
+                            approximate: torch.Tensor, bound: torch.Tensor,
+                            k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A threshold ``t`` per query is the k-th smallest product-form distance over a
+    strided subset of the points: at least k points (those k) have an exact distance
+    ``<= t + bound``. Every point with a product-form distance ``<= t + 2 * bound``
+    is a candidate; any other has an exact distance ``> t + bound``, beyond the k-th
+    candidate, so the candidates contain the answer, ties included."""
+    n = approximate.shape[1]
+    # A subset about 8x smaller than the points, with at least 4k of them: selecting in
+    # it is cheap, and the threshold then admits about 8k candidates per query.
+    stride = max(1, min(8, n // (4 * k)))
+    threshold = approximate[:, ::stride].topk(k, dim=1, largest=False, sorted=False).values.amax(1)
+    rows, columns = (approximate <= (threshold + 2 * bound)[:, None]).nonzero(as_tuple=True)
     del approximate
-    candidates = near_index[:, :-1].sort(dim=1).values  # index order: ties resolve by index
+    exact = exact_pair_distances(queries[rows], points[columns])
+    count = torch.bincount(rows, minlength=queries.shape[0])
+    slot = torch.arange(rows.numel(), device=rows.device) - (torch.cumsum(count, 0) - count)[rows]
+    keys = _ordering_keys(exact, columns)
+    padded = keys.new_full((queries.shape[0], int(count.max())), torch.iinfo(torch.int64).max)
+    padded[rows, slot] = keys
+    return _smallest_keys(padded, k)
+
+
+def _nearest_through_selection(queries: torch.Tensor, points: torch.Tensor,
+                               approximate: torch.Tensor, bound: torch.Tensor,
+                               k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The k smallest product-form distances are candidates; with ``v`` the largest
+    exact candidate distance, a point can tie or beat a candidate only if its
+    product-form distance is ``<= v + bound``: a query where only the candidates pass
+    is proven, any other is redone from its exact distance row."""
+    candidates = approximate.topk(k, dim=1, largest=False, sorted=False).indices
     exact = exact_pair_distances(queries[:, None, :], points[candidates])
-    values, order = exact.sort(dim=1, stable=True)
-    values, order = values[:, :k], order[:, :k]
-    index = torch.gather(candidates, 1, order)
-    # Every point outside the candidates has an approximate distance >= the
-    # (k + spare + 1)-th, so an exact distance >= that minus the bound.
-    unproven = values[:, -1] >= near_values[:, -1] - bound
+    reach = exact.amax(1) + bound
+    unproven = (approximate <= reach[:, None]).sum(1) > k
+    del approximate
+    values, index = _smallest_keys(_ordering_keys(exact, candidates), k)
     if bool(unproven.any()):
         rows = unproven.nonzero()[:, 0]
         full = exact_squared_distances(queries[None, rows], points[None])[0]
-        redo_values, redo_index = full.sort(dim=1, stable=True)
-        values[rows] = redo_values[:, :k]
-        index[rows] = redo_index[:, :k]
+        every = torch.arange(points.shape[0], device=points.device).expand_as(full)
+        values[rows], index[rows] = _smallest_keys(_ordering_keys(full, every), k)
     return values, index
+
+
+def _ordering_keys(distances: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """int64 keys that order by (distance, index) with no ties: the bits of a
+    non-negative float order as the float does."""
+    return (distances.view(torch.int32).to(torch.int64) << 32) | index
+
+
+def _smallest_keys(keys: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(distances, indices) of the k smallest keys per row, smallest first."""
+    best = keys.topk(k, dim=1, largest=False, sorted=True).values
+    return (best >> 32).to(torch.int32).view(torch.float32), best & 0xFFFFFFFF
 
 
 def radius_hits(queries: torch.Tensor, points: torch.Tensor, product: ProductDistances,

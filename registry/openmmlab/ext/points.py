@@ -100,9 +100,8 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     k = min(nsample, n)
-    spare = max(8, k // 2)  # more candidates than needed: most rows are then proven
     points, centres = xyz.float(), center_xyz.float()
-    if n < max(PRODUCT_SEARCH_POINTS, k + spare + 1):
+    if n < PRODUCT_SEARCH_POINTS:
         for start, stop in _query_chunks(b, m, n):
             d = exact_squared_distances(centres[:, start:stop], points)
             values, order = d.sort(dim=2, stable=True)
@@ -113,7 +112,7 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
             product = ProductDistances(points[batch])
             for start, stop in _query_chunks(1, m, n, PRODUCT_CHUNK_ELEMENTS):
                 values, order = nearest_candidates(centres[batch, start:stop], points[batch],
-                                                   product, k, spare)
+                                                   product, k)
                 idx[batch, start:stop, :k] = order.to(idx.dtype)
                 dist2[batch, start:stop, :k] = values.to(dist2.dtype)
     if k < nsample:
