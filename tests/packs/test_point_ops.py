@@ -149,6 +149,62 @@ def test_ball_query_matches_loop_reference(ext, b, n, m, nsample, min_r, max_r, 
     assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), min_r, max_r, nsample)
 
 
+def large_cloud(kind: str, b: int, n: int) -> torch.Tensor:
+    """Clouds large enough for the product-form candidate search (points.py
+    PRODUCT_SEARCH_POINTS): uniform, on a half-unit grid (many exactly equal
+    distances, so the k-th neighbour ties with non-candidates and rows fall back to
+    the exact search), with repeated points, and far from the origin."""
+    g = torch.Generator().manual_seed(n)
+    if kind == "grid":
+        return torch.randint(0, 8, (b, n, 3), generator=g).float() / 2
+    xyz = torch.rand(b, n, 3, generator=g)
+    if kind == "repeated":
+        xyz[:, 1::3] = xyz[:, ::3][:, :xyz[:, 1::3].shape[1]]
+    if kind == "far":
+        xyz = xyz * 4 + 1000
+    return xyz
+
+
+def exact_order(center: torch.Tensor, xyz: torch.Tensor):
+    """Exact squared distances (per axis, as the CUDA kernels round them) of every
+    point, sorted nearest first with equal distances in index order."""
+    diff = center[:, :, None, :] - xyz[:, None, :, :]
+    d = diff[..., 0] * diff[..., 0]
+    d = d + diff[..., 1] * diff[..., 1]
+    d = d + diff[..., 2] * diff[..., 2]
+    return d.sort(dim=2, stable=True)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
+@pytest.mark.parametrize("n,k", [(300, 16), (2000, 16), (600, 40), (300, 291), (9000, 16), (4500, 300)])
+def test_knn_on_large_clouds_equals_the_exact_search(ext, kind, n, k):
+    # Every strategy of neighbour_search.py: a count proof (n < 64 (k + 1)), the
+    # (k + 1)-th distance as proof, and a threshold on a subset (n >= 8192).
+    xyz = large_cloud(kind, 2, n)
+    center = torch.cat([xyz[:, :5], large_cloud(kind, 2, 70 + n)[:, :60]], 1)  # 5 zero distances
+    m = center.shape[1]
+    idx = torch.zeros(2, m, k, dtype=torch.int32)
+    dist2 = torch.zeros(2, m, k)
+    ext.knn_forward(xyz, center, idx, dist2, b=2, n=n, m=m, nsample=k)
+    values, order = exact_order(center, xyz)
+    assert torch.equal(dist2, values[:, :, :k])
+    assert torch.equal(idx.long(), order[:, :, :k])
+
+
+@pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
+@pytest.mark.parametrize("min_r,max_r,nsample", [(0.0, 0.1, 16), (0.0, 1.0, 8), (0.5, 1.0, 32),
+                                                 (0.05, 0.2, 64)])
+def test_ball_query_on_large_clouds_matches_loop_reference(ext, kind, min_r, max_r, nsample):
+    n = 400
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :4], large_cloud(kind, 1, n + 1)[:, :12]], 1)
+    m = center.shape[1]
+    idx = torch.zeros(1, m, nsample, dtype=torch.int32)
+    ext.ball_query_forward(center, xyz, idx, b=1, n=n, m=m, min_radius=min_r,
+                           max_radius=max_r, nsample=nsample)
+    assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), min_r, max_r, nsample)
+
+
 @EXAMPLES
 @given(b=st.integers(1, 2), c=st.integers(1, 4), n=st.integers(1, 12),
        p=st.integers(1, 6), s=st.integers(1, 4), seed=st.integers(0, 99))

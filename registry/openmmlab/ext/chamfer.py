@@ -18,7 +18,8 @@ from typing import Tuple
 
 import torch
 
-from .points import _query_chunks, _squared_distances
+from .neighbour_search import exact_squared_distances
+from .points import _query_chunks
 
 
 def _nearest(queries: torch.Tensor, points: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -27,7 +28,7 @@ def _nearest(queries: torch.Tensor, points: torch.Tensor) -> Tuple[torch.Tensor,
     best = queries.new_empty((b, q))
     index = torch.empty((b, q), dtype=torch.long, device=queries.device)
     for start, stop in _query_chunks(b, q, points.shape[1]):
-        values, arg = _squared_distances(queries[:, start:stop], points, axes).min(dim=2)
+        values, arg = exact_squared_distances(queries[:, start:stop], points, axes).min(dim=2)
         best[:, start:stop], index[:, start:stop] = values, arg
     return best, index
 

@@ -153,10 +153,14 @@ def _circumradii(boxes: torch.Tensor) -> torch.Tensor:
     return 0.5 * torch.hypot(boxes[:, 2].double(), boxes[:, 3].double())
 
 
+def _meeting_reach(radius_sum):
+    """The largest centre distance at which two circles count as meeting: a small
+    slack so rounding never drops a touching pair (tensors and numpy arrays alike)."""
+    return radius_sum * (1 + 1e-6) + 1e-6
+
+
 def _circles_meet(distance, radius_sum):
-    # Small slack so rounding never drops a touching pair (works on tensors and
-    # on numpy arrays alike).
-    return distance <= radius_sum * (1 + 1e-6) + 1e-6
+    return distance <= _meeting_reach(radius_sum)
 
 
 #: Rows of the (rows, M) centre-distance block computed at once by
@@ -240,13 +244,35 @@ def _rotated_iou_of(inter: torch.Tensor, area_kept: torch.Tensor,
 GREEDY_BLOCK = 256
 
 
-def _near_pairs(centres: np.ndarray, radii: np.ndarray, firsts: np.ndarray,
-                seconds: np.ndarray):
+class _HostBoxes:
+    """Per-box figures (float64 numpy) for the pair filters of the greedy loop.
+
+    The filters run on the host, single-threaded, over dense (kept, later) blocks:
+    on a busy machine, torch's threaded element-wise ops over millions of pairs
+    spend most of their time waiting for each other (measured 14x slower with two
+    threads than with one); only the few pairs left are clipped in torch.
+    """
+
+    def __init__(self, boxes: torch.Tensor) -> None:
+        host = boxes[:, :5].detach().double().cpu().numpy()
+        self.x, self.y = host[:, 0], host[:, 1]
+        self.half_w, self.half_h = np.abs(host[:, 2]) / 2, np.abs(host[:, 3]) / 2
+        self.cos, self.sin = np.cos(host[:, 4]), np.sin(host[:, 4])
+        self.radii = np.hypot(host[:, 2], host[:, 3]) / 2
+        self.areas = host[:, 2] * host[:, 3]
+
+
+def _near_pairs(host: _HostBoxes, firsts: np.ndarray, seconds: np.ndarray,
+                threshold: float):
     """The (first, second) index pairs, over ``firsts`` x ``seconds``, whose
-    circumscribed circles meet."""
-    gap = centres[seconds][None] - centres[firsts][:, None]
-    meet = _circles_meet(np.hypot(gap[..., 0], gap[..., 1]),
-                         radii[firsts][:, None] + radii[seconds][None])
+    circumscribed circles meet and whose sizes allow an overlap above
+    ``threshold`` (:func:`_sizes_allow`); no other pair can suppress."""
+    gap_x = host.x[seconds][None] - host.x[firsts][:, None]
+    gap_y = host.y[seconds][None] - host.y[firsts][:, None]
+    reach = _meeting_reach(host.radii[firsts][:, None] + host.radii[seconds][None])
+    # Squared on both sides (both non-negative): no square root per pair.
+    meet = gap_x * gap_x + gap_y * gap_y <= reach * reach
+    meet &= _sizes_allow(host.areas[firsts][:, None], host.areas[seconds][None], threshold)
     rows, columns = np.nonzero(meet)
     return firsts[rows], seconds[columns]
 
@@ -281,42 +307,33 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
         # the first box suppresses all the others, as in the greedy loop.
         return torch.zeros(1, dtype=torch.long, device=device)
     boxes = boxes[:, :5]
-    # The bookkeeping (which boxes are alive, which pairs are near) runs on
-    # small host arrays; the polygon clipping runs as batched tensor ops.
-    centres = boxes[:, :2].detach().double().cpu().numpy()
-    radii = _circumradii(boxes).detach().cpu().numpy()
+    # The bookkeeping (which boxes are alive, which pairs are near) and the cheap
+    # bounds run on host arrays; the polygon clipping runs as batched tensor ops.
+    host = _HostBoxes(boxes)
     areas = boxes[:, 2] * boxes[:, 3]
-    host_areas = areas.detach().double().cpu().numpy()
     alive = np.ones(n, dtype=bool)
 
     def suppressing(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-        """Mask over the near pairs given: does ``firsts`` suppress
-        ``seconds``?"""
+        """Mask over the near pairs given: does ``firsts`` suppress ``seconds``?
+        The clipping is measured only where the bound on the intersection
+        (:func:`_intersection_bound`) lets the overlap exceed the threshold
+        (``iou_of`` grows with the intersection)."""
         result = np.zeros(firsts.size, dtype=bool)
-        measured = _sizes_allow(host_areas[firsts], host_areas[seconds],
-                                iou_threshold)
-        if measured.any():
-            result[measured] = measure(firsts[measured], seconds[measured])
+        if firsts.size == 0:
+            return result
+        first_areas, second_areas = host.areas[firsts], host.areas[seconds]
+        overlap_bound = iou_of(torch.from_numpy(_intersection_bound(host, firsts, seconds)),
+                               torch.from_numpy(first_areas), torch.from_numpy(second_areas))
+        possible = ((overlap_bound.numpy() > iou_threshold) | (first_areas <= 0)
+                    | (second_areas <= 0))
+        rows = np.flatnonzero(possible)
+        if rows.size:
+            first_t = torch.from_numpy(firsts[rows]).to(device)
+            second_t = torch.from_numpy(seconds[rows]).to(device)
+            inter = rotated_intersection_area(boxes[first_t], boxes[second_t])
+            overlap = iou_of(inter, areas[first_t], areas[second_t])
+            result[rows] = (overlap > iou_threshold).cpu().numpy()
         return result
-
-    def measure(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-        first_t = torch.from_numpy(firsts).to(device)
-        second_t = torch.from_numpy(seconds).to(device)
-        first_boxes, second_boxes = boxes[first_t], boxes[second_t]
-        first_areas, second_areas = areas[first_t], areas[second_t]
-        # The clipping is measured only where the cheap bound lets the
-        # overlap exceed the threshold (iou_of grows with the intersection).
-        bound = _intersection_bound(first_boxes, second_boxes)
-        possible = ((iou_of(bound, first_areas, second_areas) > iou_threshold)
-                    | (first_areas <= 0) | (second_areas <= 0))
-        rows = possible.nonzero(as_tuple=True)[0]
-        result = torch.zeros_like(possible)
-        if rows.numel():
-            inter = rotated_intersection_area(first_boxes[rows],
-                                              second_boxes[rows])
-            overlap = iou_of(inter, first_areas[rows], second_areas[rows])
-            result[rows] = overlap > iou_threshold
-        return result.cpu().numpy()
 
     for start in range(0, n, GREEDY_BLOCK):
         stop = min(start + GREEDY_BLOCK, n)
@@ -325,7 +342,7 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
         block = start + np.flatnonzero(alive[start:stop])
         if block.size == 0:
             continue
-        firsts, seconds = _near_pairs(centres, radii, block, block)
+        firsts, seconds = _near_pairs(host, block, block, iou_threshold)
         later = firsts < seconds
         firsts, seconds = firsts[later], seconds[later]
         hits = suppressing(firsts, seconds)
@@ -337,45 +354,44 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
         rest = stop + np.flatnonzero(alive[stop:])
         if rest.size == 0 or kept_in_block.size == 0:
             continue
-        firsts, seconds = _near_pairs(centres, radii, kept_in_block, rest)
+        firsts, seconds = _near_pairs(host, kept_in_block, rest, iou_threshold)
         alive[seconds[suppressing(firsts, seconds)]] = False
     return torch.from_numpy(np.flatnonzero(alive)).to(device)
 
 
-def _overlap_on_axes(b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-    """Area of box 2 overlapped with box 1's bounding rectangle in box 2's
-    frame: at least the area of their intersection."""
-    cos1, sin1 = torch.cos(b1[:, 4]), torch.sin(b1[:, 4])
-    cos2, sin2 = torch.cos(b2[:, 4]), torch.sin(b2[:, 4])
-    gap_x, gap_y = b1[:, 0] - b2[:, 0], b1[:, 1] - b2[:, 1]
+def _overlap_on_axes(host: _HostBoxes, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Area of box ``second`` overlapped with box ``first``'s bounding rectangle in
+    box ``second``'s frame: at least the area of their intersection."""
+    cos1, sin1 = host.cos[first], host.sin[first]
+    cos2, sin2 = host.cos[second], host.sin[second]
+    gap_x, gap_y = host.x[first] - host.x[second], host.y[first] - host.y[second]
     centre_x = gap_x * cos2 + gap_y * sin2
     centre_y = gap_y * cos2 - gap_x * sin2
-    cos_turn = (cos1 * cos2 + sin1 * sin2).abs()
-    sin_turn = (sin1 * cos2 - cos1 * sin2).abs()
-    half_w1, half_h1 = b1[:, 2].abs() / 2, b1[:, 3].abs() / 2
-    half_w2, half_h2 = b2[:, 2].abs() / 2, b2[:, 3].abs() / 2
+    cos_turn = np.abs(cos1 * cos2 + sin1 * sin2)
+    sin_turn = np.abs(sin1 * cos2 - cos1 * sin2)
+    half_w1, half_h1 = host.half_w[first], host.half_h[first]
+    half_w2, half_h2 = host.half_w[second], host.half_h[second]
     reach_x = half_w1 * cos_turn + half_h1 * sin_turn
     reach_y = half_w1 * sin_turn + half_h1 * cos_turn
-    overlap_x = (torch.minimum(centre_x + reach_x, half_w2) -
-                 torch.maximum(centre_x - reach_x, -half_w2)).clamp(min=0)
-    overlap_y = (torch.minimum(centre_y + reach_y, half_h2) -
-                 torch.maximum(centre_y - reach_y, -half_h2)).clamp(min=0)
+    overlap_x = np.clip(np.minimum(centre_x + reach_x, half_w2) -
+                        np.maximum(centre_x - reach_x, -half_w2), 0, None)
+    overlap_y = np.clip(np.minimum(centre_y + reach_y, half_h2) -
+                        np.maximum(centre_y - reach_y, -half_h2), 0, None)
     return overlap_x * overlap_y
 
 
-def _intersection_bound(b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-    """(P,) upper bounds of the intersection areas of aligned box pairs.
+def _intersection_bound(host: _HostBoxes, firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """(P,) upper bounds of the intersection areas of the box pairs (float64).
 
     The smaller of the two bounding-rectangle overlaps, widened by a relative
     1e-4 and by 1e-6 of the smaller area, so that rounding in the clipping
     never makes a measured intersection exceed it (touching boxes, bound 0,
     are still measured).
     """
-    area1 = (b1[:, 2] * b1[:, 3]).abs()
-    area2 = (b2[:, 2] * b2[:, 3]).abs()
-    tight = torch.minimum(_overlap_on_axes(b1, b2), _overlap_on_axes(b2, b1))
-    smaller = torch.minimum(area1, area2)
-    return torch.minimum(tight, smaller) * (1 + 1e-4) + smaller * 1e-6
+    smaller = np.minimum(np.abs(host.areas[firsts]), np.abs(host.areas[seconds]))
+    tight = np.minimum(_overlap_on_axes(host, firsts, seconds),
+                       _overlap_on_axes(host, seconds, firsts))
+    return np.minimum(tight, smaller) * (1 + 1e-4) + smaller * 1e-6
 
 
 def _sizes_allow(areas1: np.ndarray, areas2: np.ndarray,
