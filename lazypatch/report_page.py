@@ -265,6 +265,11 @@ def render_page(merged: Dict[str, Any], diff: bool = False) -> str:
     if merged["processes"] > 1:
         parts.append('<p class="note">Each column is a group of processes in which every '
                      "patch has the same status; rows outlined in red differ between groups.</p>")
+    else:
+        # The one process's report file and labels, which a groups table would have shown.
+        document = merged["groups"][0]["members"][0]
+        parts.append(f'<p class="note">{escape(str(document.get("path", "")))}: '
+                     f'{escape(merged["groups"][0]["label"])}</p>')
     parts += _failures_section(merged)
     parts += _usage_section(merged)
     if merged["processes"] > 1:

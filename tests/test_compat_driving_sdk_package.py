@@ -408,3 +408,16 @@ pseudo_sampler(mmdet, {})
 print(json.dumps([through_lazypatch, fake_sampler.Sampler().sample([2, 0, 5])]))
 """)
     assert result == [[1, 3], [0, 2]]
+
+
+def test_without_activation_a_patch_file_stops_at_mx_driving_as_the_docs_show(interpreter):
+    # docs/driving_sdk.md "How to activate": the provided mx_driving exists only in a process
+    # where lazypatch is active; without it, a patch file's first import fails.
+    result = interpreter.run("from mx_driving.patcher import PatcherBuilder\n", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == \
+        "ModuleNotFoundError: No module named 'mx_driving'"
+    activated = interpreter.run("import lazypatch.auto\n"
+                                "from mx_driving.patcher import PatcherBuilder\n"
+                                "print(PatcherBuilder.__name__)\n")
+    assert activated.stdout.strip() == "PatcherBuilder"

@@ -97,6 +97,7 @@ from .driving_sdk2_patches import (
     LegacyPatch,
     Patch,
     RegistryPatch,
+    undo_patches,
     unique_name,
     with_imports,
 )
@@ -410,7 +411,7 @@ class Patcher:
         except BaseException:
             # A bad patches() result: take back what this apply() declared, so that the
             # fixed patcher can apply again (skip_import & co. stay: declared earlier).
-            self._undo(self.names[start:])
+            undo_patches(self.names[start:])
             del self.names[start:]
             self._declared = [entry for entry in self._declared if entry[2] in self.names]
             conflicts.forget(self._key)
@@ -599,26 +600,13 @@ class Patcher:
         if self._profiling is not None and self._applied:
             from ..registry import training
             training.profile_to(None)
-        self._undo(self.names + self._turned_on)
-        self._undo(sorted(name for name in self._loaded_here
+        undo_patches(self.names + self._turned_on)
+        undo_patches(sorted(name for name in self._loaded_here
                           if STATE.catalog.by_name[name].enabled))
         self._turned_on, self._loaded_here = [], set()
         self._applied = False
         if self in _APPLIED:
             _APPLIED.remove(self)
-
-    @staticmethod
-    def _undo(names: "List[str]") -> None:
-        """Unpatch these patches, newest first, with their aliases and stand-ins."""
-        from ..application import unpatch
-        from ..paths import derived_from
-        for name in reversed(names):
-            patch = STATE.catalog.by_name.get(name)
-            if patch is None:
-                continue
-            for derived in derived_from(name):   # aliases, stand-ins of submodules
-                unpatch(STATE.catalog.by_name[derived], "undone by the DrivingSDK patcher")
-            unpatch(patch, "undone by the DrivingSDK patcher")
 
     def __enter__(self) -> "Patcher":
         return self.apply()

@@ -116,8 +116,7 @@ class DeclaredPatch(BasePatch):
             # Something assigned over the patch since: applying again puts the patch back
             # in force, as DrivingSDK's second apply() does (the first taken back, so
             # nothing stacks).
-            from .driving_sdk2 import Patcher
-            Patcher._undo(self.declared_names())
+            undo_patches(self.declared_names())
             self.declared_names().clear()
         names = self.declare_all(unique_name(f"{driving_sdk1.NAME_PREFIX}.{self.name}"))
         declared = self.declared_names()
@@ -801,3 +800,18 @@ def object_at_path(path: str) -> "Any":
 
 __all__ = ["BasePatch", "DeclaredPatch", "AtomicPatch", "RegistryPatch", "LegacyPatch", "Patch",
            "with_imports", "TAG", "unique_name"]
+
+
+def undo_patches(names: "List[str]") -> None:
+    """Unpatch these patches, newest first, with their aliases and stand-ins (what a
+    ``Patcher``'s ``restore()`` and a patch applied again both take back)."""
+    from ..application import unpatch
+    from ..paths import derived_from
+    from ..state import STATE
+    for name in reversed(names):
+        patch = STATE.catalog.by_name.get(name)
+        if patch is None:
+            continue
+        for derived in derived_from(name):   # aliases, stand-ins of submodules
+            unpatch(STATE.catalog.by_name[derived], "undone by the DrivingSDK patcher")
+        unpatch(patch, "undone by the DrivingSDK patcher")
