@@ -181,6 +181,12 @@ class Boundary:
     def create(self, fullname: str) -> "Any":
         module = StandInModule(fullname)
         module.__dict__["__lazypatch_stand_in__"] = self.patch_name
+        # `from stand_in import name` fails in the interpreter's own code, which names
+        # the module's location from __file__ ("(unknown location)" without one): this
+        # one says what the module is and which patch provides it. (Attribute access
+        # goes through __getattr__ and its longer message.)
+        module.__dict__["__file__"] = (f"<lazypatch stand-in: {fullname!r} is not installed; "
+                                       f"patch {self.patch_name!r} provides it>")
         return module
 
     def owns(self, module: "Any") -> bool:

@@ -38,8 +38,14 @@ if _choice == "lazypatch":
     lazypatch.replace_module("mx_driving.patcher", "lazypatch.compat.driving_sdk_package.patcher",
                              name=PATCH_NAME, tags=("driving_sdk_api",))
 else:
-    lazypatch.stand_in("mx_driving", {"__path__": [PACKAGE_DIRECTORY]}, name=PATCH_NAME,
-                       tags=("driving_sdk_api",))
+    # __file__ is what `from mx_driving import npu_x` names when the operator is missing:
+    # the interpreter's own ImportError, which an attribute hook cannot word.
+    lazypatch.stand_in("mx_driving", {
+        "__path__": [PACKAGE_DIRECTORY],
+        "__file__": "<lazypatch's mx_driving, DrivingSDK is not installed: it holds only "
+                    "`patcher`; DrivingSDK's operators come with the npu_stand_in pack "
+                    "(lazypatch run --enable npu_stand_in)>"},
+        name=PATCH_NAME, tags=("driving_sdk_api",))
 
     @lazypatch.when_imported("mx_driving", name=PATCH_NAME + "_beside_operators",
                              tags=("driving_sdk_api",))

@@ -421,3 +421,13 @@ def test_without_activation_a_patch_file_stops_at_mx_driving_as_the_docs_show(in
                                 "from mx_driving.patcher import PatcherBuilder\n"
                                 "print(PatcherBuilder.__name__)\n")
     assert activated.stdout.strip() == "PatcherBuilder"
+
+
+def test_from_import_of_a_missing_operator_names_lazypatchs_mx_driving_and_the_pack(interpreter):
+    # `from mx_driving import npu_x` fails in the interpreter's own code (an ImportError
+    # naming the module's location), not through the module's __getattr__.
+    result = interpreter.run("import lazypatch.auto\n"
+                             "from mx_driving import npu_deformable_aggregation\n", check=False)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: cannot import name 'npu_deformable_aggregation'")
+    assert "unknown location" not in last and "--enable npu_stand_in" in last
