@@ -26,9 +26,13 @@ module                             what the stand-in carries
 ``spconv``, ``spconv.pytorch``     spconv 2's ``SparseConvTensor``, ``SparseSequential``,
 (``.core``, ``.conv``, ``.pool``,  ``SubMConv``/``SparseConv``/``SparseConvTranspose``/
 ``.modules``, ``.functional``,     ``SparseInverseConv``/``SparseMaxPool`` 1-4d,
-``.utils``)                        ``ToDense``, ``functional.indice_*`` on the
-                                   pure-PyTorch sparse kernels of ``openmmlab.ext``;
-                                   ``utils.PointToVoxel`` on its voxelization kernel
+``.utils``, ``.tables``,           ``SparseAvgPool`` 1-3d, ``SparseGlobalMaxPool``/
+``.identity``; ``spconv.core``,    ``SparseGlobalAvgPool``, ``AddTable``/``ConcatTable``/
+``spconv.constants``)              ``JoinTable``, ``Identity``, ``ToDense``,
+                                   ``functional.indice_*`` on the pure-PyTorch sparse
+                                   kernels of ``openmmlab.ext``; ``utils.PointToVoxel``
+                                   on its voxelization kernel; ``ConvAlgo`` and the
+                                   weight-layout constants (``FILTER_HWIO`` ...)
 =================================  =============================================
 
 Each module is two patches: ``cuda_extensions.<module>`` (an import boundary,
@@ -89,6 +93,9 @@ SPCONV_CONV = ("SparseConvolution",) + tuple(
 SPCONV_POOL = ("SparseMaxPool",) + tuple(f"SparseMaxPool{dims}" for dims in _SPCONV_DIMS)
 SPCONV_MODULES = ("SparseModule", "SparseSequential", "SparseBatchNorm", "SparseReLU",
                   "SparseIdentity")
+SPCONV_OTHER_POOLS = ("SparseAvgPool", "SparseAvgPool1d", "SparseAvgPool2d", "SparseAvgPool3d",
+                      "SparseGlobalMaxOrAvgPool", "SparseGlobalMaxPool", "SparseGlobalAvgPool")
+SPCONV_TABLES = ("AddTable", "ConcatTable", "JoinTable")
 
 #: module -> (implementation submodule of this pack, names it provides). Parents
 #: come before their children so that each parent has its own named stand-in.
@@ -105,14 +112,24 @@ STAND_INS: "dict[str, Tuple[str, Tuple[str, ...]]]" = {
                               "load_state_dict")),
     "apex.optimizers": ("apex_modules", ("FusedAdam",)),
     "apex.normalization": ("apex_modules", ("FusedLayerNorm", "FusedRMSNorm")),
-    "spconv": ("spconv", ("__version__", "SPCONV_VERSION_NUMBERS", "ConvAlgo")),
-    "spconv.pytorch": ("spconv", SPCONV_TOP + SPCONV_CONV + SPCONV_MODULES +
-                       SPCONV_POOL + ("ConvAlgo", "core", "conv", "pool", "modules",
-                                      "functional", "utils")),
+    "spconv": ("spconv", ("__version__", "SPCONV_VERSION_NUMBERS", "ConvAlgo", "core",
+                          "constants")),
+    "spconv.core": ("spconv", ("ConvAlgo",)),
+    "spconv.constants": ("spconv_constants", ("PACKAGE_NAME", "NDIM_DONT_CARE",
+                                              "FILTER_HWIO", "ALL_WEIGHT_IS_KRSC",
+                                              "SAVED_WEIGHT_LAYOUT", "SPCONV_ALLOW_TF32",
+                                              "DISABLE_JIT", "SPCONV_FX_TRACE_MODE")),
+    "spconv.pytorch": ("spconv_public", SPCONV_TOP + SPCONV_CONV + SPCONV_MODULES +
+                       SPCONV_POOL + SPCONV_OTHER_POOLS + SPCONV_TABLES + (
+                           "Identity", "assign_name_for_sparse_modules", "ConvAlgo",
+                           "core", "conv", "pool", "modules", "functional", "utils",
+                           "tables", "identity")),
     "spconv.pytorch.core": ("spconv", SPCONV_TOP[:1] + ("IndiceData", "expand_nd",
                                                         "scatter_nd")),
     "spconv.pytorch.conv": ("spconv", SPCONV_CONV),
-    "spconv.pytorch.pool": ("spconv", SPCONV_POOL),
+    "spconv.pytorch.pool": ("spconv_public", SPCONV_POOL + SPCONV_OTHER_POOLS),
+    "spconv.pytorch.tables": ("spconv_tables", SPCONV_TABLES),
+    "spconv.pytorch.identity": ("spconv_tables", ("Identity",)),
     "spconv.pytorch.modules": ("spconv", SPCONV_MODULES + (
         "is_spconv_module", "is_sparse_conv", "assign_name_for_sparse_modules")),
     "spconv.pytorch.functional": ("spconv", ("indice_conv", "indice_inverse_conv",

@@ -20,9 +20,11 @@ lazypatch.enable("cuda_extensions")
 
 MODULES = ["flash_attn", "flash_attn.flash_attn_interface", "flash_attn.bert_padding",
            "torch_scatter", "apex", "apex.amp",
-           "apex.optimizers", "apex.normalization", "spconv", "spconv.pytorch",
+           "apex.optimizers", "apex.normalization", "spconv", "spconv.core",
+           "spconv.constants", "spconv.pytorch",
            "spconv.pytorch.core", "spconv.pytorch.conv", "spconv.pytorch.pool",
-           "spconv.pytorch.modules", "spconv.pytorch.functional", "spconv.pytorch.utils"]
+           "spconv.pytorch.modules", "spconv.pytorch.functional", "spconv.pytorch.utils",
+           "spconv.pytorch.tables", "spconv.pytorch.identity"]
 
 
 def fill_name(module: str) -> str:
