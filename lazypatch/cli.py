@@ -368,6 +368,13 @@ def run_environment(arguments: argparse.Namespace,
     environment["LAZYPATCH_RUN_PYTHON"] = f"{sys.prefix}|{sys.implementation.cache_tag}"
     # The same settings once more in one PYTHON* variable: the one form that
     # multi-node launchers (DeepSpeed's runner, mpirun -x PYTHON*) carry to other nodes.
+    # The files' settings travel inside PYTHONLAZYPATCH as values only: where each came
+    # from travels beside it, so that the program's messages name the file and key.
+    # (Read before PYTHONLAZYPATCH is set: with it, the files are not read again.)
+    from .configuration import settings_from_files
+    sources = settings_from_files(environment)
+    if sources:
+        environment["LAZYPATCH_SETTINGS_FROM"] = sources
     environment[PORTABLE_VARIABLE] = portable_value(environment)
     # Ray workers inherit nothing from the driver: each ray.init adds the activation
     # to its runtime env through Ray's hook (lazypatch.integrations.ray).

@@ -75,6 +75,9 @@ INTERNAL_VARIABLES: "Dict[str, str]" = {
                       "children do not repeat them (notices.notify)",
     "LAZYPATCH_ENABLE_FROM_FILE": "the `enable` of a TOML file (carried apart from "
                                   "LAZYPATCH_ENABLE: a file cannot enable an unsafe patch)",
+    "LAZYPATCH_SETTINGS_FROM": "where `lazypatch run` read each setting of a TOML file "
+                               "(`LAZYPATCH_DEVICE=device in /p/pyproject.toml`, a line each), "
+                               "so that the processes it starts name them as the user wrote them",
 }
 
 # Launchers' rank variables, most specific first: torchrun sets RANK and
@@ -572,14 +575,34 @@ def setting(name: str, default: str = "") -> str:
 def setting_source(name: str) -> str:
     """Where the value of setting ``name`` comes from, named as the user wrote it: the
     variable itself ("LAZYPATCH_DEVICE") when the environment sets it, "device in
-    /path/pyproject.toml" for a file's key, "" when it is not set at all."""
+    /path/pyproject.toml" for a file's key (read here, or by the `lazypatch run` that
+    started this process), "" when it is not set at all."""
     if name in os.environ:
         return name
     configuration = STATE.configuration
     if configuration is not None and name in configuration.extra:
         found = configuration.file_keys.get(name)
-        return f"{found[1]} in {found[0]}" if found else name
+        if found:
+            return f"{found[1]} in {found[0]}"
+        for line in os.environ.get("LAZYPATCH_SETTINGS_FROM", "").splitlines():
+            variable, _, where = line.partition("=")
+            if variable == name and where:
+                return where
+        return name
     return ""
+
+
+def settings_from_files(environ: "Mapping[str, str]") -> str:
+    """LAZYPATCH_SETTINGS_FROM's value for processes started with ``environ``: each
+    setting a TOML file gives them (and their environment does not), with its key and file."""
+    _quiet.append(True)
+    try:
+        configuration = _read(environ)
+    finally:
+        _quiet.pop()
+    return "\n".join(f"{variable}={key} in {path}"
+                     for variable, (path, key) in sorted(configuration.file_keys.items())
+                     if variable not in environ)
 
 
 # --- one portable activation ------------------------------------------------

@@ -3,6 +3,8 @@ configuration warnings, and the NPU branch against a fake torch_npu."""
 
 from __future__ import annotations
 
+import sys
+
 ENABLED = {"LAZYPATCH_ENABLE": "device"}
 
 # Every object whose attributes the pack may change, by a path from torch.
@@ -365,3 +367,10 @@ def test_a_device_chosen_in_pyproject_is_announced_by_its_key_and_file(interpret
     assert (f"CUDA calls go to 'cpu' (device in {interpreter.root / 'pyproject.toml'})"
             in result.stderr), result.stderr
     assert "LAZYPATCH_DEVICE)" not in result.stderr
+    # The same under `lazypatch run`, whose child gets the file's settings from its parent.
+    interpreter.write({"program.py": "import torch\nprint(torch.zeros(1, device='cuda').device)\n"})
+    run = interpreter.run_command([sys.executable, "-m", "lazypatch", "run", "--",
+                                   sys.executable, "program.py"])
+    assert run.stdout.strip() == "cpu"
+    assert (f"CUDA calls go to 'cpu' (device in {interpreter.root / 'pyproject.toml'})"
+            in run.stderr), run.stderr
