@@ -187,10 +187,11 @@ def bench(quick: bool) -> List[Row]:
     return rows
 
 
-def run(quick: bool) -> List[Dict[str, Any]]:
-    """Rows for ``benchmarks/run.py``, measured in a fresh interpreter (torch never
-    loads into the runner)."""
-    command = [sys.executable, os.path.abspath(__file__), "--json"] + (["--quick"] if quick else [])
+def rows_of_script(script: str, quick: bool) -> List[Dict[str, Any]]:
+    """``run.py``'s rows from a kernel benchmark ``script`` (this one, or another that
+    prints ``(op, size, ours, reference, theirs)`` rows with ``--json``), measured in a
+    fresh interpreter: torch never loads into the runner."""
+    command = [sys.executable, os.path.abspath(script), "--json"] + (["--quick"] if quick else [])
     output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     rows = []
     for op, size, ours, reference, theirs in json.loads(output.splitlines()[-1]):
@@ -200,8 +201,10 @@ def run(quick: bool) -> List[Dict[str, Any]]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def command_line(bench: "Callable[[bool], List[Row]]", description: str) -> None:
+    """A kernel benchmark's command line: one torch thread, ``bench(quick)``'s rows as
+    one JSON line (``--json``, for ``rows_of_script``) or as a Markdown table."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
     arguments = parser.parse_args()
@@ -218,6 +221,15 @@ def main() -> None:
     for op, size, ours, reference, theirs in rows:
         ratio = "-" if math.isnan(theirs) else f"{theirs / ours:.2f}x"
         print(f"| {op} | {size} | {ours:.2f} | {reference} | {theirs:.2f} | {ratio} |")
+
+
+def run(quick: bool) -> List[Dict[str, Any]]:
+    """Rows for ``benchmarks/run.py``."""
+    return rows_of_script(__file__, quick)
+
+
+def main() -> None:
+    command_line(bench, __doc__ or "")
 
 
 if __name__ == "__main__":

@@ -20,17 +20,13 @@ Two layouts of the sampling locations:
 """
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
-import math
 import os
-import subprocess
 import sys
 from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_bev_pool import Row, compared  # noqa: E402
+from bench_bev_pool import Row, command_line, compared, rows_of_script  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -126,36 +122,12 @@ def bench(quick: bool) -> List[Row]:
 
 
 def run(quick: bool) -> List[Dict[str, Any]]:
-    """Rows for ``benchmarks/run.py``, measured in a fresh interpreter (torch never
-    loads into the runner)."""
-    command = [sys.executable, os.path.abspath(__file__), "--json"] + (["--quick"] if quick else [])
-    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    rows = []
-    for op, size, ours, reference, theirs in json.loads(output.splitlines()[-1]):
-        rows.append({"name": f"{op} [{size}] vs {reference}", "value": ours, "unit": "ms",
-                     "baseline": theirs, "ratio": ours / theirs,
-                     "note": f"baseline: {reference}"})
-    return rows
+    """Rows for ``benchmarks/run.py``."""
+    return rows_of_script(__file__, quick)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
-    arguments = parser.parse_args()
-    import torch
-    # One thread: on a shared 2-core machine a second thread only adds noise.
-    torch.set_num_threads(1)
-    rows = bench(arguments.quick)
-    if arguments.json:
-        print(json.dumps(rows))
-        return
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
-    print("| op | size | lazypatch (ms) | reference | reference (ms) | reference / lazypatch |")
-    print("|---|---|---:|---|---:|---:|")
-    for op, size, ours, reference, theirs in rows:
-        ratio = "-" if math.isnan(theirs) else f"{theirs / ours:.2f}x"
-        print(f"| {op} | {size} | {ours:.2f} | {reference} | {theirs:.2f} | {ratio} |")
+    command_line(bench, __doc__ or "")
 
 
 if __name__ == "__main__":
