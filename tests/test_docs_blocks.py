@@ -83,6 +83,7 @@ EXAMPLES = sorted({linked(page, link) for page, _, _, _, link in BLOCKS
                    if link and "/examples/" in str(linked(page, link))})
 
 
+@pytest.mark.stack   # the examples use the real stack (torch, mmengine)
 @pytest.mark.parametrize("example", EXAMPLES, ids=[example.name for example in EXAMPLES])
 def test_linked_example_runs(example, tmp_path):
     result = subprocess.run([sys.executable, str(example)], cwd=tmp_path, capture_output=True,

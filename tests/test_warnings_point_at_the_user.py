@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 
 def test_a_pack_setting_warns_at_the_users_import_line(interpreter):
     result = interpreter.run("import lazypatch.auto\n",
@@ -91,6 +93,7 @@ print(json.dumps(notes))
     assert any("can be imported here" in note for note in result["typo.not_imported_yet"])
 
 
+@pytest.mark.stack   # torch.distributed
 def test_looking_through_a_package_for_changes_raises_no_warning_of_its_own(interpreter):
     # The DrivingSDK layer snapshots a package's namespaces around a 1.0 patch function;
     # reading torch.distributed.reduce_op's __class__ made torch warn from lazypatch.
