@@ -630,22 +630,29 @@ class SparseMaxPool(SparseModule):
         return f"kernel_size={self.kernel_size}, stride={self.stride}"
 
     def forward(self, input: SparseConvTensor) -> SparseConvTensor:
-        out_spatial_shape = list(input.spatial_shape) if self.subm else \
-            get_conv_output_size(input.spatial_shape, self.kernel_size, self.stride,
-                                 self.padding, self.dilation)
-        out_ids, pairs, pair_num = _pairs_for(self, input, out_spatial_shape)
-        output = indice_maxpool(input.features, pairs.to(input.features.device),
-                                pair_num, out_ids.shape[0])
-        out_tensor = input.shadow_copy().replace_feature(output)
-        out_tensor.indice_dict = dict(input.indice_dict)
-        if self.indice_key is not None:
-            out_tensor.indice_dict[self.indice_key] = IndiceData(
-                out_ids, input.indices, pairs, pair_num, input.spatial_shape,
-                out_spatial_shape, self.subm, self.algo, self.kernel_size, self.stride,
-                self.dilation, self.padding)
-        out_tensor.indices = out_ids
-        out_tensor.spatial_shape = out_spatial_shape
-        return out_tensor
+        return pooled(self, input, indice_maxpool)
+
+
+def pooled(pool: Any, input: SparseConvTensor, reduce: Any) -> SparseConvTensor:
+    """A sparse pool's output: the windows' pairs (kept under the pool's ``indice_key``
+    for an inverse convolution), each output site's paired inputs combined by
+    ``reduce(features, pairs, pair_num, outputs)`` (the max or the average pool's)."""
+    out_spatial_shape = list(input.spatial_shape) if pool.subm else \
+        get_conv_output_size(input.spatial_shape, pool.kernel_size, pool.stride,
+                             pool.padding, pool.dilation)
+    out_ids, pairs, pair_num = _pairs_for(pool, input, out_spatial_shape)
+    output = reduce(input.features, pairs.to(input.features.device), pair_num,
+                    out_ids.shape[0])
+    out_tensor = input.shadow_copy().replace_feature(output)
+    out_tensor.indice_dict = dict(input.indice_dict)
+    if pool.indice_key is not None:
+        out_tensor.indice_dict[pool.indice_key] = IndiceData(
+            out_ids, input.indices, pairs, pair_num, input.spatial_shape,
+            out_spatial_shape, pool.subm, pool.algo, pool.kernel_size, pool.stride,
+            pool.dilation, pool.padding)
+    out_tensor.indices = out_ids
+    out_tensor.spatial_shape = out_spatial_shape
+    return out_tensor
 
 
 # ----------------------------------------------------------------- named layers

@@ -25,13 +25,11 @@ import torch
 from ..openmmlab.ext import sparse_conv as kernels
 from .spconv import (
     ConvAlgo,
-    IndiceData,
     IntOrSequence,
     SparseConvTensor,
     SparseModule,
-    _pairs_for,
     expand_nd,
-    get_conv_output_size,
+    pooled,
 )
 
 #: spconv's limit on the kernel volume of an average pool.
@@ -85,22 +83,7 @@ class SparseAvgPool(SparseModule):
         if self.indice_key is not None and self.indice_key in input.indice_dict:
             raise ValueError(f"your indice key {self.indice_key!r} already exists in "
                              "this sparse tensor (spconv): give the pool its own key")
-        out_spatial_shape = list(input.spatial_shape) if self.subm else \
-            get_conv_output_size(input.spatial_shape, self.kernel_size, self.stride,
-                                 self.padding, self.dilation)
-        out_ids, pairs, pair_num = _pairs_for(self, input, out_spatial_shape)
-        output = indice_avgpool(input.features, pairs.to(input.features.device),
-                                pair_num, out_ids.shape[0])
-        out_tensor = input.shadow_copy().replace_feature(output)
-        out_tensor.indice_dict = dict(input.indice_dict)
-        if self.indice_key is not None:
-            out_tensor.indice_dict[self.indice_key] = IndiceData(
-                out_ids, input.indices, pairs, pair_num, input.spatial_shape,
-                out_spatial_shape, self.subm, self.algo, self.kernel_size, self.stride,
-                self.dilation, self.padding)
-        out_tensor.indices = out_ids
-        out_tensor.spatial_shape = out_spatial_shape
-        return out_tensor
+        return pooled(self, input, indice_avgpool)
 
 
 def _avg_pool_class(ndim: int) -> type:
