@@ -81,19 +81,31 @@ def module_owners(name: str, module: "Any", seen: "set", registries: "Tuple[type
     return owners
 
 
+def names_in_code(function: "Any", strings: bool = False) -> "Set[str]":
+    """The names a function's code reads (attributes and globals), its nested functions'
+    included; with ``strings``, also the identifier-like strings it holds (the name
+    given to ``hasattr``/``getattr``). Empty for an object without code."""
+    code = getattr(function, "__code__", None)
+    names: "Set[str]" = set()
+    codes = [code] if code is not None else []
+    while codes:
+        current = codes.pop()
+        names.update(current.co_names)
+        for constant in current.co_consts:
+            if strings and isinstance(constant, str) and constant.isidentifier():
+                names.add(constant)
+            elif hasattr(constant, "co_names"):
+                codes.append(constant)
+    return names
+
+
 def reachable_packages(function: "Any", root: str) -> "Set[str]":
     """The top-level packages a patch function can reach: ``root``'s, and those of the
     modules, classes and functions its code names (in its globals and closure)."""
     packages = {root.partition(".")[0]}
-    code = getattr(function, "__code__", None)
-    if code is None:
+    if getattr(function, "__code__", None) is None:
         return packages
-    names: "Set[str]" = set()
-    codes = [code]
-    while codes:
-        current = codes.pop()
-        names.update(current.co_names)
-        codes.extend(constant for constant in current.co_consts if hasattr(constant, "co_names"))
+    names = names_in_code(function)
     namespace = getattr(function, "__globals__", {})
     values = [namespace[name] for name in names if name in namespace]
     for cell in getattr(function, "__closure__", None) or ():

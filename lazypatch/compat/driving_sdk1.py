@@ -20,7 +20,13 @@ from ..paths import module_exists, move_patch
 from ..registration import register, validate_target
 from ..reporting import report
 from ..state import STATE
-from .capture import REGISTRY_CLASSES, imports_copied, record_plain_assignments, snapshot
+from .capture import (
+    REGISTRY_CLASSES,
+    imports_copied,
+    names_in_code,
+    record_plain_assignments,
+    snapshot,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -227,19 +233,9 @@ def _submodule_named_by(func: "Any", module_name: str) -> "Optional[str]":
     to ``hasattr``) that exists in the target's package but is not imported yet: the
     function raised its own AttributeError after ``hasattr(pkg.sub, "mod")`` answered
     no only because ``pkg.sub.mod`` was not imported when the patch ran."""
-    code = getattr(func, "__code__", None)
-    if code is None:
+    if getattr(func, "__code__", None) is None:
         return None
-    names: "Set[str]" = set()
-    codes = [code]
-    while codes:
-        current = codes.pop()
-        names.update(current.co_names)
-        for constant in current.co_consts:
-            if isinstance(constant, str) and constant.isidentifier():
-                names.add(constant)
-            elif hasattr(constant, "co_names"):
-                codes.append(constant)
+    names = names_in_code(func, strings=True)
     root = module_name.partition(".")[0]
     for name, module in sorted(sys.modules.items()):
         # the root, and the packages the function itself names on its way down
