@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .configuration import LOG_LEVELS, PORTABLE_VARIABLE, portable_value
+from .configuration import LOG_LEVELS, PORTABLE_VARIABLE
 from .integrations.ray import install_runtime_env_hook
 from .state import STATUSES
 
@@ -370,12 +370,13 @@ def run_environment(arguments: argparse.Namespace,
     # multi-node launchers (DeepSpeed's runner, mpirun -x PYTHON*) carry to other nodes.
     # The files' settings travel inside PYTHONLAZYPATCH as values only: where each came
     # from travels beside it, so that the program's messages name the file and key.
-    # (Read before PYTHONLAZYPATCH is set: with it, the files are not read again.)
-    from .configuration import settings_from_files
-    sources = settings_from_files(environment)
+    # One read gives both (before PYTHONLAZYPATCH is set: with it, files are not read).
+    from .configuration import encode_settings, quiet_read, settings_from_files
+    configuration = quiet_read(environment)
+    sources = settings_from_files(configuration, environment)
     if sources:
         environment["LAZYPATCH_SETTINGS_FROM"] = sources
-    environment[PORTABLE_VARIABLE] = portable_value(environment)
+    environment[PORTABLE_VARIABLE] = encode_settings(configuration.settings)
     # Ray workers inherit nothing from the driver: each ray.init adds the activation
     # to its runtime env through Ray's hook (lazypatch.integrations.ray).
     install_runtime_env_hook(environment)

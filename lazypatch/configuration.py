@@ -592,14 +592,11 @@ def setting_source(name: str) -> str:
     return ""
 
 
-def settings_from_files(environ: "Mapping[str, str]") -> str:
+def settings_from_files(configuration: "Configuration",
+                        environ: "Mapping[str, str]") -> str:
     """LAZYPATCH_SETTINGS_FROM's value for processes started with ``environ``: each
-    setting a TOML file gives them (and their environment does not), with its key and file."""
-    _quiet.append(True)
-    try:
-        configuration = _read(environ)
-    finally:
-        _quiet.pop()
+    setting a TOML file of ``configuration`` (read from ``environ``) gives them and
+    their environment does not, with its key and file."""
     return "\n".join(f"{variable}={key} in {path}"
                      for variable, (path, key) in sorted(configuration.file_keys.items())
                      if variable not in environ)
@@ -682,12 +679,17 @@ def portable_value(environ: "Optional[Mapping[str, str]]" = None) -> str:
 
     Reads quietly: a bad value is reported by the processes that use it.
     """
+    return encode_settings(quiet_read(os.environ if environ is None else environ).settings)
+
+
+def quiet_read(environ: "Mapping[str, str]") -> "Configuration":
+    """The configuration processes started with ``environ`` will read, read without a
+    word: a bad value is reported by the processes that use it."""
     _quiet.append(True)
     try:
-        configuration = _read(os.environ if environ is None else environ)
+        return _read(environ)
     finally:
         _quiet.pop()
-    return encode_settings(configuration.settings)
 
 
 def settings_facts(configuration: "Optional[Configuration]" = None) -> "Dict[str, object]":
