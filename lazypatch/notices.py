@@ -55,7 +55,7 @@ def _own_prefixes() -> "Tuple[str, ...]":
 def _is_machinery(filename: str) -> bool:
     """Frames no user wrote: the import system, site's start-up hooks, and the
     ``lazypatch`` console script pip writes (``bin/lazypatch``, which only calls
-    ``lazypatch.cli:main``: a warning of ``lazypatch run`` is not about that file)."""
+    ``lazypatch.cli.main:main``: a warning of ``lazypatch run`` is not about that file)."""
     return ("importlib" in filename and "_bootstrap" in filename) or \
         filename in ("<frozen site>", "<frozen runpy>") or \
         filename.endswith(("/site.py", "\\site.py", "/runpy.py", "\\runpy.py")) or \

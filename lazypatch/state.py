@@ -41,9 +41,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
-    from .events import EventRules
-    from .ledger import Ledger, PatchContext
-    from .requirements import Requirement
+    from .apply.ledger import Ledger, PatchContext
+    from .decide.events import EventRules
+    from .decide.requirements import Requirement
 
 PENDING = "pending"
 APPLIED = "applied"
@@ -367,7 +367,7 @@ class EngineState:
         need, which is the first application, not activation (benchmarks/COSTS.md)."""
         ledger = self._ledger
         if ledger is None:
-            from .ledger import Ledger, PatchContext
+            from .apply.ledger import Ledger, PatchContext
             with self.lock:
                 if self._ledger is None:
                     self._ledger = Ledger(self.lock)

@@ -2,7 +2,7 @@
 
 Every DrivingSDK migration file starts with ``from mx_driving.patcher import ...``.
 Where DrivingSDK is not installed, that import gets lazypatch's implementation
-of the patcher's API (``lazypatch.compat.driving_sdk_package``): an ``mx_driving``
+of the patcher's API (``lazypatch.driving_sdk.package``): an ``mx_driving``
 stand-in whose only submodule is ``patcher``. Nothing is imported until the
 program imports ``mx_driving``; where DrivingSDK is installed, its package is
 imported and this patch reports ``skipped`` (the real one is in charge), unless
@@ -35,7 +35,7 @@ if _choice not in ("auto", "lazypatch"):
 
 if _choice == "lazypatch":
     # Only the patcher is replaced: the installed DrivingSDK's operators stay its own.
-    lazypatch.replace_module("mx_driving.patcher", "lazypatch.compat.driving_sdk_package.patcher",
+    lazypatch.replace_module("mx_driving.patcher", "lazypatch.driving_sdk.package.patcher",
                              name=PATCH_NAME, tags=("driving_sdk_api",))
 else:
     # __file__ is what `from mx_driving import npu_x` names when the operator is missing:

@@ -223,7 +223,7 @@ import json, sys
 import lazypatch.auto
 import lazypatch
 from lazypatch.state import STATE
-before = {"loaded": "lazypatch.events" in sys.modules, "rules": STATE.events is None}
+before = {"loaded": "lazypatch.decide.events" in sys.modules, "rules": STATE.events is None}
 lazypatch.set_event_action("failure", "log", selector="tag:x")
 lazypatch.set_event_action("skip", "warn")
 rules = STATE.events
