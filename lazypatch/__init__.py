@@ -43,10 +43,10 @@ __version__ = "0.1.0"
 
 # Public names whose modules nothing on the activation path needs: imported on
 # first use (PEP 562), so that `import lazypatch.auto` stays within its budget.
-_LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes", "StandInError": "boundaries",
-               "PatchContext": "ledger", "set_event_action": "events",
-               "clear_event_actions": "events", "PatchAppliedWarning": "events",
-               "PatchSkippedWarning": "events"}
+_LAZY_NAMES = {"PatchRecord": "reports.reporting", "patched": "apply.scopes",
+               "StandInError": "declare.boundaries", "PatchContext": "apply.ledger",
+               "set_event_action": "decide.events", "clear_event_actions": "decide.events",
+               "PatchAppliedWarning": "decide.events", "PatchSkippedWarning": "decide.events"}
 
 # The event-action settings (events.py), declared here so that they are known (not
 # reported as typos, listed by `lazypatch run --help`) without importing events.py
@@ -62,10 +62,11 @@ def __getattr__(name: str) -> "Any":
     module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
-    if module == "ledger":
-        _ = STATE.ledger   # creating the ledger imports its module and makes it the default
     from importlib import import_module
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    imported = import_module(f"{__name__}.{module}")
+    if module == "apply.ledger":
+        imported.process_ledger()   # so that a PatchContext made by hand has the default ledger
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 
@@ -233,8 +234,9 @@ def original(owner: "Any", name: str) -> "Any":
 
     Raises AttributeError if the owner had no such attribute of its own.
     """
+    from .apply.ledger import process_ledger
     from .apply.slots import MISSING, describe
-    value = STATE.ledger.first_original(ATTRIBUTE, owner, name)
+    value = process_ledger().first_original(ATTRIBUTE, owner, name)
     if value is MISSING:
         for base in getattr(owner, "__mro__", ())[1:]:
             value = base.__dict__.get(name, MISSING)
@@ -246,7 +248,8 @@ def original(owner: "Any", name: str) -> "Any":
 
 def is_patched(owner: "Any", name: str) -> bool:
     """Whether a live patch currently changes ``owner.name``."""
-    return STATE.ledger.is_patched(ATTRIBUTE, owner, name)
+    from .apply.ledger import process_ledger
+    return process_ledger().is_patched(ATTRIBUTE, owner, name)
 
 
 def reset() -> None:

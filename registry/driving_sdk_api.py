@@ -12,19 +12,14 @@ subpackage (DrivingSDK's operators built without it) gets lazypatch's beside its
 modules, with no setting: ``import mx_driving.patcher`` would fail otherwise.
 """
 
-import os
-
 import lazypatch
+from lazypatch.driving_sdk import PATCHER_MODULE, PATCHER_PACKAGE_DIRECTORY
 
 VARIABLE = "LAZYPATCH_DRIVING_SDK"
 lazypatch.declare_variable(
     VARIABLE, "which mx_driving.patcher code written for DrivingSDK gets: 'auto' (DrivingSDK's "
               "where it is installed, else lazypatch's) or 'lazypatch' (lazypatch's always)")
 
-# The folder holding lazypatch's ``patcher`` package (a path, not an import: the
-# package is imported only when the program imports mx_driving).
-PACKAGE_DIRECTORY = os.path.join(os.path.dirname(lazypatch.__file__), "compat",
-                                 "driving_sdk_package")
 PATCH_NAME = "driving_sdk_api.mx_driving_patcher"
 
 _choice = lazypatch.setting(VARIABLE, "auto").strip().lower() or "auto"
@@ -35,13 +30,13 @@ if _choice not in ("auto", "lazypatch"):
 
 if _choice == "lazypatch":
     # Only the patcher is replaced: the installed DrivingSDK's operators stay its own.
-    lazypatch.replace_module("mx_driving.patcher", "lazypatch.driving_sdk.package.patcher",
+    lazypatch.replace_module("mx_driving.patcher", PATCHER_MODULE,
                              name=PATCH_NAME, tags=("driving_sdk_api",))
 else:
     # __file__ is what `from mx_driving import npu_x` names when the operator is missing:
     # the interpreter's own ImportError, which an attribute hook cannot word.
     lazypatch.stand_in("mx_driving", {
-        "__path__": [PACKAGE_DIRECTORY],
+        "__path__": [PATCHER_PACKAGE_DIRECTORY],
         "__file__": "<lazypatch's mx_driving, DrivingSDK is not installed: it holds only "
                     "`patcher`; DrivingSDK's operators come with the npu_stand_in pack "
                     "(lazypatch run --enable npu_stand_in)>"},
@@ -54,7 +49,7 @@ else:
         lists the folder of lazypatch's, so ``import mx_driving.patcher`` finds that."""
         from importlib.machinery import PathFinder
         path = list(getattr(module, "__path__", None) or [])
-        if PACKAGE_DIRECTORY in path:
+        if PATCHER_PACKAGE_DIRECTORY in path:
             patch.skip("mx_driving is lazypatch's stand-in, which holds the patcher")
         if not path:
             patch.skip("mx_driving is not a package: nothing can be imported below it")
@@ -62,4 +57,4 @@ else:
         if PathFinder.find_spec("mx_driving.patcher", path) is not None:
             patch.skip("the installed mx_driving has its own patcher, which code written for "
                        "DrivingSDK gets (LAZYPATCH_DRIVING_SDK=lazypatch gives lazypatch's)")
-        patch.setattr(module, "__path__", path + [PACKAGE_DIRECTORY])
+        patch.setattr(module, "__path__", path + [PATCHER_PACKAGE_DIRECTORY])

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-PACKAGE = REPOSITORY / "lazypatch" / "compat" / "driving_sdk_package"
+PACKAGE = REPOSITORY / "lazypatch" / "driving_sdk" / "package"
 
 
 def test_files(checkout: Path, pattern: str) -> List[Path]:

@@ -51,7 +51,7 @@ from ..watch.importer import (
     watch_lazy_module,
 )
 from .calls import track as _track_calls
-from .ledger import PatchContext
+from .ledger import PatchContext, process_ledger
 from .slots import ATTRIBUTE, describe_exception
 
 TYPE_CHECKING = False
@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 _by_target = STATE.catalog.by_target
 _claims = STATE.claims
 _executing = STATE.executing
-_ledger = STATE.ledger
+_ledger = process_ledger()
 _lock = STATE.lock
 _event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
@@ -374,7 +374,7 @@ def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", modul
         set(zip(after, map(id, after.values())))
     # A name another patch recorded while this one ran (a stand-in's submodule imported
     # here binds itself on its parent through its own patch) is undoable, by that patch.
-    ledger = STATE.ledger
+    ledger = process_ledger()
     return sorted(name for name in {name for name, _ in difference} - tracked
                   if not (name in after and ledger.holds(ATTRIBUTE, module, name, after[name])))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 
+from ..state import STATE
 from .slots import ATTRIBUTE, ITEM, MISSING, describe, own_dict, read_slot, write_slot
 
 TYPE_CHECKING = False
@@ -183,11 +184,11 @@ class PatchContext:
                  "notes", "note_providers", "call_codes", "not_undoable", "_ledger",
                  "__weakref__")
 
-    # The process's ledger (``state.STATE.ledger``), set by ``state`` when it
-    # creates it, so that a context made by hand (in a test) records where every
+    # The process's ledger (``state.STATE.ledger``), set by ``process_ledger`` when
+    # it creates it, so that a context made by hand (in a test) records where every
     # patch records; the engine passes it explicitly.
     default_ledger: "Optional[Ledger]" = None
-    # How the ledger imports a heavy dependency (wrapt): set by ``state`` to
+    # How the ledger imports a heavy dependency (wrapt): set by ``process_ledger`` to
     # ``EngineState.import_once``, which keeps a first import's cost out of the
     # patch's time; a plain import for a context made by hand.
     import_dependency: "Callable[[str], Any]" = staticmethod(
@@ -479,3 +480,17 @@ class PatchContext:
                 if change.live and change.before is not MISSING
                 and change.action in ("setattr", "wrap", "delattr", "setitem")
                 and change.after is not change.before]
+
+
+def process_ledger() -> Ledger:
+    """The process's ledger of live changes (kept in ``STATE.ledger``): made on first
+    call, which is the first application, not activation (benchmarks/COSTS.md)."""
+    ledger = STATE.ledger
+    if ledger is None:
+        with STATE.lock:
+            if STATE.ledger is None:
+                STATE.ledger = Ledger(STATE.lock)
+                PatchContext.default_ledger = STATE.ledger
+                PatchContext.import_dependency = STATE.import_once
+            ledger = STATE.ledger
+    return ledger

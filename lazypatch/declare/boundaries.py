@@ -220,7 +220,8 @@ class BoundaryLoader:
         # the module (it failed, or was turned off meanwhile), the import must fail as
         # it would without the boundary rather than hand out an empty module.
         name = self.boundary.module_name
-        if not STATE.ledger.is_patched(ITEM, sys.modules, name):
+        from ..apply.ledger import process_ledger
+        if not process_ledger().is_patched(ITEM, sys.modules, name):
             raise ModuleNotFoundError(
                 f"No module named {name!r}: the import boundary of lazypatch patch "
                 f"{self.boundary.patch_name!r} did not provide it (see lazypatch.report())",
