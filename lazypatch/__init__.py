@@ -202,11 +202,11 @@ def unpatch(name: str) -> None:
     re-applying (its aliases and submodule stand-ins too). Imports nothing. Raises ``UndoError`` if part of it
     could not be restored."""
     patch = STATE.catalog.find(name)
-    application = _application()
+    from .apply import undo
     from .declare.paths import derived_from
     for derived in derived_from(name):   # aliases, stand-ins of submodules
-        application.unpatch(STATE.catalog.find(derived), f"undone by unpatch({name!r})")
-    application.unpatch(patch, "undone by unpatch()")
+        undo.unpatch(STATE.catalog.find(derived), f"undone by unpatch({name!r})")
+    undo.unpatch(patch, "undone by unpatch()")
 
 
 def unpatch_all() -> None:
@@ -214,7 +214,8 @@ def unpatch_all() -> None:
 
     Every undo is attempted; one ``UndoError`` naming each failure is raised at the end.
     """
-    _application().unpatch_all("undone by unpatch_all()")
+    from .apply import undo
+    undo.unpatch_all("undone by unpatch_all()")
 
 
 def enable(*selectors: str) -> "List[str]":
@@ -261,8 +262,9 @@ def reset() -> None:
     forgetting everything) if some change could not be undone.
     """
     failure: "Optional[BaseException]" = None
+    from .apply import undo
     try:
-        _application().unpatch_all("undone by reset()")
+        undo.unpatch_all("undone by reset()")
     except BaseException as error:   # forget everything first, then report
         failure = error
     STATE.forget_everything()

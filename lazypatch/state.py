@@ -110,7 +110,7 @@ class RegisteredPatch:
         # must reach both.
         self.live: "List[PatchContext]" = _NONE
         # Applications taken off ``live`` to be undone and not yet claimed by the undo
-        # (application.detach / undo_contexts): an interrupt landing in between leaves
+        # (undo.detach / undo_contexts): an interrupt landing in between leaves
         # them here, and the next detach of this patch hands them out again.
         self.undoing: "List[PatchContext]" = _NONE
         self.duration_ms = 0.0

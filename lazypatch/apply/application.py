@@ -1,4 +1,4 @@
-"""Applying patches to modules, each application a transaction, and undoing them.
+"""Applying patches to modules, each application a transaction (undo: ``undo.py``).
 
 This is the one place that calls patch functions. The importer calls
 ``run_body`` around a watched module's execution; registration and
@@ -53,10 +53,11 @@ from ..watch.importer import (
 from .calls import track as _track_calls
 from .ledger import PatchContext, process_ledger
 from .slots import ATTRIBUTE, describe_exception
+from .undo import revert, revert_context
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 
     from ..state import RegisteredPatch
     from .ledger import Change
@@ -152,7 +153,7 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
 def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
     for patch, context in applied:
         if patch.phase == BEFORE and context.revert_after_import_requested:
-            _revert_context(patch, context, REVERTED,
+            revert_context(patch, context, REVERTED,
                             f"scoped to the execution of {target!r}; undone when it finished")
 
 
@@ -160,7 +161,7 @@ def _roll_back_import(applied: "Applied", reason: str) -> None:
     interrupt: "Optional[BaseException]" = None
     for patch, context in reversed(applied):
         try:
-            _revert_context(patch, context, REVERTED, reason)
+            revert_context(patch, context, REVERTED, reason)
         except BaseException as error:  # finish rolling back before anything propagates
             if interrupt is None and not isinstance(error, Exception):
                 interrupt = error
@@ -339,7 +340,7 @@ def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
     action = _events.on_applied(patch, len(context.changes))
     if action is not None:
         message = _events.applied_message(patch, len(context.changes))
-        _revert_context(patch, context, REVERTED, f"undone: its apply action is {action!r}")
+        revert_context(patch, context, REVERTED, f"undone: its apply action is {action!r}")
         _events.act(patch, _events.APPLY, action, message)
 
 
@@ -465,154 +466,6 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
             f"or use patch.setattr(..., rebind=True).", LatePatchWarning, stacklevel=5)
 
 
-# --- undo -----------------------------------------------------------------
-
-def detach(patch: "RegisteredPatch", status: str, reason: str,
-           module: "Any" = None) -> "List[PatchContext]":
-    """Take a patch's live applications (those on ``module`` only, if given) off it and
-    mark it; the caller holds the lock and undoes the returned contexts after releasing it.
-
-    Between this and the undo the applications are nowhere but in the caller's hands: an
-    interrupt (KeyboardInterrupt from a signal handler) landing there would lose them. So
-    they wait in ``patch.undoing`` until ``undo_contexts`` claims them, and any left there
-    unclaimed are handed out again, first, by the next detach of this patch."""
-    if module is None:
-        contexts = patch.live
-    else:
-        contexts = [context for context in patch.live if context.module is module]
-    if patch.undoing:
-        contexts = [context for context in patch.undoing if context not in contexts] + contexts
-    patch.undoing = list(contexts)   # first: at no moment are they in neither list
-    if module is None:
-        patch.live = []
-    else:
-        patch.live = [context for context in patch.live if context.module is not module]
-    patch.generation += 1
-    if patch.status == APPLIED and not patch.live:
-        patch.status, patch.reason = status, reason
-        patch.remember(f"{status}: {reason}")
-    return contexts
-
-
-def _attempt_each(steps: "List[Tuple[RegisteredPatch, Callable[[], None]]]"
-                  ) -> "Tuple[List[str], Optional[BaseException]]":
-    """Run every undo step even when some fail: the failures ("patch: what") and the
-    first interrupt (KeyboardInterrupt, SystemExit), for the caller to raise at the end."""
-    from ..errors import UndoError
-    failures: "List[str]" = []
-    interrupt: "Optional[BaseException]" = None
-    for patch, step in steps:
-        try:
-            step()
-        except UndoError as error:
-            failures.extend(error.failures)
-        except Exception as error:
-            failures.append(f"{patch.name}: {describe_exception(error)}")
-        except BaseException as error:   # finish the others first, then propagate
-            if interrupt is None:
-                interrupt = error
-    return failures, interrupt
-
-
-def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> None:
-    """Undo detached applications newest first; every one is attempted. Raises one
-    ``UndoError`` naming what failed (or the first interrupt) at the end.
-
-    Only the contexts still waiting in ``patch.undoing`` are undone, claimed under the
-    lock: when two threads detached the same waiting ones, exactly one undoes each."""
-    from ..errors import UndoError
-    claimed: "List[PatchContext]" = []
-    settled = False
-    try:
-        with STATE.lock:
-            waiting = patch.undoing
-            claimed = [context for context in contexts if context in waiting]
-            if claimed:
-                patch.undoing = [context for context in waiting if context not in claimed]
-        failures, interrupt = _attempt_each([(patch, context.undo)
-                                             for context in reversed(claimed)])
-        incomplete = [context for context in claimed if context.live_changes()]
-        if incomplete:
-            with STATE.lock:   # keep what could not be undone reachable for another try
-                patch.live = incomplete + patch.live
-                patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
-        settled = True
-    except BaseException:
-        if not settled:
-            # Interrupted after the claim, before the steps ran or before what they left
-            # was put back: what is still live waits for the next detach (see detach).
-            with STATE.lock:
-                waiting = patch.undoing
-                patch.undoing = [context for context in claimed if context not in waiting
-                                 and context.live_changes()] + waiting
-        raise
-    if interrupt is not None:
-        raise interrupt
-    if failures:
-        raise UndoError(f"undo of patch {patch.name!r} could not restore: " + "; ".join(failures),
-                        failures=failures)
-
-
-def revert(patch: "RegisteredPatch", status: str = REVERTED, reason: str = "reverted",
-           module: "Any" = None) -> None:
-    """Undo a patch's live changes exactly (on ``module`` only, if given); imports nothing."""
-    with STATE.lock:
-        contexts = detach(patch, status, reason, module)
-    if contexts:
-        undo_contexts(patch, contexts)
-
-
-def _revert_context(patch: "RegisteredPatch", context: PatchContext, status: str,
-                    reason: str) -> None:
-    with STATE.lock:
-        if context not in patch.live:
-            return
-        patch.undoing = [*patch.undoing, context]   # claimed by undo_contexts below (see detach)
-        patch.live.remove(context)
-        patch.generation += 1
-        if not patch.live and patch.status == APPLIED:
-            patch.status, patch.reason = status, reason
-            patch.remember(f"{status}: {reason}")
-    undo_contexts(patch, [context])
-
-
-def unpatch(patch: "RegisteredPatch", reason: str) -> None:
-    """Undo ``patch`` on every module it touched and keep it from applying again."""
-    with STATE.lock:
-        set_enabled(patch, False, "unpatched")
-        contexts = detach(patch, REVERTED, reason)
-    if contexts:
-        undo_contexts(patch, contexts)
-
-
-def unpatch_all(reason: str) -> None:
-    """Undo every applied patch, newest first, and keep all from applying again.
-
-    Every undo is attempted; one ``UndoError`` naming all failures is raised at
-    the end (or the first interrupt, once everything else was undone).
-    """
-    from functools import partial
-
-    from ..errors import UndoError
-    with STATE.lock:
-        everything = STATE.catalog.patches()
-        work = []
-        for patch in sorted(everything, key=lambda item: item.applied_order, reverse=True):
-            set_enabled(patch, False, "unpatched")
-            contexts = detach(patch, REVERTED, reason)
-            if contexts:
-                work.append((patch, contexts))
-        for patch in everything:
-            set_enabled(patch, False, "unpatched")
-    failures, interrupt = _attempt_each(
-        [(patch, partial(undo_contexts, patch, contexts)) for patch, contexts in work])
-    if interrupt is not None:
-        raise interrupt
-    if failures:
-        raise UndoError(f"unpatch_all() undid everything else but could not restore "
-                        f"{len(failures)} change(s): " + "; ".join(failures), failures=failures)
-
-
 # --- switching patches on and off ------------------------------------------
 
 def _select_or_raise(selectors: "Tuple[str, ...]", caller: str) -> "List[RegisteredPatch]":
@@ -699,5 +552,5 @@ def _debug(message: str, *arguments: "Any") -> None:
             logger.debug(message, *arguments)
 
 
-__all__ = ["run_body", "run_patches", "apply", "revert", "unpatch", "unpatch_all", "enable",
-           "disable", "apply_to_imported", "detach", "undo_contexts", "DISABLED"]
+__all__ = ["run_body", "run_patches", "apply", "enable", "disable", "apply_to_imported",
+           "DISABLED"]

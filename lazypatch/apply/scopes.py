@@ -18,7 +18,8 @@ from __future__ import annotations
 from ..decide.selection import select, set_enabled
 from ..declare.registration import ensure_finder
 from ..state import DISABLED, REVERTED, STATE
-from .application import apply_to_imported, detach, undo_contexts
+from .application import apply_to_imported
+from .undo import detach, undo_contexts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path

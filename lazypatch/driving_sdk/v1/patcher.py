@@ -13,7 +13,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 
-from ...apply import application
+from ...apply import application, undo
 from ...decide.events import waiting
 from ...declare.paths import module_exists, move_patch
 from ...declare.registration import register, validate_target
@@ -436,4 +436,4 @@ __all__ = ["Patch", "Patcher", "DEFAULT_TAGS", "NAME_PREFIX", "legacy_patch_func
 
 
 def _unpatch(name: str) -> None:
-    application.unpatch(STATE.catalog.find(name), "undone by the DrivingSDK patcher's restore()")
+    undo.unpatch(STATE.catalog.find(name), "undone by the DrivingSDK patcher's restore()")

@@ -805,7 +805,7 @@ __all__ = ["BasePatch", "DeclaredPatch", "AtomicPatch", "RegistryPatch", "Legacy
 def undo_patches(names: "List[str]") -> None:
     """Unpatch these patches, newest first, with their aliases and stand-ins (what a
     ``Patcher``'s ``restore()`` and a patch applied again both take back)."""
-    from ...apply.application import unpatch
+    from ...apply.undo import unpatch
     from ...declare.paths import derived_from
     from ...state import STATE
     for name in reversed(names):
