@@ -13,7 +13,6 @@ every process it activates.
 import sys
 
 from .activate.configuration import declare_variable, setting, setting_source
-from .apply.slots import ATTRIBUTE
 from .decide.requirements import installed_version, parse_requirements, version_matches
 from .decide.selection import declare_opt_in_pack, matches, set_strict
 from .declare import registration as _registration
@@ -26,6 +25,7 @@ from .errors import (
     PatchFailedWarning,
     UndoError,
 )
+from .slots import ATTRIBUTE
 from .state import AFTER, BEFORE, STATE, STATUSES
 
 TYPE_CHECKING = False
@@ -236,7 +236,7 @@ def original(owner: "Any", name: str) -> "Any":
     Raises AttributeError if the owner had no such attribute of its own.
     """
     from .apply.ledger import process_ledger
-    from .apply.slots import MISSING, describe
+    from .slots import MISSING, describe
     value = process_ledger().first_original(ATTRIBUTE, owner, name)
     if value is MISSING:
         for base in getattr(owner, "__mro__", ())[1:]:
@@ -449,6 +449,16 @@ def warn_configuration(message: str) -> None:
     notify(str(message), ConfigurationWarning)
 
 
+def driving_sdk_patcher() -> "Dict[str, str]":
+    """Where lazypatch's own ``mx_driving.patcher`` (DrivingSDK's patcher API) is:
+    ``module``, its import name, and ``directory``, the folder holding that package (for
+    an ``mx_driving`` stand-in's ``__path__``). Imports nothing."""
+    import os
+    return {"module": "lazypatch.driving_sdk.package.patcher",
+            "directory": os.path.join(os.path.dirname(os.path.abspath(__file__)), "driving_sdk",
+                                      "package")}
+
+
 def event_actions(name: str) -> "Dict[str, str]":
     """What each event (apply, skip, failure) does for patch ``name`` now: ``silent``,
     ``log[:level]``, ``warn``, ``raise`` or ``exit`` (see ``set_event_action``)."""
@@ -468,5 +478,5 @@ __all__ = [
     "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
     "replace", "wrap", "StandInError", "registry_entry", "set_event_action",
     "clear_event_actions", "event_actions", "PatchAppliedWarning", "PatchSkippedWarning",
-    "declare_opt_in_pack", "warn_configuration",
+    "declare_opt_in_pack", "warn_configuration", "driving_sdk_patcher",
 ]

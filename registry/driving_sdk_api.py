@@ -13,7 +13,11 @@ modules, with no setting: ``import mx_driving.patcher`` would fail otherwise.
 """
 
 import lazypatch
-from lazypatch.driving_sdk import PATCHER_MODULE, PATCHER_PACKAGE_DIRECTORY
+
+# lazypatch's mx_driving.patcher: its import name, and the folder holding it (a path,
+# not an import: nothing is imported until the program imports mx_driving).
+_PATCHER = lazypatch.driving_sdk_patcher()
+PATCHER_MODULE, PATCHER_PACKAGE_DIRECTORY = _PATCHER["module"], _PATCHER["directory"]
 
 VARIABLE = "LAZYPATCH_DRIVING_SDK"
 lazypatch.declare_variable(

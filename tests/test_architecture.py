@@ -15,9 +15,8 @@ PACKS = REPOSITORY / "registry"
 # facade, and the modules docs/ documents as public. Every other engine module,
 # including one added tomorrow, is private to the engine (`lazypatch.auto` is public
 # too, but a pack must not activate lazypatch).
-PUBLIC_FOR_PACKS = ("lazypatch", "lazypatch.driving_sdk", "lazypatch.driving_sdk.mx_driving",
-                    "lazypatch.driving_sdk.v2.patcher", "lazypatch.integrations.dask",
-                    "lazypatch.integrations.ray")
+PUBLIC_FOR_PACKS = ("lazypatch", "lazypatch.driving_sdk.mx_driving", "lazypatch.driving_sdk.v2.patcher",
+                    "lazypatch.integrations.dask", "lazypatch.integrations.ray")
 
 
 def _module_name(path: Path, root: Path, package: str) -> str:
@@ -144,7 +143,7 @@ def test_packs_name_no_private_engine_module():
 
 
 def test_the_pack_check_refuses_a_private_import_and_a_private_name():
-    engine = {"lazypatch", "lazypatch.state", "lazypatch.driving_sdk", "lazypatch.new_module"}
+    engine = {"lazypatch", "lazypatch.state", "lazypatch.driving_sdk.mx_driving", "lazypatch.new_module"}
     bad = {"lazypatch.registry.example": "from lazypatch.state import STATE\n"
                                          "import lazypatch.new_module\n"
                                          "TARGET = 'lazypatch.state'\n"}
@@ -152,7 +151,7 @@ def test_the_pack_check_refuses_a_private_import_and_a_private_name():
         ("lazypatch.registry.example", "lazypatch.new_module"),
         ("lazypatch.registry.example", "lazypatch.state")]
     good = {"lazypatch.registry.example": "import lazypatch\n"
-                                          "from lazypatch.driving_sdk import PATCHER_MODULE\n"}
+                                          "from lazypatch.driving_sdk.mx_driving import Patch\n"}
     assert private_references(good, engine) == []
 
 

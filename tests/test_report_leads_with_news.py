@@ -119,7 +119,7 @@ def test_report_writes_never_follow_planted_links_nor_replace_special_files(tmp_
 
     import pytest
 
-    from lazypatch.reports.files import atomic_write
+    from lazypatch.files import atomic_write
     target = tmp_path / "victim.txt"
     target.write_text("mine")
     report = tmp_path / "report.json"

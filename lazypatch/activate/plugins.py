@@ -125,7 +125,7 @@ def _write_cache(filename: str, sections: "Dict[str, Tuple[int, List[PluginEntry
             stamp = modification_time(os.path.join(entry.location, "entry_points.txt"))
             lines.append("ep " + "\t".join((entry.distribution, entry.target, entry.value,
                                              entry.location, str(stamp))))
-    from ..reports.files import atomic_write
+    from ..files import atomic_write
     try:
         os.makedirs(os.path.dirname(filename), exist_ok=True)
         # atomic: ranks starting together never see half a file

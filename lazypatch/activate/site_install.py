@@ -72,7 +72,7 @@ def install(directory: "Optional[str]" = None) -> "List[str]":
     Raises OSError (for example PermissionError) when the directory is not
     writable; the CLI turns that into a message naming the fix.
     """
-    from ..reports.files import atomic_write
+    from ..files import atomic_write
     paths = files(directory)
     written = []
     for kind, content in (("pth", HEADER + PTH_LINE), ("start", HEADER + START_LINE)):
@@ -118,7 +118,7 @@ def _record_in_distribution(directory: str, paths: "List[str]", add: bool) -> No
         kept = [line for line in lines if line not in names]
         wanted = kept + sorted(names) if add else kept
         if wanted != lines:
-            from ..reports.files import atomic_write
+            from ..files import atomic_write
             atomic_write(record, "".join(line + "\n" for line in wanted))
     except OSError:
         # A read-only or vanished RECORD only means pip will not remove the files

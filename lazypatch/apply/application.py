@@ -32,6 +32,7 @@ from time import perf_counter
 from ..decide import events as _events
 from ..decide.selection import select, set_enabled, unmet_requirement
 from ..errors import LatePatchWarning, PatchConflictWarning, SkipPatch
+from ..slots import ATTRIBUTE, describe_exception
 from ..state import (
     AFTER,
     APPLIED,
@@ -52,7 +53,6 @@ from ..watch.importer import (
 )
 from .calls import track as _track_calls
 from .ledger import PatchContext, process_ledger
-from .slots import ATTRIBUTE, describe_exception
 from .undo import revert, revert_context
 
 TYPE_CHECKING = False

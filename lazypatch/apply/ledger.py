@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import sys
 
+from ..slots import ATTRIBUTE, ITEM, MISSING, describe, own_dict, read_slot, write_slot
 from ..state import STATE
-from .slots import ATTRIBUTE, ITEM, MISSING, describe, own_dict, read_slot, write_slot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 
-from .slots import is_unloaded_lazy_module, own_dict
+from ..slots import is_unloaded_lazy_module, own_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path

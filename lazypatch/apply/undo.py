@@ -11,8 +11,8 @@ nothing.
 from __future__ import annotations
 
 from ..decide.selection import set_enabled
+from ..slots import describe_exception
 from ..state import APPLIED, REVERTED, STATE
-from .slots import describe_exception
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path

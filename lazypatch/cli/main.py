@@ -753,7 +753,7 @@ def _report(arguments: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     else:
         print(render_merged(merged, all=arguments.all) + (f"\n\n{diffs}" if diffs else ""))
     if arguments.html:
-        from ..reports.files import atomic_write
+        from ..files import atomic_write
         from ..reports.report_page import render_page
         try:
             atomic_write(arguments.html, render_page(merged, diff=arguments.diff))

@@ -13,7 +13,7 @@ activation.
 
 from __future__ import annotations
 
-from ..apply.slots import MISSING, describe, read_slot
+from ..slots import MISSING, describe, read_slot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import sys
 
-from ..apply.slots import ITEM
+from ..slots import ITEM
 from ..state import AFTER, BEFORE, STATE
 from .registration import FIRST, ensure_finder, register, validate_target
 

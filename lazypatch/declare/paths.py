@@ -39,8 +39,8 @@ from __future__ import annotations
 import sys
 
 from ..apply.application import apply_to_imported
-from ..apply.slots import ATTRIBUTE, MISSING, is_unloaded_lazy_module, own_dict, read_slot, write_slot
 from ..decide.events import waiting
+from ..slots import ATTRIBUTE, MISSING, is_unloaded_lazy_module, own_dict, read_slot, write_slot
 from ..state import STATE
 from .boundaries import resolve, validate_reference
 from .registration import register, validate_target

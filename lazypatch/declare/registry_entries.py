@@ -27,7 +27,7 @@ a key mmdet registers itself; patch ``mmdet.registry:MODELS`` for that.
 
 from __future__ import annotations
 
-from ..apply.slots import MISSING
+from ..slots import MISSING
 from ..state import STATE
 from .boundaries import resolve, validate_reference
 from .paths import declare_path

@@ -24,7 +24,7 @@ import importlib
 import sys
 from contextlib import contextmanager
 
-from ..apply.slots import MISSING, own_dict
+from ..slots import MISSING, own_dict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

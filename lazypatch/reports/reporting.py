@@ -49,7 +49,7 @@ def _provided(patch: "RegisteredPatch") -> "Tuple[List[str], List[Dict[str, Any]
         try:
             provided = provider()
         except Exception as error:  # a report must never fail because of one pack
-            from ..apply.slots import describe_exception
+            from ..slots import describe_exception
             lines.append(f"note provider failed: {describe_exception(error)}")
             continue
         if provided is None:
@@ -65,7 +65,7 @@ def _provided(patch: "RegisteredPatch") -> "Tuple[List[str], List[Dict[str, Any]
                 else:
                     lines.append(item if isinstance(item, str) else str(item))
             except Exception as error:
-                from ..apply.slots import describe_exception
+                from ..slots import describe_exception
                 lines.append(f"note provider returned a {type(item).__name__} that cannot be "
                              f"shown ({describe_exception(error)})")
     return lines, usage
@@ -618,7 +618,7 @@ def write_report(path: str, started: float = 0.0) -> str:
 
     from ..activate.configuration import rank_variable, settings_facts
     from ..activate.processes import process_identity
-    from .files import atomic_write
+    from ..files import atomic_write
     target = expand_path(path)
     variable = rank_variable()
     if variable is None and "{rank}" in path and _written_by_ranked_process(target, started):

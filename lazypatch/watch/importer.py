@@ -39,7 +39,7 @@ Two more ways in, both off the path of ordinary imports:
 import sys
 from _thread import get_ident
 
-from ..apply.slots import is_unloaded_lazy_module
+from ..slots import is_unloaded_lazy_module
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path

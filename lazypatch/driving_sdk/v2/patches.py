@@ -126,7 +126,7 @@ class DeclaredPatch(BasePatch):
     def overwritten(self) -> bool:
         """Whether a slot this object's patches set holds another value now (assigned
         over the patch by someone else since)."""
-        from ...apply.slots import read_slot
+        from ...slots import read_slot
         from ...state import STATE
         for name in self.declared_names():
             registered = STATE.catalog.by_name.get(name)
