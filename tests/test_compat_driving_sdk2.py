@@ -394,9 +394,9 @@ def test_chained_default_patcher_selects_builtin_packs_and_restores_them(interpr
     ("with_imports(42)", "module"),
 ])
 def test_bad_driving_sdk2_input_fails_at_the_call(forget_new_patches, call, message):
-    from lazypatch.driving_sdk.v2 import patcher as driving_sdk2
+    from lazypatch.driving_sdk.v2 import patcher as v2
     with pytest.raises((TypeError, ValueError), match=message):
-        eval(call, vars(driving_sdk2))
+        eval(call, vars(v2))
 
 
 # --- the seed's 1.0 custom-patch pattern: a patch on pkg that changes pkg.sub.attr ---
@@ -970,20 +970,20 @@ def test_summary_goes_to_drivingsdks_logger_and_at_exit_for_a_patcher_left_appli
 ])
 def test_bad_input_of_the_added_features_fails_at_the_call(forget_new_patches, call, error,
                                                            message):
-    from lazypatch.driving_sdk.v2 import patcher as driving_sdk2
+    from lazypatch.driving_sdk.v2 import patcher as v2
     with pytest.raises(error, match=message):
-        eval(call, vars(driving_sdk2))
+        eval(call, vars(v2))
 
 
 def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new_patches):
     from lazypatch.decide.events import action_for
-    from lazypatch.driving_sdk.v2 import summary as driving_sdk2_summary
+    from lazypatch.driving_sdk.v2 import summary
     from lazypatch.driving_sdk.v2.patcher import AtomicPatch, Patcher, configure_patcher_logging
     from lazypatch.state import STATE
     patcher = Patcher().add(AtomicPatch("never_imported_pkg.f", print)).apply()
     [name] = patcher.names
     patch = STATE.catalog.by_name[name]
-    logger = driving_sdk2_summary.patcher_logger
+    logger = summary.patcher_logger
     before = logger._on_apply, logger._on_fail, action_for(patch, "apply")
     with pytest.raises(ValueError, match="'loud' is not an action"):
         configure_patcher_logging(on_apply="silent", on_fail="loud")

@@ -22,7 +22,7 @@ changes is what the original got wrong:
   (``ascend``, ``numpy``, ``openmmlab``), chosen when the patcher is entered;
 * ``build()`` makes the patcher as DrivingSDK 2.0 does, of its 2.0 ``Patcher``
   (``LegacyPatcher._patcher``); the patch functions themselves run as
-  ``driving_sdk1`` runs them.
+  ``v1.patcher`` runs them.
 """
 
 from __future__ import annotations

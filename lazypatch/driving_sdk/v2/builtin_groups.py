@@ -383,7 +383,7 @@ class OptimizerHooks(Patch):
 
 def _hook_of_given_module(name: str) -> "Callable[[Any], Any]":
     """For a given ``mmcv`` that is not the imported one (DrivingSDK 1.0's way): the hook
-    class ``name`` built on its ``runner.hooks.optimizer`` (``driving_sdk1_hooks``)."""
+    class ``name`` built on its ``runner.hooks.optimizer`` (``v1.hooks``)."""
     def hook_class(mmcv: "Any") -> "Any":
         from ..v1.hooks import optimizer_hook_of
         return optimizer_hook_of(mmcv.runner.hooks.optimizer, name)

@@ -3,7 +3,7 @@
 DrivingSDK 2.0 ships its built-in set as ``Patch`` classes (``ResNetFP16``,
 ``TensorIndex``, ``NumpyCompat``...) and 1.0 ships it as functions
 ``func(module, options)`` (``index``, ``numpy_type``, ``msda``...); migration
-files import both. The classes are ``driving_sdk2_builtin_groups``'s (DrivingSDK's
+files import both. The classes are ``v2.builtin_groups``'s (DrivingSDK's
 shape, lazypatch's packs doing the work); each 1.0 function applies its class's
 patches.
 

@@ -1,4 +1,4 @@
-"""DrivingSDK 2.0's ``conflicts_with`` and ``legacy_name`` for the ``driving_sdk2`` Patcher.
+"""DrivingSDK 2.0's ``conflicts_with`` and ``legacy_name`` for the 2.0 Patcher (``v2.patcher``).
 
 DrivingSDK checks declared conflicts inside one ``Patcher``: ``add()`` logs a warning
 (on its ``mx_driving.patcher`` logger) when
@@ -15,7 +15,7 @@ reason and the fix; the first one declared wins, so two patchers never both skip
 name: ``numpy_type`` for ``numpy_compat``). ``disable``, ``enable`` and
 ``conflicts_with`` still accept it, mapped to the group's name, with a
 ``FutureWarning`` naming the new spelling. DrivingSDK's own built-in groups are
-known by their names and old names too (``driving_sdk2_builtins``).
+known by their names and old names too (``v2.builtin_packs``).
 """
 
 from __future__ import annotations

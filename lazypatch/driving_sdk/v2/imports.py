@@ -1,6 +1,6 @@
 """DrivingSDK 2.0's import controls as lazypatch boundaries: inert stubs for
 ``skip_import``, ``replace_with.module`` for ``replace_import``, and the patch behind
-``inject_import``; see ``driving_sdk2``."""
+``inject_import``; see ``v2.patcher``."""
 
 from __future__ import annotations
 

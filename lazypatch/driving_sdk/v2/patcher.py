@@ -46,7 +46,7 @@ What each piece becomes:
 * DrivingSDK's built-in groups by name and old name (``tensor_index``/``index``,
   ``numpy_compat``/``numpy_type``...): on a patcher with built-in packs
   (``default_patcher``) they select the lazypatch patches doing that work
-  (``driving_sdk2_builtins``): ``disable("tensor_index")``, ``enable("resnet_fp16")``
+  (``v2.builtin_packs``): ``disable("tensor_index")``, ``enable("resnet_fp16")``
   for an optional group (DrivingSDK's ``add(ResNetFP16)``).
 * ``Patch.apply_before_collect``: DrivingSDK's bootstrap step (collection is the
   call of ``patches()``, not pytest's): such groups are declared before the other
@@ -62,11 +62,11 @@ What each piece becomes:
 * ``configure_summary(enabled, level, show_applied, show_skipped, show_failed,
   show_import_events)`` and ``patcher_logger``: the summary is logged at
   ``restore()`` or at exit (``apply()`` decides nothing here), on rank 0, to the
-  ``lazypatch`` logger; see ``driving_sdk2_summary``.
-* The pieces live in ``driving_sdk2_patches`` (patch declarations, ``with_imports``),
-  ``driving_sdk2_imports`` (stubs, ``replace_with``, ``inject_import``),
-  ``driving_sdk2_conflicts``, ``driving_sdk2_builtins``, ``driving_sdk2_versions`` and
-  ``driving_sdk2_summary``.
+  ``lazypatch`` logger; see ``v2.summary``.
+* The pieces live in ``v2.patches`` (patch declarations, ``with_imports``),
+  ``v2.imports`` (stubs, ``replace_with``, ``inject_import``),
+  ``v2.conflicts``, ``v2.builtin_packs``, ``v2.versions`` and
+  ``v2.summary``.
 * Leaving ``with patcher:`` (or ``restore()``) undoes everything exactly.
 """
 
@@ -78,10 +78,9 @@ import sys
 from ...declare.boundaries import Deferred
 from ...declare.registration import register, validate_target
 from ...state import STATE
-from ..v1 import patcher as driving_sdk1
+from ..v1 import patcher as v1
 from . import builtin_packs as builtins
-from . import conflicts as conflicts
-from . import summary as summary
+from . import conflicts, summary
 from .imports import ImportReplacementSpec, Stub, StubModule, inject_function, replace_with, stub_getattr
 from .patches import (
     TAG,
@@ -138,7 +137,7 @@ class Patcher:
         self._key = next(_PATCHER_KEYS)
         self._brake_step: "Optional[int]" = None
         self._allow_internal_format: "Optional[bool]" = None   # None: not chosen (False)
-        self._legacy: "Optional[driving_sdk1.Patcher]" = None
+        self._legacy: "Optional[v1.Patcher]" = None
         self._applied = False
         self._collected: "Optional[List[Tuple[BasePatch, str]]]" = None
         self._switched_off: "Set[str]" = set()   # disabled names, lazypatch's included
@@ -405,7 +404,7 @@ class Patcher:
             conflicts.forget(self._key)
             self._applied = False
             raise
-        self._legacy = driving_sdk1.Patcher({}, sorted(switched_off), bool(self._allow_internal_format),
+        self._legacy = v1.Patcher({}, sorted(switched_off), bool(self._allow_internal_format),
                                           builtin_tags=self.builtin_tags,
                                           brake_step=self._brake_step)
         self._legacy.apply()
@@ -482,7 +481,7 @@ class Patcher:
 
     def _collect_without_importing(self, group: "Any", options: "Optional[Dict[str, Any]]",
                                    blacklist: "Set[str]") -> "Optional[List[BasePatch]]":
-        """``_collect`` with imports refused (``driving_sdk2_collect``): the group's
+        """``_collect`` with imports refused (``v2.collect``): the group's
         patches, or None when ``patches()`` needs a module not imported yet (the group is
         then collected and declared when that module is imported). What ``patches()``
         changed is recorded through a patch, so ``restore()`` takes it back."""
@@ -605,7 +604,7 @@ class Patcher:
     # -- reporting -----------------------------------------------------------------
 
     def summary(self) -> str:
-        """The summary text (see ``driving_sdk2_summary``) of this patcher now: its
+        """The summary text (see ``v2.summary``) of this patcher now: its
         patches, its import controls and the built-in patches it enabled."""
         declared = [(patch.name, group or patch.name, name)
                     for patch, group, name in self._declared]
@@ -746,7 +745,7 @@ def _emit_all() -> None:
 _unique = unique_name
 
 
-default_patcher = Patcher(builtin_tags=driving_sdk1.DEFAULT_TAGS)
+default_patcher = Patcher(builtin_tags=v1.DEFAULT_TAGS)
 
 __all__ = ["Patcher", "Patch", "AtomicPatch", "RegistryPatch", "BasePatch", "LegacyPatch",
            "replace_with",

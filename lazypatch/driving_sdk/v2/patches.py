@@ -1,5 +1,5 @@
 """DrivingSDK 2.0's patch declarations (``AtomicPatch``, ``RegistryPatch``, ``Patch``,
-``with_imports``) over ``lazypatch.replace`` / ``registry_entry``; see ``driving_sdk2``."""
+``with_imports``) over ``lazypatch.replace`` / ``registry_entry``; see ``v2.patcher``."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from ...decide.requirements import parse_requirements
 from ...declare.boundaries import Deferred, resolve, validate_reference
 from ...declare.paths import declare_path, replace, split_path
 from ...declare.registry_entries import registry_entry
-from ..v1 import patcher as driving_sdk1
+from ..v1 import patcher as v1
 from .summary import TAG, patcher_logger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-unique_name = driving_sdk1.unique_name   # one definition, in the 1.0 layer below
+unique_name = v1.unique_name   # one definition, in the 1.0 layer below
 
 
 class BasePatch(ABC):
@@ -118,7 +118,7 @@ class DeclaredPatch(BasePatch):
             # nothing stacks).
             undo_patches(self.declared_names())
             self.declared_names().clear()
-        names = self.declare_all(unique_name(f"{driving_sdk1.NAME_PREFIX}.{self.name}"))
+        names = self.declare_all(unique_name(f"{v1.NAME_PREFIX}.{self.name}"))
         declared = self.declared_names()
         declared.extend(name for name in names if name not in declared)
         return result_of(names[0], self.name, self.module, self.target_kind)
@@ -140,7 +140,7 @@ class DeclaredPatch(BasePatch):
     @property
     def is_applied(self) -> bool:
         """Whether a patch ``apply()`` declared for this object is in force now."""
-        return driving_sdk1.any_applied(self.declared_names())
+        return v1.any_applied(self.declared_names())
 
 
 def _no_argument_check(check: "Optional[Callable[..., Any]]",
@@ -522,14 +522,14 @@ class LegacyPatch(DeclaredPatch):
         self.tags: "Tuple[str, ...]" = (TAG,)
 
     @classmethod
-    def of(cls, patch_object: "driving_sdk1.Patch", target_module: str) -> "LegacyPatch":
+    def of(cls, patch_object: "v1.Patch", target_module: str) -> "LegacyPatch":
         """The 1.0 ``Patch(func, options, priority, patch_failure_warning)`` on
         ``target_module``, as the 1.0 layer registers it (tagged ``mx_driving``); the
         names it declares are recorded on ``patch_object`` too (its ``is_applied``)."""
         legacy = cls(patch_object.func, patch_object.options, target_module,
                      priority=patch_object.priority, quiet=not patch_object.patch_failure_warning)
-        legacy.tags = (driving_sdk1.NAME_PREFIX,)
-        legacy.name_prefix = f"{driving_sdk1.NAME_PREFIX}.{target_module}"
+        legacy.tags = (v1.NAME_PREFIX,)
+        legacy.name_prefix = f"{v1.NAME_PREFIX}.{target_module}"
         legacy.__dict__["_declared_names"] = patch_object.declared_names
         return legacy
 
@@ -555,8 +555,8 @@ class LegacyPatch(DeclaredPatch):
     def declare(self, patch_name: str,
                 guard: "Optional[Callable[[], None]]" = None) -> str:
         if self.quiet:
-            driving_sdk1.quiet_failure_warnings(patch_name)
-        driving_sdk1.register_legacy(self.func, self.options, self.target_module, patch_name,
+            v1.quiet_failure_warnings(patch_name)
+        v1.register_legacy(self.func, self.options, self.target_module, patch_name,
                                      priority=self.priority, tags=self.tags, guard=guard)
         self.declared_names().append(patch_name)
         return patch_name
@@ -574,7 +574,7 @@ class _PatchMeta(type):
 
     def __call__(cls, *args: "Any", **kwargs: "Any") -> "Any":
         if cls is Patch and args and callable(args[0]) and not isinstance(args[0], type):
-            return driving_sdk1.Patch(*args, **kwargs)
+            return v1.Patch(*args, **kwargs)
         return super().__call__(*args, **kwargs)
 
 

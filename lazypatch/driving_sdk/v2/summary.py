@@ -1,5 +1,5 @@
 """What DrivingSDK 2.0 patchers say: event actions (``configure_patcher_logging``), the
-log level, and the summary (``configure_summary``, ``patcher_logger``); see ``driving_sdk2``.
+log level, and the summary (``configure_summary``, ``patcher_logger``); see ``v2.patcher``.
 
 DrivingSDK logs a summary at the end of ``apply()``, because there every patch has
 been applied, skipped or failed by then. Here ``apply()`` only declares: a patch

@@ -1,5 +1,5 @@
 """DrivingSDK 2.0's version helpers (``get_version``, ``check_version``, ``mmcv_version``,
-``is_mmcv_v1x``/``is_mmcv_v2x``) over lazypatch's requirement lookup; see ``driving_sdk2``.
+``is_mmcv_v1x``/``is_mmcv_v2x``) over lazypatch's requirement lookup; see ``v2.patcher``.
 
 DrivingSDK answers them by importing the package (``__import__("mmcv")``) and reading
 its ``__version__``, so a ``precheck=lambda: mmcv_version.is_v2x`` imports mmcv,
@@ -9,7 +9,7 @@ it: ``mmcv``, ``mmcv-lite``, ``mmcv-full``); nothing is imported. A module with 
 metadata at all is read from its ``__version__`` only when it is already imported.
 
 ``from mx_driving.patcher.version import get_version, check_version`` becomes an
-import from this module (``driving_sdk2`` re-exports them, as ``mx_driving.patcher``
+import from this module (``v2.patcher`` re-exports them, as ``mx_driving.patcher``
 does).
 
 Each helper has a ``requires=`` spelling, which is the better one: a patch whose

@@ -1,4 +1,4 @@
-"""``mx_driving.patcher.patch``: the patch declarations (driving_sdk2_patches).
+"""``mx_driving.patcher.patch``: the patch declarations (v2.patches).
 
 Names only (see ``__init__.py`` of this folder): loaded under any name, this file
 gives the very objects of ``lazypatch.driving_sdk``.

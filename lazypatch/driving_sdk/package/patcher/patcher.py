@@ -1,4 +1,4 @@
-"""``mx_driving.patcher.patcher``: the Patcher (driving_sdk2).
+"""``mx_driving.patcher.patcher``: the Patcher (v2.patcher).
 
 Names only (see ``__init__.py`` of this folder): loaded under any name, this file
 gives the very objects of ``lazypatch.driving_sdk``.

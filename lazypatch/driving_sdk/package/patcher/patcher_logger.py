@@ -1,4 +1,4 @@
-"""``mx_driving.patcher.patcher_logger``: logging and the summary (driving_sdk2_summary).
+"""``mx_driving.patcher.patcher_logger``: logging and the summary (v2.summary).
 
 Names only (see ``__init__.py`` of this folder): loaded under any name, this file
 gives the very objects of ``lazypatch.driving_sdk``.

@@ -1,4 +1,4 @@
-"""``mx_driving.patcher.reporting``: PatchStatus and PatchResult (driving_sdk2_results).
+"""``mx_driving.patcher.reporting``: PatchStatus and PatchResult (v2.results).
 
 Names only (see ``__init__.py`` of this folder): loaded under any name, this file
 gives the very objects of ``lazypatch.driving_sdk``.

@@ -1,4 +1,4 @@
-"""``mx_driving.patcher.version``: version helpers (driving_sdk2_versions).
+"""``mx_driving.patcher.version``: version helpers (v2.versions).
 
 Names only (see ``__init__.py`` of this folder): loaded under any name, this file
 gives the very objects of ``lazypatch.driving_sdk``.
