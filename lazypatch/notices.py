@@ -39,8 +39,9 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
     from types import FrameType
     from typing import Optional, Tuple
 
-# lazypatch's own files: this package (its bootstrap and compat layer too) and
-# the built-in packs, which live in their own directory in a source checkout.
+# lazypatch's own files: this package (every stage folder, its bootstrap and the
+# DrivingSDK layer too) and the built-in packs, which live in their own directory in
+# a source checkout.
 _HERE = __file__.rpartition("notices.")[0]
 
 

@@ -379,7 +379,7 @@ def test_builder_builds_on_the_2_0_patcher_and_expands_builtin_functions(interpr
     result = interpreter.run_json("""
 import json, logging
 import lazypatch.auto
-from lazypatch.driving_sdk import driving_sdk2
+from lazypatch.driving_sdk.v2 import patcher as v2
 from lazypatch.driving_sdk.v2.builtin_patches import batch_matmul
 from lazypatch.driving_sdk.v2.patches import LegacyPatch
 from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
@@ -407,7 +407,7 @@ def build_mmcv_epoch_runner_patch():
     def _apply(module, options):
         return None
     return LegacyPatch(_apply, target_module="mmcv")
-print(json.dumps({"patcher": isinstance(built._patcher, driving_sdk2.Patcher),
+print(json.dumps({"patcher": isinstance(built._patcher, v2.Patcher),
                   "collected": collected, "inside": inside, "applied": applied,
                   "after": [legacy_target.f(), custom.is_applied],
                   "builder_state": sorted(builder._module_patches),

@@ -227,7 +227,7 @@ before = {"loaded": "lazypatch.decide.events" in sys.modules, "rules": STATE.eve
 lazypatch.set_event_action("failure", "log", selector="tag:x")
 lazypatch.set_event_action("skip", "warn")
 rules = STATE.events
-from lazypatch import events
+from lazypatch.decide import events
 kept = {"same": events.RULES is rules, "global": dict(rules.global_actions),
         "selectors": rules.selectors["failure"], "active": rules.active}
 lazypatch.reset()

@@ -61,7 +61,8 @@ TOOL_NAME = "lazypatch"
 # 3 and 4 are free for other tools. Taking one of those leaves the named ones to the
 # tools they were reserved for.
 FREE_TOOL_IDS = (3, 4)
-_ENGINE_DIRECTORY = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# lazypatch/ (this file is in lazypatch/apply/): every engine frame is skipped.
+_ENGINE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _WRAPT_DIRECTORY = os.sep + "wrapt" + os.sep
 
 

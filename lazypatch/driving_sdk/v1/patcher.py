@@ -406,7 +406,7 @@ class Patcher:
             return
         self._applied = False
         if self.profiling is not None or self.brake_step is not None:
-            training = sys.modules.get(f"{__package__.rpartition('.')[0]}.registry.training")
+            training = sys.modules.get("lazypatch.registry.training")
             if training is not None:
                 if self.brake_step is not None:
                     training.brake_at(None)
