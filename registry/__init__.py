@@ -1,33 +1,55 @@
 """The built-in patch packs, shipped as ``lazypatch.registry``.
 
-Each module or package directly in this folder is one pack. A pack is written
-against lazypatch's public API only (exactly what a third-party pack would
-use): importing it *declares* patches and imports none of their targets, so
-that activation stays cheap. Heavy code (torch kernels, wrappers) lives in
-submodules that a patch imports when its target is imported.
+Each package directly in this folder whose ``__init__.py`` begins with the pack
+declarations (``PACK = "<its folder>"``, ``TAGS``, ``OPT_IN``, ``TARGETS``,
+``REQUIRES``: docs/writing_packs.md) is one pack, its one room. A pack is written
+against lazypatch's public API only (exactly what a third-party pack would use):
+importing it *declares* patches and imports none of their targets, so that
+activation stays cheap. Heavy code (torch kernels, wrappers) lives in submodules
+that a patch imports when its target is imported. ``shared/`` holds the kernels
+and helpers two packs use: importing it registers no patch.
 """
 
 import os
 
-#: Packs whose every patch is off by default. Activation only declares them
-#: (``lazypatch.declare_opt_in_pack``): one is imported, and its patches registered,
-#: when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list`` names it. Their
-#: dozens of registrations would otherwise cost every process about 3M instructions
-#: each (benchmarks/COSTS.md) for patches that almost never run.
-OPT_IN = ("cuda_extensions", "device", "export", "npu_stand_in")
+#: The declaration lines the catalog reads from a pack's source, without importing it.
+_PACK_LINE = '\nPACK = "%s"\n'
+_OPT_IN_LINE = b"\nOPT_IN = True\n"
+
+
+def _read_catalog() -> "dict":
+    """{pack: whether it is opt-in}, read from the declarations at the top of each
+    package's ``__init__.py``. A text search, not an import: an opt-in pack must not
+    be imported to learn that it is opt-in, and ``ast`` would cost activation more."""
+    here = os.path.dirname(__file__)
+    catalog = {}
+    for entry in sorted(os.listdir(here)):
+        if entry.startswith(("_", ".")) or "." in entry:
+            continue
+        try:
+            with open(os.path.join(here, entry, "__init__.py"), "rb") as handle:
+                source = handle.read()
+        except OSError:   # not a package
+            continue
+        if (_PACK_LINE % entry).encode() in source:
+            catalog[entry] = _OPT_IN_LINE in source
+    return catalog
+
+
+#: {pack: opt-in}, every built-in pack in a stable order.
+CATALOG = _read_catalog()
+
+#: Packs whose every patch is off by default (``OPT_IN = True``). Activation only
+#: declares them (``lazypatch.declare_opt_in_pack``): one is imported, and its patches
+#: registered, when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list``
+#: names it. Their dozens of registrations would otherwise cost every process about
+#: 3M instructions each (benchmarks/COSTS.md) for patches that almost never run.
+OPT_IN = tuple(name for name, opt_in in CATALOG.items() if opt_in)
 
 
 def pack_names() -> "list":
-    """The built-in packs, in a stable order (found by listing this folder)."""
-    names = set()
-    for entry in os.listdir(os.path.dirname(__file__)):
-        if entry.startswith(("_", ".")):
-            continue
-        if entry.endswith(".py"):
-            names.add(entry[:-3])
-        elif os.path.isfile(os.path.join(os.path.dirname(__file__), entry, "__init__.py")):
-            names.add(entry)
-    return sorted(names)
+    """The built-in packs, in a stable order (the packages declaring ``PACK``)."""
+    return list(CATALOG)
 
 
 def declare_opt_in_settings() -> None:

@@ -9,13 +9,19 @@ imports nothing the user's code did not import. See docs/export.md.
 
 from __future__ import annotations
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "export"
+TAGS = (PACK,)
+OPT_IN = True
+TARGETS = ("torch", "transformers")
+REQUIRES = ()
+
 import lazypatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Optional
 
-TAGS = ["export"]
 
 
 @lazypatch.when_imported("transformers.cache_utils", name="export.cache_pytree", tags=TAGS,
@@ -139,7 +145,7 @@ for _target in KNOWN_CONTROL_FLOW:
 
 
 @lazypatch.when_imported("torch.fx.experimental.symbolic_shapes", name="export.stop_if_static",
-                         tags=TAGS + ["explicit"], enabled=False)
+                         tags=TAGS + ("explicit",), enabled=False)
 def stop_if_static(module: "Any", patch: "Any") -> None:
     """Raise where a dimension declared dynamic becomes a constant, so that the
     traceback shows the user's line that caused it (torch reports it only at the end
