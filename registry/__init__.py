@@ -1,8 +1,8 @@
 """The built-in patch packs, shipped as ``lazypatch.registry``.
 
-Each package directly in this folder whose ``__init__.py`` begins with the pack
-declarations (``PACK = "<its folder>"``, ``TAGS``, ``OPT_IN``, ``TARGETS``,
-``REQUIRES``: docs/writing_packs.md) is one pack, its one room. A pack is written
+Each package directly in this folder is one pack, its one room, whose ``__init__.py``
+begins with the pack's declarations (``PACK``, ``TAGS``, ``OPT_IN``, ``TARGETS``,
+``REQUIRES``: docs/writing_packs.md). A pack is written
 against lazypatch's public API only (exactly what a third-party pack would use):
 importing it *declares* patches and imports none of their targets, so that
 activation stays cheap. Heavy code (torch kernels, wrappers) lives in submodules
@@ -12,44 +12,25 @@ and helpers two packs use: importing it registers no patch.
 
 import os
 
-#: The declaration lines the catalog reads from a pack's source, without importing it.
-_PACK_LINE = '\nPACK = "%s"\n'
-_OPT_IN_LINE = b"\nOPT_IN = True\n"
+#: The folder of the code two packs share (kernels, helpers): not a pack.
+SHARED = "shared"
 
-
-def _read_catalog() -> "dict":
-    """{pack: whether it is opt-in}, read from the declarations at the top of each
-    package's ``__init__.py``. A text search, not an import: an opt-in pack must not
-    be imported to learn that it is opt-in, and ``ast`` would cost activation more."""
-    here = os.path.dirname(__file__)
-    catalog = {}
-    for entry in sorted(os.listdir(here)):
-        if entry.startswith(("_", ".")) or "." in entry:
-            continue
-        try:
-            with open(os.path.join(here, entry, "__init__.py"), "rb") as handle:
-                source = handle.read()
-        except OSError:   # not a package
-            continue
-        if (_PACK_LINE % entry).encode() in source:
-            catalog[entry] = _OPT_IN_LINE in source
-    return catalog
-
-
-#: {pack: opt-in}, every built-in pack in a stable order.
-CATALOG = _read_catalog()
-
-#: Packs whose every patch is off by default (``OPT_IN = True``). Activation only
-#: declares them (``lazypatch.declare_opt_in_pack``): one is imported, and its patches
-#: registered, when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list``
-#: names it. Their dozens of registrations would otherwise cost every process about
-#: 3M instructions each (benchmarks/COSTS.md) for patches that almost never run.
-OPT_IN = tuple(name for name, opt_in in CATALOG.items() if opt_in)
+#: Packs whose every patch is off by default: exactly the packs that declare
+#: ``OPT_IN = True`` (tests/packs/test_pack_contract.py checks that the two agree and
+#: says what to write). Listed here so that activation opens no pack to learn it: it only
+#: declares them (``lazypatch.declare_opt_in_pack``), and one is imported, its patches
+#: registered, when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list`` names
+#: it. Their dozens of registrations would otherwise cost every process about 3M
+#: instructions each (benchmarks/COSTS.md) for patches that almost never run.
+OPT_IN = ("cuda_extensions", "device", "export", "npu_stand_in")
 
 
 def pack_names() -> "list":
-    """The built-in packs, in a stable order (the packages declaring ``PACK``)."""
-    return list(CATALOG)
+    """The built-in packs, in a stable order: the packages in this folder but ``shared``."""
+    here = os.path.dirname(__file__)
+    return sorted(entry for entry in os.listdir(here)
+                  if not entry.startswith(("_", ".")) and entry != SHARED
+                  and os.path.isfile(os.path.join(here, entry, "__init__.py")))
 
 
 def declare_opt_in_settings() -> None:
