@@ -50,7 +50,7 @@ def _declare(target: str, name: str, priority: float = 0):
                 _REDIRECT_NOTES_ATTACHED.append(patch.name)
                 patch.note_provider(_redirect_notes)
         apply.__doc__, apply.__qualname__ = function.__doc__, function.__qualname__
-        lazypatch.when_imported(target, name=f"device.{name}", tags=TAGS,
+        lazypatch.when_imported(target, name=f"{PACK}.{name}", tags=TAGS,
                                 enabled=False, priority=priority)(apply)
         return function
     return decorate

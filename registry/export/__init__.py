@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 
-@lazypatch.when_imported("transformers.cache_utils", name="export.cache_pytree", tags=TAGS,
+@lazypatch.when_imported("transformers.cache_utils", name=f"{PACK}.cache_pytree", tags=TAGS,
                          enabled=False)
 def cache_pytree(module: "Any", patch: "Any") -> None:
     """Register the installed version's cache classes as pytree nodes (torch.export
@@ -33,7 +33,7 @@ def cache_pytree(module: "Any", patch: "Any") -> None:
     register(module, patch)
 
 
-@lazypatch.when_imported("torch.export.exported_program", name="export.program_calls",
+@lazypatch.when_imported("torch.export.exported_program", name=f"{PACK}.program_calls",
                          tags=TAGS, enabled=False)
 def program_calls(module: "Any", patch: "Any") -> None:
     """A program exported in the scope, whose inputs or outputs hold a cache, keeps
@@ -144,7 +144,7 @@ for _target in KNOWN_CONTROL_FLOW:
     rewrite_control_flow(_target)
 
 
-@lazypatch.when_imported("torch.fx.experimental.symbolic_shapes", name="export.stop_if_static",
+@lazypatch.when_imported("torch.fx.experimental.symbolic_shapes", name=f"{PACK}.stop_if_static",
                          tags=TAGS + ("explicit",), enabled=False)
 def stop_if_static(module: "Any", patch: "Any") -> None:
     """Raise where a dimension declared dynamic becomes a constant, so that the

@@ -45,7 +45,7 @@ STEP_PATCHES = ("training.optimizer_steps", "training.mmengine_iterations")
 _ON = _settings.STATE.active()
 
 
-@lazypatch.when_imported("torch.optim.optimizer", name="training.optimizer_steps",
+@lazypatch.when_imported("torch.optim.optimizer", name=f"{PACK}.optimizer_steps",
                          tags=(PACK, "brake", "profile"), enabled=_ON)
 def optimizer_steps(module, patch):
     """Count optimizer steps of any PyTorch loop (global step post-hook) for brake/profiling."""
@@ -53,7 +53,7 @@ def optimizer_steps(module, patch):
     hook_optimizers(module, patch)
 
 
-@lazypatch.when_imported("mmengine.runner.loops", name="training.mmengine_iterations",
+@lazypatch.when_imported("mmengine.runner.loops", name=f"{PACK}.mmengine_iterations",
                          tags=(PACK, "brake", "profile"), enabled=_ON)
 def mmengine_iterations(module, patch):
     """Count mmengine train-loop iterations (wrapped run_iter) for brake/profiling."""
@@ -61,7 +61,7 @@ def mmengine_iterations(module, patch):
     hook_mmengine_loops(module, patch)
 
 
-@lazypatch.when_imported("torch", name="training.tracing", tags=(PACK, "tracing"),
+@lazypatch.when_imported("torch", name=f"{PACK}.tracing", tags=(PACK, "tracing"),
                          enabled=False)
 def tracing(module, patch):
     """Mark torch operators and module forwards with ranges (module path, op, shapes)."""
@@ -69,7 +69,7 @@ def tracing(module, patch):
     install(module, patch)
 
 
-@lazypatch.when_imported("torch", name="training.tracker", tags=(PACK, "tracker"),
+@lazypatch.when_imported("torch", name=f"{PACK}.tracker", tags=(PACK, "tracker"),
                          enabled=False)
 def module_tracking(module, patch):
     """Track the modules executing now, forward (and backward with

@@ -224,6 +224,10 @@ def test_the_catalog_lists_every_pack_folder():
                      if not path.parent.name.startswith("_"))
     assert PACKS == [folder for folder in folders if folder != catalog.SHARED]
     assert PACKS, "the catalog lists no pack"
+    # pack_names() takes every entry without a dot for a package (no file looked at).
+    strays = [entry.name for entry in REGISTRY.iterdir() if "." not in entry.name
+              and not entry.name.startswith("_") and not (entry / "__init__.py").is_file()]
+    assert not strays, f"registry/ holds {strays}: a pack is a package (with __init__.py)"
 
 
 @pytest.mark.parametrize("pack", PACKS)
