@@ -248,6 +248,7 @@ def test_declarations_are_the_fixed_form(pack):
         f"registry/__init__.py (activation reads that list so as to open no pack)")
 
 
+@pytest.mark.stack
 def test_the_shared_room_registers_no_patch(tmp_path):
     """Importing every module of ``shared/`` registers nothing (its kernels import torch:
     that is allowed; registering another pack's patches is not)."""
