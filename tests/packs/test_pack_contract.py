@@ -12,8 +12,9 @@ For each pack that ``lazypatch.registry.pack_names()`` lists:
 - every order of import / enable / disable / unpatch ends where it started: after the
   last ``unpatch`` the target modules hold exactly what they held unpatched (the same
   objects, when they were imported before the patches), no module a patch provided is
-  left in ``sys.modules``, a disabled pack changes nothing, and re-enabling after an
-  unpatch applies again; the written report lists every patch, none ``failed``.
+  left in ``sys.modules``, a disabled pack changes nothing, enabling twice patches once,
+  unpatching twice is a no-op, and re-enabling after an unpatch applies again; the
+  written report lists every patch, none ``failed``.
 
 The orders import every target module of the pack's patches that this environment can
 import: installed packages for real, and those that are not installed (flash_attn,
@@ -134,6 +135,11 @@ def statuses():
             if record["name"] in names}
 
 
+def applications_of():
+    return {record["name"]: record["applications"] for record in lazypatch.report()
+            if record["name"] in names}
+
+
 def unpatch():
     for name in reversed(names):
         lazypatch.unpatch(name)
@@ -153,9 +159,15 @@ elif order == "import-enable-unpatch":
     saved = identities()
     lazypatch.enable(*names)
     result["applied"] = statuses()
+    patched, applications = fingerprint(), applications_of()
+    lazypatch.enable(*names)   # again: idempotent, nothing applied twice
+    result["enabled_twice_changed"] = (fingerprint() != patched
+                                       or applications_of() != applications)
     unpatch()
     result["statuses"] = statuses()
     result["not_restored"] = same_objects(saved)
+    unpatch()   # again: a no-op
+    result["not_restored"] += same_objects(saved)
     result["final"] = fingerprint()
 elif order == "enable-import-unpatch-enable-unpatch":
     lazypatch.enable(*names)
@@ -351,6 +363,7 @@ def test_every_order_of_import_enable_disable_unpatch_ends_unpatched(pack, order
         return
     baseline = _baseline(pack, tmp_path_factory)
     if order == "import-enable-unpatch":
+        assert not outcome["enabled_twice_changed"], f"{pack}: enabling twice patched twice"
         assert not outcome["not_restored"], (
             f"{pack}: unpatch did not restore the very objects: {outcome['not_restored']}")
     else:
