@@ -37,7 +37,7 @@ def test_wheel_contains_packs_bootstrap_and_py_typed(tmp_path: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("lazypatch/py.typed", "lazypatch/auto.py",
                      "lazypatch/activate/bootstrap/sitecustomize.py",
-                     "lazypatch/registry/__init__.py", "lazypatch/registry/openmmlab/ext/msda.py",
+                     "lazypatch/registry/__init__.py", "lazypatch/registry/shared/mmcv_ext/msda.py",
                      "lazypatch/registry/numpy_compat/__init__.py", "lazypatch/registry/device/__init__.py"):
         assert required in names, required
     assert not any(name.startswith("registry/") for name in names)

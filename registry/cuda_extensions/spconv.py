@@ -1,5 +1,5 @@
 """spconv 2.x's PyTorch API (``spconv.pytorch``) on the pure-PyTorch sparse kernels
-of :mod:`lazypatch.registry.openmmlab.ext.sparse_conv`.
+of :mod:`lazypatch.registry.shared.mmcv_ext.sparse_conv`.
 
 What code written for spconv 2 relies on, with spconv 2's conventions:
 
@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from ..openmmlab.ext import sparse_conv as kernels
+from ..shared.mmcv_ext import sparse_conv as kernels
 
 #: The spconv API this stand-in follows (mmdet3d checks ``__version__ >= '2.0.0'``).
 __version__ = "2.3.8"

@@ -14,7 +14,7 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   API generation) as the bound it crosses.
 * ``openmmlab.mmcv_ext``: mmcv-lite has no compiled ``mmcv._ext``, so
   ``import mmcv.ops`` fails. Just before ``mmcv.ops`` executes, provide a
-  pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists;
+  pure-PyTorch ``mmcv._ext`` (:mod:`..shared.mmcv_ext`) unless a compiled one exists;
   ``openmmlab.mmcv_ext.before_mmcv_ops`` provides it from ``import mmcv`` on,
   for code that calls ``load_ext('_ext', ...)`` before ``mmcv.ops``.
 * ``openmmlab.mmengine_checkpoint_load``: torch >= 2.6 loads with
@@ -42,10 +42,15 @@ This file only declares; the implementations import mmcv/torch when their
 target is imported.
 """
 
-import lazypatch
-
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
 PACK = "openmmlab"
+TAGS = (PACK,)
+OPT_IN = False
+TARGETS = ("mmcv", "mmengine", "mmdet", "mmdet3d", "mmseg", "mmocr", "mmaction", "mmagic",
+           "mmyolo", "mmrotate")
+REQUIRES = ()
 
+import lazypatch
 
 #: Packages of the family whose ``__init__`` asserts an mmcv range that ends before
 #: 2.2 (mmdet 3.x, mmdet3d 1.x, mmseg 1.x, mmocr 1.x, mmaction2 1.x, mmagic 1.x,
@@ -103,7 +108,7 @@ def mmengine_checkpoint_load(checkpoint, patch):
 @lazypatch.when_imported("mmengine.runner.checkpoint",
                          name=f"{PACK}.mmengine_checkpoint_load_unsafe",
                          requires=["mmengine>=0.10,<0.11", "torch>=2.6"],
-                         tags=("unsafe", "explicit"), enabled=False)
+                         tags=(PACK, "unsafe", "explicit"), enabled=False)
 def mmengine_checkpoint_load_unsafe(checkpoint, patch):
     """Trusted checkpoints only: mmengine's local loader unpickles fully (weights_only=False)."""
     from .checkpoint import allow_full_unpickling

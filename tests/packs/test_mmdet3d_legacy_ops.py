@@ -25,7 +25,7 @@ except ImportError:   # running from a checkout without the installed layout
     import registry.cuda_extensions as pack
 
 legacy = importlib.import_module(f"{pack.__name__}.mmdet3d_ops")
-kernels = importlib.import_module(pack.__name__.replace("cuda_extensions", "openmmlab.ext"))
+kernels = importlib.import_module(pack.__name__.replace("cuda_extensions", "shared.mmcv_ext"))
 
 
 def cloud(seed: int, batch: int = 2, count: int = 24) -> torch.Tensor:

@@ -19,7 +19,7 @@ from typing import NamedTuple, Tuple
 
 import torch
 
-from ._ranks import rank_within_groups
+from .ranks import rank_within_groups
 
 
 def _grid_params(points: torch.Tensor, voxel_size: torch.Tensor,

@@ -21,8 +21,8 @@ from typing import Tuple
 
 import torch
 
-from ._ranks import rank_within_groups
 from .points_in_boxes import points_in_boxes_mask
+from .ranks import rank_within_groups
 
 MAX_POOL, AVG_POOL = 0, 1
 

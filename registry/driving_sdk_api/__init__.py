@@ -12,6 +12,13 @@ subpackage (DrivingSDK's operators built without it) gets lazypatch's beside its
 modules, with no setting: ``import mx_driving.patcher`` would fail otherwise.
 """
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "driving_sdk_api"
+TAGS = (PACK,)
+OPT_IN = False
+TARGETS = ("mx_driving",)
+REQUIRES = ()
+
 import lazypatch
 
 # lazypatch's mx_driving.patcher: its import name, and the folder holding it (a path,
