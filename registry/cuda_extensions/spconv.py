@@ -87,6 +87,16 @@ class IndiceData:
         self.dilation = dilation
         self.padding = padding
         self.voxel_num = voxel_num
+        self._pairs_by_device: Dict[torch.device, torch.Tensor] = {}
+
+    def pairs_on(self, device: torch.device) -> torch.Tensor:
+        """The indice pairs as int64 on ``device``, converted once for every layer that
+        shares them and for their backward (the kernels gather with int64 rows)."""
+        pairs = self._pairs_by_device.get(device)
+        if pairs is None:
+            pairs = self.indice_pairs.to(device, torch.long)
+            self._pairs_by_device[device] = pairs
+        return pairs
 
 
 class SparseConvTensor:
@@ -586,7 +596,7 @@ class SparseConvolution(SparseModule):
                               self.padding)
             if self.indice_key is not None:
                 indice_dict[self.indice_key] = data
-        pairs = data.indice_pairs.to(features.device)
+        pairs = data.pairs_on(features.device)
         convolve = indice_subm_conv if self.subm else (
             indice_inverse_conv if self.inverse else indice_conv)
         output = convolve(features, self.weight, pairs, data.indice_pair_num,

@@ -415,8 +415,19 @@ def _conv_plan(features: torch.Tensor, filters: torch.Tensor,
     identity = None
     if subm and out_rows == features.shape[0]:
         identity = _identity_offset(indicePairs, counts, features.shape[0])
-    # int64 rows once: index_select/index_add_ take a slower path with int32 on the CPU
+    # int64 rows: index_select/index_add_ take a slower path with int32 on the CPU
+    # (a caller that keeps int64 pairs, as the spconv stand-in does, pays no copy)
     return weights, counts, identity, indicePairs.to(features.device, torch.long)
+
+
+def _scratch(like: torch.Tensor, counts: List[int], identity: Optional[int],
+             channels: int) -> torch.Tensor:
+    """One buffer for the largest offset's rows: every offset's gather or product is
+    written into a slice of it, instead of a fresh tensor per offset (fresh large
+    tensors cost a page fault per page on the CPU)."""
+    largest = max((count for offset, count in enumerate(counts) if offset != identity),
+                  default=0)
+    return like.new_empty((largest, channels))
 
 
 def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
@@ -433,11 +444,15 @@ def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
         output = features @ weights[identity]
     else:
         output = features.new_zeros((out_rows, weights.shape[2]))
+    gathered = _scratch(features, counts, identity, weights.shape[1])
+    products = _scratch(features, counts, identity, weights.shape[2])
     for offset, count in enumerate(counts):
         if count == 0 or offset == identity:
             continue
-        gathered = features.index_select(0, rows[offset, source, :count])
-        output.index_add_(0, rows[offset, 1 - source, :count], gathered @ weights[offset])
+        torch.index_select(features, 0, rows[offset, source, :count],
+                           out=gathered[:count])
+        torch.mm(gathered[:count], weights[offset], out=products[:count])
+        output.index_add_(0, rows[offset, 1 - source, :count], products[:count])
     return output
 
 
@@ -463,17 +478,23 @@ def indice_conv_backward(features: torch.Tensor, filters: torch.Tensor,
                                                  indiceNum, bool(_subM), outGrad.shape[0])
     filters_grad = torch.zeros_like(weights)
     if identity is not None:
-        filters_grad[identity] = features.t() @ outGrad
+        torch.mm(features.t(), outGrad, out=filters_grad[identity])
         input_grad = outGrad @ weights[identity].t()
     else:
         input_grad = torch.zeros_like(features)
+    gathered = _scratch(features, counts, identity, weights.shape[1])
+    grad_out = _scratch(outGrad, counts, identity, weights.shape[2])
+    products = _scratch(features, counts, identity, weights.shape[1])
     for offset, count in enumerate(counts):
         if count == 0 or offset == identity:
             continue
         rows_in = rows[offset, source, :count]
-        grad_out = outGrad.index_select(0, rows[offset, 1 - source, :count])
-        filters_grad[offset] = features.index_select(0, rows_in).t() @ grad_out
-        input_grad.index_add_(0, rows_in, grad_out @ weights[offset].t())
+        torch.index_select(outGrad, 0, rows[offset, 1 - source, :count],
+                           out=grad_out[:count])
+        torch.index_select(features, 0, rows_in, out=gathered[:count])
+        torch.mm(gathered[:count].t(), grad_out[:count], out=filters_grad[offset])
+        torch.mm(grad_out[:count], weights[offset].t(), out=products[:count])
+        input_grad.index_add_(0, rows_in, products[:count])
     return [input_grad, filters_grad.reshape(filters.shape)]
 
 
