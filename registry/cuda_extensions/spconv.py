@@ -19,7 +19,9 @@ What code written for spconv 2 relies on, with spconv 2's conventions:
   (``act_type``) is refused, as spconv refuses it in training.
 
 The indice pairs kept in ``indice_dict`` use mmcv's layout, (K, 2, N), not
-spconv 2's (2, K, N): they are this implementation's, not spconv's.
+spconv 2's (2, K, N), and int64 (the kernels gather with int64 rows): they are
+this implementation's, not spconv's. Every layer sharing an ``indice_key`` and
+every backward reuses them; nothing is recomputed.
 """
 
 from __future__ import annotations
@@ -443,7 +445,7 @@ def _pairs_for(layer: Any, input: SparseConvTensor, out_spatial_shape: List[int]
     return kernels.build_indice_pairs(
         input.indices, input.batch_size, out_spatial_shape,
         layer.kernel_size, stride, padding, layer.dilation, layer.subm,
-        getattr(layer, "transposed", False) and not layer.subm)
+        getattr(layer, "transposed", False) and not layer.subm, torch.long)
 
 
 def _check_reuse(layer: Any, input: SparseConvTensor, data: IndiceData) -> None:

@@ -133,10 +133,11 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
                        out_shape: Sequence[int],
                        kernel_size: Sequence[int], stride: Sequence[int],
                        padding: Sequence[int], dilation: Sequence[int],
-                       subm: bool, transpose: bool
+                       subm: bool, transpose: bool, pair_dtype: torch.dtype = torch.int32
                        ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(out_indices, indice_pairs, indice_num)`` of a sparse convolution
-    (layout in the module docstring).
+    (layout in the module docstring; ``pair_dtype`` int64 spares a caller that
+    gathers with the pairs, as the kernels do, a conversion).
 
     For ``subm`` the output sites are the input sites (``out_indices`` is
     ``indices`` itself, ``out_shape`` the input's) and a pair exists where the
@@ -148,7 +149,7 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
     count = indices.shape[0]
     ndim = len(kernel_size)
     volume = math.prod(int(size) for size in kernel_size)
-    pairs = torch.full((volume, 2, count), -1, dtype=torch.int32, device=device)
+    pairs = torch.full((volume, 2, count), -1, dtype=pair_dtype, device=device)
     out_grid = torch.tensor([int(v) for v in out_shape], dtype=torch.long, device=device)
     if count == 0:
         empty = indices if subm else torch.zeros(
@@ -176,8 +177,8 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
     slot = offset_id * (2 * count) + place
     # index_copy_ / index_select, not tensor[index]: the CPU's advanced indexing is
     # several times slower on these sizes
-    flat.index_copy_(0, slot, row.to(torch.int32))
-    flat.index_copy_(0, slot + count, out_row.to(torch.int32))
+    flat.index_copy_(0, slot, row.to(pair_dtype))
+    flat.index_copy_(0, slot + count, out_row.to(pair_dtype))
     return out_indices, pairs, num.to(torch.int32)
 
 
@@ -262,36 +263,39 @@ class KeyTable:
     Why: a direct-address table over SECOND's full grid (2 x 41 x 1600 x 1408 sites)
     takes gigabytes, and sorted keys + binary search cost a cache miss per step; this
     table has four slots per key (a few MB for a lidar sweep), so most probes end at
-    the first slot. Each round of insertion or lookup handles every key still
-    unplaced or unresolved at once.
+    the first slot. A slot holds key and row in one int64 (the key shifted above the
+    row's bits), so a probe is one gather. Each round of insertion or lookup handles
+    every key still unplaced or unresolved at once.
     """
 
     EMPTY = -1
 
     def __init__(self, keys: torch.Tensor) -> None:
         device = keys.device
-        self.bits = max(10, (4 * max(1, keys.numel()) - 1).bit_length())
+        count = keys.numel()
+        self.bits = max(10, (4 * max(1, count) - 1).bit_length())
         self.mask = (1 << self.bits) - 1
-        self.slot_keys = torch.full((self.mask + 1,), self.EMPTY, dtype=torch.long,
-                                    device=device)
-        self.slot_rows = torch.full((self.mask + 1,), -1, dtype=torch.long,
-                                    device=device)
-        pending = torch.arange(keys.numel(), device=device)
+        self.row_bits = max(1, (count - 1).bit_length())
+        self.row_mask = (1 << self.row_bits) - 1
+        if count and int(keys.max()) >= 1 << (63 - self.row_bits):
+            raise ValueError(f"KeyTable: keys up to {int(keys.max())} and {count} rows do "
+                             "not fit one int64 per slot; use fewer sites per call")
+        self.slots = torch.full((self.mask + 1,), self.EMPTY, dtype=torch.long,
+                                device=device)
+        entries = (keys << self.row_bits) | torch.arange(count, device=device)
+        pending = torch.arange(count, device=device)
         home = self._home(keys)
         probe = 0
         while pending.numel():
             slot = (home.index_select(0, pending) + probe) & self.mask
-            free = (self.slot_keys.index_select(0, slot) == self.EMPTY).nonzero().squeeze(1)
-            claimants, claimed = pending.index_select(0, free), slot.index_select(0, free)
-            claimant_keys = keys.index_select(0, claimants)
+            free = (self.slots.index_select(0, slot) == self.EMPTY).nonzero().squeeze(1)
+            claimed = slot.index_select(0, free)
+            claimant_entries = entries.index_select(0, pending.index_select(0, free))
             # several keys may claim one free slot: one write wins, the others probe on
-            self.slot_keys.index_copy_(0, claimed, claimant_keys)
-            won = self.slot_keys.index_select(0, claimed) == claimant_keys
-            winners = won.nonzero().squeeze(1)
-            self.slot_rows.index_copy_(0, claimed.index_select(0, winners),
-                                       claimants.index_select(0, winners))
+            self.slots.index_copy_(0, claimed, claimant_entries)
+            won = self.slots.index_select(0, claimed) == claimant_entries
             placed = torch.zeros(pending.numel(), dtype=torch.bool, device=device)
-            placed.index_fill_(0, free.index_select(0, winners), True)
+            placed.index_fill_(0, free.index_select(0, won.nonzero().squeeze(1)), True)
             pending = pending.index_select(0, (~placed).nonzero().squeeze(1))
             probe += 1
 
@@ -304,19 +308,21 @@ class KeyTable:
     def rows_of(self, keys: torch.Tensor) -> torch.Tensor:
         """The row of each key, -1 for a key not in the table."""
         slot = self._home(keys)
-        rows = self.slot_rows.index_select(0, slot)
-        hit = self.slot_keys.index_select(0, slot) == keys
-        result = torch.where(hit, rows, -1)
+        entries = self.slots.index_select(0, slot)
+        hit = (entries >> self.row_bits) == keys
         # a miss goes on probing while it meets other keys, and ends at an empty slot
-        pending = ((rows >= 0) & ~hit).nonzero().squeeze(1)
+        pending = ((entries != self.EMPTY) & ~hit).nonzero().squeeze(1)
+        result = (entries & self.row_mask).masked_fill_(~hit, -1)
         probe = 1
         while pending.numel():
             slot_pending = (slot.index_select(0, pending) + probe) & self.mask
-            rows = self.slot_rows.index_select(0, slot_pending)
-            hit = self.slot_keys.index_select(0, slot_pending) == keys.index_select(0, pending)
+            entries = self.slots.index_select(0, slot_pending)
+            hit = (entries >> self.row_bits) == keys.index_select(0, pending)
             found = hit.nonzero().squeeze(1)
-            result.index_copy_(0, pending.index_select(0, found), rows.index_select(0, found))
-            pending = pending.index_select(0, ((rows >= 0) & ~hit).nonzero().squeeze(1))
+            result.index_copy_(0, pending.index_select(0, found),
+                               entries.index_select(0, found) & self.row_mask)
+            pending = pending.index_select(0, ((entries != self.EMPTY) & ~hit)
+                                           .nonzero().squeeze(1))
             probe += 1
         return result
 
