@@ -288,6 +288,11 @@ def _relative(actual, expected) -> float:
     return float((actual - expected).abs().max() / expected.abs().max().clamp(min=1e-12))
 
 
+def _norm_relative(actual, expected) -> float:
+    actual, expected = actual.detach(), expected.detach()
+    return float((actual - expected).norm() / expected.norm().clamp(min=1e-12))
+
+
 def spconv_cases(stand_in, real, shape):
     """(name, stand-in step, real step, check) per layer type: a step runs forward
     (``backward=False``) or forward and backward on fresh tensors (pairs included); the
@@ -384,20 +389,19 @@ def spconv_cases(stand_in, real, shape):
         encoder_step(exact, exact_forward, True)
         difference = max(_relative(out_mine, out_theirs),
                          _relative(in_mine.grad, in_theirs.grad))
-        # The weights' gradients sum over every pair of a layer: spconv's CPU kernels
-        # land up to ~1e-2 from a float64 run (the stand-in ~1e-5), so each is checked
-        # against that run rather than against the other.
-        errors = [max(_relative(mine_weight.grad, weight.grad.float()),
-                      _relative(theirs_weight.grad, weight.grad.float()))
-                  for mine_weight, theirs_weight, weight in zip(
-                      mine.parameters(), theirs.parameters(), exact.parameters())]
-        mine_error = max(_relative(a.grad, w.grad.float())
-                         for a, w in zip(mine.parameters(), exact.parameters()))
-        theirs_error = max(_relative(a.grad, w.grad.float())
-                           for a, w in zip(theirs.parameters(), exact.parameters()))
-        note = (f"agree to {difference:.1g}; weight grads vs float64: stand-in "
+        # The parameters' gradients sum over every pair of a layer, and through 14
+        # conv-norm-ReLU layers float32 drifts a few percent from a float64 run (a ReLU
+        # flips near 0), spconv as much as the stand-in: the stand-in's must be no
+        # further from that run than spconv's (or within the tolerance), in norm.
+        mine_error, theirs_error = (
+            max(_norm_relative(mine_weight.grad, weight.grad.float())
+                for mine_weight, weight in zip(layers.parameters(), exact.parameters()))
+            for layers in (mine, theirs))
+        note = (f"agree to {difference:.1g}; parameter grads vs float64: stand-in "
                 f"{mine_error:.1g}, spconv {theirs_error:.1g}")
-        return (difference if max(errors) <= WEIGHT_GRAD_TOLERANCE else float("inf")), note
+        if mine_error > max(WEIGHT_GRAD_TOLERANCE, theirs_error):
+            return float("inf"), note
+        return difference, note
     cases.append((f"SECOND SparseEncoder [{size}]",
                   lambda backward: encoder_step(mine, mine_forward, backward),
                   lambda backward: encoder_step(theirs, theirs_forward, backward),
@@ -408,8 +412,9 @@ def spconv_cases(stand_in, real, shape):
 #: Largest relative difference between the stand-in and spconv taken as agreement
 #: (float32 sums in another order, through up to 14 layers and batch norms).
 SPCONV_TOLERANCE = 1e-3
-#: Largest relative difference of a weight gradient from a float64 run of the encoder.
-WEIGHT_GRAD_TOLERANCE = 3e-2
+#: Largest relative difference (in norm) of a parameter's gradient from a float64 run
+#: of the encoder.
+WEIGHT_GRAD_TOLERANCE = 1e-3
 
 
 def spconv_rows(quick: bool, threads: Sequence[int] = (1,)) -> List[Row]:
