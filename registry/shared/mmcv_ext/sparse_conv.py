@@ -133,10 +133,11 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
                        out_shape: Sequence[int],
                        kernel_size: Sequence[int], stride: Sequence[int],
                        padding: Sequence[int], dilation: Sequence[int],
-                       subm: bool, transpose: bool
+                       subm: bool, transpose: bool, pair_dtype: torch.dtype = torch.int32
                        ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(out_indices, indice_pairs, indice_num)`` of a sparse convolution
-    (layout in the module docstring).
+    (layout in the module docstring; ``pair_dtype`` int64 spares a caller that
+    gathers with the pairs, as the kernels do, a conversion).
 
     For ``subm`` the output sites are the input sites (``out_indices`` is
     ``indices`` itself, ``out_shape`` the input's) and a pair exists where the
@@ -148,49 +149,182 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
     count = indices.shape[0]
     ndim = len(kernel_size)
     volume = math.prod(int(size) for size in kernel_size)
-    pairs = torch.full((volume, 2, count), -1, dtype=torch.int32, device=device)
+    pairs = torch.full((volume, 2, count), -1, dtype=pair_dtype, device=device)
     out_grid = torch.tensor([int(v) for v in out_shape], dtype=torch.long, device=device)
     if count == 0:
         empty = indices if subm else torch.zeros(
             (0, ndim + 1), dtype=torch.int32, device=device)
         return empty, pairs, torch.zeros(volume, dtype=torch.int32, device=device)
-    batch = indices[:, 0].long()
-    coords = indices[:, 1:].long()
-    offset_id, row, key = _candidates(batch, coords, kernel_size, stride, padding,
-                                      dilation, out_shape, transpose)
-    sites = int(batch_size) * math.prod(int(size) for size in out_shape)
-    # A table costs its size, sorting costs the candidates: take the table when it
-    # is not much larger than the candidates.
-    direct = sites <= min(TABLE_SITES, max(1 << 20, 16 * key.numel()))
     if subm:
-        out_row = _lookup(linear_keys(batch, coords, out_grid), key, sites, direct)
-        found = out_row >= 0
-        offset_id, row, out_row = offset_id[found], row[found], out_row[found]
+        offset_id, row, out_row = _submanifold_pairs(indices, batch_size, out_shape,
+                                                     kernel_size, padding, dilation)
         out_indices = indices
     else:
+        batch = indices[:, 0].long()
+        coords = indices[:, 1:].long()
+        offset_id, row, key = _candidates(batch, coords, kernel_size, stride, padding,
+                                          dilation, out_shape, transpose)
+        sites = int(batch_size) * math.prod(int(size) for size in out_shape)
+        # A table costs its size, sorting costs the candidates: take the table when
+        # it is not much larger than the candidates.
+        direct = sites <= min(TABLE_SITES, max(1 << 20, 16 * key.numel()))
         unique_keys, out_row = _number_sites(key, sites, direct)
         out_indices = decode_keys(unique_keys, out_grid)
     num = torch.bincount(offset_id, minlength=volume)
     first = torch.cumsum(num, 0) - num
-    place = torch.arange(offset_id.numel(), device=device) - first[offset_id]
+    place = torch.arange(offset_id.numel(), device=device) - first.index_select(0, offset_id)
     flat = pairs.view(-1)
     slot = offset_id * (2 * count) + place
-    flat[slot] = row.to(torch.int32)
-    flat[slot + count] = out_row.to(torch.int32)
+    # index_copy_ / index_select, not tensor[index]: the CPU's advanced indexing is
+    # several times slower on these sizes
+    flat.index_copy_(0, slot, row.to(pair_dtype))
+    flat.index_copy_(0, slot + count, out_row.to(pair_dtype))
     return out_indices, pairs, num.to(torch.int32)
+
+
+def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[int],
+                       kernel_size: Sequence[int], padding: Sequence[int],
+                       dilation: Sequence[int]
+                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(offset ids, input rows, output rows) of a submanifold convolution, grouped by
+    offset, input order within.
+
+    The sites' keys are taken on the grid widened by the kernel's reach on each side,
+    so that an offset is one constant added to a key: a neighbour off the grid lands
+    in the margin, where no site is, and is not found, with no bounds test. When the
+    kernel is centred (``2 * padding == (kernel - 1) * dilation``, spconv's and
+    mmcv's odd kernels), offset ``K - 1 - k`` pairs the same sites as offset ``k``
+    the other way round, and the centre pairs every site with itself: only the
+    first half of the offsets is looked up.
+    """
+    device = indices.device
+    count = indices.shape[0]
+    ndim = len(kernel_size)
+    low = [max(0, (int(k) - 1) * int(d) - int(p))
+           for k, p, d in zip(kernel_size, padding, dilation)]
+    high = [int(p) for p in padding]
+    widened = [int(size) + lo + hi for size, lo, hi in zip(shape, low, high)]
+    keys = indices[:, 0].long()
+    for axis in range(ndim):
+        keys = keys * widened[axis] + (indices[:, axis + 1].long() + low[axis])
+    # output = input + padding - tap * dilation on each axis (stride 1)
+    shifts = torch.zeros(1, dtype=torch.long)
+    for axis in range(ndim):
+        taps = torch.arange(int(kernel_size[axis])) * int(dilation[axis])
+        shifts = (shifts[:, None] * widened[axis] + (int(padding[axis]) - taps)[None]
+                  ).reshape(-1)
+    shifts = shifts.to(device)
+    volume = shifts.numel()
+    centred = all(2 * int(p) == (int(k) - 1) * int(d)
+                  for k, p, d in zip(kernel_size, padding, dilation))
+    looked_up = volume // 2 if centred else volume
+    sites = int(batch_size) * math.prod(widened)
+    queries = (keys[None, :] + shifts[:looked_up, None]).reshape(-1)
+    direct = sites <= min(TABLE_SITES, max(1 << 20, 16 * queries.numel()))
+    found = _lookup(keys, queries, sites, direct)
+    offset_id, row, out_row = _found_pairs(found, count, 0)
+    if not centred:
+        return offset_id, row, out_row
+    # offset k pairs (input row, output o); offset K-1-k pairs (o, row), laid out by
+    # its input rows to keep the input order within an offset
+    mirrored = torch.full((looked_up * count,), -1, dtype=torch.long, device=device)
+    mirrored.index_copy_(0, (looked_up - 1 - offset_id) * count + out_row, row)
+    mirror_offset, mirror_row, mirror_out = _found_pairs(mirrored, count, looked_up + 1)
+    rows = torch.arange(count, device=device)
+    return (torch.cat([offset_id, torch.full_like(rows, looked_up), mirror_offset]),
+            torch.cat([row, rows, mirror_row]), torch.cat([out_row, rows, mirror_out]))
+
+
+def _found_pairs(found: torch.Tensor, count: int, first_offset: int
+                 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(offset ids, input rows, output rows) of the entries >= 0 of ``found``, the
+    output row of each (offset, input row) laid out offset by offset."""
+    flat = (found >= 0).nonzero().squeeze(1)
+    offset_id = torch.div(flat, count, rounding_mode="floor")
+    return offset_id + first_offset, flat - offset_id * count, found.index_select(0, flat)
 
 
 def _lookup(table_keys: torch.Tensor, keys: torch.Tensor, sites: int,
             direct: bool) -> torch.Tensor:
-    """Row of each of ``keys`` among ``table_keys`` (distinct), -1 when absent."""
+    """Row of each of ``keys`` among ``table_keys`` (distinct, in [0, sites)), -1 when
+    absent: a direct-address table over the grid, or a hash table of the keys."""
     if direct:
         table = torch.full((sites,), -1, dtype=torch.int32, device=keys.device)
-        table[table_keys] = torch.arange(table_keys.numel(), dtype=torch.int32,
-                                         device=keys.device)
-        return table[keys].long()
-    ordered, order = torch.sort(table_keys)
-    slot = torch.searchsorted(ordered, keys).clamp_(max=ordered.numel() - 1)
-    return torch.where(ordered[slot] == keys, order[slot], -1)
+        table.index_copy_(0, table_keys, torch.arange(table_keys.numel(), dtype=torch.int32,
+                                                      device=keys.device))
+        return table.index_select(0, keys).long()
+    return KeyTable(table_keys).rows_of(keys)
+
+
+class KeyTable:
+    """An open-addressing hash table (linear probing) of distinct non-negative int64
+    keys to their rows, built and probed with whole-tensor operations.
+
+    Why: a direct-address table over SECOND's full grid (2 x 41 x 1600 x 1408 sites)
+    takes gigabytes, and sorted keys + binary search cost a cache miss per step; this
+    table has four slots per key (a few MB for a lidar sweep), so most probes end at
+    the first slot. A slot holds key and row in one int64 (the key shifted above the
+    row's bits), so a probe is one gather. Each round of insertion or lookup handles
+    every key still unplaced or unresolved at once.
+    """
+
+    EMPTY = -1
+
+    def __init__(self, keys: torch.Tensor) -> None:
+        device = keys.device
+        count = keys.numel()
+        self.bits = max(10, (4 * max(1, count) - 1).bit_length())
+        self.mask = (1 << self.bits) - 1
+        self.row_bits = max(1, (count - 1).bit_length())
+        self.row_mask = (1 << self.row_bits) - 1
+        if count and int(keys.max()) >= 1 << (63 - self.row_bits):
+            raise ValueError(f"KeyTable: keys up to {int(keys.max())} and {count} rows do "
+                             "not fit one int64 per slot; use fewer sites per call")
+        self.slots = torch.full((self.mask + 1,), self.EMPTY, dtype=torch.long,
+                                device=device)
+        entries = (keys << self.row_bits) | torch.arange(count, device=device)
+        pending = torch.arange(count, device=device)
+        home = self._home(keys)
+        probe = 0
+        while pending.numel():
+            slot = (home.index_select(0, pending) + probe) & self.mask
+            free = (self.slots.index_select(0, slot) == self.EMPTY).nonzero().squeeze(1)
+            claimed = slot.index_select(0, free)
+            claimant_entries = entries.index_select(0, pending.index_select(0, free))
+            # several keys may claim one free slot: one write wins, the others probe on
+            self.slots.index_copy_(0, claimed, claimant_entries)
+            won = self.slots.index_select(0, claimed) == claimant_entries
+            placed = torch.zeros(pending.numel(), dtype=torch.bool, device=device)
+            placed.index_fill_(0, free.index_select(0, won.nonzero().squeeze(1)), True)
+            pending = pending.index_select(0, (~placed).nonzero().squeeze(1))
+            probe += 1
+
+    def _home(self, keys: torch.Tensor) -> torch.Tensor:
+        """Each key's first slot: its low bits times an odd constant, modulo the table
+        size (a bijection of the low bits that sends neighbouring keys far apart; no
+        int64 overflow since both factors are below 2^32)."""
+        return ((keys & self.mask) * 0x9E3779B1) & self.mask
+
+    def rows_of(self, keys: torch.Tensor) -> torch.Tensor:
+        """The row of each key, -1 for a key not in the table."""
+        slot = self._home(keys)
+        entries = self.slots.index_select(0, slot)
+        hit = (entries >> self.row_bits) == keys
+        # a miss goes on probing while it meets other keys, and ends at an empty slot
+        pending = ((entries != self.EMPTY) & ~hit).nonzero().squeeze(1)
+        result = (entries & self.row_mask).masked_fill_(~hit, -1)
+        probe = 1
+        while pending.numel():
+            slot_pending = (slot.index_select(0, pending) + probe) & self.mask
+            entries = self.slots.index_select(0, slot_pending)
+            hit = (entries >> self.row_bits) == keys.index_select(0, pending)
+            found = hit.nonzero().squeeze(1)
+            result.index_copy_(0, pending.index_select(0, found),
+                               entries.index_select(0, found) & self.row_mask)
+            pending = pending.index_select(0, ((entries != self.EMPTY) & ~hit)
+                                           .nonzero().squeeze(1))
+            probe += 1
+        return result
 
 
 def _number_sites(keys: torch.Tensor, sites: int, direct: bool
@@ -199,9 +333,9 @@ def _number_sites(keys: torch.Tensor, sites: int, direct: bool
     if not direct:
         return torch.unique(keys, sorted=True, return_inverse=True)
     present = torch.zeros(sites, dtype=torch.bool, device=keys.device)
-    present[keys] = True
+    present.index_fill_(0, keys, True)
     rank = torch.cumsum(present, 0, dtype=torch.int32) - 1
-    return present.nonzero().squeeze(1), rank[keys].long()
+    return present.nonzero().squeeze(1), rank.index_select(0, keys).long()
 
 
 def _subm_geometry(kernel_size: Sequence[int]) -> Tuple[List[int], List[int]]:
@@ -287,8 +421,19 @@ def _conv_plan(features: torch.Tensor, filters: torch.Tensor,
     identity = None
     if subm and out_rows == features.shape[0]:
         identity = _identity_offset(indicePairs, counts, features.shape[0])
-    # int64 rows once: index_select/index_add_ take a slower path with int32 on the CPU
+    # int64 rows: index_select/index_add_ take a slower path with int32 on the CPU
+    # (a caller that keeps int64 pairs, as the spconv stand-in does, pays no copy)
     return weights, counts, identity, indicePairs.to(features.device, torch.long)
+
+
+def _scratch(like: torch.Tensor, counts: List[int], identity: Optional[int],
+             channels: int) -> torch.Tensor:
+    """One buffer for the largest offset's rows: every offset's gather or product is
+    written into a slice of it, instead of a fresh tensor per offset (fresh large
+    tensors cost a page fault per page on the CPU)."""
+    largest = max((count for offset, count in enumerate(counts) if offset != identity),
+                  default=0)
+    return like.new_empty((largest, channels))
 
 
 def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
@@ -305,11 +450,15 @@ def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
         output = features @ weights[identity]
     else:
         output = features.new_zeros((out_rows, weights.shape[2]))
+    gathered = _scratch(features, counts, identity, weights.shape[1])
+    products = _scratch(features, counts, identity, weights.shape[2])
     for offset, count in enumerate(counts):
         if count == 0 or offset == identity:
             continue
-        gathered = features.index_select(0, rows[offset, source, :count])
-        output.index_add_(0, rows[offset, 1 - source, :count], gathered @ weights[offset])
+        torch.index_select(features, 0, rows[offset, source, :count],
+                           out=gathered[:count])
+        torch.mm(gathered[:count], weights[offset], out=products[:count])
+        output.index_add_(0, rows[offset, 1 - source, :count], products[:count])
     return output
 
 
@@ -335,17 +484,23 @@ def indice_conv_backward(features: torch.Tensor, filters: torch.Tensor,
                                                  indiceNum, bool(_subM), outGrad.shape[0])
     filters_grad = torch.zeros_like(weights)
     if identity is not None:
-        filters_grad[identity] = features.t() @ outGrad
+        torch.mm(features.t(), outGrad, out=filters_grad[identity])
         input_grad = outGrad @ weights[identity].t()
     else:
         input_grad = torch.zeros_like(features)
+    gathered = _scratch(features, counts, identity, weights.shape[1])
+    grad_out = _scratch(outGrad, counts, identity, weights.shape[2])
+    products = _scratch(features, counts, identity, weights.shape[1])
     for offset, count in enumerate(counts):
         if count == 0 or offset == identity:
             continue
         rows_in = rows[offset, source, :count]
-        grad_out = outGrad.index_select(0, rows[offset, 1 - source, :count])
-        filters_grad[offset] = features.index_select(0, rows_in).t() @ grad_out
-        input_grad.index_add_(0, rows_in, grad_out @ weights[offset].t())
+        torch.index_select(outGrad, 0, rows[offset, 1 - source, :count],
+                           out=grad_out[:count])
+        torch.index_select(features, 0, rows_in, out=gathered[:count])
+        torch.mm(gathered[:count].t(), grad_out[:count], out=filters_grad[offset])
+        torch.mm(grad_out[:count], weights[offset].t(), out=products[:count])
+        input_grad.index_add_(0, rows_in, products[:count])
     return [input_grad, filters_grad.reshape(filters.shape)]
 
 
