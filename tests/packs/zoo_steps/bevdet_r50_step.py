@@ -15,7 +15,6 @@ import torch
 
 sys.path.insert(0, ".")   # the checkout: its own mmdet3d, as tools/train.py has it
 from mmcv import Config  # noqa: E402
-
 from mmdet3d.core.bbox import LiDARInstance3DBoxes  # noqa: E402
 from mmdet3d.models import build_model  # noqa: E402
 

@@ -18,12 +18,11 @@ import torch
 # the checkout: its `projects` package, as tools/train.py has it, and its vendored
 # mmdetection3d, which MapTR's instructions install from that folder
 sys.path[:0] = [".", "mmdetection3d"]
-from mmcv import Config  # noqa: E402
-from shapely.geometry import LineString  # noqa: E402
-
 import projects.mmdet3d_plugin  # noqa: E402,F401  (registers MapTR's modules)
+from mmcv import Config  # noqa: E402
 from mmdet3d.models import build_model  # noqa: E402
 from projects.mmdet3d_plugin.datasets.nuscenes_map_dataset import LiDARInstanceLines  # noqa: E402
+from shapely.geometry import LineString  # noqa: E402
 
 CAMERAS, HEIGHT, WIDTH = 6, 96, 160
 CONFIG = "projects/configs/maptr/maptr_tiny_r50_24e_bevformer.py"
