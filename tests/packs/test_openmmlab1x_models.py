@@ -94,9 +94,8 @@ def test_sparse4d_v3_trains_a_step(tmp_path):
 
 #: MapTR (hustvl/MapTR fa420a2e) names mmdet 2.14.0 and mmsegmentation 0.14.1, and its
 #: dataset code imports av2 (Argoverse 2): a venv of its own, the 1.x stack with
-#: ``pip install --no-deps mmdet==2.14.0 mmsegmentation==0.14.1`` and ``pip install --no-deps
-#: av2 universal-pathlib pyarrow`` on top; its mmdetection3d 0.17.2 is the checkout's own
-#: ``mmdetection3d`` folder (the step script puts it on the path).
+#: requirements/stack1x-maptr.txt on top (``pip install --no-deps -r``); its mmdetection3d
+#: 0.17.2 is the checkout's own ``mmdetection3d`` folder (the step script puts it on the path).
 MAPTR_VERSIONS_MISSING = [
     requirement for requirement, installed in (
         ("mmdet==2.14.*", (installed_version("mmdet") or "").startswith("2.14.")),
@@ -107,8 +106,8 @@ MAPTR_VERSIONS_MISSING = [
 @needs_stack_1x
 @pytest.mark.skipif(bool(MAPTR_VERSIONS_MISSING),
                     reason=f"MapTR needs the versions it names, not the 1.x CI venv's: "
-                           f"{', '.join(MAPTR_VERSIONS_MISSING)} (see MAPTR_VERSIONS_MISSING "
-                           f"in this file for the venv)")
+                           f"{', '.join(MAPTR_VERSIONS_MISSING)} (a venv of the 1.x stack with "
+                           f"requirements/stack1x-maptr.txt on top)")
 def test_maptr_trains_a_step(tmp_path):
     maptr = checkout("LAZYPATCH_MAPTR_CHECKOUT",
                      "projects/configs/maptr/maptr_tiny_r50_24e_bevformer.py")
