@@ -1,6 +1,6 @@
 """OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 (or mmcv 1.x without ops) and NumPy 2.
 
-Six concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
+Seven concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
 * ``openmmlab.mmcv_version_gate.<package>`` (mmdet, mmdet3d, mmseg, mmocr,
@@ -33,6 +33,10 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   only for CUDA tensors; its CPU branch's ``F.one_hot`` refuses the -1 labels
   the kernel treats as background. The installed ``forward`` is edited so that
   the CPU branch computes what the kernel computes (:mod:`.focal_loss`).
+* ``openmmlab.moved_modules.numba``: numba moved ``numba.errors`` to
+  ``numba.core.errors`` and dropped the old name, which mmdetection3d 0.17 still
+  imports; the old name is served as the module at the new place, only where the
+  installed numba lacks it (:mod:`.moved_modules`).
 * ``openmmlab.mx_driving.msda`` / ``.deform_conv`` / ``.voxelization``: on an
   Ascend host (``torch_npu`` and ``mx_driving`` importable), route mmcv's
   multi-scale deformable attention, deformable convolutions and voxelization
@@ -129,6 +133,13 @@ def mmdet_focal_loss_cpu(focal_loss, patch):
     """FocalLoss on non-CUDA tensors: labels outside [0, C) are background, as in mmcv's kernel."""
     from .focal_loss import align_cpu_branch
     align_cpu_branch(focal_loss, patch)
+
+
+@lazypatch.when_imported("numba", name=f"{PACK}.moved_modules.numba", tags=(PACK, "compat", "numba"))
+def numba_moved_modules(numba, patch):
+    """numba.errors (mmdetection3d 0.17 imports it) is numba.core.errors where numba dropped the old name."""
+    from .moved_modules import provide_moved_modules
+    provide_moved_modules(numba, patch)
 
 
 _NPU_TAGS = (PACK, "ops", "mmcv", "npu")
