@@ -51,7 +51,7 @@ PACK = "openmmlab"
 TAGS = (PACK,)
 OPT_IN = False
 TARGETS = ("mmcv", "mmengine", "mmdet", "mmdet3d", "mmseg", "mmocr", "mmaction", "mmagic",
-           "mmyolo", "mmrotate")
+           "mmyolo", "mmrotate", "numba")
 REQUIRES = ()
 
 import lazypatch
