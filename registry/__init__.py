@@ -49,11 +49,12 @@ def declare_opt_in_settings() -> None:
         "type); default: the NPU when torch_npu sees one, else the CPU")
     lazypatch.declare_variable(
         "LAZYPATCH_CUDA_AVAILABLE",
-        "device pack: 1 makes torch.cuda.is_available() return True (default: honest)")
+        "device pack: 1 makes torch.cuda.is_available() return True, and Tensor.is_cuda for "
+        "tensors on the device CUDA work goes to (default: honest)")
     lazypatch.declare_variable(
         "LAZYPATCH_CUDA_AVAILABLE_EXCLUDE",
         "device pack: comma-separated modules (and their submodules) that still get the "
-        "honest torch.cuda.is_available() when LAZYPATCH_CUDA_AVAILABLE=1")
+        "honest torch.cuda.is_available() and Tensor.is_cuda when LAZYPATCH_CUDA_AVAILABLE=1")
     lazypatch.declare_variable(
         "LAZYPATCH_ALLOW_INTERNAL_FORMAT",
         "device pack: 1 keeps torch_npu's private (internal) tensor formats allowed")

@@ -7,7 +7,7 @@ it changes is imported, and undone exactly by ``lazypatch.unpatch_all()``.
 Device arguments are *parsed* as devices ("cuda", "cuda:1",
 ``torch.device("cuda", 1)``, an integer index where the API means a device),
 never rewritten as substrings, so a file path containing "cuda" is left
-alone. ``torch.cuda.is_available()`` stays honest unless
+alone. ``torch.cuda.is_available()`` and ``Tensor.is_cuda`` stay honest unless
 ``LAZYPATCH_CUDA_AVAILABLE=1``.
 
 This module only declares patches (standard library and lazypatch): the
@@ -156,6 +156,14 @@ def cuda_available(cuda: "Any", patch: "Any") -> None:
     torch itself and LAZYPATCH_CUDA_AVAILABLE_EXCLUDE modules); honest otherwise."""
     from .cuda_api import patch_cuda_available
     patch_cuda_available(cuda, patch)
+
+
+@_declare("torch", "tensor_is_cuda")
+def tensor_is_cuda(torch: "Any", patch: "Any") -> None:
+    """Tensor.is_cuda: True for tensors on the target device when LAZYPATCH_CUDA_AVAILABLE=1
+    (to the same callers as is_available); honest otherwise."""
+    from .cuda_api import patch_tensor_is_cuda
+    patch_tensor_is_cuda(torch, patch)
 
 
 @_declare("torch.cuda.nvtx", "nvtx")

@@ -1,4 +1,5 @@
-"""``torch.cuda``: device, memory, seed, stream and event functions; is_available; nvtx.
+"""``torch.cuda``: device, memory, seed, stream and event functions; is_available (and
+``Tensor.is_cuda``, which answers with it); nvtx.
 
 Each ``torch.cuda.<name>`` is replaced by a small function that, on first
 use, picks the target's implementation (``torch.npu.<name>`` on an NPU,
@@ -151,6 +152,45 @@ def patch_cuda_available(cuda: "Any", patch: "Any") -> None:
         record("torch.cuda.is_available")
         return True
     patch.setattr(cuda, "is_available", is_available)
+
+
+def patch_tensor_is_cuda(torch: "Any", patch: "Any") -> None:
+    """With LAZYPATCH_CUDA_AVAILABLE=1, ``Tensor.is_cuda`` is True for tensors on the
+    target device, to the callers ``is_available`` claims CUDA to.
+
+    Code that was told CUDA is there checks its tensors next (StreamPETR's flash
+    attention asserts ``q.is_cuda``): the tensors the pack moved, and everything
+    computed from them, live on the target, where on a GPU they would be CUDA
+    tensors. torch, torch_npu, lazypatch and the excluded modules keep the honest
+    answer, as they pick kernels by it. Nothing changes without the setting, or
+    when CUDA is real.
+    """
+    if not flag("LAZYPATCH_CUDA_AVAILABLE"):
+        return       # honest by default: nothing to change
+    honest = torch.Tensor.is_cuda.__get__     # the C getter, inherited from TensorBase
+    exact, prefixes = _excluded_modules()
+    calls = counter("torch.Tensor.is_cuda")
+
+    def is_cuda(tensor: "Any") -> bool:
+        if honest(tensor):
+            return True
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller in exact or caller.startswith(prefixes):
+            return False
+        target = resolve()
+        if target is None or target.passthrough:
+            return False
+        on_target = tensor.is_cpu if target.is_cpu else tensor.device.type == target.type
+        if not on_target:
+            return False
+        if calls[0]:
+            calls[0] += 1
+        else:
+            record("torch.Tensor.is_cuda")
+        return True
+    patch.setattr(torch.Tensor, "is_cuda", property(
+        is_cuda, doc="Is True if the Tensor is stored on the GPU (lazypatch device pack: "
+                     "also on the target device, as LAZYPATCH_CUDA_AVAILABLE=1 claims CUDA)"))
 
 
 # --- nvtx -------------------------------------------------------------------

@@ -140,7 +140,10 @@ EXPLICIT: "Dict[str, Tuple[str, str]]" = {
                              "x.type() answers the real type"),
     "torch.Tensor.record_stream": (R, "no-op on the CPU; the target stream on an NPU"),
     "torch.Tensor.pin_memory": (R, "the tensor itself on the CPU (nothing to copy to)"),
-    "torch.Tensor.is_cuda": (H, "False"), "torch.Tensor.get_device": (H, "-1 (a CPU tensor)"),
+    "torch.Tensor.is_cuda": (H, "False; with LAZYPATCH_CUDA_AVAILABLE=1 True for tensors "
+                                "on the target, except for torch and "
+                                "LAZYPATCH_CUDA_AVAILABLE_EXCLUDE modules"),
+    "torch.Tensor.get_device": (H, "-1 (a CPU tensor)"),
     "torch.Tensor.is_pinned": (H, "False"), "torch.Tensor.data_ptr": (H, "unchanged"),
     "torch.Tensor.share_memory_": (H, "unchanged"), "torch.Tensor.storage": (H, "unchanged"),
     "torch.Tensor.untyped_storage": (H, "unchanged"),

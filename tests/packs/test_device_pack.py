@@ -137,6 +137,44 @@ def test_is_available_scoped_per_calling_module(interpreter):
     assert result["report"]["torch.cuda.is_available"] == 2
 
 
+def test_is_cuda_claimed_for_target_tensors_with_is_available(interpreter):
+    """LAZYPATCH_CUDA_AVAILABLE=1: a tensor moved with .cuda(), and what is computed
+    from it, answers is_cuda True to the script, as on a GPU; torch's own modules and
+    the excluded ones see the honest False. Without the setting Tensor.is_cuda is
+    torch's own, and unpatch_all() restores it."""
+    interpreter.write({"kernels/__init__.py": "def check(tensor):\n"
+                                              "    return tensor.is_cuda\n"})
+    script = '''
+        import lazypatch.auto
+        import json, torch, kernels, lazypatch
+        moved = torch.ones(2, 3).cuda()
+        weight = torch.nn.Linear(3, 4).cuda().weight
+        computed = moved @ weight.t()
+        inside_torch = {}
+        exec("answer = tensor.is_cuda", {"__name__": "torch.fake", "tensor": moved}, inside_torch)
+        from lazypatch.registry.device import redirect_report
+        answers = {"moved": moved.is_cuda, "parameter": weight.is_cuda,
+                   "computed": computed.is_cuda, "kernels": kernels.check(moved),
+                   "torch": inside_torch["answer"], "device": str(computed.device),
+                   "report": {r["api"]: r["calls"] for r in redirect_report()}}
+        patched = "is_cuda" in vars(torch.Tensor)
+        lazypatch.unpatch_all()
+        answers.update(patched=patched, restored="is_cuda" not in vars(torch.Tensor),
+                       after=moved.is_cuda)
+        print(json.dumps(answers))
+    '''
+    claimed = interpreter.run_json(script, env={**ENABLED, "LAZYPATCH_CUDA_AVAILABLE": "1",
+                                                "LAZYPATCH_CUDA_AVAILABLE_EXCLUDE": "kernels"})
+    assert claimed["moved"] is claimed["parameter"] is claimed["computed"] is True
+    assert claimed["device"] == "cpu"          # the answer changes, the tensor does not
+    assert claimed["kernels"] is False and claimed["torch"] is False
+    assert claimed["report"]["torch.Tensor.is_cuda"] == 3
+    assert claimed["patched"] and claimed["restored"] and claimed["after"] is False
+    honest = interpreter.run_json(script, env=ENABLED)
+    assert honest["moved"] is honest["computed"] is honest["kernels"] is False
+    assert honest["patched"] is False and "torch.Tensor.is_cuda" not in honest["report"]
+
+
 def test_bad_settings_warn_and_fall_back(interpreter):
     """Unknown device type and unreadable flags warn (naming accepted values) and fall back."""
     result = interpreter.run_json('''

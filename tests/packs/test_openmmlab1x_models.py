@@ -10,16 +10,25 @@ commit DrivingSDK's ``model_examples/<Model>/README.md`` names,
     git -C <Sparse4D clone> archive c41df4bb | tar -x -C /tmp/sparse4d
     git -C <MapTR clone> archive fa420a2e | tar -x -C /tmp/maptr
     git -C <BEVDet clone> archive <commit> | tar -x -C /tmp/bevdet
+    git -C <detr3d clone> archive 34a47673 | tar -x -C /tmp/detr3d
+    git -C <StreamPETR clone> archive 95f64702 | tar -x -C /tmp/streampetr
+    git -C <mmdetection3d clone> archive v1.0.0rc6 configs | tar -x -C /tmp/detr3d/mmdetection3d
+    git -C <mmdetection3d clone> archive v1.0.0rc6 configs | tar -x -C /tmp/streampetr/mmdetection3d
     LAZYPATCH_BEVFORMER_CHECKOUT=/tmp/bevformer LAZYPATCH_DETECTRON2_CHECKOUT=/tmp/detectron2 \
     LAZYPATCH_SPARSE4D_CHECKOUT=/tmp/sparse4d LAZYPATCH_MAPTR_CHECKOUT=/tmp/maptr \
-    LAZYPATCH_BEVDET_CHECKOUT=/tmp/bevdet pytest tests/packs/test_openmmlab1x_models.py
+    LAZYPATCH_BEVDET_CHECKOUT=/tmp/bevdet LAZYPATCH_DETR3D_CHECKOUT=/tmp/detr3d \
+    LAZYPATCH_STREAMPETR_CHECKOUT=/tmp/streampetr pytest tests/packs/test_openmmlab1x_models.py
 
 (BEVDet: DrivingSDK names 58c2587a; a clone at master 1bacecb, its mmdet3d 0.17.2 fork
 with ``configs/bevdet/bevdet-r50.py``, is what these tests were run with. MapTR needs a
 venv with the versions it names: see ``MAPTR_VERSIONS_MISSING`` below.)
 
 (BEVFormer's plugin imports its dd3d code, which imports detectron2: detectron2's Python
-source on the path is enough, as it is not on the package index). Run in the 1.x
+source on the path is enough, as it is not on the package index. DETR3D's and
+StreamPETR's configs inherit from ``mmdetection3d/configs`` inside their checkout: DETR3D
+has it as a submodule, StreamPETR's instructions clone it there; DrivingSDK names
+v1.0.0rc6 for both, and mkdir the folder first. StreamPETR runs with
+``LAZYPATCH_CUDA_AVAILABLE=1``: its flash attention asserts ``q.is_cuda``.) Run in the 1.x
 environment (requirements/stack1x.txt) plus what these repositories import
 (requirements/stack1x-models.txt); elsewhere, or without a checkout, they skip and say so.
 """
@@ -88,6 +97,59 @@ def test_sparse4d_v3_trains_a_step(tmp_path):
     statuses = patch_statuses(tmp_path / "reports")
     assert "openmmlab.mmdet_focal_loss_cpu" in statuses
     assert "cuda_extensions.projects.mmdet3d_plugin.ops.deformable_aggregation_ext" in statuses
+
+
+def mmdetection3d_configs(checkout_path: Path, variable: str) -> None:
+    """DETR3D's and StreamPETR's configs inherit from ``mmdetection3d/configs/_base_``
+    inside the checkout (a submodule / a clone their instructions make): skip without it."""
+    if not (checkout_path / "mmdetection3d/configs/_base_/default_runtime.py").exists():
+        pytest.skip(f"{variable} has no mmdetection3d/configs (the configs' _base_): see this "
+                    f"file's docstring for the git archive command")
+
+
+def changed_something(report_directory: Path, name: str) -> bool:
+    """Whether patch ``name`` changed anything in a process of ``report_directory`` (a
+    patch can apply and find nothing to do, as the device pack's claims without the
+    setting)."""
+    import glob
+    import json
+    for path in glob.glob(str(report_directory / "*.json")):
+        with open(path, encoding="utf-8") as handle:
+            if any(record["name"] == name and record["changes"] not in ("", "[]", [])
+                   for record in json.load(handle)["patches"]):
+                return True
+    return False
+
+
+@needs_stack_1x
+def test_detr3d_trains_a_step(tmp_path):
+    detr3d = checkout("LAZYPATCH_DETR3D_CHECKOUT", "projects/configs/detr3d/detr3d_res101_gridmask.py")
+    mmdetection3d_configs(detr3d, "LAZYPATCH_DETR3D_CHECKOUT")
+    result = run_under_lazypatch([sys.executable, str(STEPS / "detr3d_step.py")],
+                                 cwd=detr3d, report_directory=tmp_path / "reports")
+    step = judge(result, tmp_path / "reports")
+    assert {"loss_cls", "loss_bbox", "d4.loss_cls", "d4.loss_bbox"} <= set(step["log_vars"])
+    # mmdet3d 1.0.0rc6 asserts mmcv<=1.7.0; the ResNet-101's DCNv2 runs on mmcv._ext.
+    assert "openmmlab.mmcv_version_gate.mmdet3d" in patch_statuses(tmp_path / "reports")
+
+
+@needs_stack_1x
+def test_streampetr_trains_a_step(tmp_path):
+    streampetr = checkout("LAZYPATCH_STREAMPETR_CHECKOUT",
+                          "projects/configs/StreamPETR/stream_petr_vov_flash_800_bs2_seq_24e.py")
+    mmdetection3d_configs(streampetr, "LAZYPATCH_STREAMPETR_CHECKOUT")
+    # Its flash attention asserts q.is_cuda: the documented claim of CUDA answers it.
+    result = run_under_lazypatch([sys.executable, str(STEPS / "streampetr_step.py")],
+                                 cwd=streampetr, report_directory=tmp_path / "reports",
+                                 env={"LAZYPATCH_CUDA_AVAILABLE": "1"})
+    step = judge(result, tmp_path / "reports")
+    # The denoising queries and the 2D focal head's losses, for the one frame.
+    assert {"frame_0_loss_cls", "frame_0_dn_loss_cls", "frame_0_enc_loss_cls",
+            "frame_0_centers2d_losses"} <= set(step["log_vars"])
+    statuses = patch_statuses(tmp_path / "reports")
+    assert {"cuda_extensions.flash_attn.flash_attn_interface",     # flash-attn 1.x's names
+            "cuda_extensions.flash_attn.bert_padding"} <= set(statuses)
+    assert changed_something(tmp_path / "reports", "device.tensor_is_cuda")
 
 
 # MapTR and BEVDet

@@ -448,6 +448,58 @@ def test_flash_attention_1_names_and_bert_padding_compute_attention(interpreter)
         assert records[name] == "applied", records
 
 
+# A module written as StreamPETR's FlashAttention is (its checks, then the 1.x function on
+# half-precision inputs from mmcv's auto_fp16), run on the CPU with the device pack
+# claiming CUDA.
+CUDA_CHECKING_ATTENTION = '''
+import torch
+from flash_attn.flash_attn_interface import flash_attn_unpadded_kvpacked_func
+
+
+def attend(q, kv):
+    assert q.dtype in [torch.float16, torch.bfloat16] and kv.dtype in [torch.float16, torch.bfloat16]
+    assert q.is_cuda and kv.is_cuda
+    batch, seqlen_q, seqlen_k = q.shape[0], q.shape[1], kv.shape[1]
+    cu_q = torch.arange(0, (batch + 1) * seqlen_q, step=seqlen_q, dtype=torch.int32, device=q.device)
+    cu_k = torch.arange(0, (batch + 1) * seqlen_k, step=seqlen_k, dtype=torch.int32, device=kv.device)
+    out = flash_attn_unpadded_kvpacked_func(q.flatten(0, 1), kv.flatten(0, 1), cu_q, cu_k,
+                                            seqlen_q, seqlen_k, 0.0)
+    return out.view(batch, seqlen_q, *out.shape[1:])
+'''
+
+
+def test_flash_attention_asserting_is_cuda_runs_in_half_on_the_cpu(interpreter):
+    """With LAZYPATCH_CUDA_AVAILABLE=1 the module's `assert q.is_cuda` holds for the
+    tensors moved with .cuda(), and the stand-in computes in half precision on the CPU,
+    matching float64 attention, gradients included. Without the setting the check fails
+    as it would on a machine without CUDA."""
+    interpreter.write({"cudacheck.py": CUDA_CHECKING_ATTENTION})
+    script = '''
+        import lazypatch.auto
+        import json, torch, cudacheck
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(2, 5, 4, 8, generator=g).cuda().half().requires_grad_()
+        kv = torch.randn(2, 7, 2, 4, 8, generator=g).cuda().half().requires_grad_()
+        try:
+            out = cudacheck.attend(q, kv)
+        except AssertionError:
+            print(json.dumps({"asserted": True}))
+            raise SystemExit
+        scores = torch.einsum("bqhd,bkhd->bhqk", q.double(), kv[:, :, 0].double()) / 8 ** 0.5
+        expected = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), kv[:, :, 1].double())
+        out.float().sum().backward()
+        print(json.dumps({"asserted": False, "dtype": str(out.dtype), "device": str(out.device),
+                          "error": float((out.double() - expected).abs().max()),
+                          "gradients": bool(q.grad.abs().sum() > 0 and kv.grad.abs().sum() > 0)}))
+    '''
+    enabled = {"LAZYPATCH_ENABLE": "device,cuda_extensions"}
+    claimed = interpreter.run_json(script, env={**enabled, "LAZYPATCH_CUDA_AVAILABLE": "1"})
+    assert claimed["asserted"] is False, claimed
+    assert claimed["dtype"] == "torch.float16" and claimed["device"] == "cpu"
+    assert claimed["error"] < 5e-3 and claimed["gradients"] is True
+    assert interpreter.run_json(script, env=enabled) == {"asserted": True}
+
+
 # ------------------------------------------------------------- MapTR GeometricKernelAttention
 
 geometric = importlib.import_module(f"{pack.__name__}.geometric_kernel_attention")
