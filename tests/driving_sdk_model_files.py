@@ -25,9 +25,9 @@ Needs an extracted DrivingSDK checkout (nothing is downloaded)::
 
 from __future__ import annotations
 
+import ast
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -102,23 +102,26 @@ class Setup:
     files: Mapping[str, str] = field(default_factory=dict)
     environment: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
+    # "module:attribute" keys the host itself changes when a file runs (not undone by
+    # the file's restore, as nothing of the file made them)
+    host_changes: Tuple[str, ...] = ()
 
 
 def driving_sdk_operator_names(checkout: Path) -> List[str]:
-    """The public names DrivingSDK's ``mx_driving/__init__.py`` exports (its operators)."""
-    source = (checkout / "mx_driving" / "__init__.py").read_text(encoding="utf-8")
-    names = set(re.findall(r"^\s*from\s+\.[\w.]*\s+import\s+\(?([^)\n]*(?:\n[^)]*)?)\)?", source,
-                           re.MULTILINE))
+    """The public names DrivingSDK's ``mx_driving/__init__.py`` exports (its operators):
+    what its relative imports bind and what its ``__all__`` lists, read with ``ast``."""
+    tree = ast.parse((checkout / "mx_driving" / "__init__.py").read_text(encoding="utf-8"))
     exported: List[str] = []
-    listed = re.search(r"__all__\s*=\s*\[(.*?)\]", source, re.DOTALL)
-    if listed:
-        exported.extend(re.findall(r"[\"']([A-Za-z]\w*)[\"']", listed.group(1)))
-    for group in names:
-        for part in group.replace("\n", ",").split(","):
-            name = part.split(" as ")[-1].strip().strip("\\").strip()
-            if name.isidentifier() and not name.startswith("_"):
-                exported.append(name)
-    return sorted(set(exported))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            exported.extend(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                exported.extend(element.value for element in node.value.elts
+                                if isinstance(element, ast.Constant)
+                                and isinstance(element.value, str))
+    return sorted({name for name in exported if name.isidentifier() and not name.startswith("_")})
 
 
 def fake_mx_driving_operators(checkout: Path) -> str:
@@ -170,26 +173,44 @@ def ascend_host_files(checkout: Path, with_patcher: bool) -> Dict[str, str]:
     return files
 
 
+# This machine's torchvision may be a build whose compiled library cannot load beside the
+# installed torch (a CUDA wheel beside a CPU torch: "operator torchvision::nms does not
+# exist" at ``import torchvision``, which every OpenMMLab import reaches). Each setup turns
+# on lazypatch's stand-in for those operators, which is skipped where the library loads:
+# the host is made whole, the file's patches are what is checked.
+HOST_REPAIRS = "cuda_extensions.torchvision"
+
+# The NPU stand-in's own host-level changes, made when a file imports ``torch_npu`` (which
+# a run without the file never does): the host's, not the file's patches to undo.
+NPU_STAND_IN_HOST_CHANGES = ("torch:npu", "torch:Tensor.npu", "torch.nn.modules.module:Module.npu")
+
+
 def setups(checkout: Path) -> Dict[str, Setup]:
     """The named host setups. (a) ``fake_operators_setting_lazypatch``: DrivingSDK's
     operators and its patcher installed, ``LAZYPATCH_DRIVING_SDK=lazypatch``;
-    (b) ``fake_operators_without_patcher``: the operators without the patcher, no setting.
+    (b) ``fake_operators_without_patcher``: the operators without the patcher, no setting;
+    (c) ``npu_stand_in_without_torch_npu``: neither torch_npu nor DrivingSDK installed,
+    ``LAZYPATCH_ENABLE=npu_stand_in`` (lazypatch's NPU stand-in and its ``mx_driving``).
     Hook: ``EXTRA_SETUPS`` (name -> function of the checkout giving a Setup)."""
     named = {
         "fake_operators_setting_lazypatch": Setup(
-            ascend_host_files(checkout, with_patcher=True), {"LAZYPATCH_DRIVING_SDK": "lazypatch"},
+            ascend_host_files(checkout, with_patcher=True),
+            {"LAZYPATCH_DRIVING_SDK": "lazypatch", "LAZYPATCH_ENABLE": HOST_REPAIRS},
             "FAKE mx_driving with DrivingSDK's operators and patcher, LAZYPATCH_DRIVING_SDK=lazypatch"),
         "fake_operators_without_patcher": Setup(
-            ascend_host_files(checkout, with_patcher=False), {},
+            ascend_host_files(checkout, with_patcher=False), {"LAZYPATCH_ENABLE": HOST_REPAIRS},
             "FAKE mx_driving with DrivingSDK's operators, no patcher subpackage, no setting"),
+        "npu_stand_in_without_torch_npu": Setup(
+            {}, {"LAZYPATCH_ENABLE": f"npu_stand_in,{HOST_REPAIRS}"},
+            "neither torch_npu nor DrivingSDK installed, LAZYPATCH_ENABLE=npu_stand_in",
+            host_changes=NPU_STAND_IN_HOST_CHANGES),
     }
     for name, make in EXTRA_SETUPS.items():
         named[name] = make(checkout)
     return named
 
 
-# More host setups: name -> function(checkout) -> Setup (e.g. a host with neither torch_npu
-# nor DrivingSDK and ``LAZYPATCH_ENABLE=npu_stand_in``).
+# More host setups: name -> function(checkout) -> Setup.
 EXTRA_SETUPS: Dict[str, "object"] = {}
 
 
@@ -464,6 +485,8 @@ def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workd
     after: Dict[str, str] = patched["state"]  # type: ignore[assignment]
     common = set(patched["modules"]) & set(baseline["modules"])  # type: ignore[arg-type]
     for key in set(before) | set(after):
+        if key in setup.host_changes:
+            continue
         if key.split(":", 1)[0] in common and before.get(key) != after.get(key):
             run.left_changed[key] = (before.get(key), after.get(key))
     return run

@@ -25,7 +25,8 @@ import driving_sdk_model_files as model_files  # noqa: E402
 
 CHECKOUT = os.environ.get("LAZYPATCH_DRIVING_SDK_CHECKOUT", "")
 PYTHON = os.environ.get("LAZYPATCH_MODEL_FILES_PYTHON", sys.executable)
-SETUPS = ("fake_operators_setting_lazypatch", "fake_operators_without_patcher")
+SETUPS = ("fake_operators_setting_lazypatch", "fake_operators_without_patcher",
+          "npu_stand_in_without_torch_npu")
 # What the FAKE host provides; a file failing to import one of these is a failure here.
 PROVIDED = ("mx_driving", "torch_npu")
 
