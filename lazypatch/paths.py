@@ -121,11 +121,17 @@ class PathPatch:
                     # An empty stand-in has no attributes at all: "renamed or moved?"
                     # would send the user looking in the wrong place.
                     top = where.split(".", 1)[0]
-                    raise AttributeError(
-                        f"{self.path!r} cannot be patched: {where!r} is an empty stand-in "
-                        f"(patch {stand_in!r}) because {top!r} could not be imported: not "
-                        f"installed, or its project is not on sys.path (run from the "
-                        f"project's checkout, or add it to PYTHONPATH)")
+                    cause = (f"{where!r} is an empty stand-in (patch {stand_in!r}) because "
+                             f"{top!r} could not be imported: not installed, or its project "
+                             f"is not on sys.path (run from the project's checkout, or add it "
+                             f"to PYTHONPATH)")
+                    if not self.fixed:
+                        # Like a patch on a package that is not installed: it waits for
+                        # the module it is inside, which applies it if it is ever imported.
+                        self._move_to(submodule, self.attributes[depth + 1:])
+                        raise waiting(f"waiting for {submodule!r} to be imported "
+                                      f"({self.path!r} is inside it): {cause}")
+                    raise AttributeError(f"{self.path!r} cannot be patched: {cause}")
                 raise AttributeError(f"{where!r} has no attribute {attribute!r}"
                                      f"{nearest_attribute(owner, attribute)}, so {self.path!r} "
                                      f"cannot be patched (renamed or moved in this version?)")

@@ -343,13 +343,15 @@ if result["imported"] and config["mode"] == "patched":
         if target and target not in targets:
             targets.append(target)
     def stand_in(name):
-        # skip_import stubs and the parents of a replaced import are in sys.modules at
-        # once (DrivingSDK's semantics): provided, not imported
+        # skip_import stubs, replace_import's module and the parents of either are in
+        # sys.modules at once (DrivingSDK's semantics): provided, not imported. A module
+        # built in memory (no file behind it) ran no code of the package.
         try:
-            return "__lazypatch_stand_in__" in object.__getattribute__(sys.modules[name],
-                                                                       "__dict__")
+            namespace = object.__getattribute__(sys.modules[name], "__dict__")
         except Exception:
             return False
+        return "__lazypatch_stand_in__" in namespace or (
+            "__file__" not in namespace and "__path__" not in namespace)
     result["imported_by_apply"] = sorted(
         name for name in set(sys.modules) - before_apply
         if name in targets and not stand_in(name))
