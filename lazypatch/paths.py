@@ -50,7 +50,7 @@ from .slots import (
     read_slot,
     write_slot,
 )
-from .state import STATE
+from .state import APPLIED, STATE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -385,12 +385,39 @@ def aliases_of(patch_name: str) -> "List[str]":
 
 def derived_from(patch_name: str) -> "List[str]":
     """Patches declared on behalf of ``patch_name``, which ``unpatch(patch_name)`` undoes
-    too: its aliases and the stand-ins made on demand for submodules of a stand-in
-    (``<name>.sub:<module>``), deepest first. (An index lookup: the catalog keeps them.)"""
+    too: its aliases, the stand-ins made on demand for submodules of a stand-in
+    (``<name>.sub:<module>``) and those of its missing parents (``<name>.parent:<parent>``)
+    unless another applied patch still lives below that parent; deepest first. (An index
+    lookup: the catalog keeps them.)"""
     with STATE.lock:
         found = sorted(STATE.catalog.with_indexes().derived.get(patch_name, {}).values(),
                        key=lambda patch: patch.sequence)
+        found += _parents_declared_by_others(patch_name, found)
+        found = [patch for patch in found
+                 if ".parent:" not in patch.name or not _parent_still_needed(patch, patch_name)]
     return [patch.name for patch in sorted(found, key=lambda patch: -len(patch.target))]
+
+
+def _parents_declared_by_others(patch_name: str, found: "List[Any]") -> "List[Any]":
+    """The applied stand-ins of missing parents of ``patch_name``'s module that another
+    stand-in declared first (one parent serves both): the last one undone takes it."""
+    patch = STATE.catalog.by_name.get(patch_name)
+    if patch is None:
+        return []
+    parts = patch.target.split(".")
+    return [parent for depth in range(1, len(parts))
+            for parent in STATE.catalog.by_target.get(".".join(parts[:depth]), ())
+            if ".parent:" in parent.name and parent.status == APPLIED and parent not in found]
+
+
+def _parent_still_needed(parent: "Any", patch_name: str) -> bool:
+    """Whether an applied patch that is not ``patch_name``'s own still has its module
+    below the stand-in ``parent`` (a parent shared by two stand-ins stays for the other)."""
+    below = parent.target + "."
+    own = patch_name + "."
+    return any(other.status == APPLIED and other.target.startswith(below)
+               and other.name != patch_name and not other.name.startswith(own)
+               for other in STATE.catalog.by_name.values())
 
 
 def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,

@@ -592,3 +592,53 @@ def test_a_path_into_an_empty_stand_in_waits_and_names_the_missing_project_not_a
     assert reason.startswith("waiting for 'projects.mmdet3d_plugin.models' to be imported")
     assert "is an empty stand-in" in reason and "not on sys.path" in reason
     assert "renamed or moved" not in reason and len(reason) < 500
+
+
+def test_a_skip_import_stub_under_an_installed_parent_leaves_nothing_after_restore(interpreter):
+    # DrivingSDK's skip_import of modules below an installed package (PanoOcc's
+    # "mmdet3d.ops.scatter_v2"), one of them two levels down: the missing middle package
+    # is a stand-in too, and restore() takes it back with the stub.
+    interpreter.write({"installed/__init__.py": "VALUE = 1\n"})
+    result = interpreter.run_json("""
+        import json, logging, sys, warnings
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        import lazypatch
+        from lazypatch.compat.driving_sdk2 import Patcher
+        import installed
+        patcher = Patcher()
+        patcher.skip_import("installed.missing", "installed.absent.deeper")
+        patcher.apply()
+        import installed.missing, installed.absent.deeper
+        during = sorted(name for name in vars(installed) if not name.startswith("__"))
+        patcher.restore()
+        print(json.dumps({
+            "during": during,
+            "after": sorted(name for name in vars(installed) if not name.startswith("__")),
+            "modules": sorted(name for name in sys.modules if name.startswith("installed.")),
+            "statuses": sorted({record["status"] for record in lazypatch.report()
+                                if "installed." in record["target"]})}))
+    """)
+    assert result["during"] == ["VALUE", "absent", "missing"]
+    assert result == dict(result, after=["VALUE"], modules=[], statuses=["reverted"])
+
+
+def test_a_missing_parent_shared_by_two_stand_ins_stays_until_the_last_is_undone(interpreter):
+    interpreter.write({"installed/__init__.py": ""})
+    result = interpreter.run_json("""
+        import json, sys, warnings
+        warnings.simplefilter("ignore")
+        import lazypatch
+        import installed
+        first = lazypatch.stand_in("installed.shared.first")
+        second = lazypatch.stand_in("installed.shared.second")
+        import installed.shared.first, installed.shared.second
+        lazypatch.unpatch(first)
+        one_undone = sorted(name for name in sys.modules if name.startswith("installed."))
+        lazypatch.unpatch(second)
+        print(json.dumps({"one_undone": one_undone, "both_undone": sorted(
+            name for name in sys.modules if name.startswith("installed.")),
+            "bound": "shared" in vars(installed)}))
+    """)
+    assert result == {"one_undone": ["installed.shared", "installed.shared.second"],
+                      "both_undone": [], "bound": False}
