@@ -152,6 +152,16 @@ def __getattr__(name):
 """
 
 
+# torch_npu names torch's extension device type "npu" (``torch.device("npu")`` parses),
+# as the real one does at import; the device pack then targets it on this FAKE NPU host.
+FAKE_NPU_DEVICE_TYPE = """
+try:
+    torch.utils.rename_privateuse1_backend("npu")
+except RuntimeError:
+    pass   # named already in this process
+"""
+
+
 # DrivingSDK's own patcher, present in setup (a): the setting must put lazypatch's in
 # its place, so importing this one is an error the run reports.
 FAKE_DRIVING_SDK_PATCHER = (
@@ -165,7 +175,8 @@ def ascend_host_files(checkout: Path, with_patcher: bool) -> Dict[str, str]:
     files = dict(ASCEND_FAKES)
     # torch_npu's settings object, which the 1.0 builder's build() sets a field of
     files["torch_npu/__init__.py"] = ASCEND_FAKES["torch_npu/__init__.py"] + \
-        "npu.config = types.SimpleNamespace(allow_internal_format=True)\n" + FAKE_FUSED_OPERATORS
+        "npu.config = types.SimpleNamespace(allow_internal_format=True)\n" + FAKE_NPU_DEVICE_TYPE + \
+        FAKE_FUSED_OPERATORS
     files["mx_driving/__init__.py"] = ASCEND_FAKES["mx_driving/__init__.py"] + \
         fake_mx_driving_operators(checkout)
     if with_patcher:
