@@ -159,6 +159,9 @@ try:
     torch.utils.rename_privateuse1_backend("npu")
 except RuntimeError:
     pass   # named already in this process
+# Tensor.npu() / Module.npu(), which torch_npu adds: the FAKE NPU's memory is the CPU's
+torch.Tensor.npu = lambda self, *args, **kwargs: self
+torch.nn.Module.npu = lambda self, *args, **kwargs: self
 """
 
 
@@ -387,7 +390,13 @@ if result["imported"] and config["mode"] == "patched":
     result["modules"] = [name for name in sys.modules if not own(name)]
     result["state"] = snapshot(result["modules"])
 elif config["mode"] == "baseline":
-    for name in config.get("modules", []):
+    # The file itself is imported (not for the scripts, whose import applies the
+    # patcher): what its own top-level code changes (Sparse4D's `mmcv.runner.init_dist =
+    # ...` at import) is the file's, in both runs; the patcher's changes are compared.
+    names = config.get("modules", [])
+    if config["entry"] != "script":
+        names = [config["module"], *names]
+    for name in names:
         try:
             importlib.import_module(name)
         except BaseException:
