@@ -198,38 +198,36 @@ def test_stand_in_with_submodules_provides_any_depth_and_unpatch_takes_all_back(
     assert result["left"] == [] and result["again"] == "ImportError"
 
 
-def test_undo_of_stand_ins_with_submodules_leaves_the_path_hooks_and_their_cache_as_before(interpreter):
-    # Two stand-ins with submodules share one path hook: undoing the first must keep
-    # the second working; undoing both must leave sys.path_hooks and
-    # sys.path_importer_cache exactly as they were (skip_import is such a stand-in).
+def test_undo_of_stand_ins_with_submodules_leaves_the_import_system_as_before(interpreter):
+    # Two stand-ins with submodules share one meta-path finder: undoing the first must
+    # keep the second working; undoing both must leave sys.meta_path, sys.path_hooks and
+    # sys.path_importer_cache as they were (skip_import is such a stand-in). Their
+    # __path__ is [], as DrivingSDK's stubs have it.
     result = interpreter.run_json("""
     import json, os, sys, lazypatch
     from lazypatch.compat.driving_sdk2 import Patcher
-    hooks, cache = list(sys.path_hooks), dict(sys.path_importer_cache)
     first = lazypatch.stand_in("cuda_ext", submodules=True)
+    meta, hooks, cache = list(sys.meta_path), list(sys.path_hooks), dict(sys.path_importer_cache)
     patcher = Patcher().skip_import("flash_attn")
     patcher.apply()
     import cuda_ext.ops.deep, flash_attn.layers
-    during = len(sys.path_hooks) - len(hooks)
+    paths = [cuda_ext.__path__, cuda_ext.ops.__path__, flash_attn.__path__]
+    during = len(sys.meta_path) - len(meta)
     lazypatch.unpatch(first)
     import flash_attn.ops.fused          # the other stand-in still provides submodules
-    kept = len(sys.path_hooks) - len(hooks)
+    kept = len(sys.meta_path) - len(meta)
+    patcher.restore()
     # Only what is not a real directory: ordinary imports meanwhile (the stdlib's
     # packages the compat layer loads) add their own directories, as they should.
-    def new_entries():
-        return sorted(str(key) for key in sys.path_importer_cache
-                      if key not in cache and not os.path.isdir(str(key)))
-    kept_cached = new_entries()
-    patcher.restore()
-    added = new_entries()
-    print(json.dumps({"during": during, "kept": kept, "kept_cached": kept_cached,
-                      "hooks_equal": sys.path_hooks == hooks,
+    added = sorted(str(key) for key in sys.path_importer_cache
+                   if key not in cache and not os.path.isdir(str(key)))
+    print(json.dumps({"paths": paths, "during": during, "kept": kept,
+                      "meta_equal": sys.meta_path == meta, "hooks_equal": sys.path_hooks == hooks,
                       "added": added, "left": [m for m in sys.modules
                                                if m.startswith(("cuda_ext", "flash_attn"))]}))
     """)
-    assert result == {"during": 1, "kept": 1, "hooks_equal": True, "added": [], "left": [],
-                      "kept_cached": ["<lazypatch stand-in>flash_attn",
-                                      "<lazypatch stand-in>flash_attn.ops"]}
+    assert result == {"paths": [[], [], []], "during": 1, "kept": 1, "meta_equal": True,
+                      "hooks_equal": True, "added": [], "left": []}
 
 
 def test_unpatching_a_stand_in_makes_the_import_fail_again_and_leaves_nothing(interpreter):
