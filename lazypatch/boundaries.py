@@ -265,9 +265,11 @@ def _replacement_function(declaration: Boundary, replacement: "Any") -> "Callabl
 
 
 def _stand_in_declared(module_name: str) -> bool:
+    """Whether an enabled stand-in is declared on ``module_name`` (a pack's disabled one,
+    the cuda_extensions pack's ``flash_attn.flash_attn_interface`` say, provides nothing)."""
     for patch in STATE.catalog.by_target.get(module_name, ()):
         boundary = boundary_of(patch.function)
-        if boundary is not None and not boundary.takes_over:
+        if boundary is not None and not boundary.takes_over and patch.enabled:
             return True
     return False
 
@@ -339,10 +341,10 @@ class StandInChildFinder:
         declaration = _submodule_declaration(parent) if parent else None
         if declaration is None or not _provided_by(declaration, sys.modules.get(parent)):
             return None
-        if not _stand_in_declared(fullname):
-            stand_in(fullname, declaration.attributes,
-                     name=f"{declaration.patch_name}.sub:{fullname}",
-                     tags=declaration.tags, submodules=True)
+        name = f"{declaration.patch_name}.sub:{fullname}"
+        if name not in STATE.catalog.by_name and not _stand_in_declared(fullname):
+            stand_in(fullname, declaration.attributes, name=name, tags=declaration.tags,
+                     submodules=True)
         finder = STATE.finder
         return finder._boundary_spec(fullname, takes_over=False) if finder is not None else None
 

@@ -640,3 +640,18 @@ def test_a_missing_parent_shared_by_two_stand_ins_stays_until_the_last_is_undone
     """)
     assert result == {"one_undone": ["installed.shared", "installed.shared.second"],
                       "both_undone": [], "bound": False}
+
+
+def test_a_stand_in_with_submodules_provides_one_a_disabled_stand_in_is_declared_on(
+        interpreter):
+    # The cuda_extensions pack declares (disabled) stand-ins for flash_attn's submodules;
+    # DiffusionDrive's skip_import("flash_attn") must still give flash_attn.flash_attn_interface.
+    result = interpreter.run_json("""
+    import json, sys, lazypatch
+    lazypatch.stand_in("cuda_pkg.interface", name="pack.cuda_pkg.interface", enabled=False)
+    lazypatch.stand_in("cuda_pkg", submodules=True)
+    import cuda_pkg.interface
+    print(json.dumps({"provided_by": vars(cuda_pkg.interface)["__lazypatch_stand_in__"],
+                      "parent_path": cuda_pkg.__path__}))
+    """)
+    assert result == {"provided_by": "stand_in:cuda_pkg.sub:cuda_pkg.interface", "parent_path": []}
