@@ -165,6 +165,17 @@ torch.nn.Module.npu = lambda self, *args, **kwargs: self
 """
 
 
+FAKE_COMPILED_KERNELS = """
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    def kernel(*args, **kwargs):
+        raise RuntimeError(f"FAKE mx_driving._C.{name}: the kernel needs an NPU")
+    kernel.__name__ = name
+    return kernel
+"""
+
+
 # DrivingSDK's own patcher, present in setup (a): the setting must put lazypatch's in
 # its place, so importing this one is an error the run reports.
 FAKE_DRIVING_SDK_PATCHER = (
@@ -180,8 +191,15 @@ def ascend_host_files(checkout: Path, with_patcher: bool) -> Dict[str, str]:
     files["torch_npu/__init__.py"] = ASCEND_FAKES["torch_npu/__init__.py"] + \
         "npu.config = types.SimpleNamespace(allow_internal_format=True)\n" + FAKE_NPU_DEVICE_TYPE + \
         FAKE_FUSED_OPERATORS
+    # torch_npu.contrib.transfer_to_npu, which the model scripts import (the real one sends
+    # CUDA calls to the NPU; the FAKE NPU's device is the CPU: nothing to send)
+    files["torch_npu/contrib/__init__.py"] = ""
+    files["torch_npu/contrib/transfer_to_npu.py"] = ""
     files["mx_driving/__init__.py"] = ASCEND_FAKES["mx_driving/__init__.py"] + \
         fake_mx_driving_operators(checkout)
+    # DrivingSDK's compiled module, which some patch functions import (Sparse4D's
+    # patch_a5.py: `import mx_driving._C`): every kernel name present, raising when called
+    files["mx_driving/_C.py"] = FAKE_COMPILED_KERNELS
     if with_patcher:
         files["mx_driving/patcher/__init__.py"] = FAKE_DRIVING_SDK_PATCHER
     return files
