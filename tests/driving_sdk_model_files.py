@@ -95,6 +95,18 @@ MODEL_FILES: Tuple[ModelFile, ...] = (
 )
 
 
+# Files that cannot reach "imports, lands lazily, listed, undone exactly" in every setup,
+# and why: path -> (a text every remaining problem contains, the reason).
+KNOWN_SHORTFALLS: Dict[str, Tuple[str, str]] = {
+    f"{_EXAMPLES}/PanoOcc/migrate_to_ascend/patch_main.py": (
+        "mmdet3d.ops.spconv:spconv",
+        "its skip_import('spconv') stub is in place when the program imports mmdet3d.ops.spconv "
+        "(mmdet3d 1.0's `try: import spconv`), whose global `spconv` keeps the stub after "
+        "restore(): the stub is gone from sys.modules, but a module imported meanwhile cannot "
+        "be un-imported (a baseline run never bound the name)"),
+}
+
+
 @dataclass
 class Setup:
     """A host: files written into the run's folder (on ``sys.path``), environment

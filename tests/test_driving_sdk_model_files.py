@@ -53,7 +53,14 @@ def test_model_file_lands_lazily_and_is_undone_exactly_fake(model_file, setup, t
     if missing and missing.split(".")[0] not in PROVIDED:
         pytest.skip(f"{model_file.path} imports {missing!r}, which this host does not have "
                     f"(set LAZYPATCH_MODEL_FILES_PYTHON to an interpreter with the model's stack)")
-    assert run.problems() == [], "\n".join(run.problems())
+    problems = run.problems()
+    known = model_files.KNOWN_SHORTFALLS.get(model_file.path)
+    if known is not None:
+        text, reason = known
+        assert problems, f"{model_file.path} passes now: remove it from KNOWN_SHORTFALLS"
+        assert all(text in problem for problem in problems), "\n".join(problems)
+        pytest.xfail(reason)
+    assert problems == [], "\n".join(problems)
 
 
 def test_model_file_list_names_every_file_that_uses_the_patcher():
