@@ -264,12 +264,14 @@ def _replacement_function(declaration: Boundary, replacement: "Any") -> "Callabl
     return provide_replacement
 
 
-def _stand_in_declared(module_name: str) -> bool:
-    """Whether an enabled stand-in is declared on ``module_name`` (a pack's disabled one,
-    the cuda_extensions pack's ``flash_attn.flash_attn_interface`` say, provides nothing)."""
+def _stand_in_declared(module_name: str, enabled_only: bool = False) -> bool:
+    """Whether a stand-in is declared on ``module_name``; with ``enabled_only``, an enabled
+    one (a pack's disabled one, the cuda_extensions pack's ``flash_attn.flash_attn_interface``
+    say, provides nothing until it is enabled)."""
     for patch in STATE.catalog.by_target.get(module_name, ()):
         boundary = boundary_of(patch.function)
-        if boundary is not None and not boundary.takes_over and patch.enabled:
+        if boundary is not None and not boundary.takes_over and \
+                (patch.enabled or not enabled_only):
             return True
     return False
 
@@ -342,7 +344,7 @@ class StandInChildFinder:
         if declaration is None or not _provided_by(declaration, sys.modules.get(parent)):
             return None
         name = f"{declaration.patch_name}.sub:{fullname}"
-        if name not in STATE.catalog.by_name and not _stand_in_declared(fullname):
+        if name not in STATE.catalog.by_name and not _stand_in_declared(fullname, True):
             stand_in(fullname, declaration.attributes, name=name, tags=declaration.tags,
                      submodules=True)
         finder = STATE.finder

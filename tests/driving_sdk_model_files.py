@@ -542,9 +542,25 @@ def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workd
     before: Dict[str, str] = baseline["state"]  # type: ignore[assignment]
     after: Dict[str, str] = patched["state"]  # type: ignore[assignment]
     common = set(patched["modules"]) & set(baseline["modules"])  # type: ignore[arg-type]
+    only_patched = set(patched["modules"]) - set(baseline["modules"])  # type: ignore[arg-type]
     for key in set(before) | set(after):
         if key in setup.host_changes:
+            continue
+        if key not in before and _defined_in(after[key], only_patched):
+            # A class a module registered (or a lazy attribute it filled) where that module
+            # imported only with the patcher's stubs in place (the model's project, which
+            # needs its flash_attn stub): the import's doing, not a patch's change.
             continue
         if key.split(":", 1)[0] in common and before.get(key) != after.get(key):
             run.left_changed[key] = (before.get(key), after.get(key))
     return run
+
+
+def _defined_in(text: Optional[str], modules: "set") -> bool:
+    """Whether the class or function ``text`` describes (``describe`` in the runner) is
+    defined in one of ``modules`` (the longest dotted prefix of its path that is one)."""
+    kind, _, rest = (text or "").partition(" ")
+    if kind not in ("class", "function"):
+        return False
+    parts = rest.split(" ")[0].split(".")
+    return any(".".join(parts[:end]) in modules for end in range(len(parts) - 1, 0, -1))
