@@ -422,6 +422,11 @@ if result["imported"] and config["mode"] == "patched":
             result["undo_error"] = f"{type(error).__name__}: {error}"
     result["modules"] = [name for name in sys.modules if not own(name)]
     result["state"] = snapshot(result["modules"])
+    # modules of a lazy type (diffusers' and transformers' _LazyModule) fill their namespace
+    # as names are asked: which are asked depends on the order of imports
+    result["lazy_modules"] = [name for name in result["modules"]
+                              if type(sys.modules.get(name)) not in (types.ModuleType, type(None))
+                              and "__getattr__" in vars(type(sys.modules[name]))]
 elif config["mode"] == "baseline":
     # The file itself is imported (not for the scripts, whose import applies the
     # patcher): what its own top-level code changes (Sparse4D's `mmcv.runner.init_dist =
@@ -546,7 +551,9 @@ def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workd
     for key in set(before) | set(after):
         if key in setup.host_changes:
             continue
-        if key not in before and _defined_in(after[key], only_patched):
+        lazy = set(patched.get("lazy_modules", []))  # type: ignore[call-overload]
+        if key not in before and (_defined_in(after[key], only_patched)
+                                  or key.split(":", 1)[0] in lazy):
             # A class a module registered (or a lazy attribute it filled) where that module
             # imported only with the patcher's stubs in place (the model's project, which
             # needs its flash_attn stub): the import's doing, not a patch's change.
