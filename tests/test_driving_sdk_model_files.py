@@ -9,7 +9,14 @@ it (default: this one); a file whose stack this host lacks skips, naming the mod
 LAZYPATCH_MODEL_PROJECTS names a folder holding the models' own checkouts
 (``<folder>/BEVFormer``...), put on ``sys.path`` as the READMEs have them; without one,
 a target inside the model's project is not importable and its patch stays pending.
-Each case runs two fresh interpreters (about 20-70 s on two cores): marked ``stack``.
+Each case runs two fresh interpreters (about 20-70 s on two cores): marked ``stack``, and
+slow (tests/conftest.py SLOW_FILES). Three host setups: DrivingSDK's operators with its
+patcher and ``LAZYPATCH_DRIVING_SDK=lazypatch``, its operators without the patcher and no
+setting, and neither torch_npu nor DrivingSDK with ``LAZYPATCH_ENABLE=npu_stand_in``. A file
+in ``KNOWN_SHORTFALLS`` xfails on exactly the problem named there, with the reason.
+The 1.x interpreter needs, besides mmcv 1.7.2 / mmdet 2.28.2 / mmdet3d 1.0.0rc4:
+megatron-core 0.10.0 (Cosmos-Transfer1), and for DiffusionDrive's project einops,
+diffusers 0.34.0 and huggingface_hub.
 """
 
 from __future__ import annotations
