@@ -565,8 +565,11 @@ def run_model_file(checkout: Path, model_file: ModelFile, setup_name: str, workd
 
 def _defined_in(text: Optional[str], modules: "set") -> bool:
     """Whether the class or function ``text`` describes (``describe`` in the runner) is
-    defined in one of ``modules`` (the longest dotted prefix of its path that is one)."""
+    defined in one of ``modules`` (a dotted prefix of its path is one), or the module it
+    describes is one of them."""
     kind, _, rest = (text or "").partition(" ")
+    if kind == "module":   # a submodule bound on its package when it was imported
+        return rest in modules
     if kind not in ("class", "function"):
         return False
     parts = rest.split(" ")[0].split(".")
