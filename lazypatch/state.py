@@ -235,14 +235,16 @@ class Catalog:
             keys.append((self.by_family, name[:position]))
             position = name.find(".", position + 1)
         # paths.declare_path marks an alias patch with the name it is declared for;
-        # boundaries.py names a submodule's stand-in "<stand-in name>.sub:<module>".
+        # boundaries.py names a submodule's stand-in "<stand-in name>.sub:<module>" and a
+        # missing parent's "<stand-in name>.parent:<parent>": undone with that stand-in.
         alias_of = getattr(patch.function, "lazypatch_alias_of", None)
         if isinstance(alias_of, str):
             keys.append((self.derived, alias_of))
-        position = name.find(".sub:")
-        while position > 0:
-            keys.append((self.derived, name[:position]))
-            position = name.find(".sub:", position + 1)
+        for marker in (".sub:", ".parent:"):
+            position = name.find(marker)
+            while position > 0:
+                keys.append((self.derived, name[:position]))
+                position = name.find(marker, position + 1)
         return keys
 
     def find(self, name: str) -> "RegisteredPatch":

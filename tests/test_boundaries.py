@@ -198,38 +198,36 @@ def test_stand_in_with_submodules_provides_any_depth_and_unpatch_takes_all_back(
     assert result["left"] == [] and result["again"] == "ImportError"
 
 
-def test_undo_of_stand_ins_with_submodules_leaves_the_path_hooks_and_their_cache_as_before(interpreter):
-    # Two stand-ins with submodules share one path hook: undoing the first must keep
-    # the second working; undoing both must leave sys.path_hooks and
-    # sys.path_importer_cache exactly as they were (skip_import is such a stand-in).
+def test_undo_of_stand_ins_with_submodules_leaves_the_import_system_as_before(interpreter):
+    # Two stand-ins with submodules share one meta-path finder: undoing the first must
+    # keep the second working; undoing both must leave sys.meta_path, sys.path_hooks and
+    # sys.path_importer_cache as they were (skip_import is such a stand-in). Their
+    # __path__ is [], as DrivingSDK's stubs have it.
     result = interpreter.run_json("""
     import json, os, sys, lazypatch
     from lazypatch.driving_sdk.v2.patcher import Patcher
-    hooks, cache = list(sys.path_hooks), dict(sys.path_importer_cache)
     first = lazypatch.stand_in("cuda_ext", submodules=True)
+    meta, hooks, cache = list(sys.meta_path), list(sys.path_hooks), dict(sys.path_importer_cache)
     patcher = Patcher().skip_import("flash_attn")
     patcher.apply()
     import cuda_ext.ops.deep, flash_attn.layers
-    during = len(sys.path_hooks) - len(hooks)
+    paths = [cuda_ext.__path__, cuda_ext.ops.__path__, flash_attn.__path__]
+    during = len(sys.meta_path) - len(meta)
     lazypatch.unpatch(first)
     import flash_attn.ops.fused          # the other stand-in still provides submodules
-    kept = len(sys.path_hooks) - len(hooks)
+    kept = len(sys.meta_path) - len(meta)
+    patcher.restore()
     # Only what is not a real directory: ordinary imports meanwhile (the stdlib's
     # packages the compat layer loads) add their own directories, as they should.
-    def new_entries():
-        return sorted(str(key) for key in sys.path_importer_cache
-                      if key not in cache and not os.path.isdir(str(key)))
-    kept_cached = new_entries()
-    patcher.restore()
-    added = new_entries()
-    print(json.dumps({"during": during, "kept": kept, "kept_cached": kept_cached,
-                      "hooks_equal": sys.path_hooks == hooks,
+    added = sorted(str(key) for key in sys.path_importer_cache
+                   if key not in cache and not os.path.isdir(str(key)))
+    print(json.dumps({"paths": paths, "during": during, "kept": kept,
+                      "meta_equal": sys.meta_path == meta, "hooks_equal": sys.path_hooks == hooks,
                       "added": added, "left": [m for m in sys.modules
                                                if m.startswith(("cuda_ext", "flash_attn"))]}))
     """)
-    assert result == {"during": 1, "kept": 1, "hooks_equal": True, "added": [], "left": [],
-                      "kept_cached": ["<lazypatch stand-in>flash_attn",
-                                      "<lazypatch stand-in>flash_attn.ops"]}
+    assert result == {"paths": [[], [], []], "during": 1, "kept": 1, "meta_equal": True,
+                      "hooks_equal": True, "added": [], "left": []}
 
 
 def test_unpatching_a_stand_in_makes_the_import_fail_again_and_leaves_nothing(interpreter):
@@ -571,9 +569,12 @@ def test_bad_declarations_raise_and_register_nothing(forget_new_patches, declare
     assert lazypatch.report() == []
 
 
-def test_a_path_into_an_empty_stand_in_names_the_missing_project_not_a_rename(interpreter):
+def test_a_path_into_an_empty_stand_in_waits_and_names_the_missing_project_not_a_rename(
+        interpreter):
     # A patch file run outside its project's checkout: `projects` is not importable, so
-    # the patches into it meet empty stand-ins; the reason must say that.
+    # the patches into it meet empty stand-ins. Like a patch on a package that is not
+    # installed, each waits for the module it is inside (it never failed to patch
+    # anything), and its reason says why that module is not there.
     result = interpreter.run("""
         import json, warnings
         warnings.simplefilter("ignore")
@@ -582,8 +583,75 @@ def test_a_path_into_an_empty_stand_in_names_the_missing_project_not_a_rename(in
         lazypatch.replace("projects.mmdet3d_plugin.models.utils.thing", lambda: 1)
         import projects.mmdet3d_plugin
         [record] = [r for r in lazypatch.report() if r["name"].endswith(".thing")]
-        print(json.dumps(record["error"].strip().splitlines()[-1]))
+        print(json.dumps([record["status"], record["target"], record["reason"]]))
     """)
-    reason = json.loads(result.stdout.strip().splitlines()[-1])
+    status, target, reason = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (status, target) == ("skipped", "projects.mmdet3d_plugin.models")
+    assert reason.startswith("waiting for 'projects.mmdet3d_plugin.models' to be imported")
     assert "is an empty stand-in" in reason and "not on sys.path" in reason
-    assert "renamed or moved" not in reason and len(reason) < 400
+    assert "renamed or moved" not in reason and len(reason) < 500
+
+
+def test_a_skip_import_stub_under_an_installed_parent_leaves_nothing_after_restore(interpreter):
+    # DrivingSDK's skip_import of modules below an installed package (PanoOcc's
+    # "mmdet3d.ops.scatter_v2"), one of them two levels down: the missing middle package
+    # is a stand-in too, and restore() takes it back with the stub.
+    interpreter.write({"installed/__init__.py": "VALUE = 1\n"})
+    result = interpreter.run_json("""
+        import json, logging, sys, warnings
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        import lazypatch
+        from lazypatch.compat.driving_sdk2 import Patcher
+        import installed
+        patcher = Patcher()
+        patcher.skip_import("installed.missing", "installed.absent.deeper")
+        patcher.apply()
+        import installed.missing, installed.absent.deeper
+        during = sorted(name for name in vars(installed) if not name.startswith("__"))
+        patcher.restore()
+        print(json.dumps({
+            "during": during,
+            "after": sorted(name for name in vars(installed) if not name.startswith("__")),
+            "modules": sorted(name for name in sys.modules if name.startswith("installed.")),
+            "statuses": sorted({record["status"] for record in lazypatch.report()
+                                if "installed." in record["target"]})}))
+    """)
+    assert result["during"] == ["VALUE", "absent", "missing"]
+    assert result == dict(result, after=["VALUE"], modules=[], statuses=["reverted"])
+
+
+def test_a_missing_parent_shared_by_two_stand_ins_stays_until_the_last_is_undone(interpreter):
+    interpreter.write({"installed/__init__.py": ""})
+    result = interpreter.run_json("""
+        import json, sys, warnings
+        warnings.simplefilter("ignore")
+        import lazypatch
+        import installed
+        first = lazypatch.stand_in("installed.shared.first")
+        second = lazypatch.stand_in("installed.shared.second")
+        import installed.shared.first, installed.shared.second
+        lazypatch.unpatch(first)
+        one_undone = sorted(name for name in sys.modules if name.startswith("installed."))
+        lazypatch.unpatch(second)
+        print(json.dumps({"one_undone": one_undone, "both_undone": sorted(
+            name for name in sys.modules if name.startswith("installed.")),
+            "bound": "shared" in vars(installed)}))
+    """)
+    assert result == {"one_undone": ["installed.shared", "installed.shared.second"],
+                      "both_undone": [], "bound": False}
+
+
+def test_a_stand_in_with_submodules_provides_one_a_disabled_stand_in_is_declared_on(
+        interpreter):
+    # The cuda_extensions pack declares (disabled) stand-ins for flash_attn's submodules;
+    # DiffusionDrive's skip_import("flash_attn") must still give flash_attn.flash_attn_interface.
+    result = interpreter.run_json("""
+    import json, sys, lazypatch
+    lazypatch.stand_in("cuda_pkg.interface", name="pack.cuda_pkg.interface", enabled=False)
+    lazypatch.stand_in("cuda_pkg", submodules=True)
+    import cuda_pkg.interface
+    print(json.dumps({"provided_by": vars(cuda_pkg.interface)["__lazypatch_stand_in__"],
+                      "parent_path": cuda_pkg.__path__}))
+    """)
+    assert result == {"provided_by": "stand_in:cuda_pkg.sub:cuda_pkg.interface", "parent_path": []}

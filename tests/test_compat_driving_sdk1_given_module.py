@@ -410,3 +410,45 @@ print(json.dumps({"brake": STATE.brake_step, "level": STATE.profile.level,
 ''')
     # The pack hooks the imported loop; the loop itself is mmengine's own.
     assert result == {"brake": 7, "level": 2, "path": "traces", "loop_kept": True}
+
+
+def test_a_patch_function_importing_the_registry_package_leaves_register_module_as_it_was(
+        interpreter):
+    # A 1.0 patch function that imports the registry's package itself and registers into
+    # it (VAD's `@ATTENTION.register_module(force=True)` inside its function): the registry
+    # class is copied when that import returns, while lazypatch routes registrations
+    # through the patch; that routing must not read as the patch's change (left by undo).
+    interpreter.write({"userpkg/__init__.py": "VALUE = 1\n"})
+    result = interpreter.run_json("""
+        import importlib, json, logging, warnings
+        warnings.simplefilter("ignore")
+        logging.disable(logging.CRITICAL)
+        registry_module = importlib.import_module("mmengine.registry.registry")
+        own = registry_module.Registry._register_module
+        import lazypatch.auto
+        from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+
+        def flash_attention(userpkg, options):
+            from mmengine.registry import MODELS   # a package the globals do not name
+
+            @MODELS.register_module(name="LazypatchFlashAttention", force=True)
+            class NpuFlashAttention:
+                pass
+            userpkg.VALUE = 2
+
+        def registered():
+            return "LazypatchFlashAttention" in registry_module_tables()
+
+        def registry_module_tables():
+            return importlib.import_module("mmengine.registry").MODELS.module_dict
+
+        builder = PatcherBuilder().add_module_patch("userpkg", Patch(flash_attention))
+        with builder.build():
+            import userpkg
+            during = [userpkg.VALUE, registered()]
+        print(json.dumps({
+            "during": during, "after": [userpkg.VALUE, registered()],
+            "register_module_is_the_registry_own": registry_module.Registry._register_module is own}))
+    """)
+    assert result == {"during": [2, True], "after": [1, False],
+                      "register_module_is_the_registry_own": True}

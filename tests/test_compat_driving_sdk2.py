@@ -1317,3 +1317,36 @@ print(json.dumps({{"imported_by_apply": imported_by_apply, "row": row, "inside":
     assert result["row"] == ("applied" if imported_first else "pending")
     assert result["inside"] == ["npu", "npu"]
     assert result["after"] == ["cuda", "cuda"]
+
+
+def test_group_whose_patches_imports_a_module_below_a_missing_projects_stand_in_waits(
+        interpreter):
+    """PanoOcc's patch file run outside its project's checkout: ``skip_import`` of a
+    module inside ``projects`` makes ``projects`` an empty stand-in, and a group whose
+    ``patches()`` imports ``projects.plugin.core`` waits for that module (listed, with
+    the reason) instead of failing on the stand-in."""
+    interpreter.write({"occ_port.py": '''
+from lazypatch.compat.driving_sdk2 import AtomicPatch, Patch
+
+class CoreHeadPatch(Patch):
+    name = "core_head"
+
+    @staticmethod
+    def patches(options=None):
+        from projects.plugin.core import Head
+        return [AtomicPatch("projects.plugin.core.Head.forward", lambda self: "npu")]
+'''})
+    result = interpreter.run_json("""
+import json, logging
+logging.disable(logging.CRITICAL)
+import lazypatch
+from lazypatch.compat.driving_sdk2 import Patcher
+from occ_port import CoreHeadPatch
+patcher = Patcher().add(CoreHeadPatch)
+patcher.skip_import("projects.plugin.backbones.unused")
+patcher.apply()
+rows = {r.name: (r.status, r.target, r.reason) for r in lazypatch.report()}
+print(json.dumps(rows["driving_sdk.core_head.patches"]))
+""")
+    status, target, reason = result
+    assert (status, target) == ("pending", "projects.plugin.core")

@@ -9,7 +9,14 @@ it (default: this one); a file whose stack this host lacks skips, naming the mod
 LAZYPATCH_MODEL_PROJECTS names a folder holding the models' own checkouts
 (``<folder>/BEVFormer``...), put on ``sys.path`` as the READMEs have them; without one,
 a target inside the model's project is not importable and its patch stays pending.
-Each case runs two fresh interpreters (about 20-70 s on two cores): marked ``stack``.
+Each case runs two fresh interpreters (about 20-70 s on two cores): marked ``stack``, and
+slow (tests/conftest.py SLOW_FILES). Three host setups: DrivingSDK's operators with its
+patcher and ``LAZYPATCH_DRIVING_SDK=lazypatch``, its operators without the patcher and no
+setting, and neither torch_npu nor DrivingSDK with ``LAZYPATCH_ENABLE=npu_stand_in``. A file
+in ``KNOWN_SHORTFALLS`` xfails on exactly the problem named there, with the reason.
+The 1.x interpreter needs, besides mmcv 1.7.2 / mmdet 2.28.2 / mmdet3d 1.0.0rc4:
+megatron-core 0.10.0 (Cosmos-Transfer1), and for DiffusionDrive's project einops,
+diffusers 0.34.0 and huggingface_hub.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ import driving_sdk_model_files as model_files  # noqa: E402
 
 CHECKOUT = os.environ.get("LAZYPATCH_DRIVING_SDK_CHECKOUT", "")
 PYTHON = os.environ.get("LAZYPATCH_MODEL_FILES_PYTHON", sys.executable)
-SETUPS = ("fake_operators_setting_lazypatch", "fake_operators_without_patcher")
+SETUPS = ("fake_operators_setting_lazypatch", "fake_operators_without_patcher",
+          "npu_stand_in_without_torch_npu")
 # What the FAKE host provides; a file failing to import one of these is a failure here.
 PROVIDED = ("mx_driving", "torch_npu")
 
@@ -52,7 +60,14 @@ def test_model_file_lands_lazily_and_is_undone_exactly_fake(model_file, setup, t
     if missing and missing.split(".")[0] not in PROVIDED:
         pytest.skip(f"{model_file.path} imports {missing!r}, which this host does not have "
                     f"(set LAZYPATCH_MODEL_FILES_PYTHON to an interpreter with the model's stack)")
-    assert run.problems() == [], "\n".join(run.problems())
+    problems = run.problems()
+    known = model_files.KNOWN_SHORTFALLS.get(model_file.path)
+    if known is not None:
+        text, reason = known
+        assert problems, f"{model_file.path} passes now: remove it from KNOWN_SHORTFALLS"
+        assert all(text in problem for problem in problems), "\n".join(problems)
+        pytest.xfail(reason)
+    assert problems == [], "\n".join(problems)
 
 
 def test_model_file_list_names_every_file_that_uses_the_patcher():

@@ -15,14 +15,13 @@ changes goes through its ``patch`` context, so undo is exact:
   Where the real module is installed, it is imported and the patch reports
   itself ``skipped``.
 * ``stand_in("flash_attn", submodules=True)``: the stand-in's ``__path__`` is
-  one marker entry that a path hook of ours answers (``StandInPathFinder``):
-  importing ``flash_attn.any.depth`` declares, on demand, a stand-in of its
-  own for that name (patch ``<name>.sub:<module>``, same attributes, same
-  tags, so selecting the name selects it), and the finder's boundary spec
-  provides it, so every submodule is recorded and undone like the first.
-  The path hook is put on ``sys.path_hooks`` by the first such stand-in to
-  apply and taken off, with the finders the import system cached for the
-  markers in ``sys.path_importer_cache``, when the last one is undone.
+  ``[]`` and a meta-path finder of ours answers for its submodules
+  (``StandInChildFinder``): importing ``flash_attn.any.depth`` declares, on
+  demand, a stand-in of its own for that name (patch ``<name>.sub:<module>``,
+  same attributes, same tags, so selecting the name selects it), and the
+  finder's boundary spec provides it, so every submodule is recorded and
+  undone like the first. That finder is put last on ``sys.meta_path`` by the
+  first such stand-in to apply and taken off when the last one is undone.
 * ``replace_module("apex", "my_pkg.apex_shim")``: the finder answers for the
   name before any other finder, so the real body never runs; the patch
   resolves the replacement then (not at registration) and provides it.
@@ -168,7 +167,7 @@ class Boundary:
         self.module_name = module_name
         self.patch_name = ""
         self.submodules = False          # stand_in(..., submodules=True)
-        self.path_hook_holds = 0         # live applications that need the path hook
+        self.child_finder_holds = 0      # live applications that need the child finder
         self.attributes: "Dict[str, Any]" = {}
         self.tags: "List[str]" = []
 
@@ -243,8 +242,8 @@ def _stand_in_function(declaration: Boundary, attributes: "Dict[str, Any]") -> "
                        f"the stand-in is not needed")
         _take_over_entry(patch, declaration.module_name, module, module)
         if declaration.submodules:
-            _hold_path_hook(declaration, patch)
-            patch.setattr(module, "__path__", [STAND_IN_PATH_PREFIX + declaration.module_name])
+            _hold_child_finder(declaration, patch)
+            patch.setattr(module, "__path__", [])
         for key, value in attributes.items():
             patch.setattr(module, key, value)
     provide_stand_in.__doc__ = f"Stand-in for {declaration.module_name}, which is not installed"
@@ -266,10 +265,14 @@ def _replacement_function(declaration: Boundary, replacement: "Any") -> "Callabl
     return provide_replacement
 
 
-def _stand_in_declared(module_name: str) -> bool:
+def _stand_in_declared(module_name: str, enabled_only: bool = False) -> bool:
+    """Whether a stand-in is declared on ``module_name``; with ``enabled_only``, an enabled
+    one (a pack's disabled one, the cuda_extensions pack's ``flash_attn.flash_attn_interface``
+    say, provides nothing until it is enabled)."""
     for patch in STATE.catalog.by_target.get(module_name, ()):
         boundary = boundary_of(patch.function)
-        if boundary is not None and not boundary.takes_over:
+        if boundary is not None and not boundary.takes_over and \
+                (patch.enabled or not enabled_only):
             return True
     return False
 
@@ -328,30 +331,42 @@ def stand_in(module_name: str, attributes: "Optional[Mapping[str, Any]]" = None,
     return patch_name
 
 
-# The __path__ entry of a stand-in with submodules; only our path hook answers it.
-STAND_IN_PATH_PREFIX = "<lazypatch stand-in>"
+class StandInChildFinder:
+    """The meta-path finder of the submodules of stand-ins that provide them, on
+    ``sys.meta_path`` (last) while one lives: for ``parent.child`` whose ``parent`` is
+    such a stand-in, declares a stand-in for the child (once) and returns the spec the
+    engine's finder makes. The stand-in's ``__path__`` stays ``[]``, a package with no
+    folder (as DrivingSDK's stubs have it): no path entry finder is ever asked."""
 
-
-class StandInPathFinder:
-    """The path-entry finder of a stand-in's ``__path__``: declares a stand-in for the
-    submodule being imported (once) and returns the spec the engine's finder makes."""
-
-    def __init__(self, parent: str) -> None:
-        self.parent = parent
-
-    def find_spec(self, fullname: str, target: "Any" = None) -> "Any":
-        declaration = _submodule_declaration(self.parent)
-        if declaration is None or fullname.rpartition(".")[0] != self.parent:
+    @staticmethod
+    def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        parent = fullname.rpartition(".")[0]
+        declaration = _submodule_declaration(parent) if parent else None
+        if declaration is None or not _provided_by(declaration, sys.modules.get(parent)):
             return None
-        if not _stand_in_declared(fullname):
-            stand_in(fullname, declaration.attributes,
-                     name=f"{declaration.patch_name}.sub:{fullname}",
-                     tags=declaration.tags, submodules=True)
+        name = f"{declaration.patch_name}.sub:{fullname}"
+        if name not in STATE.catalog.by_name and not _stand_in_declared(fullname, True):
+            stand_in(fullname, declaration.attributes, name=name, tags=declaration.tags,
+                     submodules=True)
         finder = STATE.finder
         return finder._boundary_spec(fullname, takes_over=False) if finder is not None else None
 
-    def invalidate_caches(self) -> None:
+    @staticmethod
+    def invalidate_caches() -> None:
         """Nothing cached: the declarations are read on each import."""
+
+
+_CHILD_FINDER = StandInChildFinder()
+
+
+def _provided_by(declaration: Boundary, module: "Any") -> bool:
+    """Whether ``module`` is the stand-in ``declaration`` provided (its class may have been
+    given as an attribute: DrivingSDK's stubs are ``StubModule``)."""
+    try:
+        namespace = object.__getattribute__(module, "__dict__")
+    except (AttributeError, TypeError):
+        return False
+    return namespace.get("__lazypatch_stand_in__") == declaration.patch_name
 
 
 def _submodule_declaration(module_name: str) -> "Optional[Boundary]":
@@ -363,43 +378,28 @@ def _submodule_declaration(module_name: str) -> "Optional[Boundary]":
     return None
 
 
-def _stand_in_path_hook(entry: str) -> StandInPathFinder:
-    if not isinstance(entry, str) or not entry.startswith(STAND_IN_PATH_PREFIX):
-        raise ImportError("not a lazypatch stand-in path entry")
-    return StandInPathFinder(entry[len(STAND_IN_PATH_PREFIX):])
-
-
-def _hold_path_hook(declaration: Boundary, patch: "Any") -> None:
-    """Have the stand-ins' path hook on ``sys.path_hooks`` (first, so no other hook is
-    asked about our marker entries) while this application lives; its undo lets go."""
+def _hold_child_finder(declaration: Boundary, patch: "Any") -> None:
+    """Have the child finder on ``sys.meta_path`` while this application lives; its undo
+    lets go (the finder leaves with the last stand-in that needs it)."""
     with STATE.lock:
-        declaration.path_hook_holds += 1
-        if _stand_in_path_hook not in sys.path_hooks:
-            sys.path_hooks.insert(0, _stand_in_path_hook)
-    marker = STAND_IN_PATH_PREFIX + declaration.module_name
+        declaration.child_finder_holds += 1
+        if not any(finder is _CHILD_FINDER for finder in sys.meta_path):
+            sys.meta_path.append(_CHILD_FINDER)
 
-    def release_path_hook() -> None:
-        _release_path_hook(declaration, marker)
-    # Registered before __path__ is set: undo runs newest first, so the marker is
-    # gone from the module by the time the hook may be taken off.
-    patch.on_undo(release_path_hook)
+    def release_child_finder() -> None:
+        _release_child_finder(declaration)
+    patch.on_undo(release_child_finder)
 
 
-def _release_path_hook(declaration: Boundary, marker: str) -> None:
-    """Forget the finder cached for ``marker``; take the path hook off once no stand-in
-    with submodules is live, so undo leaves ``sys.path_hooks`` as it found it."""
+def _release_child_finder(declaration: Boundary) -> None:
+    """Take the child finder off once no stand-in with submodules is live, so undo
+    leaves ``sys.meta_path`` as it found it."""
     with STATE.lock:
-        declaration.path_hook_holds -= 1
-        if declaration.path_hook_holds == 0:
-            # PathFinder cached our StandInPathFinder under the marker entry.
-            sys.path_importer_cache.pop(marker, None)
-        if any(boundary.path_hook_holds for boundary in _submodule_declarations()):
+        declaration.child_finder_holds -= 1
+        if any(boundary.child_finder_holds for boundary in _submodule_declarations()):
             return
-        while _stand_in_path_hook in sys.path_hooks:
-            sys.path_hooks.remove(_stand_in_path_hook)
-        for entry in [key for key in sys.path_importer_cache
-                      if isinstance(key, str) and key.startswith(STAND_IN_PATH_PREFIX)]:
-            del sys.path_importer_cache[entry]
+        while any(finder is _CHILD_FINDER for finder in sys.meta_path):
+            sys.meta_path.remove(_CHILD_FINDER)
 
 
 def _submodule_declarations() -> "List[Boundary]":

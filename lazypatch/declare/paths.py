@@ -41,7 +41,7 @@ import sys
 from ..apply.application import apply_to_imported
 from ..decide.events import waiting
 from ..slots import ATTRIBUTE, MISSING, is_unloaded_lazy_module, own_dict, read_slot, write_slot
-from ..state import STATE
+from ..state import APPLIED, STATE
 from .boundaries import resolve, validate_reference
 from .registration import register, validate_target
 
@@ -114,11 +114,17 @@ class PathPatch:
                     # An empty stand-in has no attributes at all: "renamed or moved?"
                     # would send the user looking in the wrong place.
                     top = where.split(".", 1)[0]
-                    raise AttributeError(
-                        f"{self.path!r} cannot be patched: {where!r} is an empty stand-in "
-                        f"(patch {stand_in!r}) because {top!r} could not be imported: not "
-                        f"installed, or its project is not on sys.path (run from the "
-                        f"project's checkout, or add it to PYTHONPATH)")
+                    cause = (f"{where!r} is an empty stand-in (patch {stand_in!r}) because "
+                             f"{top!r} could not be imported: not installed, or its project "
+                             f"is not on sys.path (run from the project's checkout, or add it "
+                             f"to PYTHONPATH)")
+                    if not self.fixed:
+                        # Like a patch on a package that is not installed: it waits for
+                        # the module it is inside, which applies it if it is ever imported.
+                        self._move_to(submodule, self.attributes[depth + 1:])
+                        raise waiting(f"waiting for {submodule!r} to be imported "
+                                      f"({self.path!r} is inside it): {cause}")
+                    raise AttributeError(f"{self.path!r} cannot be patched: {cause}")
                 raise AttributeError(f"{where!r} has no attribute {attribute!r}"
                                      f"{nearest_attribute(owner, attribute)}, so {self.path!r} "
                                      f"cannot be patched (renamed or moved in this version?)")
@@ -372,12 +378,39 @@ def aliases_of(patch_name: str) -> "List[str]":
 
 def derived_from(patch_name: str) -> "List[str]":
     """Patches declared on behalf of ``patch_name``, which ``unpatch(patch_name)`` undoes
-    too: its aliases and the stand-ins made on demand for submodules of a stand-in
-    (``<name>.sub:<module>``), deepest first. (An index lookup: the catalog keeps them.)"""
+    too: its aliases, the stand-ins made on demand for submodules of a stand-in
+    (``<name>.sub:<module>``) and those of its missing parents (``<name>.parent:<parent>``)
+    unless another applied patch still lives below that parent; deepest first. (An index
+    lookup: the catalog keeps them.)"""
     with STATE.lock:
         found = sorted(STATE.catalog.with_indexes().derived.get(patch_name, {}).values(),
                        key=lambda patch: patch.sequence)
+        found += _parents_declared_by_others(patch_name, found)
+        found = [patch for patch in found
+                 if ".parent:" not in patch.name or not _parent_still_needed(patch, patch_name)]
     return [patch.name for patch in sorted(found, key=lambda patch: -len(patch.target))]
+
+
+def _parents_declared_by_others(patch_name: str, found: "List[Any]") -> "List[Any]":
+    """The applied stand-ins of missing parents of ``patch_name``'s module that another
+    stand-in declared first (one parent serves both): the last one undone takes it."""
+    patch = STATE.catalog.by_name.get(patch_name)
+    if patch is None:
+        return []
+    parts = patch.target.split(".")
+    return [parent for depth in range(1, len(parts))
+            for parent in STATE.catalog.by_target.get(".".join(parts[:depth]), ())
+            if ".parent:" in parent.name and parent.status == APPLIED and parent not in found]
+
+
+def _parent_still_needed(parent: "Any", patch_name: str) -> bool:
+    """Whether an applied patch that is not ``patch_name``'s own still has its module
+    below the stand-in ``parent`` (a parent shared by two stand-ins stays for the other)."""
+    below = parent.target + "."
+    own = patch_name + "."
+    return any(other.status == APPLIED and other.target.startswith(below)
+               and other.name != patch_name and not other.name.startswith(own)
+               for other in STATE.catalog.by_name.values())
 
 
 def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,

@@ -44,6 +44,9 @@ def _own(name: str) -> bool:
 # OpenMMLab's registry classes: mmengine's (OpenMMLab 2.x) and mmcv 1.x's, read only if
 # their module is imported. An instance's ``_module_dict`` is its entry table.
 REGISTRY_CLASSES = (("mmengine.registry.registry", "Registry"), ("mmcv.utils.registry", "Registry"))
+#: registry class -> {"_register_module": the registry's own} while a patch function runs
+#: with it swapped (driving_sdk1.registrations_recorded); copies taken meanwhile use it.
+SWAPPED_REGISTRATIONS: "Dict[Any, Dict[str, Any]]" = {}
 
 
 def registry_types() -> "Tuple[type, ...]":
@@ -147,7 +150,13 @@ class Copies:
             self.modules.add(name)
             for owner, namespace, kind in module_owners(name, module, self.seen, registries):
                 if namespace is not None:
-                    self.entries.append((owner, dict(namespace), kind))
+                    copied = dict(namespace)
+                    # A registry class copied while registrations_recorded has its
+                    # _register_module swapped: the copy holds the registry's own one,
+                    # or the swap's end would read as the patch's change.
+                    if isinstance(owner, type):
+                        copied.update(SWAPPED_REGISTRATIONS.get(owner, {}))
+                    self.entries.append((owner, copied, kind))
 
 
 def snapshot(function: "Any", root: str) -> "Copies":

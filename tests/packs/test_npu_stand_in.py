@@ -11,14 +11,10 @@ say "fake" in their names.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import driving_sdk_model_files as model_files  # noqa: E402
 from fakes_ascend import ASCEND_FAKES  # noqa: E402
 
 PROLOGUE = '''
@@ -445,34 +441,6 @@ print(json.dumps({"statuses": statuses, "fake": torch_npu.__file__.endswith("__i
     assert result["own_add_relu"] == "mx_driving"
 
 
-# --- DrivingSDK's model patch files on a host with neither torch_npu nor DrivingSDK ----------
-
-SETUP = "no_torch_npu_no_driving_sdk_npu_stand_in"
-CHECKOUT = os.environ.get("LAZYPATCH_DRIVING_SDK_CHECKOUT", "")
-PYTHON = os.environ.get("LAZYPATCH_MODEL_FILES_PYTHON", sys.executable)
-# Host-level changes of the stand-in itself (made when the file imports torch_npu, which a
-# run without the file never does): not the file's patches, not undone by its restore().
-STAND_IN_CHANGES = ("torch:npu", "torch:Tensor.npu", "torch.nn.modules.module:Module.npu")
-model_files.EXTRA_SETUPS[SETUP] = lambda checkout: model_files.Setup(
-    {}, {"LAZYPATCH_ENABLE": "npu_stand_in"},
-    "neither torch_npu nor DrivingSDK installed, the NPU stand-in on")
-
-
-@pytest.mark.stack
-@pytest.mark.parametrize("model_file", model_files.MODEL_FILES, ids=lambda item: item.path)
-def test_model_file_imports_lands_lazily_and_is_undone_without_npu_or_driving_sdk(
-        model_file, tmp_path):
-    checkout = Path(CHECKOUT) if CHECKOUT else None
-    if checkout is None or not (checkout / "model_examples").is_dir():
-        pytest.skip("no DrivingSDK checkout: set LAZYPATCH_DRIVING_SDK_CHECKOUT to a folder "
-                    "extracted with `git --git-dir=<mirror of Ascend/DrivingSDK> archive HEAD "
-                    "| tar -x -C <folder>`")
-    run = model_files.run_model_file(checkout, model_file, SETUP, tmp_path, python=PYTHON)
-    missing = run.error.split("No module named ", 1)[-1].strip("'") \
-        if run.error.startswith("ModuleNotFoundError") else ""
-    if missing and missing.split(".")[0] not in ("mx_driving", "torch_npu"):
-        pytest.skip(f"{model_file.path} imports {missing!r}, which this host does not have "
-                    f"(set LAZYPATCH_MODEL_FILES_PYTHON to an interpreter with the model's stack)")
-    for key in STAND_IN_CHANGES:
-        run.left_changed.pop(key, None)
-    assert run.problems() == [], "\n".join(run.problems())
+# DrivingSDK's model patch files on a host with neither torch_npu nor DrivingSDK, the
+# stand-in on: setup ``npu_stand_in_without_torch_npu`` of tests/driving_sdk_model_files.py,
+# run by tests/test_driving_sdk_model_files.py with the other host setups.

@@ -20,7 +20,14 @@ from ...declare.registration import register, validate_target
 from ...errors import PatchFailedWarning, SkipPatch
 from ...reports.reporting import report
 from ...state import STATE
-from ..capture import REGISTRY_CLASSES, imports_copied, names_in_code, record_plain_assignments, snapshot
+from ..capture import (
+    REGISTRY_CLASSES,
+    SWAPPED_REGISTRATIONS,
+    imports_copied,
+    names_in_code,
+    record_plain_assignments,
+    snapshot,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -188,11 +195,15 @@ def registrations_recorded(patch: "Any") -> "Iterator[None]":
             return result
         registry_class._register_module = recording
         swapped.append((registry_class, original))
+        # the outermost swap holds the registry's own function
+        SWAPPED_REGISTRATIONS.setdefault(registry_class, {"_register_module": original})
     try:
         yield
     finally:
         for registry_class, original in reversed(swapped):
             registry_class._register_module = original
+            if SWAPPED_REGISTRATIONS.get(registry_class, {}).get("_register_module") is original:
+                del SWAPPED_REGISTRATIONS[registry_class]
 
 
 def register_legacy(func: "Callable[[Any, Any], Any]", options: "Dict[str, Any]",

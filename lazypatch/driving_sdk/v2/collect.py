@@ -45,12 +45,26 @@ def first_unimported(name: str) -> "Optional[str]":
         current = ".".join(parts[:depth])
         if current in sys.modules:
             continue
+        if depth > 1 and _empty_stand_in(sys.modules.get(".".join(parts[:depth - 1]))):
+            # Below the empty stand-in of a project that is not on sys.path (a skip_import
+            # stub's parent): the module is not there yet; the group waits for it, as
+            # for one not imported, rather than failing on the stand-in.
+            return current
         try:
             found = find_spec(current)
         except (ImportError, ValueError, AttributeError):
             return None
         return current if found is not None else None
     return None
+
+
+def _empty_stand_in(module: "Any") -> bool:
+    """Whether ``module`` is a lazypatch stand-in with no submodules (a missing parent)."""
+    try:
+        namespace = object.__getattribute__(module, "__dict__")
+    except AttributeError:
+        return False
+    return "__lazypatch_stand_in__" in namespace and not namespace.get("__path__")
 
 
 def _absolute(name: str, namespace: "Any", level: int) -> str:
