@@ -602,7 +602,7 @@ def test_a_skip_import_stub_under_an_installed_parent_leaves_nothing_after_resto
         warnings.simplefilter("ignore")
         logging.disable(logging.CRITICAL)
         import lazypatch
-        from lazypatch.compat.driving_sdk2 import Patcher
+        from lazypatch.driving_sdk.v2.patcher import Patcher
         import installed
         patcher = Patcher()
         patcher.skip_import("installed.missing", "installed.absent.deeper")

@@ -426,7 +426,7 @@ def test_a_patch_function_importing_the_registry_package_leaves_register_module_
         registry_module = importlib.import_module("mmengine.registry.registry")
         own = registry_module.Registry._register_module
         import lazypatch.auto
-        from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+        from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
 
         def flash_attention(userpkg, options):
             from mmengine.registry import MODELS   # a package the globals do not name

@@ -1326,7 +1326,7 @@ def test_group_whose_patches_imports_a_module_below_a_missing_projects_stand_in_
     ``patches()`` imports ``projects.plugin.core`` waits for that module (listed, with
     the reason) instead of failing on the stand-in."""
     interpreter.write({"occ_port.py": '''
-from lazypatch.compat.driving_sdk2 import AtomicPatch, Patch
+from lazypatch.driving_sdk.v2.patcher import AtomicPatch, Patch
 
 class CoreHeadPatch(Patch):
     name = "core_head"
@@ -1340,7 +1340,7 @@ class CoreHeadPatch(Patch):
 import json, logging
 logging.disable(logging.CRITICAL)
 import lazypatch
-from lazypatch.compat.driving_sdk2 import Patcher
+from lazypatch.driving_sdk.v2.patcher import Patcher
 from occ_port import CoreHeadPatch
 patcher = Patcher().add(CoreHeadPatch)
 patcher.skip_import("projects.plugin.backbones.unused")
