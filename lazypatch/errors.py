@@ -20,10 +20,11 @@ class PatchError(ImportError):
 
 
 class LatePatchWarning(UserWarning):
-    """A patch was applied to a module imported before lazypatch saw it.
+    """A patch was applied to a module imported before lazypatch saw it, or a stand-in
+    was undone after other modules had bound it.
 
     Other modules may still hold the original objects (``from x import y``
-    copies them); the warning names those modules.
+    copies them), or the stand-in; the warning names those modules.
     """
 
 

@@ -655,3 +655,46 @@ def test_a_stand_in_with_submodules_provides_one_a_disabled_stand_in_is_declared
                       "parent_path": cuda_pkg.__path__}))
     """)
     assert result == {"provided_by": "stand_in:cuda_pkg.sub:cuda_pkg.interface", "parent_path": []}
+
+
+def test_a_stand_in_bound_by_a_module_imported_meanwhile_is_said_at_undo(interpreter):
+    # mmdet3d 1.0's `try: import spconv` under PanoOcc's skip_import("spconv"): the module
+    # keeps the stub after restore(), and a module cannot be un-imported. The undo says so
+    # (a warning whatever the filters, and the record), naming the global.
+    interpreter.write({"holder.py": "try:\n    import missing_backend\nexcept ImportError:\n"
+                                    "    missing_backend = None\n"})
+    result = interpreter.run_json("""
+        import json, sys, warnings
+        warnings.simplefilter("error")
+        import lazypatch
+        name = lazypatch.stand_in("missing_backend")
+        import holder
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lazypatch.unpatch(name)
+        record = [r for r in lazypatch.report() if r["name"] == name][0]
+        print(json.dumps({"messages": [str(w.message) for w in caught],
+                          "categories": [w.category.__name__ for w in caught],
+                          "late": record["late_references"], "status": record["status"],
+                          "gone": "missing_backend" not in sys.modules}))
+    """)
+    assert result["gone"] and result["status"] == "reverted"
+    assert result["late"] == ["holder.missing_backend"]
+    assert result["categories"] == ["LatePatchWarning"]
+    assert "holder.missing_backend" in result["messages"][0]
+    assert "cannot be un-imported" in result["messages"][0]
+
+
+def test_a_stand_in_nobody_kept_is_undone_without_a_word(interpreter):
+    result = interpreter.run_json("""
+        import json, sys, warnings
+        import lazypatch
+        name = lazypatch.stand_in("missing_backend")
+        import missing_backend
+        del missing_backend
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lazypatch.unpatch(name)
+        print(json.dumps([str(w.message) for w in caught]))
+    """)
+    assert result == []

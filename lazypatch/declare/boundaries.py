@@ -240,6 +240,8 @@ def _stand_in_function(declaration: Boundary, attributes: "Dict[str, Any]") -> "
         if not declaration.owns(module):
             patch.skip(f"{declaration.module_name!r} is installed (or provided otherwise): "
                        f"the stand-in is not needed")
+        # Registered first, so it runs last at undo: after the entry and attributes are gone.
+        patch.on_undo(lambda: _say_who_keeps(declaration, module))
         _take_over_entry(patch, declaration.module_name, module, module)
         if declaration.submodules:
             _hold_child_finder(declaration, patch)
@@ -249,6 +251,33 @@ def _stand_in_function(declaration: Boundary, attributes: "Dict[str, Any]") -> "
     provide_stand_in.__doc__ = f"Stand-in for {declaration.module_name}, which is not installed"
     provide_stand_in.lazypatch_boundary = declaration  # type: ignore[attr-defined]
     return provide_stand_in
+
+
+def _say_who_keeps(declaration: Boundary, module: "Any") -> None:
+    """After a stand-in's undo, name the module globals still holding it.
+
+    A module imported while the stand-in was in place may have bound it (mmdet3d 1.0's
+    ``try: import spconv`` under DrivingSDK's ``skip_import("spconv")``), and a module
+    cannot be un-imported: the leftover is said (a warning, and the patch's record's
+    ``late_references``), never silent."""
+    from ..apply.references import describe_references
+    prefix = declaration.module_name + "."
+    stand_ins = tuple(value for name, value in list(sys.modules.items())
+                      if name == declaration.module_name or name.startswith(prefix))
+    holders = describe_references([module], exclude=(module,) + stand_ins)
+    if not holders:
+        return
+    with STATE.lock:
+        registered = STATE.catalog.by_name.get(declaration.patch_name)
+        if registered is not None:
+            registered.late_references = holders
+    from ..errors import LatePatchWarning
+    from ..notices import notify  # only on this path: see benchmarks/COSTS.md
+    notify(f"lazypatch: patch {declaration.patch_name!r} is undone, but these module globals, "
+           f"bound while its stand-in for {declaration.module_name!r} was in place, still hold "
+           f"the stand-in: {', '.join(holders)}. A module cannot be un-imported: import those "
+           f"modules after the undo (or importlib.reload them) to see the real import again.",
+           LatePatchWarning, stacklevel=2)
 
 
 def _replacement_function(declaration: Boundary, replacement: "Any") -> "Callable[..., None]":
