@@ -26,8 +26,9 @@ every call to name it. Here:
   stack per thread: on any other thread (a DataLoader or serving thread
   running a model) the mode is entered for the duration of each outermost
   module call, from the tracker's forward hooks, so those operators are
-  marked too without leaving a mode on a thread we do not own. Operators such a thread runs outside every module are not marked
-  (they have no module to name). Note that ``torch.profiler`` records only
+  marked too without leaving a mode on a thread we do not own. Operators
+  such a thread runs outside every module are not marked (they have no
+  module to name). Note that ``torch.profiler`` records only
   the threads where it was started (its state is thread-local); the other
   threads' marks reach NVTX (nsys) or a profiler started on that thread.
 * nothing is formatted unless a profiler is recording

@@ -56,27 +56,31 @@ def test_tracing_is_opt_in_and_undone_exactly(interpreter):
     result = interpreter.run_json(MODEL + """
 from torch.nn.modules import module as nn_module
 from torch.overrides import _get_current_function_mode
+original_call = torch.nn.Module.__dict__["__call__"]
 before = [len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-          len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None]
+          len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None,
+          torch.nn.Module.__dict__["__call__"] is original_call]
 status_before = [r.status for r in lazypatch.report() if r.name == "training.tracing"][0]
 lazypatch.enable("tracing")                  # by tag; torch is imported: applies at once
 def mode_name():
     mode = _get_current_function_mode()
     return type(mode).__name__ if mode is not None else None
 during = [len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-          mode_name()]
+          torch.nn.Module.__dict__["__call__"] is original_call, mode_name()]
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
     during.append(mode_name())               # the operator mode: only while recording
 during.append(mode_name())
 lazypatch.unpatch("training.tracing")
 after = [len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-         len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None]
+         len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None,
+         torch.nn.Module.__dict__["__call__"] is original_call]
 print(json.dumps([status_before, before, during, after, net(torch.ones(1, 4)).shape == ()]))
 """)
     status_before, before, during, after, still_works = result
     assert status_before == "disabled"
-    assert before == [0, 0, 0, True]
-    assert during == [1, 1, None, "OperatorMarks", None]
+    assert before == [0, 0, 0, True, True]
+    # nn.Module.__call__ wrapped (no global hook); the operator mode only while recording
+    assert during == [0, 0, False, None, "OperatorMarks", None]
     assert after == before
     assert still_works is True
 
