@@ -4,7 +4,7 @@ PyProf wrapped every public torch function and walked the Python stack on
 every call to name it. Here:
 
 * module attribution is the module tracker's (``tracker.py``): module paths
-  ("Net.encoder.0") from global forward hooks, per thread; no stack walk.
+  ("Net.encoder.0") from its wrapper of nn.Module.__call__, per thread; no stack walk.
   With LAZYPATCH_TRACE_CALL_SITES=1 the outermost module's range also
   names the line that called the model: "Net (Net) @ train.py:42".
 * backward: every autograd node an operator makes while a profiler records
@@ -25,7 +25,7 @@ every call to name it. Here:
   calls), or for good with LAZYPATCH_TRACE_ALWAYS=1. Torch keeps the mode
   stack per thread: on any other thread (a DataLoader or serving thread
   running a model) the mode is entered for the duration of each outermost
-  module call, from the tracker's forward hooks, so those operators are
+  module call, from the tracker (its module-call observers), so those operators are
   marked too without leaving a mode on a thread we do not own. Operators
   such a thread runs outside every module are not marked (they have no
   module to name). Note that ``torch.profiler`` records only
