@@ -153,35 +153,7 @@ def bench(device: str, quick: bool, only: str = "") -> List[Row]:
                                         "avg", True).sum().backward(), reps,
                   device), "-", float("nan"))
 
-    # -- deformable convolution --
-    dx, doff, dmask, dw, db = ref.deform_inputs(torch.float32, 10, c=8,
-                                                cout=8, h=12, w=12, groups=1,
-                                                dgroups=1)
-    add("deform_conv_forward", "1x8x12x12 -> 8, k3",
-        median_ms(lambda: ops.deform_conv2d(dx.to(dev), doff.to(dev),
-                                            dw.to(dev), 1, 1, 1, 1, 1), reps,
-                  device), "naive loop",
-        median_ms(lambda: ref.naive_deform_conv(dx, doff, None, dw, None, 1,
-                                                1, 1, 1, 1), naive_reps,
-                  "cpu"))
-    add("modulated_deform_conv_forward", "1x8x12x12 -> 8, k3",
-        median_ms(lambda: ops.modulated_deform_conv2d(
-            dx.to(dev), doff.to(dev), dmask.to(dev), dw.to(dev), db.to(dev),
-            1, 1, 1, 1, 1), reps, device), "naive loop",
-        median_ms(lambda: ref.naive_deform_conv(dx, doff, dmask, dw, db, 1, 1,
-                                                1, 1, 1), naive_reps, "cpu"))
-    big = [t.to(dev) for t in ref.deform_inputs(
-        torch.float32, 11, b=2, c=64, cout=64, h=64, w=64, groups=1,
-        dgroups=1)]
-    ref_conv = (lambda: torch.nn.functional.conv2d(big[0], big[3], None, 1,
-                                                   1))
-    add("deform_conv_forward", "2x64x64x64 -> 64, k3",
-        median_ms(lambda: ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1,
-                                            1, 1), reps, device),
-        "F.conv2d (no deformation), same size: a lower bound (the same products "
-        "without the bilinear sampling of 9 offset taps per output), not a like-for-like",
-        median_ms(ref_conv, reps,
-                                                          device))
+    add_deform_rows(add, dev, device, reps, naive_reps)
 
     # -- voxelization / scatter --
     pts = ref.voxel_points(20000, seed=12)
@@ -345,6 +317,8 @@ def bench_sections(device: str, quick: bool, rows: List[Row], add, dev, reps: in
         add_rotated_nms_rows(add, dev, device, 1000 if quick else 3500)
     if "points" in only:
         add_point_rows(add, reps, quick)
+    if "deform" in only:
+        add_deform_rows(add, dev, device, reps, 1 if quick else 3)
     return rows
 
 
@@ -394,6 +368,12 @@ def add_point_rows(add, reps: int, quick: bool) -> None:
     if not quick:  # PointNet++ (SSG) first set abstraction: 1024 points, 512 centres, r 0.2
         small = torch.rand(1, 1024, 3, generator=g)
         add_neighbour_rows(add, ext, reps, small, 512, 32, 0.2, g)
+        # PointNet++ MSG second set abstraction: 512 points, 128 centres, r 0.4
+        add_neighbour_rows(add, ext, reps, torch.rand(1, 512, 3, generator=g), 128, 64, 0.4, g)
+        # ScanNet-size clouds (VoteNet's, knn at 8192 points)
+        add_neighbour_rows(add, ext, reps, torch.rand(1, 8192, 3, generator=g), 1024, 32, 0.1,
+                           g)
+    add_three_nn_row(add, ext, reps, xyz[:, :m].contiguous(), xyz)
     features = torch.rand(1, 64, n, generator=g)
     index = torch.randint(0, n, (1, m, k), generator=g, dtype=torch.int32)
 
@@ -404,6 +384,16 @@ def add_point_rows(add, reps: int, quick: bool) -> None:
 
     add("group_points_forward", f"64 channels, {m}x{k} groups", median_ms(ours_group, reps, "cpu"),
         "advanced indexing", median_ms(lambda: features[0][:, index[0].long()], reps, "cpu"))
+    picks = torch.randint(0, n, (1, m), generator=g, dtype=torch.int32)
+
+    def ours_gather():
+        out = torch.empty(1, 64, m)
+        ext.gather_points_forward(features, picks, out, b=1, c=64, n=n, npoints=m)
+        return out
+
+    assert torch.equal(ours_gather()[0], features[0][:, picks[0].long()])
+    add("gather_points_forward", f"64 channels, {n} -> {m}", median_ms(ours_gather, reps, "cpu"),
+        "advanced indexing", median_ms(lambda: features[0][:, picks[0].long()], reps, "cpu"))
     weight = torch.rand(1, n, 3, generator=g)
     near = torch.randint(0, m, (1, n, 3), generator=g, dtype=torch.int32)
     coarse = torch.rand(1, 64, m, generator=g)
@@ -416,6 +406,26 @@ def add_point_rows(add, reps: int, quick: bool) -> None:
     add("three_interpolate_forward", f"64 channels, {m} -> {n}", median_ms(ours_interp, reps, "cpu"),
         "advanced indexing", median_ms(
             lambda: (coarse[0][:, near[0].long()] * weight[0]).sum(-1), reps, "cpu"))
+
+
+def add_three_nn_row(add, ext, reps: int, source, target) -> None:
+    """three_nn_forward (feature propagation: each of the ``target`` points' three
+    nearest ``source`` points) against ``cdist`` + ``topk``; the results must agree."""
+    n, m = target.shape[1], source.shape[1]
+
+    def ours():
+        dist2 = torch.empty(1, n, 3)
+        idx = torch.empty(1, n, 3, dtype=torch.int32)
+        ext.three_nn_forward(target, source, dist2, idx, b=1, n=n, m=m)
+        return idx
+
+    def plain():
+        return torch.cdist(target[0], source[0]).topk(3, largest=False)
+
+    differing = ours()[0].long().sort(1)[0].ne(plain()[1].sort(1)[0]).any(1).sum()
+    assert differing <= n // 1000 + 1, f"three_nn variants disagree on {differing} points"
+    add("three_nn_forward", f"{m} -> {n} points", median_ms(ours, reps, "cpu"),
+        "full cdist + topk", median_ms(plain, reps, "cpu"))
 
 
 def add_neighbour_rows(add, ext, reps: int, xyz, m: int, k: int, radius: float, g) -> None:
@@ -462,6 +472,73 @@ def add_neighbour_rows(add, ext, reps: int, xyz, m: int, k: int, radius: float, 
     assert differing <= m // 1000 + 1, f"knn variants disagree on {differing} centres"
     add("knn_forward", f"{size}, k=16", median_ms(ours_knn, reps, "cpu"),
         "full cdist + topk", median_ms(plain_knn, reps, "cpu"))
+
+
+def add_deform_rows(add, dev, device: str, reps: int, naive_reps: int) -> None:
+    """deform_conv2d and modulated_deform_conv2d: small sizes against the naive loop,
+    a detector-size layer against plain PyTorch (like-for-like) and F.conv2d (bound)."""
+    dx, doff, dmask, dw, db = ref.deform_inputs(torch.float32, 10, c=8,
+                                                cout=8, h=12, w=12, groups=1,
+                                                dgroups=1)
+    add("deform_conv_forward", "1x8x12x12 -> 8, k3",
+        median_ms(lambda: ops.deform_conv2d(dx.to(dev), doff.to(dev),
+                                            dw.to(dev), 1, 1, 1, 1, 1), reps,
+                  device), "naive loop",
+        median_ms(lambda: ref.naive_deform_conv(dx, doff, None, dw, None, 1,
+                                                1, 1, 1, 1), naive_reps,
+                  "cpu"))
+    add("modulated_deform_conv_forward", "1x8x12x12 -> 8, k3",
+        median_ms(lambda: ops.modulated_deform_conv2d(
+            dx.to(dev), doff.to(dev), dmask.to(dev), dw.to(dev), db.to(dev),
+            1, 1, 1, 1, 1), reps, device), "naive loop",
+        median_ms(lambda: ref.naive_deform_conv(dx, doff, dmask, dw, db, 1, 1,
+                                                1, 1, 1), naive_reps, "cpu"))
+    big = [t.to(dev) for t in ref.deform_inputs(
+        torch.float32, 11, b=2, c=64, cout=64, h=64, w=64, groups=1,
+        dgroups=1)]
+    ref_conv = (lambda: torch.nn.functional.conv2d(big[0], big[3], None, 1,
+                                                   1))
+    ours_deform = median_ms(lambda: ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1, 1, 1),
+                            reps, device)
+    torch.testing.assert_close(ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1, 1, 1),
+                               plain_deform_conv(big[0], big[1], big[3]), rtol=1e-4, atol=1e-3)
+    add("deform_conv_forward", "2x64x64x64 -> 64, k3", ours_deform,
+        "plain PyTorch im2col: 4 bilinear corners gathered per tap, weighted, one matmul "
+        "(the same arithmetic, like-for-like)",
+        median_ms(lambda: plain_deform_conv(big[0], big[1], big[3]), reps, device))
+    add("deform_conv_forward", "2x64x64x64 -> 64, k3", ours_deform,
+        "F.conv2d (no deformation), same size: a lower bound, not a like-for-like (the same "
+        "products without sampling 9 offset taps per output, which no deformable kernel "
+        "can skip: the gap is the price of the sampling)",
+        median_ms(ref_conv, reps, device))
+
+
+def plain_deform_conv(x, offset, weight):
+    """Deformable convolution (3x3, stride 1, padding 1, one group) as plain PyTorch:
+    per tap, the sample point's four integer neighbours gathered from the flattened
+    input (zero outside), weighted bilinearly, then the columns times the weights."""
+    b, c, h, w = x.shape
+    kernel = weight.shape[-1]
+    flat = x.reshape(b, c, h * w)
+    rows = torch.arange(h, dtype=x.dtype)[:, None]
+    cols = torch.arange(w, dtype=x.dtype)[None, :]
+    offset = offset.view(b, kernel * kernel, 2, h, w)
+    taps = []
+    for tap in range(kernel * kernel):
+        y = rows - 1 + tap // kernel + offset[:, tap, 0]
+        x_ = cols - 1 + tap % kernel + offset[:, tap, 1]
+        y0, x0 = y.floor(), x_.floor()
+        sample = x.new_zeros(b, c, h * w)
+        for dy, dx in ((0, 0), (0, 1), (1, 0), (1, 1)):
+            yy, xx = y0 + dy, x0 + dx
+            weight_yx = (1 - (y - yy).abs()) * (1 - (x_ - xx).abs())
+            inside = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+            index = (yy.clamp(0, h - 1) * w + xx.clamp(0, w - 1)).long().view(b, 1, h * w)
+            picked = flat.gather(2, index.expand(b, c, h * w))
+            sample += picked * (weight_yx * inside).view(b, 1, h * w)
+        taps.append(sample)
+    columns = torch.stack(taps, 2).reshape(b, c * kernel * kernel, h * w)
+    return (weight.reshape(weight.shape[0], -1) @ columns).view(b, -1, h, w)
 
 
 def all_pairs_nms_rotated(boxes, scores, threshold: float):
@@ -517,7 +594,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
-    parser.add_argument("--only", default="", help="sections to run: msda, nms_rotated, points")
+    parser.add_argument("--only", default="", help="sections to run: msda, nms_rotated, points, deform")
     args = parser.parse_args()
     # Every kernel on one torch thread: on a shared 2-core machine two threads made one
     # kernel read anywhere from 2.4 to 136 ms (3D NMS), and the ratios meant nothing.

@@ -4,7 +4,7 @@ PyProf wrapped every public torch function and walked the Python stack on
 every call to name it. Here:
 
 * module attribution is the module tracker's (``tracker.py``): module paths
-  ("Net.encoder.0") from global forward hooks, per thread; no stack walk.
+  ("Net.encoder.0") from its wrapper of nn.Module.__call__, per thread; no stack walk.
   With LAZYPATCH_TRACE_CALL_SITES=1 the outermost module's range also
   names the line that called the model: "Net (Net) @ train.py:42".
 * backward: every autograd node an operator makes while a profiler records
@@ -17,13 +17,18 @@ every call to name it. Here:
   process group and tensor sizes (``collectives.py``).
 * operators are intercepted by a ``TorchFunctionMode`` (so aliased imports,
   ``torch.nn.functional`` and Tensor methods are all seen, nothing is
-  rebound). Torch keeps the mode stack per thread: the mode is entered on
-  the thread that applied the pack for good, and on any other thread
-  (a DataLoader or serving thread running a model) for the duration of
-  each outermost module call, from the tracker's forward hooks, so those
-  operators are marked too without leaving a mode on a thread we do not
-  own. Operators such a thread runs outside every module are not marked
-  (they have no module to name). Note that ``torch.profiler`` records only
+  rebound). A mode costs a Python call on every torch call, marking or
+  not, so on the thread that applied the pack it is entered only while a
+  profiler records: from torch's profiler start and stop notifications
+  (``torch.autograd.profiler._run_on_profiler_start``/``_stop``, which
+  every profiler of ``torch.profiler`` and ``torch.autograd.profiler``
+  calls), or for good with LAZYPATCH_TRACE_ALWAYS=1. Torch keeps the mode
+  stack per thread: on any other thread (a DataLoader or serving thread
+  running a model) the mode is entered for the duration of each outermost
+  module call, from the tracker (its module-call observers), so those operators are
+  marked too without leaving a mode on a thread we do not own. Operators
+  such a thread runs outside every module are not marked (they have no
+  module to name). Note that ``torch.profiler`` records only
   the threads where it was started (its state is thread-local); the other
   threads' marks reach NVTX (nsys) or a profiler started on that thread.
 * nothing is formatted unless a profiler is recording
@@ -240,6 +245,46 @@ class ThreadModes:
                 self._mode.__exit__(None, None, None)
 
 
+class ProfilerSwitch:
+    """Enters the operator mode on the applying thread while a profiler records there.
+
+    Its ``started`` and ``stopped`` run inside torch's profiler start and stop
+    notifications. A mode that another mode covers when the profiler stops
+    stays entered (it marks nothing while nothing records) and is left at the
+    next stop that finds it innermost, or when the patch is undone.
+    """
+
+    def __init__(self, slots: ModeSlot, mode: "Any", home_thread: int) -> None:
+        self._slots = slots
+        self._mode = mode
+        self._home_thread = home_thread
+
+    def wrap(self, notification: "Callable[[], Any]", starting: bool) -> "Callable[[], Any]":
+        """``notification`` followed by entering (``starting``) or leaving the mode."""
+        switch = self.started if starting else self.stopped
+
+        def notified() -> "Any":
+            result = notification()
+            switch()
+            return result
+        return notified
+
+    def started(self) -> None:
+        if get_ident() == self._home_thread and "operators" not in self._slots:
+            self._slots["operators"] = self._mode
+
+    def stopped(self) -> None:
+        if get_ident() == self._home_thread and "operators" in self._slots:
+            from torch.overrides import _get_current_function_mode
+            if _get_current_function_mode() is self._mode:
+                del self._slots["operators"]
+
+    def leave(self) -> None:
+        """At undo: leave the mode if it is entered (an error if another mode covers it)."""
+        if "operators" in self._slots:
+            del self._slots["operators"]
+
+
 MODES = ModeSlot()
 TRACERS: "List[Any]" = []   # what is installed, for tests and diagnostics
 
@@ -287,14 +332,25 @@ def install(torch: "Any", patch: "Any") -> None:
     ranges = Ranges(torch)
     tracker = tracker_module.install(torch, patch)
     observer = ModuleRanges(recording, ranges)
-    tracker.observers.append(observer)
-    patch.on_undo(lambda: tracker.observers.remove(observer))
+    tracker.add_observer(observer)
+    patch.on_undo(lambda: tracker.remove_observer(observer))
     mode = make_mode(torch, tracker, ranges, recording)
-    patch.setitem(MODES, "operators", mode)
+    if trace_always():
+        patch.setitem(MODES, "operators", mode)
+    else:
+        switch = ProfilerSwitch(MODES, mode, get_ident())
+        notifications = torch.autograd.profiler
+        for name, starting in (("_run_on_profiler_start", True),
+                               ("_run_on_profiler_stop", False)):
+            patch.setattr(notifications, name, switch.wrap(getattr(notifications, name),
+                                                           starting))
+        if profiler_enabled():   # applied while a profiler records
+            switch.started()
+        patch.on_undo(switch.leave)
     patch.on_undo(lambda: setattr(mode, "active", False))
     threads = ThreadModes(mode, get_ident())
-    tracker.observers.append(threads)
-    patch.on_undo(lambda: tracker.observers.remove(threads))
+    tracker.add_observer(threads)
+    patch.on_undo(lambda: tracker.remove_observer(threads))
     from .collectives import install as mark_collectives
     mark_collectives(torch, tracker, ranges, recording, patch)
     TRACERS[:] = [tracker]

@@ -7,9 +7,14 @@ backward markers are lists kept across steps (they grow under
 runs, so a re-entrant checkpoint's inner backward is attributed to the
 enclosing modules only. Here:
 
-* forward: a per-thread stack of module calls (global forward pre/post
-  hooks), so a module running in another thread (a DataLoader worker thread,
-  a second model) never appears in this thread's ``parents``;
+* forward: a per-thread stack of module calls, so a module running in
+  another thread (a DataLoader worker thread, a second model) never appears
+  in this thread's ``parents``. The calls are seen by one wrapper around
+  ``nn.Module.__call__``, not by torch's global module hooks: any global hook
+  sends every module call of the process through ``_call_impl``'s slow path
+  (about 17,000 instructions a call, measured with no-op hooks: 1.10x a tiny
+  MLP's training step before the tracker does anything), where the wrapper
+  costs a name lookup and a push and pop;
 * backward, when something asks for it (``with module_tracker():``, user
   ``pre_bw``/``post_bw`` hooks, ``acquire(backward=True)``, or
   LAZYPATCH_TRACKER_BACKWARD=1 for the pack): each module call registers a
@@ -55,20 +60,39 @@ GLOBAL = "Global"   # ModTracker's name for "outside every module"
 
 
 class ModuleCall:
-    """One execution of one module's forward; its backward is tracked per graph task."""
+    """One execution of one module's forward: what the idle tracker keeps per call.
 
-    __slots__ = ("name", "module", "module_ref", "tracker", "depth", "call_site", "backward",
-                 "input_nodes", "outer_task")
+    The attributes below the slots are class-level defaults: an untracked call
+    (forward only, no call sites) sets its three slots and nothing else, which
+    keeps the per-call work of the idle tracker small. ``TrackedCall`` adds what
+    backward tracking and call sites need.
+    """
 
-    def __init__(self, name: str, module: "Any", tracker: "ModuleTracker", depth: int) -> None:
+    __slots__ = ("name", "module", "depth")
+
+    call_site = ""        # outermost calls, when recorded: "train.py:42"
+    backward = False      # its node hooks are registered
+
+    def __init__(self, name: str, module: "Any", depth: int) -> None:
         self.name = name
         self.module = module                 # while its forward runs (None after, if tracked)
+        self.depth = depth                   # calls enclosing it on its thread (0: outermost)
+
+
+class TrackedCall(ModuleCall):
+    """A module call whose backward is tracked (per graph task) or whose call site is kept."""
+
+    __slots__ = ("module_ref", "tracker", "call_site", "backward", "input_nodes", "outer_task")
+
+    def __init__(self, name: str, module: "Any", depth: int, tracker: "ModuleTracker") -> None:
+        self.name = name
+        self.module = module
+        self.depth = depth
         self.module_ref: "Any" = None        # from its forward's end, if its backward is tracked:
         #                                      ModTracker's choice, the module may die first
         self.tracker = tracker
-        self.depth = depth                   # calls enclosing it on its thread (0: outermost)
-        self.call_site = ""                  # outermost calls, when recorded: "train.py:42"
-        self.backward = False                # its node hooks are registered
+        self.call_site = ""
+        self.backward = False
         self.input_nodes = 0                 # distinct autograd nodes of the inputs
         self.outer_task = -1                 # graph task running when the call ran (-1: none)
 
@@ -87,9 +111,9 @@ class BackwardTask:
     __slots__ = ("active", "started", "reached", "outer")
 
     def __init__(self, outer: "Optional[BackwardTask]") -> None:
-        self.active: "Dict[ModuleCall, None]" = {}
-        self.started: "Set[ModuleCall]" = set()
-        self.reached: "Dict[ModuleCall, int]" = {}
+        self.active: "Dict[TrackedCall, None]" = {}
+        self.started: "Set[TrackedCall]" = set()
+        self.reached: "Dict[TrackedCall, int]" = {}
         self.outer = outer
 
 
@@ -124,7 +148,9 @@ class ModuleTracker:
         self._grad_enabled = torch.is_grad_enabled
         self._graph_task = torch._C._current_graph_task_id
         self._engine = torch.autograd.Variable._execution_engine
-        self._names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+        # id(module) -> (weak reference to it, qualified name): read on every module call,
+        # so a plain dict (a WeakKeyDictionary's get is a Python call making a reference)
+        self._known: "Dict[int, Tuple[Any, str]]" = {}
         self._local = threading.local()
         self._tasks: "Dict[int, BackwardTask]" = {}
         self._handles: "List[Any]" = []
@@ -133,10 +159,11 @@ class ModuleTracker:
         self._call_site_users = 0
         self._backward = False     # node hooks wanted (see _update_wants); read per call
         self._call_sites = False   # outermost calls record their call site
+        self._plain = True         # nothing but the stack to keep: the hooks' short path
         self._sites: "Dict[Tuple[Any, int], str]" = {}   # (code, line) -> "file.py:line"
         self._torch_directory = os.path.dirname(torch.__file__) + os.sep
         self._lock = threading.Lock()
-        self.observers: "List[Any]" = []   # internal listeners (the tracing pack)
+        self.observers: "List[Any]" = []   # internal listeners (add_observer)
         self._pre_fw: "Optional[Callable[..., Any]]" = None
         self._post_fw: "Optional[Callable[..., Any]]" = None
         self._pre_bw: "Optional[Callable[..., Any]]" = None
@@ -162,7 +189,8 @@ class ModuleTracker:
 
     def get_known_fqn(self, module: "Any") -> "Optional[str]":
         """The module's qualified name if it has run while tracking, else None."""
-        return self._names.get(module)
+        entry = self._known.get(id(module))
+        return entry[1] if entry is not None and entry[0]() is module else None
 
     def register_user_hooks(self, pre_fw_hook: "Optional[Callable[..., Any]]" = None,
                             post_fw_hook: "Optional[Callable[..., Any]]" = None,
@@ -222,7 +250,7 @@ class ModuleTracker:
 
     @property
     def tracking(self) -> bool:
-        """Whether the module hooks are installed."""
+        """Whether the module calls are watched (``nn.Module.__call__`` wrapped)."""
         return bool(self._handles)
 
     @property
@@ -242,11 +270,8 @@ class ModuleTracker:
             self._call_site_users += bool(call_sites)
             self._update_wants()
             if self._users == 1:
-                from torch.nn.modules import module as nn_module
-                self._handles = [
-                    nn_module.register_module_forward_pre_hook(self._forward_started),
-                    nn_module.register_module_forward_hook(self._forward_finished,
-                                                           always_call=True)]
+                from torch import nn
+                self._handles = [CallWrapper(self, nn.Module)]
 
     def release(self, *, backward: bool = False, call_sites: bool = False) -> None:
         """One user less; the last one removes the hooks exactly."""
@@ -258,18 +283,31 @@ class ModuleTracker:
             self._call_site_users -= bool(call_sites and self._call_site_users)
             self._update_wants()
             if self._users == 0:
-                for handle in self._handles:
-                    handle.remove()
+                for wrapper in self._handles:
+                    wrapper.remove()
                 self._handles = []
                 # Calls still running lose their post-hook: forget every thread's
                 # stack, or they would stay in ``parents`` when tracking resumes.
                 self._local = threading.local()
 
+    def add_observer(self, observer: "Any") -> None:
+        """Call ``observer.entered(call, module, args)`` and ``observer.left(call, module,
+        output)`` around each module call (internal listeners: the tracing pack)."""
+        self.observers.append(observer)
+        self._update_wants()
+
+    def remove_observer(self, observer: "Any") -> None:
+        """Stop calling an observer given to ``add_observer``."""
+        self.observers.remove(observer)
+        self._update_wants()
+
     def _update_wants(self) -> None:
-        """Fold what the users and hooks ask for into the two flags the hooks read."""
+        """Fold what the users, hooks and observers ask for into the flags the hooks read."""
         self._backward = bool(self._backward_users or self._pre_bw is not None
                               or self._post_bw is not None)
         self._call_sites = bool(self._call_site_users)
+        self._plain = not (self._backward or self._call_sites or self.observers
+                           or self._pre_fw is not None or self._post_fw is not None)
 
     def __enter__(self) -> "ModuleTracker":
         """A block tracks like ModTracker: forward and backward."""
@@ -283,10 +321,25 @@ class ModuleTracker:
 
     def name_of(self, module: "Any") -> str:
         """The module's qualified name, found once (see the module doc)."""
-        name = self._names.get(module)
+        name = self.get_known_fqn(module)
         if name is None:
             name = self._name_new(module)
         return name
+
+    def _remember(self, module: "Any", name: str) -> None:
+        """Record a module's name under its id, with a reference that forgets it when the
+        module dies (so a new object at the same address is not taken for it)."""
+        key = id(module)
+        entry = self._known.get(key)
+        if entry is not None and entry[0]() is module:
+            self._known[key] = (entry[0], name)
+            return
+        known = self._known
+
+        def forget(reference: "Any") -> None:
+            if known.get(key, (None, ""))[0] is reference:
+                del known[key]
+        self._known[key] = (weakref.ref(module, forget), name)
 
     def _name_new(self, module: "Any") -> str:
         for call in reversed(self.stack()):
@@ -298,48 +351,75 @@ class ModuleTracker:
 
     def _name_subtree(self, module: "Any", name: str, overwrite: bool) -> str:
         for relative, submodule in module.named_modules():
-            if overwrite or submodule not in self._names:
-                self._names[submodule] = f"{name}.{relative}" if relative else name
-        self._names[module] = name
+            if overwrite or self.get_known_fqn(submodule) is None:
+                self._remember(submodule, f"{name}.{relative}" if relative else name)
+        self._remember(module, name)
         return name
 
     # -- forward hooks ---------------------------------------------------------
 
-    # Both run for every module call of the process: they read flags, not settings,
-    # and allocate one ModuleCall (and its weak reference) per call, nothing else.
+    # Both run for every module call of the process. With nothing but the stack to
+    # keep (``_plain``: no backward tracking, call sites, observers or user forward
+    # hooks) a call costs a name lookup and one three-slot ModuleCall pushed and
+    # popped; everything else is in the ``_tracked`` methods.
 
     def _forward_started(self, module: "Any", args: "Any") -> None:
-        name = self._names.get(module)
-        if name is None:
+        entry = self._known.get(id(module))
+        if entry is not None and entry[0]() is module:
+            name = entry[1]
+        else:
             name = self._name_new(module)
         try:
             stack = self._local.stack
         except AttributeError:
             stack = self._local.stack = []
-        call = ModuleCall(name, module, self, len(stack))
-        if not stack and self._call_sites:
-            call.call_site = self._caller(sys._getframe(1))
+        if self._plain:
+            stack.append(ModuleCall(name, module, len(stack)))
+        else:
+            self._forward_started_tracked(module, args, name, stack)
+
+    def _forward_started_tracked(self, module: "Any", args: "Any", name: str,
+                                 stack: "List[ModuleCall]") -> None:
+        backward = self._backward and self._grad_enabled()
+        site = not stack and self._call_sites
+        call: "ModuleCall"
+        if backward or site:
+            tracked = call = TrackedCall(name, module, len(stack), self)
+            if site:
+                tracked.call_site = self._caller(sys._getframe(2))
+        else:
+            call = ModuleCall(name, module, len(stack))
         stack.append(call)
         for observer in self.observers:
             observer.entered(call, module, args)
         if self._pre_fw is not None:
             self._pre_fw(module, args)
-        if self._backward and self._grad_enabled():
-            call.backward = True
-            call.outer_task = self._graph_task()
+        if backward:
+            tracked.backward = True
+            tracked.outer_task = self._graph_task()
             nodes = producer_nodes([tensor for tensor in tensors_of(args, self._tensor)
                                     if tensor.requires_grad])
-            call.input_nodes = len(nodes)
+            tracked.input_nodes = len(nodes)
             for node in nodes:
-                node.register_prehook(call.input_gradient_ready)
+                node.register_prehook(tracked.input_gradient_ready)
 
     def _forward_finished(self, module: "Any", args: "Any", output: "Any") -> None:
-        stack = getattr(self._local, "stack", None)
-        if not stack:
+        try:
+            stack = self._local.stack
+        except AttributeError:
             return   # the tracker started inside this forward
+        if not stack:
+            return
         call = stack[-1]
         if call.module is not module:
             return   # unbalanced: the tracker started inside this module's forward
+        if self._plain and not call.backward:
+            stack.pop()
+        else:
+            self._forward_finished_tracked(call, module, args, output, stack)
+
+    def _forward_finished_tracked(self, call: "ModuleCall", module: "Any", args: "Any",
+                                  output: "Any", stack: "List[ModuleCall]") -> None:
         if self._post_fw is not None:
             self._post_fw(module, args, output)
         for observer in self.observers:
@@ -347,14 +427,14 @@ class ModuleTracker:
         stack.pop()
         # Decided at the call's start: a call that started before backward tracking
         # was asked for registers no output hooks without their input hooks.
-        if call.backward:
+        if isinstance(call, TrackedCall) and call.backward:
             # The autograd graph keeps the call alive through its node hooks: from
             # here on it names the module by a weak reference only.
             call.module, call.module_ref = None, weakref.ref(module)
-        if call.backward and self._grad_enabled():
-            for node in producer_nodes([tensor for tensor in tensors_of(output, self._tensor)
-                                        if tensor.requires_grad]):
-                node.register_prehook(call.output_gradient_ready)
+            if self._grad_enabled():
+                for node in producer_nodes([tensor for tensor in tensors_of(output, self._tensor)
+                                            if tensor.requires_grad]):
+                    node.register_prehook(call.output_gradient_ready)
 
     # -- call sites ------------------------------------------------------------
 
@@ -384,7 +464,7 @@ class ModuleTracker:
             self._engine.queue_callback(lambda: self._task_finished(task_id))
         return task
 
-    def _backward_started(self, call: ModuleCall, grad_outputs: "Any") -> None:
+    def _backward_started(self, call: TrackedCall, grad_outputs: "Any") -> None:
         task = self._task()
         if call in task.started:
             return   # another output of the same call: "any" fires once
@@ -397,7 +477,7 @@ class ModuleTracker:
         if self._pre_bw is not None:
             self._pre_bw(call.module_ref(), grad_outputs)
 
-    def _input_reached(self, call: ModuleCall, grad_outputs: "Any") -> None:
+    def _input_reached(self, call: TrackedCall, grad_outputs: "Any") -> None:
         task = self._tasks.get(self._graph_task())
         if task is None or call not in task.active:
             return   # its backward never started here (a recomputation's own call)
@@ -408,7 +488,7 @@ class ModuleTracker:
         task.reached.pop(call, None)
         self._backward_finished(task, call, grad_outputs)
 
-    def _backward_finished(self, task: BackwardTask, call: ModuleCall, grads: "Any") -> None:
+    def _backward_finished(self, task: BackwardTask, call: TrackedCall, grads: "Any") -> None:
         if self._post_bw is not None:
             self._post_bw(call.module_ref(), grads)
         task.active.pop(call, None)
@@ -425,6 +505,53 @@ class ModuleTracker:
     def active_tasks(self) -> "Iterator[int]":
         """Graph tasks with backward state now (for tests: empty between steps)."""
         return iter(list(self._tasks))
+
+
+class CallWrapper:
+    """``module_class.__call__`` wrapped so that the tracker sees each module call
+    start and end (also when its forward raises); ``remove`` puts the original back."""
+
+    def __init__(self, tracker: ModuleTracker, module_class: type) -> None:
+        self._class = module_class
+        self._original = original = module_class.__dict__["__call__"]
+        started, finished = tracker._forward_started, tracker._forward_finished
+        known = tracker._known
+
+        def __call__(module: "Any", *args: "Any", **kwargs: "Any") -> "Any":
+            if tracker._plain:   # _forward_started's short path, inlined: it runs per call
+                entry = known.get(id(module))
+                name = entry[1] if entry is not None and entry[0]() is module \
+                    else tracker._name_new(module)
+                try:
+                    stack = tracker._local.stack
+                except AttributeError:
+                    stack = tracker._local.stack = []
+                stack.append(ModuleCall(name, module, len(stack)))
+            else:
+                started(module, args)
+            try:
+                output = original(module, *args, **kwargs)
+            except BaseException:
+                finished(module, args, None)
+                raise
+            finished(module, args, output)
+            return output
+
+        __call__.__wrapped__ = original   # type: ignore[attr-defined]
+        __call__.__doc__ = original.__doc__
+        self._wrapper = __call__
+        module_class.__call__ = __call__   # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        """Restore the original ``__call__``; if something wrapped it over ours since,
+        leave that in place (removing ours would drop it too) and say so."""
+        if self._class.__dict__.get("__call__") is self._wrapper:
+            self._class.__call__ = self._original   # type: ignore[method-assign]
+            return
+        import warnings
+        warnings.warn(f"{self._class.__qualname__}.__call__ was replaced after the module "
+                      f"tracker wrapped it: the tracker's wrapper stays under it",
+                      RuntimeWarning, stacklevel=3)
 
 
 _TRACKERS: "List[ModuleTracker]" = []

@@ -525,3 +525,18 @@ def test_roiaware_pool3d_gradcheck(ops, mode):
     assert torch.autograd.gradcheck(lambda f: pool(rois, xyz, f), (feats,))
     pool(rois, xyz, feats).sum().backward()
     assert feats.grad.abs().sum() > 0   # some points are pooled: the check saw gradients
+
+
+@pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
+@pytest.mark.parametrize("m", [300, 2001])
+def test_three_nn_on_large_clouds_equals_the_exact_search(ext, kind, m):
+    # From points.PRODUCT_SEARCH_POINTS sources on, three_nn takes knn's block search.
+    source = large_cloud(kind, 2, m)
+    target = torch.cat([source[:, :5], large_cloud(kind, 2, 70 + m)[:, :60]], 1)
+    n = target.shape[1]
+    idx = torch.zeros(2, n, 3, dtype=torch.int32)
+    dist2 = torch.zeros(2, n, 3)
+    ext.three_nn_forward(target, source, dist2, idx, b=2, n=n, m=m)
+    values, order = exact_order(target, source)
+    assert torch.equal(dist2, values[:, :, :3])
+    assert torch.equal(idx.long(), order[:, :, :3])

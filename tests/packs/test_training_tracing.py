@@ -56,21 +56,31 @@ def test_tracing_is_opt_in_and_undone_exactly(interpreter):
     result = interpreter.run_json(MODEL + """
 from torch.nn.modules import module as nn_module
 from torch.overrides import _get_current_function_mode
+original_call = torch.nn.Module.__dict__["__call__"]
 before = [len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-          len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None]
+          len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None,
+          torch.nn.Module.__dict__["__call__"] is original_call]
 status_before = [r.status for r in lazypatch.report() if r.name == "training.tracing"][0]
 lazypatch.enable("tracing")                  # by tag; torch is imported: applies at once
+def mode_name():
+    mode = _get_current_function_mode()
+    return type(mode).__name__ if mode is not None else None
 during = [len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-          type(_get_current_function_mode()).__name__]
+          torch.nn.Module.__dict__["__call__"] is original_call, mode_name()]
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+    during.append(mode_name())               # the operator mode: only while recording
+during.append(mode_name())
 lazypatch.unpatch("training.tracing")
 after = [len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks),
-         len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None]
+         len(nn_module._global_forward_hooks_always_called), _get_current_function_mode() is None,
+         torch.nn.Module.__dict__["__call__"] is original_call]
 print(json.dumps([status_before, before, during, after, net(torch.ones(1, 4)).shape == ()]))
 """)
     status_before, before, during, after, still_works = result
     assert status_before == "disabled"
-    assert before == [0, 0, 0, True]
-    assert during == [1, 1, "OperatorMarks"]
+    assert before == [0, 0, 0, True, True]
+    # nn.Module.__call__ wrapped (no global hook); the operator mode only while recording
+    assert during == [0, 0, False, None, "OperatorMarks", None]
     assert after == before
     assert still_works is True
 
@@ -250,14 +260,17 @@ worker = threading.Thread(target=work)
 worker.start()
 worker.join()
 home = modes()
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+    home_profiling = modes()
 lazypatch.unpatch("training.tracing")
-print(json.dumps([seen, home, modes()]))
+print(json.dumps([seen, home, home_profiling, modes()]))
 """)
-    seen, home, after_undo = result
+    seen, home, home_profiling, after_undo = result
     assert seen["before"] is None and seen["after forward"] is None
     names = seen["names"]
     for expected in ("Net (Net)", "Net.encoder.0: linear([3, 4], [8, 4], [8])",
                      "Net.head: linear([3, 8], [2, 8], [2])", "Net: sum([3, 2])"):
         assert expected in names
     assert not [name for name in names if name.startswith("mul(")]
-    assert home == "OperatorMarks" and after_undo is None
+    # on the applying thread the mode is entered while a profiler records there
+    assert home is None and home_profiling == "OperatorMarks" and after_undo is None

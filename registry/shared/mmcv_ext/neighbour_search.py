@@ -70,76 +70,78 @@ class ProductDistances:
         return approximate, bound
 
 
-#: From this many points on, the k nearest are selected through a threshold taken on a
-#: subset (a comparison pass replaces most of the selection); below it, by ``topk``
-#: on the whole row, whose per-row cost is then the smaller one.
-SUBSET_THRESHOLD_POINTS = 8192
+#: Points per block of :class:`BlockedPoints`: the k nearest are found among the blocks
+#: with the smallest minima, so selection runs over ``N / BLOCK_POINTS`` block minima
+#: instead of the ``N`` distances (selection, not arithmetic, is the cost of a k-nearest
+#: search: ``topk`` over a whole row costs several times the matrix product).
+BLOCK_POINTS = 8
+
+
+class BlockedPoints:
+    """One batch's points cut into blocks of :data:`BLOCK_POINTS` consecutive indices
+    (the last one padded with points at infinity), for :func:`nearest_candidates`.
+
+    The product-form rows are laid out position-major, column ``j * blocks + b``
+    for point ``b * BLOCK_POINTS + j``, so that a block's minimum is an element-wise
+    minimum over ``BLOCK_POINTS`` contiguous slices of a row; the coordinates are kept
+    one block per row, so a block's points are gathered at once.
+    """
+
+    def __init__(self, points: torch.Tensor) -> None:
+        self.count = points.shape[0]
+        self.blocks = -(-self.count // BLOCK_POINTS)
+        padding = self.blocks * BLOCK_POINTS - self.count
+        self.product = ProductDistances(points)
+        rows = self.product.point_rows
+        if padding:   # distance +inf: a norm of +inf and no other term
+            filler = rows.new_zeros(5, padding)
+            filler[4] = float("inf")
+            rows = torch.cat([rows, filler], 1)
+        self.product.point_rows = rows.view(5, self.blocks, BLOCK_POINTS).transpose(1, 2).reshape(
+            5, -1).contiguous()
+        padded = torch.cat([points, points.new_full((padding, 3), float("inf"))]) if padding \
+            else points
+        self.coordinates = padded.reshape(self.blocks, BLOCK_POINTS * 3)
+        self.offsets = torch.arange(BLOCK_POINTS, device=points.device)
 
 
 def nearest_candidates(queries: torch.Tensor, points: torch.Tensor,
-                       product: ProductDistances, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+                       blocked: BlockedPoints, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """The k nearest of (N, 3) ``points`` to each (Q, 3) query, nearest first, ties by
     index: (Q, k) squared distances and indices, both exact. Requires ``N >= k``;
-    ``product`` is ``ProductDistances(points)``."""
-    approximate, bound = product.of(queries)
-    if approximate.shape[1] >= SUBSET_THRESHOLD_POINTS:
-        return _nearest_through_subset(queries, points, approximate, bound, k)
-    return _nearest_through_selection(queries, points, approximate, bound, k)
+    ``blocked`` is ``BlockedPoints(points)``.
 
-
-def _nearest_through_subset(queries: torch.Tensor, points: torch.Tensor,
-                            approximate: torch.Tensor, bound: torch.Tensor,
-                            k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """A threshold ``t`` per query is the k-th smallest product-form distance over a
-    strided subset of the points: at least k points (those k) have an exact distance
-    ``<= t + bound``. Every point with a product-form distance ``<= t + 2 * bound``
-    is a candidate; any other has an exact distance ``> t + bound``, beyond the k-th
-    candidate, so the candidates contain the answer, ties included."""
-    n = approximate.shape[1]
-    # A subset about 8x smaller than the points, with at least 4k of them: selecting in
-    # it is cheap, and the threshold then admits about 8k candidates per query.
-    stride = max(1, min(8, n // (4 * k)))
-    threshold = approximate[:, ::stride].topk(k, dim=1, largest=False, sorted=False).values.amax(1)
-    rows, columns = (approximate <= (threshold + 2 * bound)[:, None]).nonzero(as_tuple=True)
+    Each block of points is known by its smallest product-form distance, and the
+    ``k + 1`` blocks with the smallest minima are the candidates, measured exactly.
+    The k points of the answer lie in at most k blocks, so any other block's minimum
+    exceeds the k-th exact distance ``v`` unless points tie with it: with ``bound``
+    the product form's error, the candidates hold the answer (ties by index
+    included) when every block left out has a minimum ``> v + bound`` (then all its
+    points are farther than ``v``), which the largest candidate minimum proves. A
+    query whose proof fails (many equal distances) is redone from its exact row.
+    """
+    approximate, bound = blocked.product.of(queries)
+    count, blocks = queries.shape[0], blocked.blocks
+    minima = approximate.view(count, BLOCK_POINTS, blocks).amin(1)
     del approximate
-    exact = exact_pair_distances(queries[rows], points[columns])
-    count = torch.bincount(rows, minlength=queries.shape[0])
-    slot = torch.arange(rows.numel(), device=rows.device) - (torch.cumsum(count, 0) - count)[rows]
-    keys = _ordering_keys(exact, columns)
-    padded = keys.new_full((queries.shape[0], int(count.max())), torch.iinfo(torch.int64).max)
-    padded[rows, slot] = keys
-    return _smallest_keys(padded, k)
-
-
-def _nearest_through_selection(queries: torch.Tensor, points: torch.Tensor,
-                               approximate: torch.Tensor, bound: torch.Tensor,
-                               k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The k smallest product-form distances are candidates. With ``v`` the largest
-    exact candidate distance, a point can tie or beat a candidate only if its
-    product-form distance is ``<= v + bound``: a query is proven when no other point
-    can (every other one is at least the (k + 1)-th smallest product-form distance,
-    or, where selecting k + 1 costs more, none but the candidates is that close);
-    any other query is redone from its exact distance row."""
-    n = approximate.shape[1]
-    # torch's CPU topk keeps a heap while 64 * k <= n and switches to a slower
-    # partition beyond: selecting k + 1 there costs twice k (measured at 1024 points).
-    if 64 * (k + 1) <= n:
-        nearest = approximate.topk(k + 1, dim=1, largest=False, sorted=True)
-        candidates = nearest.indices[:, :k]
-        exact = exact_pair_distances(queries[:, None, :], points[candidates])
-        unproven = exact.amax(1) >= nearest.values[:, k] - bound
-    else:
-        candidates = approximate.topk(k, dim=1, largest=False, sorted=False).indices
-        exact = exact_pair_distances(queries[:, None, :], points[candidates])
-        reach = exact.amax(1) + bound
-        unproven = (approximate <= reach[:, None]).sum(1) > k
-    del approximate
-    values, index = _smallest_keys(_ordering_keys(exact, candidates), k)
-    if bool(unproven.any()):
-        rows = unproven.nonzero()[:, 0]
-        full = exact_squared_distances(queries[None, rows], points[None])[0]
-        every = torch.arange(points.shape[0], device=points.device).expand_as(full)
-        values[rows], index[rows] = _smallest_keys(_ordering_keys(full, every), k)
+    chosen = min(blocks, k + 1)
+    if chosen < blocks:
+        nearest_blocks = minima.topk(chosen, dim=1, largest=False, sorted=False)
+        block_index = nearest_blocks.indices
+    else:   # every block is a candidate: nothing to prove
+        nearest_blocks = None
+        block_index = torch.arange(blocks, device=points.device).expand(count, blocks)
+    gathered = blocked.coordinates[block_index].view(count, -1, 3)
+    exact = exact_pair_distances(queries[:, None, :], gathered)
+    columns = block_index[:, :, None] * BLOCK_POINTS + blocked.offsets
+    values, index = _smallest_keys(_ordering_keys(exact, columns.flatten(1)), k)
+    if nearest_blocks is not None:
+        unproven = nearest_blocks.values.amax(1) <= values[:, k - 1] + bound
+        if bool(unproven.any()):
+            rows = unproven.nonzero()[:, 0]
+            full = exact_squared_distances(queries[None, rows], points[None])[0]
+            every = torch.arange(points.shape[0], device=points.device).expand_as(full)
+            values[rows], index[rows] = _smallest_keys(_ordering_keys(full, every), k)
     return values, index
 
 

@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Tuple
 import torch
 
 from .neighbour_search import (
+    BlockedPoints,
     ProductDistances,
     exact_squared_distances,
     nearest_candidates,
@@ -109,10 +110,10 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
             dist2[:, start:stop, :k] = values[:, :, :k].to(dist2.dtype)
     else:
         for batch in range(b):
-            product = ProductDistances(points[batch])
+            blocked = BlockedPoints(points[batch])
             for start, stop in _query_chunks(1, m, n, PRODUCT_CHUNK_ELEMENTS):
                 values, order = nearest_candidates(centres[batch, start:stop], points[batch],
-                                                   product, k)
+                                                   blocked, k)
                 idx[batch, start:stop, :k] = order.to(idx.dtype)
                 dist2[batch, start:stop, :k] = values.to(dist2.dtype)
     if k < nsample:
@@ -123,13 +124,24 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
 def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
                      dist2: torch.Tensor, idx: torch.Tensor, b: int, n: int,
                      m: int) -> None:
-    """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target."""
+    """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
+    first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     k = min(3, m)
-    for start, stop in _query_chunks(b, n, m):
-        d = exact_squared_distances(target[:, start:stop].float(), source.float())
-        values, order = d.topk(k, dim=2, largest=False, sorted=True)
-        dist2[:, start:stop, :k] = values.to(dist2.dtype)
-        idx[:, start:stop, :k] = order.to(idx.dtype)
+    if m >= PRODUCT_SEARCH_POINTS:   # the k-nearest search of knn_forward
+        queries, points = target.float(), source.float()
+        for batch in range(b):
+            blocked = BlockedPoints(points[batch])
+            for start, stop in _query_chunks(1, n, m, PRODUCT_CHUNK_ELEMENTS):
+                values, order = nearest_candidates(queries[batch, start:stop], points[batch],
+                                                   blocked, k)
+                dist2[batch, start:stop, :k] = values.to(dist2.dtype)
+                idx[batch, start:stop, :k] = order.to(idx.dtype)
+    else:
+        for start, stop in _query_chunks(b, n, m):
+            d = exact_squared_distances(target[:, start:stop].float(), source.float())
+            values, order = d.sort(dim=2, stable=True)
+            dist2[:, start:stop, :k] = values[:, :, :k].to(dist2.dtype)
+            idx[:, start:stop, :k] = order[:, :, :k].to(idx.dtype)
     if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
         dist2[:, :, k:] = 1e40
         idx[:, :, k:] = 0

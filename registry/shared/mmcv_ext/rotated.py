@@ -310,7 +310,6 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
     # The bookkeeping (which boxes are alive, which pairs are near) and the cheap
     # bounds run on host arrays; the polygon clipping runs as batched tensor ops.
     host = _HostBoxes(boxes)
-    areas = boxes[:, 2] * boxes[:, 3]
     alive = np.ones(n, dtype=bool)
 
     def suppressing(firsts: np.ndarray, seconds: np.ndarray) -> np.ndarray:
@@ -328,11 +327,10 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
                     | (second_areas <= 0))
         rows = np.flatnonzero(possible)
         if rows.size:
-            first_t = torch.from_numpy(firsts[rows]).to(device)
-            second_t = torch.from_numpy(seconds[rows]).to(device)
-            inter = rotated_intersection_area(boxes[first_t], boxes[second_t])
-            overlap = iou_of(inter, areas[first_t], areas[second_t])
-            result[rows] = (overlap > iou_threshold).cpu().numpy()
+            inter = _host_intersection_area(host, firsts[rows], seconds[rows])
+            overlap = iou_of(torch.from_numpy(inter), torch.from_numpy(first_areas[rows]),
+                             torch.from_numpy(second_areas[rows]))
+            result[rows] = (overlap > iou_threshold).numpy()
         return result
 
     for start in range(0, n, GREEDY_BLOCK):
@@ -357,6 +355,76 @@ def greedy_rotated_keep(boxes: torch.Tensor, iou_threshold: float,
         firsts, seconds = _near_pairs(host, kept_in_block, rest, iou_threshold)
         alive[seconds[suppressing(firsts, seconds)]] = False
     return torch.from_numpy(np.flatnonzero(alive)).to(device)
+
+
+def _host_intersection_area(host: _HostBoxes, firsts: np.ndarray,
+                            seconds: np.ndarray) -> np.ndarray:
+    """Intersection areas of the box pairs, as :func:`rotated_intersection_area`
+    measures them (same clipping), in float64 numpy on the host.
+
+    numpy, not torch: the greedy loop clips many modest batches, and torch's
+    intra-op threads spin between them (mmdet3d's FCOS-Mono3D head test spent
+    42.6 s of CPU on two threads against 14.5 s on one, most of it here).
+    """
+    areas = np.empty(firsts.size)
+    for start in range(0, firsts.size, PAIR_CHUNK):
+        chunk = slice(start, start + PAIR_CHUNK)
+        areas[chunk] = _host_intersection_chunk(host, firsts[chunk], seconds[chunk])
+    return areas
+
+
+def _host_intersection_chunk(host: _HostBoxes, first: np.ndarray,
+                             second: np.ndarray) -> np.ndarray:
+    # Centres shifted to each pair's midpoint, as rotated_intersection_area does.
+    middle_x = (host.x[first] + host.x[second]) / 2
+    middle_y = (host.y[first] + host.y[second]) / 2
+    cos1, sin1 = host.cos[first], host.sin[first]
+    cos2, sin2 = host.cos[second], host.sin[second]
+    half_w1, half_h1 = host.half_w[first], host.half_h[first]
+    half_w2, half_h2 = host.half_w[second], host.half_h[second]
+    x1, y1 = host.x[first] - middle_x, host.y[first] - middle_y
+    x2, y2 = host.x[second] - middle_x, host.y[second] - middle_y
+    # Box 1's corners (box_corners' order), relative to box 2's centre, in its frame.
+    p0x = x1 - sin1 * half_h1 - cos1 * half_w1
+    p0y = y1 + cos1 * half_h1 - sin1 * half_w1
+    p1x = x1 + sin1 * half_h1 - cos1 * half_w1
+    p1y = y1 - cos1 * half_h1 - sin1 * half_w1
+    corner_x = np.stack([p0x, p1x, 2 * x1 - p0x, 2 * x1 - p1x], 1) - x2[:, None]
+    corner_y = np.stack([p0y, p1y, 2 * y1 - p0y, 2 * y1 - p1y], 1) - y2[:, None]
+    xs = corner_x * cos2[:, None] + corner_y * sin2[:, None]
+    ys = corner_y * cos2[:, None] - corner_x * sin2[:, None]
+    # Separating axes (see _separated): disjoint boxes measure exactly 0.
+    separated = ((xs.min(1) >= half_w2) | (xs.max(1) <= -half_w2) |
+                 (ys.min(1) >= half_h2) | (ys.max(1) <= -half_h2))
+    cos_turn = np.abs(cos1 * cos2 + sin1 * sin2)
+    sin_turn = np.abs(sin2 * cos1 - cos2 * sin1)
+    gap_x, gap_y = x2 - x1, y2 - y1
+    separated |= (np.abs(gap_x * cos1 + gap_y * sin1)
+                  >= half_w1 + half_w2 * cos_turn + half_h2 * sin_turn)
+    separated |= (np.abs(gap_y * cos1 - gap_x * sin1)
+                  >= half_h1 + half_w2 * sin_turn + half_h2 * cos_turn)
+    xs, ys = _host_clamp_outline(xs, ys, half_w2)
+    ys, xs = _host_clamp_outline(ys, xs, half_h2)
+    area = 0.5 * np.abs((xs * np.roll(ys, -1, 1) - ys * np.roll(xs, -1, 1)).sum(1))
+    empty = separated | (host.areas[first] < 1e-14) | (host.areas[second] < 1e-14)
+    return np.where(empty, 0.0, area)
+
+
+def _host_clamp_outline(along: np.ndarray, across: np.ndarray,
+                        half: np.ndarray) -> "Tuple[np.ndarray, np.ndarray]":
+    """:func:`_clamp_outline` on numpy arrays."""
+    step_along = np.roll(along, -1, 1) - along
+    step_across = np.roll(across, -1, 1) - across
+    divisor = np.where(step_along == 0, 1.0, step_along)
+    limit = half[:, None]
+    to_low = (-limit - along) / divisor
+    to_high = (limit - along) / divisor
+    first = np.clip(np.minimum(to_low, to_high), 0, 1)
+    second = np.clip(np.maximum(to_low, to_high), 0, 1)
+    t = np.stack([np.zeros_like(first), first, second], 2)
+    new_along = (along[..., None] + t * step_along[..., None]).reshape(along.shape[0], -1)
+    new_across = (across[..., None] + t * step_across[..., None]).reshape(along.shape[0], -1)
+    return np.clip(new_along, -limit, limit), new_across
 
 
 def _overlap_on_axes(host: _HostBoxes, first: np.ndarray, second: np.ndarray) -> np.ndarray:
