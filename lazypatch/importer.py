@@ -415,50 +415,59 @@ def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
     reads it from now on. Only activation does this (the user asked lazypatch to take
     part in every import); a library use of lazypatch leaves the list object the
     program has."""
-    check_each_import()
     if type(sys.meta_path) is list:
         sys.meta_path = MetaPath(sys.meta_path)
         if finder is not None:
             finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
+    meta_path = sys.meta_path
+    check_each_import(meta_path if isinstance(meta_path, MetaPath) else None)
 
 
-def check_each_import() -> None:
-    """Make every import check ``sys.meta_path`` as it starts (``_keep_promises``).
+def check_each_import(guarded: "Any") -> None:
+    """Make every import that looks for a module check ``sys.meta_path`` first
+    (``_keep_promises``), unless it is ``guarded``, the ``MetaPath`` that checks each
+    change itself.
 
     A program may assign a new list to ``sys.meta_path`` (``sys.meta_path =
     list(sys.meta_path)``) and then put a finder in front of ours: MetaPath is gone, and
     that finder would serve the very next watched import unpatched. The import system
-    calls ``_frozen_importlib._find_and_load`` for every module it loads (looked up on
-    that module at each import, from C); ours checks the list's front and calls the
-    original: about 1,100 instructions per import (benchmarks/COSTS.md), against 6,200
-    for making ``sys`` a module subclass that intercepts the assignment (the import
-    system's reads of ``sys.modules``, ``sys.path_hooks``... are no longer specialised
-    then). Its code carries importlib's own file name, so that the import system trims
-    it from tracebacks as it trims its own frames."""
+    asks the finders in ``_frozen_importlib._find_spec``, which its own Python code
+    (``_find_and_load_unlocked``, ``importlib.util.find_spec``) looks up on that module
+    at each call; ours compares the list with ``guarded`` and, for another list, checks
+    its front, then calls the original. Called from Python code and comparing one
+    object, it costs about 100 instructions per import that loads a module
+    (benchmarks/COSTS.md); a check of the front on every import cost 700, and making
+    ``sys`` a module subclass that intercepts the assignment 6,200 (the import system's
+    reads of ``sys.modules``, ``sys.path_hooks``... are no longer specialised then).
+    Its code carries importlib's own file name, so that the import system trims it from
+    tracebacks as it trims its own frames."""
     bootstrap = sys.modules.get("_frozen_importlib")
-    current = getattr(bootstrap, "_find_and_load", None)
-    code = getattr(current, "__code__", None)
-    if code is None or getattr(current, "__lazypatch_original__", None) is not None \
-            or code.co_argcount != 2:
-        return   # done already, or an import system of another shape: MetaPath alone
-    checking = _checking_find_and_load(current)  # type: ignore[arg-type]
+    current = getattr(bootstrap, "_find_spec", None)
+    original = getattr(current, "__lazypatch_original__", current)
+    code = getattr(original, "__code__", None)
+    if code is None or code.co_argcount != 3:
+        return   # an import system of another shape: MetaPath alone
+    if current is not original and getattr(current, "__lazypatch_guarded__", None) is guarded:
+        return   # done already, for this list
+    checking = _checking_find_spec(original, guarded)  # type: ignore[arg-type]
     checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
-    checking.__lazypatch_original__ = current  # type: ignore[attr-defined]
-    bootstrap._find_and_load = checking  # type: ignore[union-attr]
+    checking.__lazypatch_original__ = original  # type: ignore[attr-defined]
+    checking.__lazypatch_guarded__ = guarded  # type: ignore[attr-defined]
+    bootstrap._find_spec = checking  # type: ignore[union-attr]
 
 
-def _checking_find_and_load(find_and_load: "Callable[[str, Any], Any]"
-                            ) -> "Callable[[str, Any], Any]":
+def _checking_find_spec(find_spec: "Callable[..., Any]", guarded: "Any"
+                        ) -> "Callable[..., Any]":
     installed = _installed
     keep_promises = _keep_promises
 
-    def _find_and_load(name: str, import_: "Any") -> "Any":
-        if installed:
-            meta_path = sys.meta_path
+    def _find_spec(name: str, path: "Any", target: "Any" = None) -> "Any":
+        meta_path = sys.meta_path
+        if meta_path is not guarded and installed:
             if not meta_path or meta_path[0] is not installed[0]:
                 keep_promises(meta_path)
-        return find_and_load(name, import_)
-    return _find_and_load
+        return find_spec(name, path, target)
+    return _find_spec
 
 
 def installed_finder() -> "LazyPatchFinder":
