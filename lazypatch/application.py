@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from _thread import get_ident
+from itertools import count
 from time import perf_counter
 
 from . import events as _events
@@ -72,6 +73,8 @@ _lock = STATE.lock
 _event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
+# Each commit's place in the order of applications, so that undo-all goes newest first.
+_next_order = count(1).__next__
 
 
 def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
@@ -223,42 +226,28 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
         # The clock, written out (see _clock_start): the one-time import tally is
         # empty until a patch first imports wrapt, so most applications skip it.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
-        started = (perf_counter(), charged)
+        clock = perf_counter()
         try:
             if patch.takes_context:
                 patch.function(module, context)
             else:
                 patch.function(module)
         except SkipPatch as skip:
-            _undo_quietly(context)
-            with STATE.lock:
-                patch.duration_ms = _elapsed_ms(started)
-                patch.notes = list(context.notes)
-                patch.status, patch.reason = SKIPPED, skip.reason
-                patch.remember(f"skipped: {skip.reason}")
-            if not getattr(skip, "lazypatch_waiting", False):
-                _events.on_skipped(patch, skip.reason)
+            _skipped(patch, context, skip, (clock, charged))
             return
         except Exception as error:
-            _fail(patch, context, error, started)
+            _fail(patch, context, error, (clock, charged))
             return
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
-            _undo_quietly(context)
-            with STATE.lock:
-                patch.duration_ms = _elapsed_ms(started)
-                patch.status = FAILED
-                patch.reason = (f"interrupted by {type(error).__name__}; its "
-                                f"{len(context.changes)} change(s) were rolled back")
-                patch.remember(f"failed: {patch.reason}")
+            _interrupted(patch, context, error, (clock, charged))
             raise
         try:
-            duration_ms = (perf_counter() - started[0]) * 1000.0
+            duration_ms = (perf_counter() - clock) * 1000.0
             if _one_time_ms:
                 duration_ms -= _one_time_ms.get(get_ident(), 0.0) - charged
-            if before is None:
-                untracked = _NOTHING_UNTRACKED
-            elif context.changes:
-                untracked = untracked_names(before, namespace, module, context.changes)
+            if context.changes or before is None:
+                untracked = _NOTHING_UNTRACKED if before is None else \
+                    untracked_names(before, namespace, module, context.changes)
             else:
                 # Nothing recorded (a no-op, or only plain assignments): the namespace
                 # equals its copy unless something was assigned; compared in C, without
@@ -273,8 +262,11 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                 untracked = untracked + context.not_undoable
             before = None   # the copy goes now: memory follows what changed, not module size
             with _lock:
-                if patch.generation == generation and patch.enabled:
+                stale = patch.generation != generation or not patch.enabled
+                if not stale:
                     # Commit: the fields a report reads, written together under the lock.
+                    # A patch's lists are the shared empty tuple until first written
+                    # (state.py): a first application makes them with their one entry.
                     patch.duration_ms = duration_ms
                     patch.status = APPLIED
                     if patch.reason or patch.error:
@@ -284,23 +276,21 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                     if context.note_providers or patch.note_providers:
                         patch.note_providers = context.note_providers
                     live = patch.live
-                    if live.__class__ is tuple:   # the shared empty one (state.py)
-                        patch.live = live = []
-                    live.append(context)
+                    if live:
+                        live.append(context)
+                    else:
+                        patch.live = [context]
                     patch.application_count += 1
-                    STATE.application_count += 1
-                    patch.applied_order = STATE.application_count
+                    patch.applied_order = _next_order()
                     if untracked or patch.untracked_changes:
                         patch.untracked_changes = untracked
                     history = patch.history
-                    if history.__class__ is tuple:
-                        patch.history = history = []
-                    history.append("applied")
-                    if len(history) > HISTORY_LENGTH:
-                        del history[0]
-                    stale = False
-                else:
-                    stale = True
+                    if history:
+                        history.append("applied")
+                        if len(history) > HISTORY_LENGTH:
+                            del history[0]
+                    else:
+                        patch.history = ["applied"]
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) between the patch
             # function's return and the commit: the changes are in the context, which the
@@ -377,6 +367,32 @@ def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", modul
     ledger = STATE.ledger
     return sorted(name for name in {name for name, _ in difference} - tracked
                   if not (name in after and ledger.holds(ATTRIBUTE, module, name, after[name])))
+
+
+def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
+             started: "Tuple[float, float]") -> None:
+    """The patch raised SkipPatch: its changes rolled back, the patch ``skipped``."""
+    _undo_quietly(context)
+    with STATE.lock:
+        patch.duration_ms = _elapsed_ms(started)
+        patch.notes = list(context.notes)
+        patch.status, patch.reason = SKIPPED, skip.reason
+        patch.remember(f"skipped: {skip.reason}")
+    if not getattr(skip, "lazypatch_waiting", False):
+        _events.on_skipped(patch, skip.reason)
+
+
+def _interrupted(patch: "RegisteredPatch", context: PatchContext, error: BaseException,
+                 started: "Tuple[float, float]") -> None:
+    """A KeyboardInterrupt, SystemExit... in the patch: its changes rolled back, the patch
+    ``failed``; the caller re-raises."""
+    _undo_quietly(context)
+    with STATE.lock:
+        patch.duration_ms = _elapsed_ms(started)
+        patch.status = FAILED
+        patch.reason = (f"interrupted by {type(error).__name__}; its "
+                        f"{len(context.changes)} change(s) were rolled back")
+        patch.remember(f"failed: {patch.reason}")
 
 
 def _undo_quietly(context: PatchContext) -> "Optional[str]":

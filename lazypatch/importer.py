@@ -174,24 +174,31 @@ class LazyPatchFinder:
         # find_spec (wrapt's does); that walks sys.meta_path again and comes back
         # here for the same name in the same thread. Answer None to that inner call.
         key = (get_ident(), fullname)
-        if key in self._searching:
+        searching = self._searching
+        if key in searching:
             return None
-        self._searching[key] = True
+        searching[key] = True
         try:
             spec = None
             # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
-            # by item): a finder may insert another while we iterate.
-            for finder in sys.meta_path[:]:
-                if finder is self:
-                    continue
-                find_spec = getattr(finder, "find_spec", None)
-                if find_spec is None:
-                    continue  # a legacy find_module-only finder: leave it to the import system
-                spec = find_spec(fullname, path, target)
+            # by item): a finder may insert another while we iterate. Ours is usually
+            # first, and then left out by the slice itself.
+            meta_path = sys.meta_path
+            if meta_path and meta_path[0] is self:
+                finders = meta_path[1:]
+            else:
+                finders = [finder for finder in meta_path if finder is not self]
+            for finder in finders:
+                try:
+                    spec = finder.find_spec(fullname, path, target)
+                except AttributeError:
+                    if hasattr(finder, "find_spec"):
+                        raise   # raised inside that finder: its error, not a missing method
+                    continue    # a legacy find_module-only finder: left to the import system
                 if spec is not None:
                     break
         finally:
-            del self._searching[key]
+            del searching[key]
         if spec is None:
             # Not installed: a declared stand-in may provide it (boundaries.stand_in).
             return self._boundary_spec(fullname, takes_over=False)

@@ -318,7 +318,6 @@ class EngineState:
         self.activation = Activation()
         self.class_declarations: "List[Any]" = []    # classes.ClassPatch, in declaration order
         self.plugin_entries: "Dict[str, Any]" = {}   # patch name -> plugins.PluginEntry
-        self.application_count = 0   # global counter, so undo-all can go newest first
         # Heavy dependencies imported while a patch ran (dependencies.import_once): module
         # -> milliseconds, reported once; and each thread's running total, which
         # application subtracts from the time of the patch that was running.
@@ -388,7 +387,6 @@ class EngineState:
             self.class_declarations = []
             self.plugin_entries = {}
             self.opt_in_packs = {}
-            self.application_count = 0
             if self.calls is not None:
                 self.calls.stop()
                 self.calls = None
