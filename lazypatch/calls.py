@@ -302,7 +302,7 @@ def track(patch: "RegisteredPatch", context: PatchContext) -> None:
 def release(context: PatchContext) -> None:
     """Stop counting what ``context`` put in place (its changes were undone)."""
     calls = STATE.calls
-    held, context.call_codes = context.call_codes, ()
+    held, context.call_codes = context.call_codes, ()  # type: ignore[assignment]
     if calls is None or not held:
         return
     with STATE.lock:

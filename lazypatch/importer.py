@@ -179,7 +179,7 @@ class LazyPatchFinder:
             return None
         searching[key] = True
         try:
-            spec = None
+            spec: "Any" = None
             # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
             # by item): a finder may insert another while we iterate. Ours is usually
             # first, and then left out by the slice itself.
