@@ -73,6 +73,8 @@ _lock = STATE.lock
 _event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
+# The history of a patch applied once and nothing else: one shared tuple, no list.
+_ONLY_APPLIED = ("applied",)
 # Each commit's place in the order of applications, so that undo-all goes newest first.
 _next_order = count(1).__next__
 
@@ -100,13 +102,13 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
     # takes back a callback that came too late (the lock cost a watched import 2,000
     # instructions of its 15,000 budget).
     key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
-    outer: "Optional[List[Any]]" = None
-    waiting: "Optional[List[Any]]" = None
+    outer = _executing.get(key)
+    # [the running thread's ident, callbacks waiting for the end...]
+    waiting: "List[Any]" = [get_ident()]
+    _executing[key] = waiting
+    # The try starts right after that store: no Python code and no check for a pending
+    # signal runs between the two, so an interrupt cannot strand the marker.
     try:
-        outer = _executing.get(key)
-        # [the running thread's ident, callbacks waiting for the end...]
-        waiting = [get_ident()]
-        _executing[key] = waiting   # inside the try: an interrupt cannot strand it
         patches = _by_target.get(name, ())
         for patch in patches:
             if patch.live and patch.is_applied_to(module):
@@ -117,13 +119,14 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
         applied: "Applied" = []
         try:
             for patch in patches:
-                if patch.phase == BEFORE and patch.enabled:
+                if patch.phase is BEFORE and patch.enabled:
                     apply(patch, module, applied)
-            execute = getattr(loader, "exec_module", None)
-            if execute is not None:   # (execute_with_loader, written out: every import)
-                execute(module)
-            else:
+            try:
+                execute = loader.exec_module
+            except AttributeError:
                 execute_with_loader(module, loader)
+            else:   # (execute_with_loader, written out: every import)
+                execute(module)
             if applied:
                 _end_scoped_before_patches(applied, name)
             # What sys.modules holds now is what the importer hands out: a module that
@@ -133,7 +136,7 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
             # its module name was imported separately too.
             received = sys.modules.get(name, module) if target is None else module
             for patch in _by_target.get(name, ()):
-                if patch.phase == AFTER and patch.enabled:
+                if patch.phase is AFTER and patch.enabled:
                     apply(patch, received, applied)
         except BaseException:
             # The import fails (a strict failure, an error in the body, an interrupt):
@@ -141,15 +144,14 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
             _roll_back_import(applied, f"the import of {name!r} failed")
             raise
     finally:
-        if waiting is not None:
-            if outer is not None:
-                _executing[key] = outer   # a body that imports itself again, nested
-            else:
-                _executing.pop(key, None)
-            # Each callback runs once: here, or in apply_to_imported when it finds the
-            # marker gone and takes its callback back before this loop reaches it.
-            while len(waiting) > 1:
-                waiting.pop(1)()   # outside any lock: they apply patches
+        if outer is None:
+            _executing.pop(key, None)
+        else:
+            _executing[key] = outer   # a body that imports itself again, nested
+        # Each callback runs once: here, or in apply_to_imported when it finds the
+        # marker gone and takes its callback back before this loop reaches it.
+        while len(waiting) > 1:
+            waiting.pop(1)()   # outside any lock: they apply patches
 
 
 def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
@@ -191,8 +193,9 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
     # these keys), so exactly one caller, in any thread, gets its own token back.
     # A claimed patch is being applied right now, perhaps by this very thread
     # (a plugin loader running the patches of its target): never twice at once.
-    token = [None]
-    if _claims.setdefault(patch, token) is not token:
+    # The token is the new application's context, which this call needs anyway.
+    context = PatchContext(patch.name, module, _ledger)
+    if _claims.setdefault(patch, context) is not context:
         return
     try:
         if patch.live and patch.is_applied_to(module):
@@ -210,7 +213,6 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                 _debug("patch %s skipped: %s", patch.name, reason)
                 _events.on_skipped(patch, reason)
                 return
-        context = PatchContext(patch.name, module, _ledger)
         if type(module) is _ModuleType:
             namespace: "Any" = module.__dict__
         else:
@@ -285,12 +287,14 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                     if untracked or patch.untracked_changes:
                         patch.untracked_changes = untracked
                     history = patch.history
-                    if history:
+                    if not history:
+                        patch.history = _ONLY_APPLIED  # type: ignore[assignment]   # a tuple, shared (remember() copies it)
+                    elif history.__class__ is list:
                         history.append("applied")
                         if len(history) > HISTORY_LENGTH:
                             del history[0]
                     else:
-                        patch.history = ["applied"]
+                        patch.history = [*history, "applied"]
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) between the patch
             # function's return and the commit: the changes are in the context, which the

@@ -86,11 +86,19 @@ class LoaderProxy:
         # Put the real loader back before the body runs: pkgutil, importlib.resources
         # and pickle-style tools look at __loader__ / __spec__.loader, and a reload
         # must find the real loader again (it re-runs find_spec and gets a new proxy).
-        spec = getattr(module, "__spec__", None)
+        # (Read directly: the import system set both; an object that refuses them has
+        # nothing to put back.)
+        try:
+            spec = module.__spec__
+        except AttributeError:
+            spec = None
         if spec is not None and spec.loader is self:
             spec.loader = loader
-        if getattr(module, "__loader__", None) is self:
-            module.__loader__ = loader
+        try:
+            if module.__loader__ is self:
+                module.__loader__ = loader
+        except AttributeError:
+            pass
         name = self._lazypatch_name
         if name and module.__name__ != name:   # (run_body reads __name__ too)
             # An alias: the loader's create_module handed out a module that exists under

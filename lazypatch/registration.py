@@ -211,6 +211,8 @@ def build(function: "Callable[..., Any]", target: object, phase: str,
         tag_set = _tag_set(tags, name)
     parsed = _NO_REQUIREMENTS if requires.__class__ is tuple and not requires \
         else parse_requirements(requires)
+    # The constant itself, not an equal string: run_body compares phases by identity.
+    phase = BEFORE if phase == BEFORE else AFTER
     return RegisteredPatch(name, target, function, phase, order, parsed, tag_set, enabled,
                            takes_context(function, name))
 

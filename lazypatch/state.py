@@ -147,8 +147,8 @@ class RegisteredPatch:
     def remember(self, event: str) -> None:
         """Add an event to the bounded history shown in the report."""
         history = self.history
-        if history.__class__ is tuple:
-            self.history = history = []
+        if history.__class__ is tuple:   # empty, or application's shared ("applied",)
+            self.history = history = list(history)
         history.append(event)
         if len(history) > HISTORY_LENGTH:
             del history[0]
