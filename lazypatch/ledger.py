@@ -216,10 +216,11 @@ class PatchContext:
         self.call_codes: "List[Any]" = ()  # type: ignore[assignment]
         # changes made that undo cannot reverse
         self.not_undoable: "List[str]" = ()  # type: ignore[assignment]
-        chosen = ledger if ledger is not None else PatchContext.default_ledger
-        if chosen is None:
-            raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
-        self._ledger: Ledger = chosen
+        if ledger is None:   # a context made by hand (a test); the engine passes its ledger
+            ledger = PatchContext.default_ledger
+            if ledger is None:
+                raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
+        self._ledger: Ledger = ledger
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"

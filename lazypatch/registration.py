@@ -231,19 +231,6 @@ def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
     return tag_set
 
 
-def add(patch: "RegisteredPatch") -> None:
-    """Index a built patch, applying the configuration's rules to it; raises ValueError
-    when the name is taken. Safe from any thread: nothing is lost to a race."""
-    with STATE.lock:
-        existing = STATE.catalog.by_name.get(patch.name)
-        if existing is not None:
-            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
-                             f"{existing.target!r}); pass a unique name=...")
-        if STATE.disable_rules or STATE.enable_rules:
-            decide_at_registration(patch)
-        STATE.catalog.add(patch)
-
-
 def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
              name: "Optional[str]" = None, priority: object = 0,
              requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
@@ -265,7 +252,16 @@ def register_in_order(function: "Callable[..., Any]", target: object, phase: str
     if events is not None:   # events.py only when asked: activation does not load it
         from .events import validate
         actions = validate(events, patch.name)
-    add(patch)
+    # Indexed with the configuration's rules applied to it; safe from any thread: nothing
+    # is lost to a race. (Written out here: a call per registration is measurable.)
+    with STATE.lock:
+        existing = STATE.catalog.by_name.get(patch.name)
+        if existing is not None:
+            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
+                             f"{existing.target!r}); pass a unique name=...")
+        if STATE.disable_rules or STATE.enable_rules:
+            decide_at_registration(patch)
+        STATE.catalog.add(patch)
     if actions:
         from .events import declare
         declare(patch.name, actions)
