@@ -81,7 +81,10 @@ def unwatched(environment: Environment, repetitions: int, count: int,
     The instruction row's baseline is a do-nothing Python finder in the same
     place: what *any* ``sys.meta_path`` finder written in Python costs (the
     import system enters its lock context and calls it), so the row shows how
-    much of the cost is lazypatch's own.
+    much of the cost is lazypatch's own: its finder and the check of
+    ``sys.meta_path``'s front that activation adds to each import
+    (``importer.check_each_import``), which ``lazypatch.uninstall()`` in the
+    other variants takes off with the finder.
     """
     variants = {"off": {"lazypatch": "auto", "finder": False},
                 "on": {"lazypatch": "auto", "finder": True}}
@@ -116,7 +119,8 @@ def unwatched(environment: Environment, repetitions: int, count: int,
             budget=f"≤ +{UNWATCHED_SHARE_BUDGET} instr",
             verdict=harness.verdict(lazypatch_extra - floor_extra <= UNWATCHED_SHARE_BUDGET),
             note=f"value/baseline: extra instructions over no finder; difference: lazypatch's "
-                 f"own share (all of it: {counted_us:.2f} µs at 3,000 instr/µs, "
+                 f"own share, its finder and the check of sys.meta_path's front (all of it: "
+                 f"{counted_us:.2f} µs at 3,000 instr/µs, "
                  f"{lazypatch_extra / measured_rate:.2f} µs at this run's rate); "
                  f"{instruction_count} imports under callgrind",
             raw={"plain": plain, "lazypatch_extra": lazypatch_extra,

@@ -450,10 +450,12 @@ def check_each_import(guarded: "Any") -> None:
     (``_find_and_load_unlocked``, ``importlib.util.find_spec``) looks up on that module
     at each call; ours compares the list with ``guarded`` and, for another list, checks
     its front, then calls the original. Called from Python code and comparing one
-    object, it costs about 100 instructions per import that loads a module
-    (benchmarks/COSTS.md); a check of the front on every import cost 700, and making
-    ``sys`` a module subclass that intercepts the assignment 6,200 (the import system's
-    reads of ``sys.modules``, ``sys.path_hooks``... are no longer specialised then).
+    object, it costs about 450 instructions per import that loads a module
+    (benchmarks/COSTS.md); wrapping ``_find_and_load`` (called from C) and checking the
+    front on every import cost about 1,700, and making ``sys`` a module subclass that
+    intercepts the assignment 6,200 (the import system's reads of ``sys.modules``,
+    ``sys.path_hooks``... are no longer specialised then). ``uninstall_finder`` takes it
+    off again.
     Its code carries importlib's own file name, so that the import system trims it from
     tracebacks as it trims its own frames."""
     bootstrap = sys.modules.get("_frozen_importlib")
@@ -513,8 +515,17 @@ def uninstall_finder(finder: "LazyPatchFinder") -> None:
     """Take ``finder`` off ``sys.meta_path``; imports after this are not patched."""
     if _installed and _installed[0] is finder:
         del _installed[:]
+        stop_checking_imports()   # nothing left to keep first: imports cost what they did
     while finder in sys.meta_path:
         sys.meta_path.remove(finder)
+
+
+def stop_checking_imports() -> None:
+    """Give the import system back its own ``_find_spec`` (undoes ``check_each_import``)."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    original = getattr(getattr(bootstrap, "_find_spec", None), "__lazypatch_original__", None)
+    if original is not None:
+        bootstrap._find_spec = original  # type: ignore[union-attr]
 
 
 # --- modules that are not finished yet -----------------------------------
