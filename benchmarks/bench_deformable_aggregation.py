@@ -36,9 +36,9 @@ SCALES = ((64, 176), (32, 88), (16, 44), (8, 22))
 def _kernels() -> Any:
     sys.path.insert(0, ROOT)
     try:
-        return importlib.import_module("lazypatch.registry.cuda_extensions.deformable_aggregation")
+        return importlib.import_module("lazypatch.registry.shared.deformable_aggregation")
     except ImportError:
-        return importlib.import_module("registry.cuda_extensions.deformable_aggregation")
+        return importlib.import_module("registry.shared.deformable_aggregation")
 
 
 def grid_sample_formulation(feat: Any, spatial_shape: Any, scale_start_index: Any,

@@ -349,7 +349,7 @@ def bench_sections(device: str, quick: bool, rows: List[Row], add, dev, reps: in
 
 
 def add_point_rows(add, reps: int, quick: bool) -> None:
-    """Point-cloud kernels (registry/openmmlab/ext/points.py) at PointNet++ sizes
+    """Point-cloud kernels (registry/shared/mmcv_ext/points.py) at PointNet++ sizes
     (VoteNet's first set abstraction: 20000 points, 2048 centres, 64 neighbours),
     against straightforward PyTorch: the whole distance matrix at once, and furthest
     point sampling that recomputes each point's distance to the whole chosen set."""
@@ -466,8 +466,8 @@ def add_neighbour_rows(add, ext, reps: int, xyz, m: int, k: int, radius: float, 
 
 def all_pairs_nms_rotated(boxes, scores, threshold: float):
     """The previous kernel: every pair's rotated IoU, then the greedy pass."""
-    from lazypatch.registry.openmmlab.ext._greedy import greedy_keep
-    from lazypatch.registry.openmmlab.ext.rotated import box_iou_rotated_matrix
+    from lazypatch.registry.shared.mmcv_ext._greedy import greedy_keep
+    from lazypatch.registry.shared.mmcv_ext.rotated import box_iou_rotated_matrix
     order = scores.sort(0, descending=True)[1]
     ordered = boxes[order]
     return order[greedy_keep(box_iou_rotated_matrix(ordered, ordered) > threshold)]

@@ -36,8 +36,8 @@ from typing import Dict, List
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from lazypatch.merging import load_reports, merge, render_merged  # noqa: E402
-from lazypatch.report_page import render_page  # noqa: E402
+from lazypatch.reports.merging import load_reports, merge, render_merged  # noqa: E402
+from lazypatch.reports.report_page import render_page  # noqa: E402
 
 SIZES = (1_024, 10_000)
 PATCHES = 24

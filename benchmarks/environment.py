@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
 from benchmarks.harness import last_json_line, process_environment, run_process
 
@@ -66,12 +67,8 @@ def build_environment(root: Path, module_count: int) -> Environment:
     venv = root / "venv"
     run_process([base_interpreter(), "-m", "venv", "--without-pip", str(venv)])
     clean_python = venv / "bin" / "python"
-    site = Path(str(last_json_line(run_process(
-        [str(clean_python), "-c", "import json, sysconfig; "
-                                  "print(json.dumps(sysconfig.get_paths()['purelib']))"]).stdout)))
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    shutil.copytree(REPOSITORY / "lazypatch", site / "lazypatch", ignore=ignore)
-    shutil.copytree(REPOSITORY / "registry", site / "lazypatch" / "registry", ignore=ignore)
+    site = _purelib(clean_python)
+    copy_lazypatch(site)
     copy_wrapt(site)
     modules = root / "modules"
     write_tiny_modules(modules, module_count)
@@ -81,6 +78,54 @@ def build_environment(root: Path, module_count: int) -> Environment:
                  str(site / "wrapt"), str(modules)])
     return Environment(root=root, clean_python=clean_python, stack_python=Path(sys.executable),
                        modules=modules, module_count=module_count, scripts=scripts)
+
+
+def copy_lazypatch(site: Path) -> None:
+    """Copy this checkout's ``lazypatch`` into ``site``, with ``registry/`` placed as
+    ``lazypatch.registry`` (as the distribution ships it); an older copy is replaced."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    shutil.rmtree(site / "lazypatch", ignore_errors=True)
+    shutil.copytree(REPOSITORY / "lazypatch", site / "lazypatch", ignore=ignore)
+    shutil.copytree(REPOSITORY / "registry", site / "lazypatch" / "registry", ignore=ignore)
+
+
+#: Real spconv's CPU build, for the stand-in's comparison (benchmarks/bench_sparse_conv.py).
+SPCONV_REQUIREMENTS = REPOSITORY / "requirements" / "bench-spconv.txt"
+#: Where its venv is kept between runs (installing it takes a minute or two; a changed
+#: requirements file rebuilds it).
+SPCONV_VENV = BENCHMARKS / ".spconv-venv"
+
+
+def spconv_interpreter(venv: Path = SPCONV_VENV) -> "Tuple[Optional[Path], str]":
+    """An interpreter where ``import spconv`` is real spconv (requirements/bench-spconv.txt)
+    and torch, mmcv, mmdet3d are the running interpreter's (a ``.pth`` adds its
+    site-packages), with this checkout's lazypatch copied in: ``(python, "")``, or
+    ``(None, why)`` when spconv does not install on this machine (the reason, from pip)."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".requirements"
+    wanted = SPCONV_REQUIREMENTS.read_text()
+    if not (python.exists() and stamp.exists() and stamp.read_text() == wanted):
+        shutil.rmtree(venv, ignore_errors=True)
+        run_process([base_interpreter(), "-m", "venv", str(venv)])
+        site = _purelib(python)
+        (site / "stack.pth").write_text(str(_purelib(Path(sys.executable))) + "\n")
+        installed = subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "-r", str(SPCONV_REQUIREMENTS)], capture_output=True, text=True)
+        if installed.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            lines = (installed.stderr or installed.stdout).strip().splitlines()
+            return None, "spconv does not install here: " + (lines[-1] if lines else "pip failed")
+        stamp.write_text(wanted)
+    copy_lazypatch(_purelib(python))
+    return python, ""
+
+
+def _purelib(python: Path) -> Path:
+    """The site-packages directory of ``python``."""
+    return Path(str(last_json_line(run_process(
+        [str(python), "-c", "import json, sysconfig; "
+                            "print(json.dumps(sysconfig.get_paths()['purelib']))"]).stdout)))
 
 
 def copy_wrapt(site: Path) -> None:

@@ -1,4 +1,4 @@
-"""The per-call cost of counting a replacement's calls (``lazypatch/calls.py``).
+"""The per-call cost of counting a replacement's calls (``lazypatch/apply/calls.py``).
 
 One process per mode of ``LAZYPATCH_TRACK_CALLS``, each timing with ``timeit``
 the replacement a patch put in place, interleaved with a function of the same body

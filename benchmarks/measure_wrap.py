@@ -9,7 +9,7 @@ each one's time minus the bare call's. Budget: lazypatch's overhead within
 
 The same three for a method called as ``instance.hot(1)`` (binding included):
 ``patch.wrap`` on a class puts a subclass of wrapt's ``FunctionWrapper`` in
-place (it copies and pickles by reference: ``lazypatch/wrapping.py``), a
+place (it copies and pickles by reference: ``lazypatch/apply/wrapping.py``), a
 module's function gets a plain function calling the wrapper.
 """
 

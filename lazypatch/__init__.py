@@ -12,8 +12,10 @@ every process it activates.
 
 import sys
 
-from . import registration as _registration
-from .configuration import declare_variable, setting, setting_source
+from .activate.configuration import declare_variable, setting, setting_source
+from .decide.requirements import installed_version, parse_requirements, version_matches
+from .decide.selection import declare_opt_in_pack, matches, set_strict
+from .declare import registration as _registration
 from .errors import (
     ConfigurationWarning,
     LatePatchWarning,
@@ -23,8 +25,6 @@ from .errors import (
     PatchFailedWarning,
     UndoError,
 )
-from .requirements import installed_version, parse_requirements, version_matches
-from .selection import declare_opt_in_pack, matches, set_strict
 from .slots import ATTRIBUTE
 from .state import AFTER, BEFORE, STATE, STATUSES
 
@@ -32,10 +32,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
 
-    from .ledger import PatchContext
-    from .reporting import PatchRecord
-    from .requirements import Requirement
-    from .scopes import patched
+    from .apply.ledger import PatchContext
+    from .apply.scopes import patched
+    from .decide.requirements import Requirement
+    from .reports.reporting import PatchRecord
 
     PatchFunction = TypeVar("PatchFunction", bound=Callable[..., Any])
 
@@ -43,10 +43,10 @@ __version__ = "0.1.0"
 
 # Public names whose modules nothing on the activation path needs: imported on
 # first use (PEP 562), so that `import lazypatch.auto` stays within its budget.
-_LAZY_NAMES = {"PatchRecord": "reporting", "patched": "scopes", "StandInError": "boundaries",
-               "PatchContext": "ledger", "set_event_action": "events",
-               "clear_event_actions": "events", "PatchAppliedWarning": "events",
-               "PatchSkippedWarning": "events"}
+_LAZY_NAMES = {"PatchRecord": "reports.reporting", "patched": "apply.scopes",
+               "StandInError": "declare.boundaries", "PatchContext": "apply.ledger",
+               "set_event_action": "decide.events", "clear_event_actions": "decide.events",
+               "PatchAppliedWarning": "decide.events", "PatchSkippedWarning": "decide.events"}
 
 # The event-action settings (events.py), declared here so that they are known (not
 # reported as typos, listed by `lazypatch run --help`) without importing events.py
@@ -62,10 +62,11 @@ def __getattr__(name: str) -> "Any":
     module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
-    if module == "ledger":
-        _ = STATE.ledger   # creating the ledger imports its module and makes it the default
     from importlib import import_module
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    imported = import_module(f"{__name__}.{module}")
+    if module == "apply.ledger":
+        imported.process_ledger()   # so that a PatchContext made by hand has the default ledger
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 
@@ -73,13 +74,13 @@ def __getattr__(name: str) -> "Any":
 def activation_info() -> "Dict[str, object]":
     """Whether and how this process activated lazypatch: ``activated_by`` ("" when not),
     ``milliseconds``, ``imported_before``, ``strict``, ``report_path`` and ``sources``."""
-    from .activation import activation_info as info
+    from .activate.activation import activation_info as info
     return info()
 
 
 def _application() -> "Any":
     # Loaded on first use, not at `import lazypatch` (see benchmarks/COSTS.md).
-    from . import application
+    from .apply import application
     return application
 
 
@@ -88,16 +89,16 @@ def _adopt_environment() -> None:
     # lazypatch was imported: a script that only does `import lazypatch` and
     # registers its own patches obeys them too. Activation adopts the same
     # (memoised) configuration again, so nothing warns twice.
-    from .configuration import read
-    from .selection import configure
+    from .activate.configuration import read
+    from .decide.selection import configure
     configuration = read()
     configure(configuration)
     # LAZYPATCH_ON_APPLY/_SKIP/_FAILURE: events.py is imported only when one is set
     # (or was, so that a reset forgets it), never on the plain activation path.
     import os
-    if "lazypatch.events" in sys.modules or any(
+    if "lazypatch.decide.events" in sys.modules or any(
             name in os.environ or name in configuration.extra for name in EVENT_VARIABLES):
-        from .events import adopt_configured
+        from .decide.events import adopt_configured
         adopt_configured(configuration)
 
 
@@ -164,7 +165,7 @@ def report() -> "List[PatchRecord]":
     ``reason``, ``error`` (traceback text of a failure), ``duration_ms``,
     ``changes``, ``conflicts`` and more; it is a dict usable as attributes.
     """
-    from .reporting import report as build_report
+    from .reports.reporting import report as build_report
     return build_report()
 
 
@@ -173,7 +174,7 @@ def render_report(records: "Optional[List[Any]]" = None, format: str = "table",
     """Render report records (default: the current ``report()``) as ``"table"`` or ``"json"``;
     the table summarises patches that are off by default or cannot apply here unless ``all``;
     ``diff`` adds the source diff of every replaced function, original against replacement."""
-    from .reporting import one_time_imports_line, render
+    from .reports.reporting import one_time_imports_line, render
     footers = []
     if records is None:
         footers.append(one_time_imports_line(STATE.one_time_imports))
@@ -192,7 +193,7 @@ def write_report(path: str) -> str:
     """Write the current report as JSON to ``path`` now, atomically; return the path
     written. ``{host}``, ``{node}``, ``{rank}``, ``{local_rank}``, ``{worker}`` and
     ``{pid}`` are filled in. Raises OSError when it cannot."""
-    from .reporting import write_report as write
+    from .reports.reporting import write_report as write
     return write(path)
 
 
@@ -201,11 +202,11 @@ def unpatch(name: str) -> None:
     re-applying (its aliases and submodule stand-ins too). Imports nothing. Raises ``UndoError`` if part of it
     could not be restored."""
     patch = STATE.catalog.find(name)
-    application = _application()
-    from .paths import derived_from
+    from .apply import undo
+    from .declare.paths import derived_from
     for derived in derived_from(name):   # aliases, stand-ins of submodules
-        application.unpatch(STATE.catalog.find(derived), f"undone by unpatch({name!r})")
-    application.unpatch(patch, "undone by unpatch()")
+        undo.unpatch(STATE.catalog.find(derived), f"undone by unpatch({name!r})")
+    undo.unpatch(patch, "undone by unpatch()")
 
 
 def unpatch_all() -> None:
@@ -213,7 +214,8 @@ def unpatch_all() -> None:
 
     Every undo is attempted; one ``UndoError`` naming each failure is raised at the end.
     """
-    _application().unpatch_all("undone by unpatch_all()")
+    from .apply import undo
+    undo.unpatch_all("undone by unpatch_all()")
 
 
 def enable(*selectors: str) -> "List[str]":
@@ -233,8 +235,9 @@ def original(owner: "Any", name: str) -> "Any":
 
     Raises AttributeError if the owner had no such attribute of its own.
     """
+    from .apply.ledger import process_ledger
     from .slots import MISSING, describe
-    value = STATE.ledger.first_original(ATTRIBUTE, owner, name)
+    value = process_ledger().first_original(ATTRIBUTE, owner, name)
     if value is MISSING:
         for base in getattr(owner, "__mro__", ())[1:]:
             value = base.__dict__.get(name, MISSING)
@@ -246,7 +249,8 @@ def original(owner: "Any", name: str) -> "Any":
 
 def is_patched(owner: "Any", name: str) -> bool:
     """Whether a live patch currently changes ``owner.name``."""
-    return STATE.ledger.is_patched(ATTRIBUTE, owner, name)
+    from .apply.ledger import process_ledger
+    return process_ledger().is_patched(ATTRIBUTE, owner, name)
 
 
 def reset() -> None:
@@ -258,8 +262,9 @@ def reset() -> None:
     forgetting everything) if some change could not be undone.
     """
     failure: "Optional[BaseException]" = None
+    from .apply import undo
     try:
-        _application().unpatch_all("undone by reset()")
+        undo.unpatch_all("undone by reset()")
     except BaseException as error:   # forget everything first, then report
         failure = error
     STATE.forget_everything()
@@ -275,7 +280,7 @@ def install() -> None:
     """Put lazypatch's finder first on ``sys.meta_path`` (registration does this too) and,
     as activation does, make ``sys.meta_path`` guard a finder the moment it is put in
     front of it (``importer.MetaPath``: the list object is replaced once)."""
-    from .importer import guard_the_front
+    from .watch.importer import guard_the_front
     guard_the_front(STATE.finder)
     _registration.ensure_finder()
 
@@ -283,7 +288,7 @@ def install() -> None:
 def uninstall() -> None:
     """Take the finder off ``sys.meta_path``, and the check of its front off each import;
     applied patches stay (see ``unpatch_all``)."""
-    from .importer import uninstall_finder
+    from .watch.importer import uninstall_finder
     if STATE.finder is not None:
         uninstall_finder(STATE.finder)
 
@@ -291,8 +296,8 @@ def uninstall() -> None:
 def patches(target: str, **options: "Any") -> "Callable[[type], type]":
     """Class decorator: the decorated class's methods (plain, class, static,
     properties) replace those of class ``target`` ("pkg.mod.ClassName") when
-    its module is imported; undone exactly. See ``lazypatch.classes``."""
-    from .classes import patches as declare_class_patch
+    its module is imported; undone exactly. See ``lazypatch.declare.classes``."""
+    from .declare.classes import patches as declare_class_patch
     return declare_class_patch(target, **options)
 
 
@@ -300,7 +305,7 @@ def source_drift(owner: "Any", name: str, pinned: "Iterable[str]",
                  copied_from: str) -> "Optional[str]":
     """Why an edited copy of ``owner.name`` must not replace it (the installed source's
     SHA-256 is not among ``pinned``, or another patch wrapped it), or None when it may."""
-    from .pinning import source_drift as check
+    from .decide.pinning import source_drift as check
     return check(owner, name, pinned, copied_from)
 
 
@@ -316,7 +321,7 @@ def stand_in(module_name: str, attributes: "Optional[Dict[str, Any]]" = None, *,
             and all(isinstance(key, str) and key.isidentifier() for key in attributes or {}):
         # A top-level module not imported yet: declared without loading boundaries.py,
         # which loads if the module is ever imported (_deferred_stand_in says why).
-        from .importer import BOUNDARY_TAG
+        from .watch.importer import BOUNDARY_TAG
         _registration.validate_target(module_name)
         chosen = [tags] if isinstance(tags, str) else list(tags)
         if BOUNDARY_TAG not in chosen:
@@ -326,7 +331,7 @@ def stand_in(module_name: str, attributes: "Optional[Dict[str, Any]]" = None, *,
             _deferred_stand_in(module_name, dict(attributes or {}), patch_name, chosen),
             module_name, phase=BEFORE, name=patch_name, priority=_registration.FIRST,
             tags=chosen, enabled=enabled)
-    from .boundaries import stand_in as declare
+    from .declare.boundaries import stand_in as declare
     return declare(module_name, attributes, name=name, tags=tags, enabled=enabled,
                    submodules=submodules)
 
@@ -347,7 +352,7 @@ def _deferred_stand_in(module_name: str, attributes: "Dict[str, Any]", patch_nam
 
     def real() -> "Callable[..., None]":
         if not made:
-            from .boundaries import Boundary, _stand_in_function
+            from .declare.boundaries import Boundary, _stand_in_function
             declaration = Boundary(module_name)
             declaration.patch_name = patch_name
             declaration.attributes = dict(attributes)
@@ -368,7 +373,7 @@ def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]
                    tags: "Iterable[str]" = (), enabled: bool = True) -> str:
     """``import module_name`` gives ``replacement`` (an object, or a "pkg.mod:attr" string
     resolved at that import); the real module never runs. Returns the patch name."""
-    from .boundaries import replace_module as declare
+    from .declare.boundaries import replace_module as declare
     return declare(module_name, replacement, name=name, tags=tags, enabled=enabled)
 
 
@@ -377,7 +382,7 @@ def inject(module_name: str, names: "Dict[str, Any]", *, name: "Optional[str]" =
            enabled: bool = True) -> str:
     """Set ``names`` (values or "pkg.mod:attr" strings, resolved then) on ``module_name``
     when it is imported. Returns the patch name."""
-    from .boundaries import inject as declare
+    from .declare.boundaries import inject as declare
     return declare(module_name, names, name=name, priority=priority, requires=requires,
                    tags=tags, enabled=enabled)
 
@@ -385,7 +390,7 @@ def inject(module_name: str, names: "Dict[str, Any]", *, name: "Optional[str]" =
 def notify_module_loaded(module: "Any", name: "Optional[str]" = None) -> "List[str]":
     """Apply the ``when_imported`` patches of a module placed into ``sys.modules`` by
     hand (wrapt's ``notify_module_loaded``); the names of the patches applied to it."""
-    from .boundaries import notify_module_loaded as notify
+    from .declare.boundaries import notify_module_loaded as notify
     return notify(module, name)
 
 
@@ -401,7 +406,7 @@ def replace(path: str, replacement: "Any", *, name: "Optional[str]" = None,
     time: skipped; ``runtime_check(*args, **kwargs)`` false for a call: the original
     runs; ``aliases``: other paths bound to the same original (re-exports), rebound
     too, each when its module is imported. Returns the patch name."""
-    from .paths import replace as declare
+    from .declare.paths import replace as declare
     return declare(path, replacement, name=name, rebind=rebind, priority=priority,
                    requires=requires, tags=tags, enabled=enabled, precheck=precheck,
                    runtime_check=runtime_check, aliases=aliases, events=events)
@@ -414,7 +419,7 @@ def wrap(path: str, wrapper: "Any", *, name: "Optional[str]" = None, rebind: boo
     """Wrap the callable at dotted ``path`` with ``wrapper(wrapped, instance, args,
     kwargs)`` when the module that holds it is imported (``aliases`` as for
     ``replace``). Returns the patch name."""
-    from .paths import wrap as declare
+    from .declare.paths import wrap as declare
     return declare(path, wrapper, name=name, rebind=rebind, priority=priority,
                    requires=requires, tags=tags, enabled=enabled, aliases=aliases,
                    events=events)
@@ -430,7 +435,7 @@ def registry_entry(registry: str, key: str, replacement: "Any", *,
     ``build`` returns it; a key that did not exist is added. Undone exactly (an added
     entry removed, a replaced one restored). ``force=False`` fails rather than replace.
     Returns the patch name."""
-    from .registry_entries import registry_entry as declare
+    from .declare.registry_entries import registry_entry as declare
     return declare(registry, key, replacement, name=name, priority=priority,
                    requires=requires, tags=tags, enabled=enabled, events=events,
                    force=force, precheck=precheck)
@@ -445,10 +450,20 @@ def warn_configuration(message: str) -> None:
     notify(str(message), ConfigurationWarning)
 
 
+def driving_sdk_patcher() -> "Dict[str, str]":
+    """Where lazypatch's own ``mx_driving.patcher`` (DrivingSDK's patcher API) is:
+    ``module``, its import name, and ``directory``, the folder holding that package (for
+    an ``mx_driving`` stand-in's ``__path__``). Imports nothing."""
+    import os
+    return {"module": "lazypatch.driving_sdk.package.patcher",
+            "directory": os.path.join(os.path.dirname(os.path.abspath(__file__)), "driving_sdk",
+                                      "package")}
+
+
 def event_actions(name: str) -> "Dict[str, str]":
     """What each event (apply, skip, failure) does for patch ``name`` now: ``silent``,
     ``log[:level]``, ``warn``, ``raise`` or ``exit`` (see ``set_event_action``)."""
-    from .events import actions_of
+    from .decide.events import actions_of
     return actions_of(STATE.catalog.find(name))
 
 
@@ -464,5 +479,5 @@ __all__ = [
     "reset", "activation_info", "stand_in", "replace_module", "inject", "notify_module_loaded",
     "replace", "wrap", "StandInError", "registry_entry", "set_event_action",
     "clear_event_actions", "event_actions", "PatchAppliedWarning", "PatchSkippedWarning",
-    "declare_opt_in_pack", "warn_configuration",
+    "declare_opt_in_pack", "warn_configuration", "driving_sdk_patcher",
 ]

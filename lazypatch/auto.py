@@ -4,6 +4,6 @@ It reads the LAZYPATCH_* configuration, installs the import finder and
 registers the built-in packs, importing none of their targets.
 """
 
-from .activation import activate
+from .activate.activation import activate
 
 activate("import lazypatch.auto")

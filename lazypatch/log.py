@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .configuration import RANK_VARIABLES, current_rank
+from .activate.configuration import RANK_VARIABLES, current_rank
 
 logger = logging.getLogger("lazypatch")
 

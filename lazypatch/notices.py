@@ -39,8 +39,9 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
     from types import FrameType
     from typing import Optional, Tuple
 
-# lazypatch's own files: this package (its bootstrap and compat layer too) and
-# the built-in packs, which live in their own directory in a source checkout.
+# lazypatch's own files: this package (every stage folder, its bootstrap and the
+# DrivingSDK layer too) and the built-in packs, which live in their own directory in
+# a source checkout.
 _HERE = __file__.rpartition("notices.")[0]
 
 
@@ -55,7 +56,7 @@ def _own_prefixes() -> "Tuple[str, ...]":
 def _is_machinery(filename: str) -> bool:
     """Frames no user wrote: the import system, site's start-up hooks, and the
     ``lazypatch`` console script pip writes (``bin/lazypatch``, which only calls
-    ``lazypatch.cli:main``: a warning of ``lazypatch run`` is not about that file)."""
+    ``lazypatch.cli.main:main``: a warning of ``lazypatch run`` is not about that file)."""
     return ("importlib" in filename and "_bootstrap" in filename) or \
         filename in ("<frozen site>", "<frozen runpy>") or \
         filename.endswith(("/site.py", "\\site.py", "/runpy.py", "\\runpy.py")) or \

@@ -41,9 +41,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
-    from .events import EventRules
-    from .ledger import Ledger, PatchContext
-    from .requirements import Requirement
+    # state.py is the bottom floor: it names no type of a higher layer, not even for
+    # the type checker (that would draw a circle in the import graph). The modules that
+    # own these types say what the fields hold.
+    Requirement = Any   # decide.requirements.Requirement
+    PatchContext = Any  # apply.ledger.PatchContext
 
 PENDING = "pending"
 APPLIED = "applied"
@@ -108,7 +110,7 @@ class RegisteredPatch:
         # must reach both.
         self.live: "List[PatchContext]" = _NONE
         # Applications taken off ``live`` to be undone and not yet claimed by the undo
-        # (application.detach / undo_contexts): an interrupt landing in between leaves
+        # (undo.detach / undo_contexts): an interrupt landing in between leaves
         # them here, and the next detach of this patch hands them out again.
         self.undoing: "List[PatchContext]" = _NONE
         self.duration_ms = 0.0
@@ -302,7 +304,9 @@ class EngineState:
     def __init__(self) -> None:
         self.lock = RLock()
         self.catalog = Catalog()
-        self._ledger: "Optional[Ledger]" = None   # made on first need: see ``ledger``
+        # The apply.ledger.Ledger of live changes: made and put here by its own module
+        # (ledger.process_ledger) on the first application, not at activation.
+        self.ledger: "Any" = None
         self.finder: "Any" = None                 # the LazyPatchFinder, made on first need
         self.enable_rules: "List[str]" = []       # selectors from configuration, applied to
         self.disable_rules: "List[str]" = []      # patches registered later too
@@ -332,9 +336,10 @@ class EngineState:
         # calls.CallTracker: how calls of replacements are counted, and the live
         # counters; made when a patch first changes something (calls.tracker).
         self.calls: "Any" = None
-        # Where each event's action comes from (events.py): made when events.py is first
-        # imported, i.e. when an action is first set, so activation does not pay for it.
-        self.events: "Optional[EventRules]" = None
+        # Where each event's action comes from (a decide.events.EventRules): made when
+        # events.py is first imported, i.e. when an action is first set, so activation
+        # does not pay for it.
+        self.events: "Any" = None
 
     def import_once(self, name: str) -> "Any":
         """``import name``; the first time, its cost is recorded instead of charged to a patch.
@@ -360,27 +365,12 @@ class EngineState:
                 self.one_time_import_ms_by_thread.get(thread, 0.0) + milliseconds
         return sys.modules[name]
 
-    @property
-    def ledger(self) -> "Ledger":
-        """The ledger of live changes. Created (and the ledger module imported) on first
-        need, which is the first application, not activation (benchmarks/COSTS.md)."""
-        ledger = self._ledger
-        if ledger is None:
-            from .ledger import Ledger, PatchContext
-            with self.lock:
-                if self._ledger is None:
-                    self._ledger = Ledger(self.lock)
-                    PatchContext.default_ledger = self._ledger
-                    PatchContext.import_dependency = self.import_once
-                ledger = self._ledger
-        return ledger
-
     def forget_everything(self) -> None:
         """Drop registrations, rules, declarations and the ledger (the caller undid them)."""
         with self.lock:
             self.catalog.clear()
-            if self._ledger is not None:
-                self._ledger.clear()
+            if self.ledger is not None:
+                self.ledger.clear()
             self.enable_rules = []
             self.disable_rules = []
             self.strict = False

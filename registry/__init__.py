@@ -1,33 +1,36 @@
 """The built-in patch packs, shipped as ``lazypatch.registry``.
 
-Each module or package directly in this folder is one pack. A pack is written
-against lazypatch's public API only (exactly what a third-party pack would
-use): importing it *declares* patches and imports none of their targets, so
-that activation stays cheap. Heavy code (torch kernels, wrappers) lives in
-submodules that a patch imports when its target is imported.
+Each package directly in this folder is one pack, its one room, whose ``__init__.py``
+begins with the pack's declarations (``PACK``, ``TAGS``, ``OPT_IN``, ``TARGETS``,
+``REQUIRES``: docs/writing_packs.md). A pack is written
+against lazypatch's public API only (exactly what a third-party pack would use):
+importing it *declares* patches and imports none of their targets, so that
+activation stays cheap. Heavy code (torch kernels, wrappers) lives in submodules
+that a patch imports when its target is imported. ``shared/`` holds the kernels
+and helpers two packs use: importing it registers no patch.
 """
 
 import os
 
-#: Packs whose every patch is off by default. Activation only declares them
-#: (``lazypatch.declare_opt_in_pack``): one is imported, and its patches registered,
-#: when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list`` names it. Their
-#: dozens of registrations would otherwise cost every process about 3M instructions
-#: each (benchmarks/COSTS.md) for patches that almost never run.
+#: The folder of the code two packs share (kernels, helpers): not a pack.
+SHARED = "shared"
+
+#: Packs whose every patch is off by default: exactly the packs that declare
+#: ``OPT_IN = True`` (tests/packs/test_pack_contract.py checks that the two agree and
+#: says what to write). Listed here so that activation opens no pack to learn it: it only
+#: declares them (``lazypatch.declare_opt_in_pack``), and one is imported, its patches
+#: registered, when LAZYPATCH_ENABLE, ``lazypatch.enable()`` or ``lazypatch list`` names
+#: it. Their dozens of registrations would otherwise cost every process about 3M
+#: instructions each (benchmarks/COSTS.md) for patches that almost never run.
 OPT_IN = ("cuda_extensions", "device", "export", "npu_stand_in")
 
 
 def pack_names() -> "list":
-    """The built-in packs, in a stable order (found by listing this folder)."""
-    names = set()
-    for entry in os.listdir(os.path.dirname(__file__)):
-        if entry.startswith(("_", ".")):
-            continue
-        if entry.endswith(".py"):
-            names.add(entry[:-3])
-        elif os.path.isfile(os.path.join(os.path.dirname(__file__), entry, "__init__.py")):
-            names.add(entry)
-    return sorted(names)
+    """The built-in packs, in a stable order: the packages in this folder but ``shared``.
+    Every entry without a dot is a package (the contract test checks it): no file is
+    looked at, on the path of every activation."""
+    return sorted(entry for entry in os.listdir(os.path.dirname(__file__))
+                  if "." not in entry and not entry.startswith("_") and entry != SHARED)
 
 
 def declare_opt_in_settings() -> None:

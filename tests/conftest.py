@@ -263,9 +263,9 @@ def ops():
     import mmcv
     from mmengine.registry import MODELS
     try:
-        from lazypatch.registry.openmmlab.ext import build_ext_module
+        from lazypatch.registry.shared.mmcv_ext import build_ext_module
     except ImportError:
-        from registry.openmmlab.ext import build_ext_module
+        from registry.shared.mmcv_ext import build_ext_module
     before = set(sys.modules)
     saved_ext = sys.modules.get("mmcv._ext")
     had_ops_attribute = "ops" in vars(mmcv)

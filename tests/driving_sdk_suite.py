@@ -3,7 +3,7 @@
 DrivingSDK's tests load the patcher's files by path (``<root>/mx_driving/patcher/X.py``,
 ``<root>`` three folders above the test file) and fake ``torch_npu`` with mocks. This
 runner builds such a root in a temporary directory: lazypatch's stand-in files
-(``lazypatch/compat/driving_sdk_package``) as ``mx_driving/``, DrivingSDK's test files
+(``lazypatch/driving_sdk/package``) as ``mx_driving/``, DrivingSDK's test files
 copied unchanged beside them, and runs pytest there in a fresh interpreter.
 
 Nothing is downloaded: give it an extracted checkout of Ascend/DrivingSDK, e.g.
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-PACKAGE = REPOSITORY / "lazypatch" / "compat" / "driving_sdk_package"
+PACKAGE = REPOSITORY / "lazypatch" / "driving_sdk" / "package"
 
 
 def test_files(checkout: Path, pattern: str) -> List[Path]:

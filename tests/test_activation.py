@@ -34,8 +34,8 @@ def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
         activated_by, added = interpreter.run(script, env=cache).stdout.splitlines()[-2:]
         assert activated_by == "import lazypatch.auto"
         added = added.split()
-        assert "lazypatch.registry" in added and "lazypatch.plugin_cache" in added
-        assert ("lazypatch.plugins" in added) is scanned, (run, added)
+        assert "lazypatch.registry" in added and "lazypatch.activate.plugin_cache" in added
+        assert ("lazypatch.activate.plugins" in added) is scanned, (run, added)
         assert [name for name in FORBIDDEN if name in added] == []
 
 

@@ -204,7 +204,7 @@ def test_undo_of_stand_ins_with_submodules_leaves_the_path_hooks_and_their_cache
     # sys.path_importer_cache exactly as they were (skip_import is such a stand-in).
     result = interpreter.run_json("""
     import json, os, sys, lazypatch
-    from lazypatch.compat.driving_sdk2 import Patcher
+    from lazypatch.driving_sdk.v2.patcher import Patcher
     hooks, cache = list(sys.path_hooks), dict(sys.path_importer_cache)
     first = lazypatch.stand_in("cuda_ext", submodules=True)
     patcher = Patcher().skip_import("flash_attn")

@@ -348,7 +348,7 @@ print(json.dumps({"held": held, "after": [sys.monitoring.get_tool(t) for t in (3
 def test_an_interrupt_while_tracking_rolls_the_import_back(interpreter):
     interpreter.write(FILES)
     result = interpreter.run_json(REPORT + """
-import lazypatch.application as application, patches
+import lazypatch.apply.application as application, patches
 def interrupted(patch, context):
     raise KeyboardInterrupt
 application._track_calls = interrupted

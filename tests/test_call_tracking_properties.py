@@ -7,7 +7,7 @@ The examples run inside ONE fresh interpreter: this file is also the script
 ``lazypatch.reset()`` separates the examples. Profiles (``LAZYPATCH_HYPOTHESIS_PROFILE``):
 ``ci`` (default) runs a fixed, derandomized number of examples; ``dev`` ten times more.
 
-The model (what ``lazypatch/calls.py`` promises):
+The model (what ``lazypatch/apply/calls.py`` promises):
 
 * four patches: P0 puts function r0 in place of ``target.f``, P1 puts r1 there, P2 puts
   r0 there too, P3 puts r1 in place of ``target.g``; on one attribute the patch applied

@@ -48,7 +48,7 @@ TARGET_PACKAGE = {
 DECLARATIONS = """
     import json, sys
     import lazypatch
-    from lazypatch.classes import requires, class_patches
+    from lazypatch.declare.classes import requires, class_patches
 
     @lazypatch.patches("shapes.geometry.Square", name="demo.square")
     class patched_Square:
@@ -231,7 +231,7 @@ def test_missing_target_class_fails_the_patch_not_the_import(interpreter):
 
 def test_bad_declarations_fail_at_the_decorator_line():
     import lazypatch
-    from lazypatch.classes import requires, split_target
+    from lazypatch.declare.classes import requires, split_target
 
     with pytest.raises(ValueError, match="requirement"):
         requires("not a version spec ===")

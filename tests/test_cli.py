@@ -31,7 +31,7 @@ def test_list_shows_every_source_and_imports_no_target(interpreter):
     interpreter.write(PLUGIN_AND_MODULES)
     result = interpreter.run_json("""
         import io, json, sys, contextlib
-        from lazypatch.cli import main, registered_patches
+        from lazypatch.cli.main import main, registered_patches
         with contextlib.redirect_stdout(io.StringIO()) as text:
             status = main(["list"])
         rows = registered_patches()
@@ -112,7 +112,8 @@ def test_site_commands_on_a_given_directory(interpreter):
         "lazypatch-activate.pth", "lazypatch-activate.start"]
     pth_lines = (target / "lazypatch-activate.pth").read_text().splitlines()
     assert [line for line in pth_lines if not line.startswith("#")][0].startswith("import os, sys; exec(")
-    assert "lazypatch.site_install:activate_from_start" in (target / "lazypatch-activate.start").read_text()
+    start_file = (target / "lazypatch-activate.start").read_text()
+    assert "lazypatch.activate.site_install:activate_from_start" in start_file
     assert ".pth file:   installed" in run("status").stdout
     run("uninstall")
     assert list(target.iterdir()) == []

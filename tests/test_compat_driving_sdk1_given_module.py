@@ -18,7 +18,7 @@ MMCV1_STAND_IN = '''
 import json, logging, types
 import torch
 from mmengine.registry import Registry
-from lazypatch.compat.driving_sdk2_builtin_patches import optimizer_hooks
+from lazypatch.driving_sdk.v2.builtin_patches import optimizer_hooks
 
 
 class Hook:
@@ -231,7 +231,7 @@ class profile:
 LOOPS_STAND_IN = '''
 import json, types
 import torch_npu
-from lazypatch.compat.driving_sdk1_loops import (epoch_runner, epoch_train_loop, iter_runner,
+from lazypatch.driving_sdk.v1.loops import (epoch_runner, epoch_train_loop, iter_runner,
                                                  iter_train_loop)
 
 HOOKS_CALLED = []
@@ -399,7 +399,7 @@ def test_loop_functions_on_the_imported_module_turn_the_training_pack_on(interpr
 import json
 import mmengine
 import mmengine.runner
-from lazypatch.compat.driving_sdk1_loops import iter_train_loop
+from lazypatch.driving_sdk.v1.loops import iter_train_loop
 from lazypatch.registry.training.settings import STATE
 loop_before = mmengine.runner.IterBasedTrainLoop.__dict__["run"]
 iter_train_loop(mmengine, {"enable_profiler": True, "profiling_path": "traces",

@@ -1,4 +1,4 @@
-"""lazypatch.compat.driving_sdk2: DrivingSDK patcher 2.0's documented examples, lazily and undone.
+"""lazypatch.driving_sdk.v2.patcher: DrivingSDK patcher 2.0's documented examples, lazily and undone.
 
 The examples of DrivingSDK's ``mx_driving/patcher/README.md`` and
 ``FEATURES.md`` (skip_import, replace_import with replace_with, inject_import,
@@ -53,7 +53,7 @@ MODEL = {
 
 # README, "Step 3": only the import lines differ from the documentation.
 GAUSSIAN_PATCH = """
-from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch, with_imports
+from lazypatch.driving_sdk.v2.patcher import Patcher, Patch, AtomicPatch, with_imports
 import torch
 
 class GaussianWeightsPatch(Patch):
@@ -139,7 +139,7 @@ def test_skip_replace_and_inject_import_examples(interpreter):
     interpreter.write(IMPORT_CONTROL)
     result = interpreter.run_json("""
     import json, sys
-    from lazypatch.compat.driving_sdk2 import Patcher, replace_with
+    from lazypatch.driving_sdk.v2.patcher import Patcher, replace_with
 
     class NPUImpl:
         pass
@@ -211,7 +211,7 @@ def test_atomic_patch_wrappers_precheck_and_disable(interpreter):
     interpreter.write(MODEL)
     result = interpreter.run_json("""
     import json
-    from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch
+    from lazypatch.driving_sdk.v2.patcher import Patcher, Patch, AtomicPatch
 
     def add_stream_sync(original):          # FEATURES.md, target_wrapper
         def wrapper(self, *args, **kwargs):
@@ -262,7 +262,7 @@ def test_registry_patch_on_real_mmdet_registry_with_class_and_factory(interprete
     result = interpreter.run_json("""
     import lazypatch.auto
     import json
-    from lazypatch.compat.driving_sdk2 import Patcher, RegistryPatch
+    from lazypatch.driving_sdk.v2.patcher import Patcher, RegistryPatch
 
     class MyNeck:
         def __init__(self, **config):
@@ -311,7 +311,7 @@ def test_configure_patcher_logging_strict_and_quiet_modes(interpreter):
     interpreter.write(MODEL)
     result = interpreter.run_json("""
     import json, logging, warnings
-    from lazypatch.compat.driving_sdk2 import (Patcher, AtomicPatch, configure_patcher_logging,
+    from lazypatch.driving_sdk.v2.patcher import (Patcher, AtomicPatch, configure_patcher_logging,
                                                set_patcher_log_level)
     records = []
     class Keep(logging.Handler):
@@ -351,7 +351,7 @@ def test_chained_default_patcher_selects_builtin_packs_and_restores_them(interpr
     result = interpreter.run_json("""
     import json, sys
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import default_patcher, Patch, AtomicPatch
+    from lazypatch.driving_sdk.v2.patcher import default_patcher, Patch, AtomicPatch
 
     class MyPatch(Patch):
         @classmethod
@@ -394,9 +394,9 @@ def test_chained_default_patcher_selects_builtin_packs_and_restores_them(interpr
     ("with_imports(42)", "module"),
 ])
 def test_bad_driving_sdk2_input_fails_at_the_call(forget_new_patches, call, message):
-    from lazypatch.compat import driving_sdk2
+    from lazypatch.driving_sdk.v2 import patcher as v2
     with pytest.raises((TypeError, ValueError), match=message):
-        eval(call, vars(driving_sdk2))
+        eval(call, vars(v2))
 
 
 # --- the seed's 1.0 custom-patch pattern: a patch on pkg that changes pkg.sub.attr ---
@@ -407,7 +407,7 @@ SEED_PACKAGE = {
     "pkg/sub/__init__.py": "",
     "pkg/sub/deeper.py": "def gpu_affine_func(x):\n    return ('gpu', x)\n",
     "patch.py": """
-        from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+        from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
 
         def my_patch(pkg, options):
             def npu_affine_func(x):
@@ -449,7 +449,7 @@ def test_seed_pattern_patch_on_a_package_reaching_an_unimported_submodule(interp
 # ResNet-style groups of FEATURES.md ("resnet_fp16 conflicts with resnet_maxpool"),
 # on a model written to disk.
 GROUPS = """
-from lazypatch.compat.driving_sdk2 import Patch, AtomicPatch
+from lazypatch.driving_sdk.v2.patcher import Patch, AtomicPatch
 
 class MaxPool(Patch):
     name = "resnet_maxpool"
@@ -474,7 +474,7 @@ def test_conflicting_groups_in_one_patcher_warn_when_added_and_refuse_to_apply(i
     result = interpreter.run_json("""
     import json, sys, warnings, logging
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import Patcher
+    from lazypatch.driving_sdk.v2.patcher import Patcher
     from groups import MaxPool, FP16
     records = []
     class Keep(logging.Handler):
@@ -519,7 +519,7 @@ def test_conflict_with_a_group_applied_first_elsewhere_skips_with_the_reason(int
     result = interpreter.run_json("""
     import json
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch
+    from lazypatch.driving_sdk.v2.patcher import Patcher, Patch, AtomicPatch
     from groups import MaxPool, FP16
 
     lazypatch.replace("my_model.layers.helper", lambda x: ("user", x), name="mine.helper")
@@ -564,7 +564,7 @@ def test_conflict_with_a_builtin_patch_of_default_patcher_names_the_fix(interpre
     result = interpreter.run_json("""
     import json, sys
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import default_patcher, Patch, AtomicPatch
+    from lazypatch.driving_sdk.v2.patcher import default_patcher, Patch, AtomicPatch
 
     class FP16(Patch):                  # FEATURES.md: default_patcher.disable(...).add(...)
         name = "my_resnet_fp16"
@@ -598,7 +598,7 @@ def test_conflict_with_a_builtin_patch_enabled_elsewhere_counts_only_where_it_ap
     result = interpreter.run_json(f"""
     import json
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import Patcher, default_patcher
+    from lazypatch.driving_sdk.v2.patcher import Patcher, default_patcher
     from groups import FP16
 
     class BuiltinFP16(FP16):
@@ -627,7 +627,7 @@ def test_builtin_groups_by_drivingsdk_names_disable_enable_and_conflict(interpre
     result = interpreter.run_json("""
     import json, sys, warnings
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import default_patcher
+    from lazypatch.driving_sdk.v2.patcher import default_patcher
     def enabled(*names):
         records = {r.name: r.enabled for r in lazypatch.report()}
         return [records[name] for name in names]
@@ -672,7 +672,7 @@ def test_legacy_name_disables_and_enables_the_group_with_a_notice(interpreter):
     result = interpreter.run_json("""
     import json, warnings
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import Patcher
+    from lazypatch.driving_sdk.v2.patcher import Patcher
     from groups import MaxPool
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -699,7 +699,7 @@ BOOTSTRAP = {
     **MODEL,
     "oldapi.py": "VALUE = 1   # upstream changed it; the compat group sets 2 back\n",
     "groups_bootstrap.py": """
-        from lazypatch.compat.driving_sdk2 import Patch, AtomicPatch
+        from lazypatch.driving_sdk.v2.patcher import Patch, AtomicPatch
 
         class Reader(Patch):
             @classmethod
@@ -726,7 +726,7 @@ def test_apply_before_collect_declares_a_group_before_others_collect(interpreter
     interpreter.write(BOOTSTRAP)
     result = interpreter.run_json(f"""
     import json
-    from lazypatch.compat.driving_sdk2 import Patcher
+    from lazypatch.driving_sdk.v2.patcher import Patcher
     from groups_bootstrap import Reader, {compat} as Compat
     patcher = Patcher().add(Reader, Compat).apply()     # Compat added last
     import my_model.layers, oldapi
@@ -742,7 +742,7 @@ def test_a_bad_patches_result_takes_back_what_apply_declared(interpreter):
     result = interpreter.run_json("""
     import json
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import Patcher, Patch, AtomicPatch
+    from lazypatch.driving_sdk.v2.patcher import Patcher, Patch, AtomicPatch
     from groups_bootstrap import Compat
 
     class Broken(Patch):
@@ -776,7 +776,7 @@ def test_version_helpers_read_metadata_and_map_onto_requires(interpreter):
     result = interpreter.run_json("""
     import json, sys
     import lazypatch
-    from lazypatch.compat.driving_sdk2 import (Patcher, AtomicPatch, mmcv_version, get_version,
+    from lazypatch.driving_sdk.v2.patcher import (Patcher, AtomicPatch, mmcv_version, get_version,
                                                check_version, version_requirement,
                                                is_mmcv_v1x, is_mmcv_v2x)
     answers = {
@@ -800,7 +800,7 @@ def test_version_helpers_read_metadata_and_map_onto_requires(interpreter):
                            for r in lazypatch.report() if r.name.startswith("driving_sdk.")}
     print(json.dumps(answers))
     """)
-    from lazypatch.requirements import find_version
+    from lazypatch.decide.requirements import find_version
     mmcv = find_version("mmcv")[0]
     torch_version = find_version("torch")[0]
     assert result["version"] == result["called"] == mmcv and result["bool"] is True
@@ -824,7 +824,7 @@ def test_with_profiling_schedule_drives_the_training_pack_profiler(interpreter):
     result = interpreter.run_json(f"""
     import json
     import torch
-    from lazypatch.compat.driving_sdk2 import Patcher
+    from lazypatch.driving_sdk.v2.patcher import Patcher
     from lazypatch.registry.training.settings import STATE
     patcher = Patcher().with_profiling({str(profile)!r}, 1, skip_first=1, wait=0, warmup=1,
                                        active=2, repeat=2).apply()
@@ -854,7 +854,7 @@ def test_with_profiling_schedule_drives_the_training_pack_profiler(interpreter):
 
 SUMMARY_SCENARIO = """
 import json, logging, sys
-from lazypatch.compat.driving_sdk2 import (Patcher, Patch, AtomicPatch, configure_summary,
+from lazypatch.driving_sdk.v2.patcher import (Patcher, Patch, AtomicPatch, configure_summary,
                                            configure_patcher_logging, set_patcher_log_level,
                                            patcher_logger)
 
@@ -970,20 +970,20 @@ def test_summary_goes_to_drivingsdks_logger_and_at_exit_for_a_patcher_left_appli
 ])
 def test_bad_input_of_the_added_features_fails_at_the_call(forget_new_patches, call, error,
                                                            message):
-    from lazypatch.compat import driving_sdk2
+    from lazypatch.driving_sdk.v2 import patcher as v2
     with pytest.raises(error, match=message):
-        eval(call, vars(driving_sdk2))
+        eval(call, vars(v2))
 
 
 def test_configure_patcher_logging_sets_nothing_when_one_value_is_bad(forget_new_patches):
-    from lazypatch.compat import driving_sdk2_summary
-    from lazypatch.compat.driving_sdk2 import AtomicPatch, Patcher, configure_patcher_logging
-    from lazypatch.events import action_for
+    from lazypatch.decide.events import action_for
+    from lazypatch.driving_sdk.v2 import summary
+    from lazypatch.driving_sdk.v2.patcher import AtomicPatch, Patcher, configure_patcher_logging
     from lazypatch.state import STATE
     patcher = Patcher().add(AtomicPatch("never_imported_pkg.f", print)).apply()
     [name] = patcher.names
     patch = STATE.catalog.by_name[name]
-    logger = driving_sdk2_summary.patcher_logger
+    logger = summary.patcher_logger
     before = logger._on_apply, logger._on_fail, action_for(patch, "apply")
     with pytest.raises(ValueError, match="'loud' is not an action"):
         configure_patcher_logging(on_apply="silent", on_fail="loud")
@@ -996,7 +996,7 @@ def test_get_info_names_original_and_replacement_and_imports_nothing(interpreter
     interpreter.write(MODEL)
     result = interpreter.run_json("""
     import json, sys
-    from lazypatch.compat.driving_sdk2 import AtomicPatch
+    from lazypatch.driving_sdk.v2.patcher import AtomicPatch
 
     def npu_helper(x):
         return ("npu helper", x)
@@ -1027,7 +1027,7 @@ def test_get_info_names_original_and_replacement_and_imports_nothing(interpreter
 def test_patch_group_repr_and_a_bad_add_say_what_they_are(interpreter):
     result = interpreter.run_json("""
     import json
-    from lazypatch.compat.driving_sdk2 import Patcher, Patch
+    from lazypatch.driving_sdk.v2.patcher import Patcher, Patch
 
     class Named(Patch):
         name = "my_group"
@@ -1061,7 +1061,7 @@ def test_replace_import_with_a_module_and_overrides(interpreter):
     """})
     result = interpreter.run_json("""
     import json, sys
-    from lazypatch.compat.driving_sdk2 import Patcher
+    from lazypatch.driving_sdk.v2.patcher import Patcher
 
     patcher = Patcher().replace_import("cuda_only_ext", "npu_shim", VALUE=100)
     patcher.apply()
@@ -1090,7 +1090,7 @@ def test_patcher_logger_instances_hold_their_own_actions_rank_and_buffer():
     import io
     import logging
 
-    from lazypatch.compat.driving_sdk2_summary import PatcherLogger, patcher_logger
+    from lazypatch.driving_sdk.v2.summary import PatcherLogger, patcher_logger
     from lazypatch.errors import PatchError
     logger = PatcherLogger()
     stream = io.StringIO()
@@ -1126,8 +1126,8 @@ def test_late_replace_import_and_stacked_with_imports_warn_on_the_patcher_logger
     import sys
     import types
 
-    from lazypatch.compat.driving_sdk2 import Patcher, with_imports
-    from lazypatch.compat.driving_sdk2_summary import patcher_logger
+    from lazypatch.driving_sdk.v2.patcher import Patcher, with_imports
+    from lazypatch.driving_sdk.v2.summary import patcher_logger
     sys.modules["already_imported_for_replace"] = types.ModuleType("already_imported_for_replace")
     try:
         # DrivingSDK's logger does not propagate (as DrivingSDK sets it): listen on it
@@ -1152,8 +1152,8 @@ def test_late_replace_import_and_stacked_with_imports_warn_on_the_patcher_logger
 
 
 def test_basepatch_is_abstract_and_a_drivingsdk_subclass_runs_its_own_apply(forget_new_patches):
-    from lazypatch.compat.driving_sdk2 import BasePatch, Patcher
-    from lazypatch.compat.driving_sdk2_results import PatchResult, PatchStatus
+    from lazypatch.driving_sdk.v2.patcher import BasePatch, Patcher
+    from lazypatch.driving_sdk.v2.results import PatchResult, PatchStatus
     with pytest.raises(TypeError):
         BasePatch()
 
@@ -1199,7 +1199,7 @@ BAD = "not a registry"
     result = interpreter.run_json("""
 import json
 import lazypatch
-from lazypatch.compat.driving_sdk2 import Patcher, RegistryPatch
+from lazypatch.driving_sdk.v2.patcher import Patcher, RegistryPatch
 
 class NpuHead:
     pass
@@ -1224,7 +1224,7 @@ def test_with_imports_function_reads_and_assigns_its_modules_globals_live(interp
     """A ``with_imports`` replacement sees later assignments to its module's globals, and
     ``global X; X += 1`` inside it changes the module; the imported names stay out of it."""
     interpreter.write({"host_module.py": """
-from lazypatch.compat.driving_sdk2 import with_imports
+from lazypatch.driving_sdk.v2.patcher import with_imports
 
 COUNTER = 0
 SCALE = 1
@@ -1263,7 +1263,7 @@ class OccHead:
         return "cuda"
 """,
     "occ_port.py": """
-from lazypatch.compat.driving_sdk2 import AtomicPatch, Patch
+from lazypatch.driving_sdk.v2.patcher import AtomicPatch, Patch
 
 
 def _build_head():
@@ -1300,7 +1300,7 @@ import json, sys
 import lazypatch
 if {imported_first}:
     import occ_model.heads
-from lazypatch.compat.driving_sdk2 import Patcher
+from lazypatch.driving_sdk.v2.patcher import Patcher
 from occ_port import OccHeadPatch
 patcher = Patcher().add(OccHeadPatch)
 patcher.apply()

@@ -44,7 +44,7 @@ record = next(r for r in lazypatch.report() if r["name"] == "driving_sdk_api.mx_
 import model_ops.gaussian
 print(json.dumps({"before": before, "inside": inside,
                   "after": model_ops.gaussian.weights(1),
-                  "package": mx_driving.__path__[0].endswith("driving_sdk_package"),
+                  "package": mx_driving.__path__[0].endswith("package"),
                   "status": record["status"]}))
 """)
     assert result["before"] is False           # nothing of it until the program imports it

@@ -1,4 +1,4 @@
-"""lazypatch.compat.mx_driving: the DrivingSDK patcher API, lazy and exactly undone.
+"""lazypatch.driving_sdk.mx_driving: the DrivingSDK patcher API, lazy and exactly undone.
 
 The custom-patch example of the DrivingSDK documentation (seed 002) runs
 with only its import line changed, against real packages written to disk.
@@ -29,7 +29,7 @@ PATCH_PY = """
 from types import ModuleType
 from typing import Dict
 
-from lazypatch.compat.mx_driving import Patch, Patcher, PatcherBuilder  # was mx_driving.patcher
+from lazypatch.driving_sdk.mx_driving import Patch, Patcher, PatcherBuilder  # was mx_driving.patcher
 
 
 def my_patch(root_module: ModuleType, options: Dict):
@@ -101,7 +101,7 @@ def test_failing_patch_is_rolled_back_and_blacklist_and_quiet_warning(interprete
     interpreter.write({**ROOT_MODULE})
     result = interpreter.run_json("""
         import json, warnings
-        from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+        from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
 
         def half_done(root_module, options):
             root_module.xxx.yyy.zzz.gpu_affine_func = None     # changed, then it fails
@@ -145,7 +145,7 @@ def test_default_builder_selects_builtin_packs_lazily(interpreter):
     result = interpreter.run_json("""
         import json, sys
         import lazypatch
-        from lazypatch.compat.mx_driving import default_patcher_builder
+        from lazypatch.driving_sdk.mx_driving import default_patcher_builder
         with default_patcher_builder.disable_patches("function_aliases").build():
             eager = [name for name in ("numpy", "torch", "mmcv", "mmdet") if name in sys.modules]
             import numpy
@@ -172,7 +172,7 @@ def test_default_builder_leaves_activated_packs_as_they_were(interpreter):
         import json
         import lazypatch.auto
         import lazypatch
-        from lazypatch.compat.mx_driving import default_patcher_builder
+        from lazypatch.driving_sdk.mx_driving import default_patcher_builder
         with default_patcher_builder.disable_patches("function_aliases").build():
             import numpy
             inside = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
@@ -196,7 +196,7 @@ def test_fake_torch_npu_allow_internal_format_and_training_utilities(interpreter
     """})
     result = interpreter.run_json("""
         import json
-        from lazypatch.compat.mx_driving import PatcherBuilder
+        from lazypatch.driving_sdk.mx_driving import PatcherBuilder
         from lazypatch.registry.training.settings import STATE
         builder = PatcherBuilder().with_profiling("prof", 1).brake_at(1000)
         with builder.build(allow_internal_format=False):
@@ -210,7 +210,7 @@ def test_fake_torch_npu_allow_internal_format_and_training_utilities(interpreter
 
 
 def test_bad_builder_input_fails_early():
-    from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+    from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
     with pytest.raises(TypeError, match="func must be a function"):
         Patch("not callable")
     with pytest.raises(TypeError, match="Patch"):
@@ -226,7 +226,7 @@ def test_bad_builder_input_fails_early():
 def test_with_profiling_takes_drivingsdks_schedule_and_refuses_a_bad_one(interpreter):
     result = interpreter.run_json("""
         import json
-        from lazypatch.compat.mx_driving import PatcherBuilder
+        from lazypatch.driving_sdk.mx_driving import PatcherBuilder
         from lazypatch.registry.training.settings import STATE
         builder = PatcherBuilder().with_profiling("prof", 2, skip_first=3, wait=2, warmup=1,
                                                   active=4, repeat=2)
@@ -237,7 +237,7 @@ def test_with_profiling_takes_drivingsdks_schedule_and_refuses_a_bad_one(interpr
         print(json.dumps([inside, STATE.profile is None]))
     """)
     assert result == [[2, 3, 2, 1, 4, 2], True]
-    from lazypatch.compat.mx_driving import PatcherBuilder
+    from lazypatch.driving_sdk.mx_driving import PatcherBuilder
     with pytest.raises((TypeError, ValueError), match="active"):
         PatcherBuilder().with_profiling("dir", 0, active=0)
 
@@ -246,7 +246,7 @@ def test_drivingsdk_group_names_leave_out_the_builtin_patches_doing_their_work(i
     result = interpreter.run_json("""
         import json, warnings
         import lazypatch
-        from lazypatch.compat.mx_driving import default_patcher_builder
+        from lazypatch.driving_sdk.mx_driving import default_patcher_builder
         with default_patcher_builder.disable_patches("numpy_type").build():
             import numpy
             by_legacy_name = {r.name: r.status for r in lazypatch.report() if "numpy" in r.tags}
@@ -268,7 +268,7 @@ def test_registrations_made_inside_a_legacy_patch_function_are_undone(interprete
     result = interpreter.run_json("""
 import json
 from mmengine.registry import Registry
-from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
 
 ATTENTION = Registry("attention")
 
@@ -324,7 +324,7 @@ def test_legacy_function_changes_to_its_own_imports_other_packages_and_tables_ar
     result = interpreter.run_json("""
 import json
 import other_pkg, regs
-from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
 from port import port
 
 def state():
@@ -359,7 +359,7 @@ def test_legacy_function_whose_hasattr_meets_an_unimported_submodule_waits_for_i
     result = interpreter.run_json("""
 import json
 import lazypatch
-from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
 from fb_port import port
 with PatcherBuilder().add_module_patch("fb", Patch(port)).build():
     import fb
@@ -379,10 +379,10 @@ def test_builder_builds_on_the_2_0_patcher_and_expands_builtin_functions(interpr
     result = interpreter.run_json("""
 import json, logging
 import lazypatch.auto
-from lazypatch.compat import driving_sdk2
-from lazypatch.compat.driving_sdk2_builtin_patches import batch_matmul
-from lazypatch.compat.driving_sdk2_patches import LegacyPatch
-from lazypatch.compat.mx_driving import Patch, PatcherBuilder
+from lazypatch.driving_sdk.v2 import patcher as v2
+from lazypatch.driving_sdk.v2.builtin_patches import batch_matmul
+from lazypatch.driving_sdk.v2.patches import LegacyPatch
+from lazypatch.driving_sdk.mx_driving import Patch, PatcherBuilder
 notices = []
 logging.getLogger("mx_driving.patcher").addHandler(type("Keep", (logging.Handler,), {
     "emit": lambda self, record: notices.append(record.getMessage())})())
@@ -407,7 +407,7 @@ def build_mmcv_epoch_runner_patch():
     def _apply(module, options):
         return None
     return LegacyPatch(_apply, target_module="mmcv")
-print(json.dumps({"patcher": isinstance(built._patcher, driving_sdk2.Patcher),
+print(json.dumps({"patcher": isinstance(built._patcher, v2.Patcher),
                   "collected": collected, "inside": inside, "applied": applied,
                   "after": [legacy_target.f(), custom.is_applied],
                   "builder_state": sorted(builder._module_patches),
@@ -433,7 +433,7 @@ def test_builtin_1_0_functions_patch_a_given_module_object_as_drivingsdk_1_0_did
 
     import pytest
 
-    from lazypatch.compat.driving_sdk2_builtin_patches import ddp, numpy_type, stream
+    from lazypatch.driving_sdk.v2.builtin_patches import ddp, numpy_type, stream
 
     def module(name, **attributes):
         made = types.ModuleType(name)
@@ -480,7 +480,7 @@ def test_1_0_functions_on_a_module_object_keep_runtime_checks_and_the_replaced_m
     result = interpreter.run_json("""
 import json, types, warnings
 import torch
-from lazypatch.compat.driving_sdk2_builtin_patches import index, resnet_fp16
+from lazypatch.driving_sdk.v2.builtin_patches import index, resnet_fp16
 warnings.simplefilter("ignore")                    # CPU autocast may not take float16
 
 class Tensor(torch.Tensor):
@@ -512,7 +512,7 @@ def test_default_builder_holds_drivingsdk_default_groups_in_its_order(interprete
     result = interpreter.run_json("""
 import json
 import lazypatch.auto
-from lazypatch.compat.mx_driving import default_patcher_builder
+from lazypatch.driving_sdk.mx_driving import default_patcher_builder
 groups = [group for _, group in default_patcher_builder.build()._patcher._collect_all_patches()]
 print(json.dumps(list(dict.fromkeys(groups))))
 """)

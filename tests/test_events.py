@@ -223,11 +223,11 @@ import json, sys
 import lazypatch.auto
 import lazypatch
 from lazypatch.state import STATE
-before = {"loaded": "lazypatch.events" in sys.modules, "rules": STATE.events is None}
+before = {"loaded": "lazypatch.decide.events" in sys.modules, "rules": STATE.events is None}
 lazypatch.set_event_action("failure", "log", selector="tag:x")
 lazypatch.set_event_action("skip", "warn")
 rules = STATE.events
-from lazypatch import events
+from lazypatch.decide import events
 kept = {"same": events.RULES is rules, "global": dict(rules.global_actions),
         "selectors": rules.selectors["failure"], "active": rules.active}
 lazypatch.reset()

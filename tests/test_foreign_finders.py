@@ -121,7 +121,7 @@ print(json.dumps({"one": rebuilt_one.VALUE, "two": rebuilt_two.VALUE,
                   "status": [status["rebuilt.one"], status["rebuilt.two"]],
                   "pickled": [type(f).__name__ if not isinstance(f, type) else f.__name__
                               for f in restored][:2],
-                  "same_finder": any(f is lazypatch.importer.installed_finder()
+                  "same_finder": any(f is lazypatch.watch.importer.installed_finder()
                                      for f in restored)}))
 """
 

@@ -24,8 +24,8 @@ from conftest import last_json, many_machines_demo
 from hypothesis import given, strategies
 from hypothesis import settings as hypothesis_settings
 
-from lazypatch import configuration
-from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
+from lazypatch.activate import configuration
+from lazypatch.activate.bootstrap import BOOTSTRAP_DIRECTORY
 
 # deepspeed/launcher/runner.py: EXPORT_ENVS = ['MLFLOW', 'PYTHON', 'MV2', 'UCX'] (plus
 # the accelerator's, NCCL for CUDA); a variable is exported when its name starts

@@ -210,7 +210,7 @@ def test_dask_worker_command_with_the_preload_activates_with_the_forwarded_setti
     whose environment has only the PYTHONLAZYPATCH value, no LAZYPATCH_* variable."""
     import subprocess
 
-    from lazypatch import configuration
+    from lazypatch.activate import configuration
     interpreter.write({name: source.replace("FRAMEWORK", "distributed")
                        for name, source in WORKER_PACKAGES.items()})
     interpreter.write({"client.py": DASK_CLIENT})
@@ -392,7 +392,7 @@ def test_patch_modules_join_the_settings_the_workers_receive(interpreter):
     interpreter.write({"pkg_patches/__init__.py": "", "pkg_patches/more.py": ""})
     result = interpreter.run_json("""
 import json
-from lazypatch.configuration import decode_settings
+from lazypatch.activate.configuration import decode_settings
 from lazypatch.integrations.ray import runtime_env
 import pkg_patches
 env = runtime_env({"py_modules": ["already"]}, patch_modules=["pkg_patches.more", pkg_patches])

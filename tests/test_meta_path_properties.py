@@ -62,8 +62,8 @@ def build_pool():
         def find_spec(cls, fullname, path=None, target=None):
             return claim("class", fullname, path)
 
-    import lazypatch.importer
-    pool = {"lazypatch": lazypatch.importer.installed_finder(),
+    import lazypatch.watch.importer
+    pool = {"lazypatch": lazypatch.watch.importer.installed_finder(),
             "builtin": importlib.machinery.BuiltinImporter,
             "frozen": importlib.machinery.FrozenImporter,
             "path": importlib.machinery.PathFinder,

@@ -122,7 +122,7 @@ def test_internal_names_are_refused_in_files_without_being_advertised(interprete
 def test_a_misspelled_selector_gets_a_suggestion_and_an_example_that_matches(interpreter):
     result = interpreter.run("""
         import lazypatch.auto, lazypatch
-        from lazypatch.selection import select
+        from lazypatch.decide.selection import select
         print(len(select(["numpy_compat.*"])[0]))
     """, env={"LAZYPATCH_ENABLE": "numpy_compt"})
     message = next(line for line in result.stderr.splitlines() if "numpy_compt" in line)
@@ -130,7 +130,7 @@ def test_a_misspelled_selector_gets_a_suggestion_and_an_example_that_matches(int
     example = message.split("globs such as '")[1].split("'")[0]
     checked = interpreter.run(f"""
         import lazypatch.auto
-        from lazypatch.selection import select
+        from lazypatch.decide.selection import select
         print(len(select([{example!r}])[0]))
     """)
     assert int(checked.stdout.split()[-1]) > 0
@@ -160,7 +160,7 @@ def test_every_engine_setting_is_a_toml_key_too_with_paths_relative_to_their_fil
         os.chdir("project")           # its pyproject.toml is read at activation
         import lazypatch.auto, lazypatch
         os.chdir("sub")               # paths from the file still point into project/
-        from lazypatch.plugin_cache import cache_directory
+        from lazypatch.activate.plugin_cache import cache_directory
         from lazypatch.state import STATE
         print(json.dumps([cache_directory(), STATE.configuration.report_path,
                           lazypatch.setting("LAZYPATCH_CACHE_DIR")]))

@@ -52,7 +52,7 @@ RENDER_BOTH = """
     import json, warnings
     warnings.simplefilter("ignore")
     import lazypatch.auto, lazypatch, host_target
-    from lazypatch.reporting import render
+    from lazypatch.reports.reporting import render
     records = [record for record in lazypatch.report()
                if record["name"].split(".")[0] in ("mine", "extra", "accel")]
     print(json.dumps({"short": render(records), "all": render(records, all=True)}))
@@ -165,7 +165,7 @@ def test_doctor_says_once_per_pack_what_cannot_apply(interpreter):
 
 
 def test_every_kind_of_row_has_a_detail():
-    from lazypatch.reporting import cannot_apply_here, detail_of
+    from lazypatch.reports.reporting import cannot_apply_here, detail_of
     waiting = {"status": "pending", "target": "torch", "reason": "", "unmet_requirements": []}
     assert detail_of(waiting) == "torch not imported yet" and not cannot_apply_here(waiting)
     never = dict(waiting, unmet_requirements=["requires torch_npu: torch_npu is not installed"])

@@ -35,10 +35,11 @@ def test_wheel_contains_packs_bootstrap_and_py_typed(tmp_path: Path):
                    check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("lazypatch-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("lazypatch/py.typed", "lazypatch/auto.py", "lazypatch/bootstrap/sitecustomize.py",
-                     "lazypatch/registry/__init__.py", "lazypatch/registry/openmmlab/ext/msda.py",
+    for required in ("lazypatch/py.typed", "lazypatch/auto.py",
+                     "lazypatch/activate/bootstrap/sitecustomize.py",
+                     "lazypatch/registry/__init__.py", "lazypatch/registry/shared/mmcv_ext/msda.py",
                      "lazypatch/registry/numpy_compat/__init__.py", "lazypatch/registry/device/__init__.py"):
         assert required in names, required
     assert not any(name.startswith("registry/") for name in names)
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
-    assert "lazypatch = lazypatch.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "lazypatch = lazypatch.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

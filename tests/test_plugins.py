@@ -8,7 +8,7 @@ interpreter.
 
 from __future__ import annotations
 
-from lazypatch.plugins import parse_entry_points
+from lazypatch.activate.plugins import parse_entry_points
 
 TARGET = {
     "acme_target/__init__.py": """
@@ -87,7 +87,7 @@ def test_module_pack_takes_part_in_the_first_import_before_and_after(interpreter
 def test_cache_is_used_and_invalidated_when_a_distribution_is_installed(interpreter):
     env = _install(interpreter)
     code = """
-        import json, lazypatch.plugins as plugins
+        import json, lazypatch.activate.plugins as plugins
         if {forbid_scan}:
             scan_directory = plugins.scan_directory
             def scan_unless_site(directory):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import report_demo, write_demo_report
 
-from lazypatch.merging import compressed_ranges, group_label, merge
+from lazypatch.reports.merging import compressed_ranges, group_label, merge
 
 PACKAGES = report_demo("""
         @lazypatch.when_imported("demo_target", name="demo.device")

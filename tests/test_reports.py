@@ -217,7 +217,7 @@ def test_diff_shows_the_source_of_each_replaced_function_against_its_replacement
     ("out/r-{node}-{local_rank}", "out/r-{node}-{local_rank}-{pid}"),
 ])
 def test_a_report_path_that_names_no_process_gets_its_pid(given, written):
-    from lazypatch.reporting import one_file_per_process
+    from lazypatch.reports.reporting import one_file_per_process
     assert one_file_per_process(given) == written
 
 

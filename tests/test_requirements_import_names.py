@@ -9,8 +9,8 @@ import json
 import pytest
 
 import lazypatch
-from lazypatch.distributions import import_name_providers, installed_version, providers_in
-from lazypatch.requirements import Requirement, find_version
+from lazypatch.decide.distributions import import_name_providers, installed_version, providers_in
+from lazypatch.decide.requirements import Requirement, find_version
 
 
 @pytest.fixture(autouse=True)

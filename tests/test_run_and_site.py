@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import REPOSITORY, clean_environment
 
-from lazypatch.bootstrap import BOOTSTRAP_DIRECTORY
+from lazypatch.activate.bootstrap import BOOTSTRAP_DIRECTORY
 
 DEMO = {
     "demo_target/__init__.py": "VALUE = 'original'\n",

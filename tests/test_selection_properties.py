@@ -34,8 +34,8 @@ def run() -> dict:
     from hypothesis import strategies as st
 
     import lazypatch
-    from lazypatch.paths import derived_from
-    from lazypatch.selection import matches, select
+    from lazypatch.decide.selection import matches, select
+    from lazypatch.declare.paths import derived_from
     from lazypatch.state import STATE
 
     profile = os.environ.get(PROFILE_VARIABLE, "ci")

@@ -17,7 +17,7 @@ END = "<!-- end of the settings table -->"
 
 def declared_rows():
     """settings_rows() computed in a fresh interpreter (it imports every pack)."""
-    code = ("import json; from lazypatch.cli import settings_rows; "
+    code = ("import json; from lazypatch.cli.main import settings_rows; "
             "print(json.dumps(settings_rows()))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, timeout=300, cwd=REPOSITORY)

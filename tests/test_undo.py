@@ -173,7 +173,7 @@ def test_source_drift_accepts_the_pinned_source_and_names_drift_and_wrappers(tmp
     import importlib.util
 
     import lazypatch
-    from lazypatch.pinning import source_sha256
+    from lazypatch.decide.pinning import source_sha256
     path = tmp_path / "upstream.py"
     path.write_text("class Model:\n    def forward(self):\n        return 1\n")
     spec = importlib.util.spec_from_file_location("upstream_for_drift", path)

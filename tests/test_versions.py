@@ -8,9 +8,9 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version as PackagingVersion
 
-from lazypatch.distributions import canonical_name
-from lazypatch.requirements import Requirement, version_matches
-from lazypatch.versions import InvalidVersion, Version
+from lazypatch.decide.distributions import canonical_name
+from lazypatch.decide.requirements import Requirement, version_matches
+from lazypatch.decide.versions import InvalidVersion, Version
 
 VERSIONS = ["0.9", "1.0.dev0", "1.0a1", "1.0a2.dev1", "1.0b1", "1.0rc1", "1.0", "1.0.0",
             "1.0.post1", "1.0.post1.dev2", "1.0+local.1", "1.0+abc", "1.1", "1!0.5",

@@ -22,8 +22,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion as PackagingInvalidVersion
 from packaging.version import Version as PackagingVersion
 
-from lazypatch.requirements import version_matches
-from lazypatch.versions import InvalidVersion, Version, parse_specifiers
+from lazypatch.decide.requirements import version_matches
+from lazypatch.decide.versions import InvalidVersion, Version, parse_specifiers
 
 PROFILE_VARIABLE = "LAZYPATCH_HYPOTHESIS_PROFILE"
 # Generating an example costs far more than checking it, so each example is checked

@@ -101,7 +101,7 @@ def test_looking_through_a_package_for_changes_raises_no_warning_of_its_own(inte
         import sys, warnings
         warnings.simplefilter("error")
         import torch.distributed
-        from lazypatch.compat.capture import module_owners, registry_types
+        from lazypatch.driving_sdk.capture import module_owners, registry_types
         owners = [owner for name, module in list(sys.modules.items())
                   if name.startswith("torch.distributed") and module is not None
                   for owner in module_owners(name, module, set(), registry_types())]

@@ -68,7 +68,7 @@ def main(options):
             lazypatch.uninstall()
         # The application machinery (and the ledger) load once, on the first watched
         # import, not at activation; that one-time load is set-up, not a per-import cost.
-        import lazypatch.application  # noqa: F401
+        import lazypatch.apply.application  # noqa: F401
     if options.get("trivial_finder"):
         sys.meta_path.insert(0, DoNothingFinder())
     # The collector would run at points that depend on how many objects each

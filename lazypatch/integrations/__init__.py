@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from ..configuration import PORTABLE_VARIABLE, WORKER_VARIABLE, encode_settings, portable_value
+from ..activate.configuration import PORTABLE_VARIABLE, WORKER_VARIABLE, encode_settings, portable_value
 from ..state import STATE
 
 
@@ -34,7 +34,7 @@ def activate_worker(worker_name: str, settings: str, source: str) -> bool:
         os.environ[PORTABLE_VARIABLE] = settings
     if worker_name:
         os.environ.setdefault(WORKER_VARIABLE, worker_name)
-    from ..activation import activate
+    from ..activate.activation import activate
     return activate(source)
 
 
@@ -52,7 +52,7 @@ def keep_report_current(interval: float = 0.5) -> None:
     import threading
     import time
 
-    from ..reporting import write_report
+    from ..reports.reporting import write_report
     path, started = configuration.report_path, time.time()
 
     def state_signature() -> tuple:

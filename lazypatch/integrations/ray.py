@@ -27,7 +27,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
-from ..configuration import PORTABLE_VARIABLE
+from ..activate.configuration import PORTABLE_VARIABLE
 from . import activate_worker, driver_settings, keep_report_current
 
 SETUP_HOOK = "lazypatch.integrations.ray.setup_worker"
@@ -105,7 +105,7 @@ def _patch_packages(patch_modules: Iterable[Union[str, ModuleType]]
 
 def _with_modules(value: str, names: List[str]) -> str:
     """The PYTHONLAZYPATCH ``value`` with ``names`` added to its LAZYPATCH_MODULES."""
-    from ..configuration import decode_settings, encode_settings, split_list
+    from ..activate.configuration import decode_settings, encode_settings, split_list
     decoded = decode_settings(value)
     if decoded is None:
         raise ValueError(f"{PORTABLE_VARIABLE} value {value[:60]!r} is not one lazypatch "

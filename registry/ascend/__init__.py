@@ -51,10 +51,16 @@ patch on ``torch`` never imports ``mx_driving`` while ``mx_driving`` (which
 imports torch) may itself be half-imported.
 """
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "ascend"
+TAGS = (PACK,)
+OPT_IN = False
+TARGETS = ("torch", "mmcv", "mmdet", "mmdet3d", "mmengine")
+REQUIRES = ("torch_npu", "mx_driving")
+
 import lazypatch
 
-PACK = "ascend"
-ASCEND = ["torch_npu", "mx_driving"]
+ASCEND = list(REQUIRES)
 # mmcv 1.x-only targets: these modules do not exist in mmcv 2.x, so the
 # patches simply stay pending there; the requirement makes a stray import
 # report why nothing happened.

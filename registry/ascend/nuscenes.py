@@ -30,7 +30,7 @@ import numpy as np
 
 import lazypatch
 
-from .rewrite import HELPER_PREFIX, edited, helper_call, installed, is_name
+from ..shared.rewrite import HELPER_PREFIX, edited, helper_call, installed, is_name
 
 # pyquaternion's rotation about x by pi/2: cos and sin of pi/4, as it computes them.
 _HALF_TURN_X = (math.cos(np.pi / 2 / 2.0), math.sin(np.pi / 2 / 2.0))

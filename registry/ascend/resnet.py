@@ -28,8 +28,8 @@ from torch import nn
 
 import lazypatch
 
+from ..shared.rewrite import HELPER_PREFIX, edited, helper_call, installed, is_method_call, is_name
 from .kernels import kernel
-from .rewrite import HELPER_PREFIX, edited, helper_call, installed, is_method_call, is_name
 
 ADD_RELU_PATCH = "ascend.resnet_add_relu"
 MAX_POOL_PATCH = "ascend.resnet_maxpool"

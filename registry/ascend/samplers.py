@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 import lazypatch
 
-from .rewrite import edited
+from ..shared.rewrite import edited
 
 
 class _DropUniqueAfterNonzero(ast.NodeTransformer):

@@ -30,7 +30,7 @@ module                             what the stand-in carries
 ``.identity``; ``spconv.core``,    ``SparseGlobalAvgPool``, ``AddTable``/``ConcatTable``/
 ``spconv.constants``)              ``JoinTable``, ``Identity``, ``ToDense``,
                                    ``functional.indice_*`` on the pure-PyTorch sparse
-                                   kernels of ``openmmlab.ext``; ``utils.PointToVoxel``
+                                   kernels of ``shared.mmcv_ext``; ``utils.PointToVoxel``
                                    on its voxelization kernel; ``ConvAlgo`` and the
                                    weight-layout constants (``FILTER_HWIO`` ...)
 =================================  =============================================
@@ -62,14 +62,20 @@ by the implementations, when one of these modules is imported.
 
 from __future__ import annotations
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "cuda_extensions"
+TAGS = (PACK,)
+OPT_IN = True
+TARGETS = ("flash_attn", "torch_scatter", "apex", "spconv", "torchvision", "bevfusion", "dsvt",
+           "projects", "mmdet3d_plugin", "mmdet3d", "GeometricKernelAttention")
+REQUIRES = ()
+
 import lazypatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Tuple
 
-PACK = "cuda_extensions"
-TAGS = (PACK,)
 #: Set on every stand-in this pack provides: the fill patch acts on those only.
 MARKER = "__lazypatch_pure_pytorch__"
 
@@ -97,14 +103,14 @@ SPCONV_OTHER_POOLS = ("SparseAvgPool", "SparseAvgPool1d", "SparseAvgPool2d", "Sp
                       "SparseGlobalMaxOrAvgPool", "SparseGlobalMaxPool", "SparseGlobalAvgPool")
 SPCONV_TABLES = ("AddTable", "ConcatTable", "JoinTable")
 
-#: module -> (implementation submodule of this pack, names it provides). Parents
+#: module -> (implementation module, relative to this pack, names it provides). Parents
 #: come before their children so that each parent has its own named stand-in.
 STAND_INS: "dict[str, Tuple[str, Tuple[str, ...]]]" = {
     "flash_attn": ("flash_attention", FLASH_ATTENTION),
     "flash_attn.flash_attn_interface": ("flash_attention", FLASH_ATTENTION),
     "flash_attn.bert_padding": ("flash_padding", ("index_first_axis", "index_put_first_axis",
                                                   "unpad_input", "pad_input")),
-    "torch_scatter": ("scatter", ("scatter", "scatter_sum", "scatter_add", "scatter_mul",
+    "torch_scatter": ("..shared.scatter", ("scatter", "scatter_sum", "scatter_add", "scatter_mul",
                                   "scatter_mean", "scatter_max", "scatter_min", "segment_csr",
                                   "gather_csr")),
     "apex": (SUBMODULES, ("amp", "optimizers", "normalization")),
@@ -145,6 +151,8 @@ def _fill_function(module_name: str, implementation: str, names: "Tuple[str, ...
         if MARKER not in vars(module):
             patch.skip(f"{module_name!r} is installed: the real one is used, untouched")
         from importlib import import_module
+
+        from .project_extensions import implementation_module
         # A name that is a declared stand-in itself is that submodule: importing it
         # binds it on this module (its own patch records that), as the real
         # package's imports would (apex.amp, spconv.pytorch.functional).
@@ -160,7 +168,7 @@ def _fill_function(module_name: str, implementation: str, names: "Tuple[str, ...
         values = [name for name in names if name not in children]
         if implementation == SUBMODULES or not values:
             return
-        source = import_module(f"{__name__}.{implementation}")
+        source = implementation_module(implementation)
         for name in values:
             patch.setattr(module, name, getattr(source, name))
         shown = values if len(values) <= 10 else values[:8] + [f"{len(values) - 8} more"]

@@ -1,4 +1,4 @@
-"""The layer-registry clash of mmdetection3d 0.17 and its forks on mmcv 1.x's own ops.
+"""The registry clashes of mmdetection3d 0.17 and its forks with newer mmcv 1.x and mmdet 2.x.
 
 mmdetection3d 0.17 (and BEVDet's and MapTR's copies) carries its own sparse convolution
 in ``mmdet3d/ops/spconv/conv.py``, which registers ``SparseConv2d``, ``SubMConv3d``, ...
@@ -15,6 +15,10 @@ fork's module body: it reads which classes the module registers (its source, wit
 (mmcv's), recorded and reported, so that the fork registers its own classes as it did on
 its mmcv, and ``build_conv_layer(dict(type="SubMConv3d"))`` builds the class the fork's
 code pairs with its own ``SparseConvTensor``. ``unpatch`` puts mmcv's entries back.
+
+BEVDet's fork meets the same with its ``mmdet3d/models/backbones/swin.py``: written for
+mmdet 2.14, it registers ``SwinTransformer`` into mmdet's ``BACKBONES``, which mmdet 2.16
+and later fill with their own; the fork's configs name the fork's class.
 """
 from __future__ import annotations
 
@@ -27,8 +31,10 @@ if TYPE_CHECKING:
 PACK = "cuda_extensions"
 TAG = "project_extensions"
 
-#: Modules of mmdetection3d 0.x (and its forks) that register layers mmcv 1.x registers too.
-FORK_MODULES = ("mmdet3d.ops.spconv.conv",)
+#: Modules of mmdetection3d 0.x (and its forks) that register classes under names a later
+#: release of their dependencies registers too: the sparse-convolution layers (mmcv 1.5+),
+#: BEVDet's Swin Transformer backbone (mmdet 2.16+ has its own ``SwinTransformer``).
+FORK_MODULES = ("mmdet3d.ops.spconv.conv", "mmdet3d.models.backbones.swin")
 
 
 def registered_classes(source: str) -> "Dict[str, List[str]]":
@@ -53,14 +59,26 @@ def registered_classes(source: str) -> "Dict[str, List[str]]":
     return found
 
 
-def imported_from(source: str, name: str) -> "str | None":
-    """The module a ``from <module> import <name>`` of ``source`` takes ``name`` from."""
+def imported_from(source: str, name: str, package: str = "") -> "str | None":
+    """The module a ``from <module> import <name>`` of ``source`` takes ``name`` from;
+    a relative import (``from ..builder import BACKBONES``) is resolved against
+    ``package``, the importing module's package (None without one)."""
     import ast
+    from importlib.util import resolve_name
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                if (alias.asname or alias.name) == name:
-                    return node.module
+        if not isinstance(node, ast.ImportFrom) or not (node.module or node.level):
+            continue
+        for alias in node.names:
+            if (alias.asname or alias.name) != name:
+                continue
+            if not node.level:
+                return node.module
+            if not package:
+                return None
+            try:
+                return resolve_name("." * node.level + (node.module or ""), package)
+            except ImportError:   # beyond the top-level package
+                return None
     return None
 
 
@@ -74,7 +92,7 @@ def _give_over(module: "Any", patch: "Any") -> None:
         patch.skip(f"the source of {module.__name__} cannot be read: nothing to compare")
     given_over = []
     for registry_name, classes in registered_classes(source).items():
-        home = imported_from(source, registry_name)
+        home = imported_from(source, registry_name, getattr(module, "__package__", None) or "")
         if home is None:
             continue
         registry = getattr(import_module(home), registry_name, None)
@@ -89,8 +107,9 @@ def _give_over(module: "Any", patch: "Any") -> None:
                 given_over.append(f"{registry_name}[{class_name!r}] (from {owner})")
     if not given_over:
         patch.skip(f"{module.__name__} registers no name another module registered first")
-    patch.note(f"{module.__name__} registers its own layers under names mmcv registered "
-               f"first; mmcv's entries are set aside so it can: {', '.join(given_over)}")
+    patch.note(f"{module.__name__} registers its own classes under names another module "
+               f"registered first; those entries are set aside so it can: "
+               f"{', '.join(given_over)}")
 
 
 def declare_fork_registrations() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ..openmmlab.ext._ranks import rank_within_groups
+from ..shared.mmcv_ext.ranks import rank_within_groups
 
 
 def ingroup_inds_forward(group_inds: torch.Tensor, out_inds: torch.Tensor) -> None:

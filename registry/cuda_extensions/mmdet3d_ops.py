@@ -16,7 +16,7 @@ from typing import List
 
 import torch
 
-from ..openmmlab.ext import assign_score, iou3d, points, points_in_boxes, roiaware_pool3d, sparse_conv
+from ..shared.mmcv_ext import assign_score, iou3d, points, points_in_boxes, roiaware_pool3d, sparse_conv
 
 # --- ball_query_ext, knn_ext, group_points_ext, interpolate_ext, gather_points_ext,
 # --- furthest_point_sample_ext

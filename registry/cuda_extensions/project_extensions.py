@@ -76,7 +76,7 @@ TAG = "project_extensions"
 #: Set on every module this pack provides (the pack's own marker).
 MARKER = "__lazypatch_pure_pytorch__"
 
-#: kind -> (implementation submodule of this pack, {exposed name: its attribute there}).
+#: kind -> (implementation module relative to this pack, {exposed name: its attribute there}).
 KINDS: "Dict[str, Tuple[str, Dict[str, str]]]" = {
     "bev_pool": ("bev_pool", {name: name for name in (
         "bev_pool_forward", "bev_pool_backward")}),
@@ -86,7 +86,7 @@ KINDS: "Dict[str, Tuple[str, Dict[str, str]]]" = {
         "hard_voxelize", "dynamic_voxelize", "dynamic_point_to_voxel_forward",
         "dynamic_point_to_voxel_backward")}),
     "ingroup_inds": ("ingroup_inds", {"forward": "ingroup_inds_forward"}),
-    "deformable_aggregation": ("deformable_aggregation", {name: name for name in (
+    "deformable_aggregation": ("..shared.deformable_aggregation", {name: name for name in (
         "deformable_aggregation_forward", "deformable_aggregation_backward")}),
     "geometric_kernel_attention": ("geometric_kernel_attention", {name: name for name in (
         "geometric_kernel_attn_cuda_forward", "geometric_kernel_attn_cuda_backward")}),
@@ -353,12 +353,19 @@ def _unimplemented(module_name: str, function: str, source: str) -> "Callable[..
     return unimplemented
 
 
+def implementation_module(name: str) -> "Any":
+    """The module implementing a stand-in: ``name`` is relative to this pack, a bare name
+    its own submodule (``"bev_pool"``), ``"..shared.x"`` a kernel the packs share."""
+    from importlib import import_module
+    return import_module(name if name.startswith(".") else f".{name}", __package__)
+
+
 def _resolve_functions(like: "Optional[str]", functions: "Dict[str, Any]") -> "Dict[str, Any]":
     from importlib import import_module
     resolved: "Dict[str, Any]" = {}
     if like is not None:
         implementation, names = known_kinds()[like]
-        source = import_module(f"{__package__}.{implementation}")
+        source = implementation_module(implementation)
         resolved.update({exposed: getattr(source, attribute)
                          for exposed, attribute in names.items()})
     for exposed, value in functions.items():

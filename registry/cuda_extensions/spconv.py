@@ -1,5 +1,5 @@
 """spconv 2.x's PyTorch API (``spconv.pytorch``) on the pure-PyTorch sparse kernels
-of :mod:`lazypatch.registry.openmmlab.ext.sparse_conv`.
+of :mod:`lazypatch.registry.shared.mmcv_ext.sparse_conv`.
 
 What code written for spconv 2 relies on, with spconv 2's conventions:
 
@@ -19,7 +19,9 @@ What code written for spconv 2 relies on, with spconv 2's conventions:
   (``act_type``) is refused, as spconv refuses it in training.
 
 The indice pairs kept in ``indice_dict`` use mmcv's layout, (K, 2, N), not
-spconv 2's (2, K, N): they are this implementation's, not spconv's.
+spconv 2's (2, K, N), and int64 (the kernels gather with int64 rows): they are
+this implementation's, not spconv's. Every layer sharing an ``indice_key`` and
+every backward reuses them; nothing is recomputed.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from ..openmmlab.ext import sparse_conv as kernels
+from ..shared.mmcv_ext import sparse_conv as kernels
 
 #: The spconv API this stand-in follows (mmdet3d checks ``__version__ >= '2.0.0'``).
 __version__ = "2.3.8"
@@ -87,6 +89,16 @@ class IndiceData:
         self.dilation = dilation
         self.padding = padding
         self.voxel_num = voxel_num
+        self._pairs_by_device: Dict[torch.device, torch.Tensor] = {}
+
+    def pairs_on(self, device: torch.device) -> torch.Tensor:
+        """The indice pairs as int64 on ``device``, converted once for every layer that
+        shares them and for their backward (the kernels gather with int64 rows)."""
+        pairs = self._pairs_by_device.get(device)
+        if pairs is None:
+            pairs = self.indice_pairs.to(device, torch.long)
+            self._pairs_by_device[device] = pairs
+        return pairs
 
 
 class SparseConvTensor:
@@ -433,7 +445,7 @@ def _pairs_for(layer: Any, input: SparseConvTensor, out_spatial_shape: List[int]
     return kernels.build_indice_pairs(
         input.indices, input.batch_size, out_spatial_shape,
         layer.kernel_size, stride, padding, layer.dilation, layer.subm,
-        getattr(layer, "transposed", False) and not layer.subm)
+        getattr(layer, "transposed", False) and not layer.subm, torch.long)
 
 
 def _check_reuse(layer: Any, input: SparseConvTensor, data: IndiceData) -> None:
@@ -586,7 +598,7 @@ class SparseConvolution(SparseModule):
                               self.padding)
             if self.indice_key is not None:
                 indice_dict[self.indice_key] = data
-        pairs = data.indice_pairs.to(features.device)
+        pairs = data.pairs_on(features.device)
         convolve = indice_subm_conv if self.subm else (
             indice_inverse_conv if self.inverse else indice_conv)
         output = convolve(features, self.weight, pairs, data.indice_pair_num,

@@ -22,7 +22,7 @@ from typing import Any, List, Optional
 
 import torch
 
-from ..openmmlab.ext import sparse_conv as kernels
+from ..shared.mmcv_ext import sparse_conv as kernels
 from .spconv import (
     ConvAlgo,
     IntOrSequence,

@@ -1,7 +1,7 @@
 """spconv 2's ``spconv.pytorch.utils``: ``PointToVoxel``, the voxel generator of
 OpenPCDet-style data pipelines and of models that voxelize inside ``forward``, and
 ``gather_features_by_pc_voxel_id``, on the OpenMMLab pack's hard-voxelization kernel
-(:func:`lazypatch.registry.openmmlab.ext.voxelize.hard_voxel_assignment`, the same
+(:func:`lazypatch.registry.shared.mmcv_ext.voxelize.hard_voxel_assignment`, the same
 assignment ``mmcv._ext.hard_voxelize_forward`` writes).
 
 spconv 2's conventions, as its CPU generator gives them:
@@ -25,7 +25,7 @@ from typing import List, Sequence, Tuple, Union
 
 import torch
 
-from ..openmmlab.ext.voxelize import hard_voxel_assignment
+from ..shared.mmcv_ext.voxelize import hard_voxel_assignment
 
 __all__ = ["PointToVoxel", "gather_features_by_pc_voxel_id"]
 

@@ -10,8 +10,8 @@ from typing import Sequence
 
 import torch
 
-from ..openmmlab.ext.scatter_points import dynamic_point_to_voxel_backward, dynamic_point_to_voxel_forward
-from ..openmmlab.ext.voxelize import dynamic_voxelize_forward, hard_voxelize_forward
+from ..shared.mmcv_ext.scatter_points import dynamic_point_to_voxel_backward, dynamic_point_to_voxel_forward
+from ..shared.mmcv_ext.voxelize import dynamic_voxelize_forward, hard_voxelize_forward
 
 __all__ = ["hard_voxelize", "dynamic_voxelize", "dynamic_point_to_voxel_forward",
            "dynamic_point_to_voxel_backward"]

@@ -17,6 +17,13 @@ torch is already being imported.
 
 from __future__ import annotations
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "device"
+TAGS = (PACK,)
+OPT_IN = True
+TARGETS = ("torch", "torch_npu", "mmengine")
+REQUIRES = ()
+
 import lazypatch
 
 from .. import declare_opt_in_settings
@@ -27,7 +34,6 @@ if TYPE_CHECKING:
 
 declare_opt_in_settings()   # the pack's variables (idempotent)
 
-TAGS = ["device"]
 
 
 def _declare(target: str, name: str, priority: float = 0):
@@ -44,7 +50,7 @@ def _declare(target: str, name: str, priority: float = 0):
                 _REDIRECT_NOTES_ATTACHED.append(patch.name)
                 patch.note_provider(_redirect_notes)
         apply.__doc__, apply.__qualname__ = function.__doc__, function.__qualname__
-        lazypatch.when_imported(target, name=f"device.{name}", tags=TAGS,
+        lazypatch.when_imported(target, name=f"{PACK}.{name}", tags=TAGS,
                                 enabled=False, priority=priority)(apply)
         return function
     return decorate

@@ -9,16 +9,22 @@ imports nothing the user's code did not import. See docs/export.md.
 
 from __future__ import annotations
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "export"
+TAGS = (PACK,)
+OPT_IN = True
+TARGETS = ("torch", "transformers")
+REQUIRES = ()
+
 import lazypatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable, Optional
 
-TAGS = ["export"]
 
 
-@lazypatch.when_imported("transformers.cache_utils", name="export.cache_pytree", tags=TAGS,
+@lazypatch.when_imported("transformers.cache_utils", name=f"{PACK}.cache_pytree", tags=TAGS,
                          enabled=False)
 def cache_pytree(module: "Any", patch: "Any") -> None:
     """Register the installed version's cache classes as pytree nodes (torch.export
@@ -27,7 +33,7 @@ def cache_pytree(module: "Any", patch: "Any") -> None:
     register(module, patch)
 
 
-@lazypatch.when_imported("torch.export.exported_program", name="export.program_calls",
+@lazypatch.when_imported("torch.export.exported_program", name=f"{PACK}.program_calls",
                          tags=TAGS, enabled=False)
 def program_calls(module: "Any", patch: "Any") -> None:
     """A program exported in the scope, whose inputs or outputs hold a cache, keeps
@@ -138,8 +144,8 @@ for _target in KNOWN_CONTROL_FLOW:
     rewrite_control_flow(_target)
 
 
-@lazypatch.when_imported("torch.fx.experimental.symbolic_shapes", name="export.stop_if_static",
-                         tags=TAGS + ["explicit"], enabled=False)
+@lazypatch.when_imported("torch.fx.experimental.symbolic_shapes", name=f"{PACK}.stop_if_static",
+                         tags=TAGS + ("explicit",), enabled=False)
 def stop_if_static(module: "Any", patch: "Any") -> None:
     """Raise where a dimension declared dynamic becomes a constant, so that the
     traceback shows the user's line that caused it (torch reports it only at the end

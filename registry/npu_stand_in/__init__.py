@@ -45,17 +45,24 @@ Nothing here is a fake NPU: no NPU device is claimed. This file only declares
 
 from __future__ import annotations
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "npu_stand_in"
+TAGS = (PACK,)
+OPT_IN = True
+TARGETS = ("torch_npu", "mx_driving")
+REQUIRES = ()
+
 import lazypatch
 
-from ..driving_sdk_api import PATCH_NAME as DRIVING_SDK_STAND_IN
 from . import ledger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Tuple
 
-PACK = "npu_stand_in"
-TAGS = (PACK,)
+#: The driving_sdk_api pack's patch that provides lazypatch's mx_driving: a patch name is
+#: public, so this pack names it without importing that pack.
+DRIVING_SDK_STAND_IN = "driving_sdk_api.mx_driving_patcher"
 #: Set on every stand-in this pack provides: the fill patches act on those only.
 MARKER = "__lazypatch_npu_stand_in__"
 #: The report notes of the operators that raised are attached to the first fill applied.
@@ -124,7 +131,8 @@ def _fill_contrib(module: "Any", patch: "Any") -> None:
 def _fill_transfer_to_npu(module: "Any", patch: "Any") -> None:
     """Turn on the device pack, as torch_npu's transfer_to_npu sends CUDA calls to the NPU;
     undoing this patch turns off what it turned on (not what was on before)."""
-    from .. import device as device_pack  # noqa: F401  (declares the device pack's patches)
+    # enable() loads the opt-in device pack when it is not loaded yet (public API: no
+    # import of another pack's modules).
     already = {record.name for record in lazypatch.report()
                if "device" in record.tags and record.status != "disabled"}
     enabled = [name for name in lazypatch.enable("device") if name not in already]

@@ -30,12 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch.autograd import Function
 
-from ..cuda_extensions import scatter as scatter_kernels
-from ..cuda_extensions.deformable_aggregation import (
+from ..shared import scatter as scatter_kernels
+from ..shared.deformable_aggregation import (
     deformable_aggregation_backward,
     deformable_aggregation_forward,
 )
-from ..openmmlab.ext.msda import msda_backward, msda_forward
+from ..shared.mmcv_ext.msda import msda_backward, msda_forward
 
 
 class MultiScaleDeformableAttnFunction(Function):

@@ -20,10 +20,14 @@ This file only declares patches; :mod:`.aliases` and :mod:`.hook` (which
 need numpy) are imported when numpy is.
 """
 
-import lazypatch
-
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
 PACK = "numpy_compat"
 TAGS = (PACK, "compat", "numpy")
+OPT_IN = False
+TARGETS = ("numpy",)
+REQUIRES = ()
+
+import lazypatch
 
 
 @lazypatch.when_imported("numpy", name=f"{PACK}.attribute_hook", priority=-10, tags=TAGS)

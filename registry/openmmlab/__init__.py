@@ -1,6 +1,6 @@
 """OpenMMLab pack: mmdet / mmdet3d on mmcv-lite 2.2 (or mmcv 1.x without ops) and NumPy 2.
 
-Six concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
+Seven concerns, each a separately named patch (``LAZYPATCH_DISABLE`` takes
 the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
 
 * ``openmmlab.mmcv_version_gate.<package>`` (mmdet, mmdet3d, mmseg, mmocr,
@@ -14,7 +14,7 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   API generation) as the bound it crosses.
 * ``openmmlab.mmcv_ext``: mmcv-lite has no compiled ``mmcv._ext``, so
   ``import mmcv.ops`` fails. Just before ``mmcv.ops`` executes, provide a
-  pure-PyTorch ``mmcv._ext`` (:mod:`.ext`) unless a compiled one exists;
+  pure-PyTorch ``mmcv._ext`` (:mod:`..shared.mmcv_ext`) unless a compiled one exists;
   ``openmmlab.mmcv_ext.before_mmcv_ops`` provides it from ``import mmcv`` on,
   for code that calls ``load_ext('_ext', ...)`` before ``mmcv.ops``.
 * ``openmmlab.mmengine_checkpoint_load``: torch >= 2.6 loads with
@@ -33,6 +33,10 @@ the names, the family prefix ``openmmlab.mx_driving`` or the tag ``openmmlab``):
   only for CUDA tensors; its CPU branch's ``F.one_hot`` refuses the -1 labels
   the kernel treats as background. The installed ``forward`` is edited so that
   the CPU branch computes what the kernel computes (:mod:`.focal_loss`).
+* ``openmmlab.moved_modules.numba``: numba moved ``numba.errors`` to
+  ``numba.core.errors`` and dropped the old name, which mmdetection3d 0.17 still
+  imports; the old name is served as the module at the new place, only where the
+  installed numba lacks it (:mod:`.moved_modules`).
 * ``openmmlab.mx_driving.msda`` / ``.deform_conv`` / ``.voxelization``: on an
   Ascend host (``torch_npu`` and ``mx_driving`` importable), route mmcv's
   multi-scale deformable attention, deformable convolutions and voxelization
@@ -42,10 +46,15 @@ This file only declares; the implementations import mmcv/torch when their
 target is imported.
 """
 
-import lazypatch
-
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
 PACK = "openmmlab"
+TAGS = (PACK,)
+OPT_IN = False
+TARGETS = ("mmcv", "mmengine", "mmdet", "mmdet3d", "mmseg", "mmocr", "mmaction", "mmagic",
+           "mmyolo", "mmrotate", "numba")
+REQUIRES = ()
 
+import lazypatch
 
 #: Packages of the family whose ``__init__`` asserts an mmcv range that ends before
 #: 2.2 (mmdet 3.x, mmdet3d 1.x, mmseg 1.x, mmocr 1.x, mmaction2 1.x, mmagic 1.x,
@@ -103,7 +112,7 @@ def mmengine_checkpoint_load(checkpoint, patch):
 @lazypatch.when_imported("mmengine.runner.checkpoint",
                          name=f"{PACK}.mmengine_checkpoint_load_unsafe",
                          requires=["mmengine>=0.10,<0.11", "torch>=2.6"],
-                         tags=("unsafe", "explicit"), enabled=False)
+                         tags=(PACK, "unsafe", "explicit"), enabled=False)
 def mmengine_checkpoint_load_unsafe(checkpoint, patch):
     """Trusted checkpoints only: mmengine's local loader unpickles fully (weights_only=False)."""
     from .checkpoint import allow_full_unpickling
@@ -124,6 +133,13 @@ def mmdet_focal_loss_cpu(focal_loss, patch):
     """FocalLoss on non-CUDA tensors: labels outside [0, C) are background, as in mmcv's kernel."""
     from .focal_loss import align_cpu_branch
     align_cpu_branch(focal_loss, patch)
+
+
+@lazypatch.when_imported("numba", name=f"{PACK}.moved_modules.numba", tags=(PACK, "compat", "numba"))
+def numba_moved_modules(numba, patch):
+    """numba.errors (mmdetection3d 0.17 imports it) is numba.core.errors where numba dropped the old name."""
+    from .moved_modules import provide_moved_modules
+    provide_moved_modules(numba, patch)
 
 
 _NPU_TAGS = (PACK, "ops", "mmcv", "npu")

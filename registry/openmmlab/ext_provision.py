@@ -2,7 +2,7 @@
 
 Every ``mmcv/ops/*.py`` asks ``mmcv._ext`` for its kernels at import time, so
 with mmcv-lite ``import mmcv.ops`` fails with ``No module named 'mmcv._ext'``.
-The pure-PyTorch stand-in built by :func:`.ext.build_ext_module` answers every
+The pure-PyTorch stand-in built by :func:`..shared.mmcv_ext.build_ext_module` answers every
 name mmcv asks for. A compiled ``_ext`` always wins: the stand-in is only
 provided when none can be found.
 
@@ -25,7 +25,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 
 import lazypatch
 
-PROVIDED_ORIGIN = "lazypatch.registry.openmmlab.ext (pure PyTorch)"
+PROVIDED_ORIGIN = "lazypatch.registry.shared.mmcv_ext (pure PyTorch)"
 
 #: The patch that provides ``mmcv._ext`` as soon as ``mmcv`` is imported.
 EARLY_PATCH = "openmmlab.mmcv_ext.before_mmcv_ops"
@@ -49,7 +49,7 @@ def compiled_ext_origin() -> "str | None":
 
 def _pure_pytorch_ext():
     """A fresh pure-PyTorch ``mmcv._ext`` with a spec."""
-    from .ext import build_ext_module
+    from ..shared.mmcv_ext import build_ext_module
     module = build_ext_module("mmcv._ext")
     if getattr(module, "__spec__", None) is None:
         # mmengine's mmcv_full_available() runs pkgutil.find_loader("mmcv._ext"),
@@ -60,7 +60,7 @@ def _pure_pytorch_ext():
 
 
 def _provided_note() -> str:
-    from .ext import implemented_names
+    from ..shared.mmcv_ext import implemented_names
     return (f"provided a pure-PyTorch mmcv._ext ({len(implemented_names())} kernels, "
             f"e.g. ms_deform_attn, nms, roi_align, deform_conv, hard_voxelize; the "
             f"others raise NotImplementedError naming the op)")

@@ -9,7 +9,7 @@ rely on it: DETR-style heads and Sparse4D give -1 to ignored and denoising
 queries. ``F.one_hot`` refuses those ("Class values must be non-negative"), so
 the same model trains on a GPU and stops on the CPU.
 
-The installed ``forward`` is edited in its own source (:mod:`..ascend.rewrite`):
+The installed ``forward`` is edited in its own source (:mod:`..shared.rewrite`):
 in the ``else`` branch of the ``if`` that tests ``is_cuda``, the labels given to
 ``one_hot(labels, num_classes=N + 1)`` first go through
 :func:`labels_outside_as_background`, which maps every label outside ``[0, N)``
@@ -26,7 +26,7 @@ from typing import List
 
 import lazypatch
 
-from ..ascend.rewrite import HELPER_PREFIX, edited, helper_call, installed
+from ..shared.rewrite import HELPER_PREFIX, edited, helper_call, installed
 
 HELPER = f"{HELPER_PREFIX}labels_outside_as_background"
 

@@ -22,6 +22,13 @@ per-module table.
 Importing this pack only declares patches: no torch, no mmengine.
 """
 
+# The pack's declarations, in the one form every pack uses (docs/writing_packs.md).
+PACK = "training"
+TAGS = (PACK,)
+OPT_IN = False
+TARGETS = ("torch", "mmengine")
+REQUIRES = ()
+
 import lazypatch
 
 from . import settings as _settings
@@ -38,23 +45,23 @@ STEP_PATCHES = ("training.optimizer_steps", "training.mmengine_iterations")
 _ON = _settings.STATE.active()
 
 
-@lazypatch.when_imported("torch.optim.optimizer", name="training.optimizer_steps",
-                         tags=("training", "brake", "profile"), enabled=_ON)
+@lazypatch.when_imported("torch.optim.optimizer", name=f"{PACK}.optimizer_steps",
+                         tags=(PACK, "brake", "profile"), enabled=_ON)
 def optimizer_steps(module, patch):
     """Count optimizer steps of any PyTorch loop (global step post-hook) for brake/profiling."""
     from .steps import hook_optimizers
     hook_optimizers(module, patch)
 
 
-@lazypatch.when_imported("mmengine.runner.loops", name="training.mmengine_iterations",
-                         tags=("training", "brake", "profile"), enabled=_ON)
+@lazypatch.when_imported("mmengine.runner.loops", name=f"{PACK}.mmengine_iterations",
+                         tags=(PACK, "brake", "profile"), enabled=_ON)
 def mmengine_iterations(module, patch):
     """Count mmengine train-loop iterations (wrapped run_iter) for brake/profiling."""
     from .steps import hook_mmengine_loops
     hook_mmengine_loops(module, patch)
 
 
-@lazypatch.when_imported("torch", name="training.tracing", tags=("training", "tracing"),
+@lazypatch.when_imported("torch", name=f"{PACK}.tracing", tags=(PACK, "tracing"),
                          enabled=False)
 def tracing(module, patch):
     """Mark torch operators and module forwards with ranges (module path, op, shapes)."""
@@ -62,7 +69,7 @@ def tracing(module, patch):
     install(module, patch)
 
 
-@lazypatch.when_imported("torch", name="training.tracker", tags=("training", "tracker"),
+@lazypatch.when_imported("torch", name=f"{PACK}.tracker", tags=(PACK, "tracker"),
                          enabled=False)
 def module_tracking(module, patch):
     """Track the modules executing now, forward (and backward with

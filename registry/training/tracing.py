@@ -131,7 +131,8 @@ class ModuleRanges:
             self._ranges.close(self._open.pop(call))
 
 
-BACKWARD_MODULE = "lazypatch.module"   # autograd node metadata: the module that made it
+# autograd node metadata: the module that made it (a metadata key, not a module name)
+BACKWARD_MODULE = "lazypatch_module"
 
 
 class BackwardRange:

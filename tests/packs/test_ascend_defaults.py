@@ -458,7 +458,7 @@ def test_ascend_fake_drivingsdk_names_turn_the_new_defaults_off_in_the_compat_bu
     result = interpreter.run_json('''
 import json
 import lazypatch
-from lazypatch.compat.mx_driving import default_patcher_builder
+from lazypatch.driving_sdk.mx_driving import default_patcher_builder
 with default_patcher_builder.disable_patches("pseudo_sampler", "nuscenes_metric").build():
     from mmdet.models.task_modules.samplers import PseudoSampler
     import mmdet3d.evaluation.metrics.nuscenes_metric as metric

@@ -290,7 +290,7 @@ def test_fake_npu_present_but_cpu_requested(interpreter):
 def test_the_report_says_what_ran_where_with_counts_and_first_call_sites(interpreter):
     result = interpreter.run_json("""
 import lazypatch.auto, lazypatch, json, torch
-from lazypatch.reporting import render
+from lazypatch.reports.reporting import render
 x = torch.zeros(3, device="cuda")
 for _ in range(2):
     y = x.to("cuda:0")

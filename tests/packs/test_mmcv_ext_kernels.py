@@ -26,9 +26,9 @@ import pytest
 import torch
 
 try:
-    from lazypatch.registry.openmmlab.ext import build_ext_module
+    from lazypatch.registry.shared.mmcv_ext import build_ext_module
 except ImportError:
-    from registry.openmmlab.ext import build_ext_module
+    from registry.shared.mmcv_ext import build_ext_module
 
 ext_pkg = sys.modules[build_ext_module.__module__]
 
@@ -152,7 +152,7 @@ def test_plain_import_of_mmcv_ext_gets_it_and_fails_without_lazypatch(interprete
 def _repo_root():
     import pathlib
     path = pathlib.Path(ext_pkg.__file__).resolve()
-    # <root>/registry/openmmlab/ext/__init__.py: one parent per name part.
+    # <root>/registry/shared/mmcv_ext/__init__.py: one parent per name part.
     return path.parents[ext_pkg.__name__.count(".") + 1]
 
 
@@ -480,7 +480,7 @@ def test_box_iou_rotated_matches_polygon_clipping(ops, mode):
 def test_rotated_intersection_of_boxes_sharing_a_collinear_edge_is_whole_in_float32():
     # Same angle, shifted along an edge: the earlier angle-sorted kernel returned half
     # the area in float32 (0.839) where float64 and the polygon reference give 1.679.
-    from lazypatch.registry.openmmlab.ext.rotated import rotated_intersection_area
+    from lazypatch.registry.shared.mmcv_ext.rotated import rotated_intersection_area
     box = [2.444, 3.099, 1.3596, 2.4696, 3.5182]
     shifted = [1.812, 2.849, 1.3596, 2.4696, 3.5182]
     reference = naive_rotated_iou(box, shifted, "iof") * box[2] * box[3]

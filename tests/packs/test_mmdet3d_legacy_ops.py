@@ -25,7 +25,7 @@ except ImportError:   # running from a checkout without the installed layout
     import registry.cuda_extensions as pack
 
 legacy = importlib.import_module(f"{pack.__name__}.mmdet3d_ops")
-kernels = importlib.import_module(pack.__name__.replace("cuda_extensions", "openmmlab.ext"))
+kernels = importlib.import_module(pack.__name__.replace("cuda_extensions", "shared.mmcv_ext"))
 
 
 def cloud(seed: int, batch: int = 2, count: int = 24) -> torch.Tensor:
@@ -255,6 +255,69 @@ import lazypatch.auto
 import mmdet3d.ops
 ''', check=False)
     assert result.returncode != 0 and "knn_ext" in result.stderr
+
+
+#: BEVDet's fork of mmdetection3d 0.17: ``mmdet3d/models/backbones/swin.py`` registers its
+#: own ``SwinTransformer`` into mmdet's ``BACKBONES`` (a relative import of its builder),
+#: which a newer mmdet ("models_home", a real mmengine Registry) filled first.
+FORK_BACKBONE_FILES = {
+    "models_home/__init__.py": """
+        from mmengine.registry import Registry
+        BACKBONES = Registry("models")
+
+        @BACKBONES.register_module()
+        class SwinTransformer:
+            pass
+    """,
+    "mmdet3d/__init__.py": "",
+    "mmdet3d/models/__init__.py": "from .backbones import SwinTransformer\n",
+    "mmdet3d/models/builder.py": "from models_home import BACKBONES\n",
+    "mmdet3d/models/backbones/__init__.py": "from .swin import SwinTransformer\n",
+    "mmdet3d/models/backbones/swin.py": """
+        from ..builder import BACKBONES
+
+        @BACKBONES.register_module()
+        class SwinTransformer:
+            pass
+    """,
+}
+
+RUN_FORK_BACKBONE = '''
+import json
+import lazypatch.auto
+import lazypatch
+import mmdet3d.models
+from models_home import BACKBONES
+record = [r for r in lazypatch.report()
+          if r.name == "cuda_extensions.mmdet3d.models.backbones.swin.registrations"][0]
+summary = {"swin": BACKBONES.get("SwinTransformer").__module__, "status": record.status,
+           "notes": record.notes}
+lazypatch.unpatch_all()
+summary["after_undo"] = BACKBONES.get("SwinTransformer").__module__
+print(json.dumps(summary))
+'''
+
+
+def test_the_fork_backbone_takes_its_name_over_from_the_newer_mmdet(interpreter):
+    interpreter.write(FORK_BACKBONE_FILES)
+    result = interpreter.run_json(RUN_FORK_BACKBONE, env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert result["swin"] == "mmdet3d.models.backbones.swin"
+    assert result["status"] == "applied"
+    assert "BACKBONES['SwinTransformer'] (from models_home)" in result["notes"][0]
+    assert result["after_undo"] == "models_home"
+    clash = interpreter.run("import lazypatch.auto\nimport mmdet3d.models\n", check=False)
+    assert clash.returncode != 0 and "SwinTransformer is already registered" in clash.stderr
+
+
+def test_relative_imports_of_a_registry_are_resolved_against_the_package():
+    forks = importlib.import_module(f"{pack.__name__}.fork_registrations")
+    source = "from ..builder import BACKBONES\nfrom . import ATTENTION\nfrom mmcv.cnn import CONV\n"
+    package = "mmdet3d.models.backbones"
+    assert forks.imported_from(source, "BACKBONES", package) == "mmdet3d.models.builder"
+    assert forks.imported_from(source, "ATTENTION", package) == "mmdet3d.models.backbones"
+    assert forks.imported_from(source, "CONV", package) == "mmcv.cnn"
+    assert forks.imported_from(source, "BACKBONES") is None          # no package to resolve in
+    assert forks.imported_from("from ....x import BACKBONES\n", "BACKBONES", "a.b") is None
 
 
 #: An extracted BEVDet fork (HuangJunJie2017/BEVDet, ``git archive HEAD mmdet3d/ops``): its

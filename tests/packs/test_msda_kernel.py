@@ -21,9 +21,9 @@ import pytest
 import torch
 
 try:
-    from lazypatch.registry.openmmlab.ext import build_ext_module
+    from lazypatch.registry.shared.mmcv_ext import build_ext_module
 except ImportError:
-    from registry.openmmlab.ext import build_ext_module
+    from registry.shared.mmcv_ext import build_ext_module
 
 msda = importlib.import_module(
     f"{sys.modules[build_ext_module.__module__].__name__}.msda")

@@ -25,6 +25,7 @@ PROLOGUE = '''
 import json, sys
 import lazypatch
 import lazypatch.registry.npu_stand_in
+import lazypatch.registry.driving_sdk_api   # lazypatch's mx_driving, as activation declares it
 lazypatch.enable("npu_stand_in")
 '''
 

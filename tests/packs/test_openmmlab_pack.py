@@ -386,7 +386,7 @@ def test_mmengine_checkpoint_patch_is_pinned_to_the_source_it_copied(interpreter
     result = interpreter.run_json("""
         import json, lazypatch
         import mmengine.runner.checkpoint as checkpoint
-        from lazypatch.pinning import source_sha256
+        from lazypatch.decide.pinning import source_sha256
         from lazypatch.registry.openmmlab.checkpoint import PINNED_LOAD_FROM_LOCAL
         original = lazypatch.original(checkpoint, "load_from_local")
         print(json.dumps([source_sha256(original) in PINNED_LOAD_FROM_LOCAL,

@@ -689,9 +689,9 @@ def test_research_project_trains_one_step_from_its_own_config(interpreter, proje
 
 def _sparse_convolution_provided() -> bool:
     try:
-        from lazypatch.registry.openmmlab.ext import implemented_names
+        from lazypatch.registry.shared.mmcv_ext import implemented_names
     except ImportError:
-        from registry.openmmlab.ext import implemented_names
+        from registry.shared.mmcv_ext import implemented_names
     return "get_indice_pairs_3d_forward" in implemented_names()
 
 

@@ -135,9 +135,10 @@ def assert_close(actual, expected):
 
 @pytest.fixture
 def lookup(sparse, monkeypatch):
-    """Choose how pairs find their sites: a direct-address table (small grids) or
-    sorted keys (grids above TABLE_SITES, such as SECOND's full input grid); and
-    whether candidate keys are broadcast or gathered (above BROADCAST_KEYS)."""
+    """Choose how pairs find their sites: a direct-address table (small grids) or,
+    above TABLE_SITES (such as SECOND's full input grid), a hash table of the input
+    sites for submanifold pairs and sorted keys for the output sites of the others;
+    and whether candidate keys are broadcast or gathered (above BROADCAST_KEYS)."""
     kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
 
     def choose(table: bool, broadcast: bool) -> None:
@@ -376,3 +377,25 @@ def test_mmcv_sparse_max_pool_module_and_registry_built_layers(ops):
     expected = F.conv3d(scatter_dense(indices, features, 1, shape),
                         torch_layout(conv.weight, 3, False), padding=1)
     assert_close(out.features, at_sites(expected, indices))
+
+
+# ---------------------------------------------------------------- the sites' hash table
+
+@examples("pool")
+@given(data=st.data(), colliding=st.booleans())
+def test_key_table_finds_every_key_and_only_those(sparse, data, colliding):
+    """The hash table behind submanifold pairs on large grids: every inserted key maps
+    to its row, every other key to -1, also when keys share their low bits (so that
+    they all start probing at one slot and the probe runs cross each other)."""
+    kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
+    count = data.draw(st.integers(1, 300))
+    spread = 1 << 20 if colliding else 1
+    keys = torch.tensor(data.draw(st.lists(st.integers(0, 5000), min_size=count,
+                                           max_size=count, unique=True))) * spread
+    absent = torch.tensor(data.draw(st.lists(st.integers(5001, 9000), max_size=200)),
+                          dtype=torch.long) * spread
+    table = kernels.KeyTable(keys)
+    assert table.rows_of(keys).tolist() == list(range(count))
+    assert table.rows_of(absent).tolist() == [-1] * len(absent)
+    mixed = torch.cat([absent, keys.flip(0)])
+    assert table.rows_of(mixed).tolist() == [-1] * len(absent) + list(range(count))[::-1]

@@ -26,7 +26,8 @@ try:
 except ImportError:   # running from a checkout without the installed layout
     import registry.cuda_extensions as pack
 
-aggregation = importlib.import_module(f"{pack.__name__}.deformable_aggregation")
+aggregation = importlib.import_module(
+    pack.__name__.replace("cuda_extensions", "shared.deformable_aggregation"))
 bev_pool = importlib.import_module(f"{pack.__name__}.bev_pool")
 
 EXAMPLES = settings(max_examples=12, deadline=None, derandomize=True)

@@ -1,0 +1,576 @@
+"""Applying patches to modules, each application a transaction (undo: ``undo.py``).
+
+This is the one place that calls patch functions. The importer calls
+``run_body`` around a watched module's execution; registration and
+``enable()`` call ``apply_to_imported`` for targets that are already there.
+
+Every application is all-or-nothing:
+
+* A patch that raises an ``Exception`` is rolled back and reported
+  ``failed``; the import goes on (strict mode: the import fails with
+  ``PatchError``, and every patch this import applied is undone too).
+* ``KeyboardInterrupt``, ``SystemExit`` or any other ``BaseException`` raised
+  in a patch, in the target's body or while its patches run rolls back what
+  this import applied, then propagates exactly as it would without
+  lazypatch.
+* A patch that was unpatched or disabled by another thread while its
+  function ran finds its application stale when it commits, and rolls it
+  back: no patch is live after its ``unpatch()`` took effect.
+
+Threads: a module body runs once under the import system's per-module
+lock, so the patches of one import never race each other. A patch is
+*claimed* under ``STATE.lock`` before it runs, so no two threads run it at
+once; the function itself runs without the lock (see ``state`` for why).
+"""
+
+from __future__ import annotations
+
+import sys
+from _thread import get_ident
+from itertools import count
+from time import perf_counter
+
+from ..decide import events as _events
+from ..decide.selection import select, set_enabled, unmet_requirement
+from ..errors import LatePatchWarning, PatchConflictWarning, SkipPatch
+from ..slots import ATTRIBUTE, describe_exception
+from ..state import (
+    AFTER,
+    APPLIED,
+    BEFORE,
+    DISABLED,
+    FAILED,
+    HISTORY_LENGTH,
+    PENDING,
+    REVERTED,
+    SKIPPED,
+    STATE,
+)
+from ..watch.importer import (
+    defer_until_executed,
+    defer_until_import_released,
+    execute_with_loader,
+    watch_lazy_module,
+)
+from .calls import track as _track_calls
+from .ledger import PatchContext, process_ledger
+from .undo import revert, revert_context
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Any, Dict, List, Optional, Tuple
+
+    from ..state import RegisteredPatch
+    from .ledger import Change
+
+    Applied = List[Tuple[RegisteredPatch, PatchContext]]
+
+# Read on every watched import: bound once here (the state never rebinds them).
+_by_target = STATE.catalog.by_target
+_claims = STATE.claims
+_executing = STATE.executing
+_ledger = process_ledger()
+_lock = STATE.lock
+_event_rules = _events.RULES
+_one_time_ms = STATE.one_time_import_ms_by_thread
+_ModuleType = type(sys)
+# The history of a patch applied once and nothing else: one shared tuple, no list.
+_ONLY_APPLIED = ("applied",)
+# Each commit's place in the order of applications, so that undo-all goes newest first.
+_next_order = count(1).__next__
+
+
+def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
+    """Execute ``module`` with ``loader``, running its patches before and after.
+
+    ``target`` names the patches to run when it is not the module's own name: a
+    program run by ``python -m pkg.mod`` is module ``__main__`` running the code
+    of ``pkg.mod`` (see ``programs.run_program``); an alias (``six.moves.cPickle``)
+    is a module imported under a second name (see ``LoaderProxy.exec_module``).
+
+    Runs on every watched import, so the loops are written out here rather
+    than split into helpers: each Python call costs about as much as the
+    work it would do (see benchmarks/COSTS.md for the budget).
+    """
+    name = module.__name__ if target is None else target
+    # While this body runs (a reload's too: it marks no spec as initializing), another
+    # thread's late application to this module object waits for its end (see
+    # apply_to_imported): applied to a half-executed module, it would record names the
+    # body has not set yet as absent, and its undo would delete them. The spec's
+    # _initializing alone is not enough (skipping the marker for imports fails the
+    # threads property test 3 runs in 11). No lock: the marker and its list are handed
+    # over with single dict and list operations, which are atomic, and apply_to_imported
+    # takes back a callback that came too late (the lock cost a watched import 2,000
+    # instructions of its 15,000 budget).
+    key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
+    outer = _executing.get(key)
+    # [the running thread's ident, callbacks waiting for the end...]
+    waiting: "List[Any]" = [get_ident()]
+    _executing[key] = waiting
+    # The try starts right after that store: no Python code and no check for a pending
+    # signal runs between the two, so an interrupt cannot strand the marker.
+    try:
+        patches = _by_target.get(name, ())
+        for patch in patches:
+            if patch.live and patch.is_applied_to(module):
+                # A reload re-executes the same module object: first take back what
+                # our patches did to it, so undo never restores objects of the old body.
+                revert(patch, PENDING, "target re-executed (reload); re-applied after it",
+                       module)
+        applied: "Applied" = []
+        try:
+            for patch in patches:
+                if patch.phase is BEFORE and patch.enabled:
+                    apply(patch, module, applied)
+            try:
+                execute = loader.exec_module
+            except AttributeError:
+                execute_with_loader(module, loader)
+            else:   # (execute_with_loader, written out: every import)
+                execute(module)
+            if applied:
+                _end_scoped_before_patches(applied, name)
+            # What sys.modules holds now is what the importer hands out: a module that
+            # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
+            # Re-read the catalog: the body may have registered patches on itself.
+            # A program (target given) is patched in its own namespace, even when
+            # its module name was imported separately too.
+            received = sys.modules.get(name, module) if target is None else module
+            for patch in _by_target.get(name, ()):
+                if patch.phase is AFTER and patch.enabled:
+                    apply(patch, received, applied)
+        except BaseException:
+            # The import fails (a strict failure, an error in the body, an interrupt):
+            # nothing it applied may stay behind on a module nobody will receive.
+            _roll_back_import(applied, f"the import of {name!r} failed")
+            raise
+    finally:
+        if outer is None:
+            _executing.pop(key, None)
+        else:
+            _executing[key] = outer   # a body that imports itself again, nested
+        # Each callback runs once: here, or in apply_to_imported when it finds the
+        # marker gone and takes its callback back before this loop reaches it.
+        while len(waiting) > 1:
+            waiting.pop(1)()   # outside any lock: they apply patches
+
+
+def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
+    for patch, context in applied:
+        if patch.phase == BEFORE and context.revert_after_import_requested:
+            revert_context(patch, context, REVERTED,
+                            f"scoped to the execution of {target!r}; undone when it finished")
+
+
+def _roll_back_import(applied: "Applied", reason: str) -> None:
+    interrupt: "Optional[BaseException]" = None
+    for patch, context in reversed(applied):
+        try:
+            revert_context(patch, context, REVERTED, reason)
+        except BaseException as error:  # finish rolling back before anything propagates
+            if interrupt is None and not isinstance(error, Exception):
+                interrupt = error
+    if interrupt is not None:
+        raise interrupt
+
+
+def run_patches(target: str, module: "Any", phase: str) -> None:
+    """Apply every enabled patch of ``phase`` on ``target``, by priority."""
+    for patch in _by_target.get(target, ()):
+        if patch.phase == phase:
+            apply(patch, module)
+
+
+def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" = None, *,
+          late: bool = False) -> None:
+    """Apply one patch to one module object, at most once, as a transaction.
+
+    Never raises for an ordinary failure unless strict mode is on; a
+    ``BaseException`` from the patch propagates after its rollback.
+    """
+    if not patch.enabled:
+        return      # the common case of default-off packs: nothing to claim
+    # Claim it: dict.setdefault is one atomic operation (no Python code runs for
+    # these keys), so exactly one caller, in any thread, gets its own token back.
+    # A claimed patch is being applied right now, perhaps by this very thread
+    # (a plugin loader running the patches of its target): never twice at once.
+    # The token is the new application's context, which this call needs anyway.
+    context = PatchContext(patch.name, module, _ledger)
+    if _claims.setdefault(patch, context) is not context:
+        return
+    try:
+        if patch.live and patch.is_applied_to(module):
+            return
+        # The application, written out here rather than in a helper: on every
+        # watched import a Python call costs about as much as the bookkeeping it
+        # would separate (benchmarks/COSTS.md).
+        generation = patch.generation
+        if patch.requires:
+            reason = unmet_requirement(patch, module)
+            if reason is not None:
+                with STATE.lock:
+                    patch.status, patch.reason = SKIPPED, reason
+                    patch.remember(f"skipped: {reason}")
+                _debug("patch %s skipped: %s", patch.name, reason)
+                _events.on_skipped(patch, reason)
+                return
+        if type(module) is _ModuleType:
+            namespace: "Any" = module.__dict__
+        else:
+            # A module subclass may define __getattribute__ (a LazyLoader module loads
+            # itself on any attribute read): read its own namespace without it.
+            try:
+                namespace = object.__getattribute__(module, "__dict__")
+            except (AttributeError, TypeError):
+                namespace = None
+        # A shallow copy (in C) both detects plain assignments afterwards and keeps
+        # the old values alive, so their id()s cannot be reused while we compare.
+        before = namespace.copy() if type(namespace) is dict else None
+        # The clock, written out (see _clock_start): the one-time import tally is
+        # empty until a patch first imports wrapt, so most applications skip it.
+        charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
+        clock = perf_counter()
+        try:
+            if patch.takes_context:
+                patch.function(module, context)
+            else:
+                patch.function(module)
+        except SkipPatch as skip:
+            _skipped(patch, context, skip, (clock, charged))
+            return
+        except Exception as error:
+            _fail(patch, context, error, (clock, charged))
+            return
+        except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
+            _interrupted(patch, context, error, (clock, charged))
+            raise
+        try:
+            duration_ms = (perf_counter() - clock) * 1000.0
+            if _one_time_ms:
+                duration_ms -= _one_time_ms.get(get_ident(), 0.0) - charged
+            if context.changes or before is None:
+                untracked = _NOTHING_UNTRACKED if before is None else \
+                    untracked_names(before, namespace, module, context.changes)
+            else:
+                # Nothing recorded (a no-op, or only plain assignments): the namespace
+                # equals its copy unless something was assigned; compared in C, without
+                # the call to untracked_names (the watched import's budget, COSTS.md).
+                try:
+                    unchanged = before == namespace
+                except Exception:   # a changed value whose __eq__ raises: compare by identity
+                    unchanged = False
+                untracked = _NOTHING_UNTRACKED if unchanged else \
+                    untracked_names(before, namespace, module, context.changes)
+            if context.not_undoable:
+                untracked = untracked + context.not_undoable
+            before = None   # the copy goes now: memory follows what changed, not module size
+            with _lock:
+                stale = patch.generation != generation or not patch.enabled
+                if not stale:
+                    # Commit: the fields a report reads, written together under the lock.
+                    # A patch's lists are the shared empty tuple until first written
+                    # (state.py): a first application makes them with their one entry.
+                    patch.duration_ms = duration_ms
+                    patch.status = APPLIED
+                    if patch.reason or patch.error:
+                        patch.reason = patch.error = ""
+                    if context.notes or patch.notes:
+                        patch.notes = context.notes
+                    if context.note_providers or patch.note_providers:
+                        patch.note_providers = context.note_providers
+                    live = patch.live
+                    if live:
+                        live.append(context)
+                    else:
+                        patch.live = [context]
+                    patch.application_count += 1
+                    patch.applied_order = _next_order()
+                    if untracked or patch.untracked_changes:
+                        patch.untracked_changes = untracked
+                    history = patch.history
+                    if not history:
+                        patch.history = _ONLY_APPLIED  # type: ignore[assignment]   # a tuple, shared (remember() copies it)
+                    elif history.__class__ is list:
+                        history.append("applied")
+                        if len(history) > HISTORY_LENGTH:
+                            del history[0]
+                    else:
+                        patch.history = [*history, "applied"]
+        except BaseException:
+            # An interrupt (KeyboardInterrupt from a signal handler) between the patch
+            # function's return and the commit: the changes are in the context, which the
+            # patch does not hold yet, so nothing would ever undo them. Undo them here
+            # unless the commit got as far as holding the context.
+            if not any(held is context for held in patch.live):
+                _undo_quietly(context)
+            raise
+        if stale:
+            # Unpatched or disabled by another thread while the function ran.
+            _undo_quietly(context)
+            with STATE.lock:
+                patch.remember("an application in flight was rolled back: the patch was "
+                               "unpatched or disabled meanwhile")
+            return
+        if applied is not None:
+            applied.append((patch, context))
+        if context.changes:   # after the append: an interrupt here is undone with the import
+            _track_calls(patch, context)
+        if context.conflicts:
+            for change, others in context.conflicts:
+                _record_conflict(change, others)
+        if STATE.debug_logging:
+            _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
+                   patch.target, len(context.changes), patch.duration_ms)
+        if late:
+            _warn_late(patch, context)
+        if _event_rules.active:
+            _applied_event(patch, context)
+    finally:
+        del _claims[patch]
+
+
+def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
+    """The apply event (events.py); ``raise``/``exit`` undo this application first."""
+    action = _events.on_applied(patch, len(context.changes))
+    if action is not None:
+        message = _events.applied_message(patch, len(context.changes))
+        revert_context(patch, context, REVERTED, f"undone: its apply action is {action!r}")
+        _events.act(patch, _events.APPLY, action, message)
+
+
+_NOTHING_UNTRACKED: "List[str]" = []
+
+
+def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", module: "Any",
+                    changes: "List[Any]") -> "List[str]":
+    """Names of ``module`` that a patch function changed by plain assignment (not through
+    ``patch``): ``before`` is a copy of ``namespace`` taken before it ran, still alive, so
+    no id() compared here can have been reused. Only the names are kept, never the copies:
+    2,000 patches on a module of 3,000 names held 420 MB when the copies waited for the
+    report (each application: two copies of the namespace)."""
+    tracked = {change.key for change in changes if change.owner is module}
+    # The usual case first, in C: with the tracked names put to their values now, the
+    # copy equals the namespace (identical values compare equal without __eq__).
+    for key in tracked:
+        if key in namespace:
+            before[key] = namespace[key]
+        else:
+            before.pop(key, None)
+    try:
+        if before == namespace:
+            return _NOTHING_UNTRACKED
+    except Exception:   # a changed value whose __eq__ raises (an array): compare by identity
+        pass
+    # (name, id) pairs compared as sets: C speed even for torch's ~1,500 globals. Of a
+    # copy: building the sets can run a finalizer, which can switch threads, and another
+    # thread's patch may be adding names to this very namespace.
+    after = namespace.copy()
+    difference = set(zip(before, map(id, before.values()))) ^ \
+        set(zip(after, map(id, after.values())))
+    # A name another patch recorded while this one ran (a stand-in's submodule imported
+    # here binds itself on its parent through its own patch) is undoable, by that patch.
+    ledger = process_ledger()
+    return sorted(name for name in {name for name, _ in difference} - tracked
+                  if not (name in after and ledger.holds(ATTRIBUTE, module, name, after[name])))
+
+
+def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
+             started: "Tuple[float, float]") -> None:
+    """The patch raised SkipPatch: its changes rolled back, the patch ``skipped``."""
+    _undo_quietly(context)
+    with STATE.lock:
+        patch.duration_ms = _elapsed_ms(started)
+        patch.notes = list(context.notes)
+        patch.status, patch.reason = SKIPPED, skip.reason
+        patch.remember(f"skipped: {skip.reason}")
+    if not getattr(skip, "lazypatch_waiting", False):
+        _events.on_skipped(patch, skip.reason)
+
+
+def _interrupted(patch: "RegisteredPatch", context: PatchContext, error: BaseException,
+                 started: "Tuple[float, float]") -> None:
+    """A KeyboardInterrupt, SystemExit... in the patch: its changes rolled back, the patch
+    ``failed``; the caller re-raises."""
+    _undo_quietly(context)
+    with STATE.lock:
+        patch.duration_ms = _elapsed_ms(started)
+        patch.status = FAILED
+        patch.reason = (f"interrupted by {type(error).__name__}; its "
+                        f"{len(context.changes)} change(s) were rolled back")
+        patch.remember(f"failed: {patch.reason}")
+
+
+def _undo_quietly(context: PatchContext) -> "Optional[str]":
+    """Roll back a context; return why it was incomplete, or None. Interrupts propagate
+    only after every change was attempted (``PatchContext.undo``)."""
+    try:
+        context.undo()
+    except Exception as error:
+        return describe_exception(error)
+    return None
+
+
+def _clock_start() -> "Tuple[float, float]":
+    """When a patch starts: the time, and how much one-time dependency importing this
+    thread has been charged so far (EngineState.import_once)."""
+    return perf_counter(), STATE.one_time_import_ms_by_thread.get(get_ident(), 0.0)
+
+
+def _elapsed_ms(started: "Tuple[float, float]") -> float:
+    """The patch's own time since ``started``: a first ``import wrapt`` inside it is a
+    one-time cost reported on its own line, not this patch's."""
+    clock, charged = started
+    imported = STATE.one_time_import_ms_by_thread.get(get_ident(), 0.0) - charged
+    return (perf_counter() - clock) * 1000.0 - imported
+
+
+def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
+          started: "Tuple[float, float]") -> None:
+    incomplete = _undo_quietly(context)
+    rollback_note = f"; rollback incomplete: {incomplete}" if incomplete else ""
+    try:
+        import traceback
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:   # a traceback that cannot be formatted must not fail the import
+        trace = describe_exception(error)
+    with STATE.lock:
+        patch.duration_ms = _elapsed_ms(started)
+        patch.notes = list(context.notes)
+        patch.status = FAILED
+        patch.reason = describe_exception(error) + rollback_note
+        patch.error = trace
+        patch.remember(f"failed: {patch.reason}")
+    action = _events.action_for(patch, _events.FAILURE)
+    message = (f"lazypatch: patch {patch.name!r} on {patch.target!r} failed and was rolled "
+               f"back ({len(context.changes)} change(s) undone): {patch.reason}. "
+               f"{_events.consequence(action)}; disable it with LAZYPATCH_DISABLE={patch.name}")
+    _events.act(patch, _events.FAILURE, action, message, error)
+
+
+def _record_conflict(change: "Change", others: "List[Change]") -> None:
+    losers = sorted({other.patch_name for other in others})
+    text = (f"{change.describe()[len(change.action) + 1:]} is changed by "
+            f"{', '.join(repr(name) for name in losers + [change.patch_name])}; "
+            f"{change.patch_name!r} wins (applied last)")
+    with STATE.lock:
+        for name in losers + [change.patch_name]:
+            patch = STATE.catalog.by_name.get(name)
+            if patch is not None and text not in patch.conflicts:
+                patch.conflicts = [*patch.conflicts, text]
+    from ..notices import notify  # only on this path: see benchmarks/COSTS.md
+    notify(f"lazypatch: conflict: {text}", PatchConflictWarning, stacklevel=4)
+
+
+def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
+    from .references import describe_references
+    replaced = [original for _, original in context.replaced_objects()]
+    if not replaced:
+        return
+    rebound = tuple(change.owner for change in context.changes if change.action == "rebind")
+    holders = describe_references(replaced, exclude=(context.module,) + rebound)
+    patch.late_references = holders
+    if holders:
+        from ..notices import notify  # only on this path: see benchmarks/COSTS.md
+        activation = STATE.activation
+        if not activation.activated_by or patch.target in activation.imported_before:
+            why = "which was imported before lazypatch was active"
+            fix = ("Activate lazypatch earlier (first line: import lazypatch.auto, or "
+                   "`lazypatch run`)")
+        else:   # active all along: the patch was enabled (a scope, enable()) after the import
+            why = "after it was imported (the patch was enabled only then)"
+            fix = (f"Enable it before {patch.target} is imported "
+                   f"(LAZYPATCH_ENABLE={patch.name})")
+        notify(
+            f"lazypatch: patch {patch.name!r} was applied to {patch.target!r}, {why}; these "
+            f"module globals still hold the original objects: {', '.join(holders)}. {fix}, "
+            f"or use patch.setattr(..., rebind=True).", LatePatchWarning, stacklevel=5)
+
+
+# --- switching patches on and off ------------------------------------------
+
+def _select_or_raise(selectors: "Tuple[str, ...]", caller: str) -> "List[RegisteredPatch]":
+    chosen, unmatched = select(selectors)
+    if unmatched:
+        from ..decide.unmatched_selectors import unmatched_message
+        raise KeyError(unmatched_message(unmatched, caller))
+    return chosen
+
+
+def enable(selectors: "Tuple[str, ...]") -> "List[str]":
+    """Enable the chosen patches and apply those whose target is imported; their names."""
+    chosen = _select_or_raise(selectors, "enable()")
+    with STATE.lock:
+        for patch in chosen:
+            set_enabled(patch, True, "")
+    for patch in chosen:
+        apply_to_imported(patch)
+    return [patch.name for patch in chosen]
+
+
+def disable(selectors: "Tuple[str, ...]") -> "List[str]":
+    """Keep the chosen patches from applying from now on; their names."""
+    chosen = _select_or_raise(selectors, "disable()")
+    with STATE.lock:
+        for patch in chosen:
+            set_enabled(patch, False, "disabled by disable()")
+    return [patch.name for patch in chosen]
+
+
+# --- registration-time application ---------------------------------------
+
+def apply_to_imported(patch: "RegisteredPatch") -> None:
+    """Apply ``patch`` now if its target is already imported, as the import would have."""
+    if not patch.enabled:
+        return
+    module = sys.modules.get(patch.target)
+    if module is None:
+        # Another thread may be importing it, past our finder but before the module
+        # exists; then apply when that import lets go of the name.
+        if defer_until_import_released(patch.target, lambda: apply_to_imported(patch),
+                                       STATE.lock):
+            return
+        module = sys.modules.get(patch.target)   # that import may just have finished
+        if module is None:
+            return
+    if watch_lazy_module(module, run_body):
+        return  # applied by the proxy when the lazy module really loads
+    running = _executing.get(id(module))
+    if running is not None and running[0] != get_ident():
+        # Another thread is running its body (a reload): apply when it ends. If the body
+        # ended meanwhile, take the callback back, unless run_body already ran it.
+        callback = lambda: _after_deferred(patch)  # noqa: E731
+        running.append(callback)
+        if _executing.get(id(module)) is running:
+            return
+        try:
+            running.remove(callback)
+        except ValueError:
+            return
+    if defer_until_executed(module, lambda: _after_deferred(patch), STATE.lock):
+        return  # still executing: never patch a half-built module
+    if patch.phase == BEFORE:
+        with STATE.lock:
+            if patch.status == PENDING:
+                patch.reason = (f"{patch.target!r} was already imported; runs before its body "
+                                f"executes next (reload)")
+        return
+    apply(patch, module, late=True)
+
+
+def _after_deferred(patch: "RegisteredPatch") -> None:
+    received = sys.modules.get(patch.target)
+    if received is not None and patch.phase == AFTER:
+        apply(patch, received)
+
+
+def _debug(message: str, *arguments: "Any") -> None:
+    """Log at DEBUG on the ``lazypatch`` logger if logging is loaded; never imports it."""
+    logging_module = sys.modules.get("logging")
+    if logging_module is not None:
+        logger = logging_module.getLogger("lazypatch")
+        if logger.isEnabledFor(logging_module.DEBUG):
+            logger.debug(message, *arguments)
+
+
+__all__ = ["run_body", "run_patches", "apply", "enable", "disable", "apply_to_imported",
+           "DISABLED"]

@@ -1,9 +1,0 @@
-"""``mx_driving.patcher.reporting``: PatchStatus and PatchResult (driving_sdk2_results).
-
-Names only (see ``__init__.py`` of this folder): loaded under any name, this file
-gives the very objects of ``lazypatch.compat``.
-"""
-
-from lazypatch.compat.driving_sdk2_results import PatchResult, PatchStatus
-
-__all__ = ["PatchStatus", "PatchResult"]

@@ -1,0 +1,298 @@
+"""Registering a patch: every argument checked before anything is recorded.
+
+Bad input is refused here, at the decorator line, with an error that names
+the problem and the fix, and nothing is registered: a patch that can never
+run correctly must not reach the report as ``pending`` or, worse, as
+``applied`` (a coroutine function "runs" without executing its body).
+"""
+
+import sys
+
+from ..decide.requirements import parse_requirements
+from ..decide.selection import decide_at_registration
+from ..state import AFTER, BEFORE, STATE, RegisteredPatch
+from ..watch.importer import LazyPatchFinder, install_finder
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
+
+    from ..decide.requirements import Requirement
+
+# Code flags (Include/cpython/code.h) of functions whose call does not run their body.
+_DEFERRED_BODY_FLAGS = {0x20: "a generator function", 0x80: "a coroutine function (async def)",
+                        0x100: "an iterable coroutine", 0x200: "an async generator function"}
+
+_DEFERRED_BODY_MASK = 0x20 | 0x80 | 0x100 | 0x200
+
+# The names some thread is importing right now: CPython keeps a module lock per
+# name while its import runs (importlib._bootstrap._module_locks). Any other
+# Python gets an empty mapping, and registration simply applies when it can.
+_module_locks: "Any" = getattr(sys.modules.get("importlib._bootstrap"), "_module_locks", None)
+if not isinstance(_module_locks, dict):
+    _module_locks = {}
+_FUNCTION = type(lambda: None)
+
+# Runs before every other patch of its import (plugin pack loaders use it).
+FIRST = -(2 ** 62)
+
+# The defaults of register(), shared by every patch that has none (both immutable):
+# no set and no tuple built per registration (10,000 patches: benchmarks/COSTS.md).
+_NO_TAGS: "frozenset" = frozenset()
+_NO_REQUIREMENTS: "Tuple[Requirement, ...]" = ()
+
+
+# Tuples of tags already checked, and their set (the default's included): a memo of a
+# pure check, as below.
+_tag_sets: "Dict[Tuple[str, ...], frozenset]" = {(): _NO_TAGS}
+
+# Targets already found valid: packs register many patches on few targets, and
+# registration runs at activation (see benchmarks/COSTS.md). A memo of a pure check.
+_valid_targets: "set" = set()
+
+
+def validate_target(target: object) -> str:
+    """Return ``target`` if it is an absolute dotted module name, else raise."""
+    if target.__class__ is str and (target.isidentifier() or target in _valid_targets):
+        return target   # a top-level name is one C call; dotted names are remembered
+    if not isinstance(target, str):
+        raise TypeError(f"patch target must be a module name string such as "
+                        f"'mmcv.ops', got {target!r} ({type(target).__name__})")
+    if not target:
+        raise ValueError("patch target is empty: name the module to patch, "
+                         "such as 'mmcv.ops'")
+    if target.startswith("."):
+        raise ValueError(f"patch target {target!r} is relative: use the absolute "
+                         f"module name, such as 'mmcv.ops'")
+    for part in target.split("."):
+        if not part.isidentifier():   # C-speed; also rejects "" from ".." and "1mod"
+            raise ValueError(f"patch target {target!r} is not a valid dotted module "
+                             f"name: {part!r} is not an identifier")
+    _valid_targets.add(target)
+    return target
+
+
+def validate_priority(priority: object, name: str) -> int:
+    """An integer priority; integral floats (``2.0``) are accepted as that integer."""
+    if priority.__class__ is int:
+        return priority
+    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
+        raise TypeError(f"patch {name!r}: priority must be an integer (lower runs first), "
+                        f"got {priority!r}")
+    if isinstance(priority, float):
+        # NaN compares false with everything and would corrupt the order of
+        # every other patch on the target; inf is not a position either.
+        if priority != priority or priority in (float("inf"), float("-inf")) \
+                or not priority.is_integer():
+            raise ValueError(f"patch {name!r}: priority must be a finite integer such as 0, "
+                             f"-10 or 10 (lower runs first), got {priority!r}")
+        return int(priority)
+    return priority
+
+
+def _code_of(function: "Any") -> "Any":
+    """The code object a call of ``function`` runs, through partials and callable objects."""
+    seen = 0
+    while seen < 10:
+        seen += 1
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            return code
+        inner = getattr(function, "func", None)          # functools.partial
+        if inner is None and not isinstance(function, type):
+            call = getattr(type(function), "__call__", None)  # noqa: B004 - the method itself
+            inner = getattr(call, "__func__", call) if call is not None else None
+            if inner is not None and getattr(inner, "__code__", None) is None:
+                return None
+        if inner is None or inner is function:
+            return None
+        function = inner
+    return None
+
+
+def _count_positional_parameters(function: "Callable[..., Any]") -> "Tuple[int, int, bool]":
+    """(required, maximum, has *args) for a callable, cheaply.
+
+    ``inspect.signature`` pulls in a large import graph; for plain functions
+    the code object answers the same question.
+    """
+    # A bound method forwards __code__ to its function, whose first parameter
+    # (self) is already supplied: count it out.
+    bound_self = 1 if getattr(function, "__self__", None) is not None and \
+        hasattr(function, "__func__") else 0
+    code = getattr(function, "__code__", None)
+    if code is None:
+        import inspect
+        try:
+            parameters = list(inspect.signature(function).parameters.values())
+        except (TypeError, ValueError):
+            return (0, 2, True)
+        positional = [p for p in parameters
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = sum(1 for p in positional if p.default is p.empty)
+        varargs = any(p.kind == p.VAR_POSITIONAL for p in parameters)
+        return (required, len(positional), varargs)
+    count = code.co_argcount - bound_self
+    defaults = getattr(function, "__defaults__", None) or ()
+    varargs = bool(code.co_flags & 0x04)
+    return (count - len(defaults), count, varargs)
+
+
+def takes_context(function: "Callable[..., Any]", name: str) -> bool:
+    """True if ``function`` is called as ``fn(module, patch)``, False for ``fn(module)``.
+
+    Raises TypeError naming the patch when it can be called neither way, or
+    when calling it would not run its body (coroutine and generator functions).
+    """
+    if function.__class__ is _FUNCTION:
+        # The common case, answered from the code object alone.
+        code = function.__code__
+        flags = code.co_flags
+        if not flags & _DEFERRED_BODY_MASK:
+            count = code.co_argcount
+            required = count - len(function.__defaults__ or ())
+            if required <= 2 and (count >= 2 or flags & 0x04):
+                return True
+            if required <= 1 and count >= 1:
+                return False
+    if not callable(function):
+        raise TypeError(f"patch {name!r}: {function!r} is not callable; decorate a "
+                        f"function taking (module) or (module, patch)")
+    code = _code_of(function)
+    if code is not None:
+        for flag, kind in _DEFERRED_BODY_FLAGS.items():
+            if code.co_flags & flag:
+                raise TypeError(f"patch {name!r}: {getattr(function, '__qualname__', function)!r} "
+                                f"is {kind}; calling it does not run its body, so the patch "
+                                f"would never take effect. Write a plain def taking "
+                                f"(module) or (module, patch)")
+    required, maximum, varargs = _count_positional_parameters(function)
+    if required <= 2 and (maximum >= 2 or varargs):
+        return True
+    if required <= 1 and maximum >= 1:
+        return False
+    raise TypeError(f"patch {name!r}: function {getattr(function, '__qualname__', function)!r} "
+                    f"must accept (module) or (module, patch); it takes "
+                    f"{required} required positional argument(s)")
+
+
+def _default_name(function: "Any") -> str:
+    module_name = getattr(function, "__module__", None) or "__main__"
+    qualified = getattr(function, "__qualname__", None) or type(function).__qualname__
+    return f"{module_name}.{qualified}"
+
+
+def build(function: "Callable[..., Any]", target: object, phase: str,
+          name: "Optional[str]", priority: object,
+          requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
+          enabled: object) -> "RegisteredPatch":
+    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix.
+    (Positional parameters: matching keyword arguments costs more than the checks.)"""
+    if phase not in (AFTER, BEFORE):
+        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
+    if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
+        target = validate_target(target)   # (its fast path above, without the call)
+    if name is None:
+        name = _default_name(function)
+    elif not isinstance(name, str) or not name.strip():
+        raise ValueError(f"patch name must be a non-empty string, got {name!r}")
+    order = priority if priority.__class__ is int else validate_priority(priority, name)
+    if enabled is not True and enabled is not False:
+        raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
+    if tags.__class__ is tuple:
+        # Packs pass the same tuples of tags again and again (a constant): checked once.
+        try:
+            tag_set = _tag_sets.get(tags)
+        except TypeError:   # an unhashable item: _tag_set names the problem
+            tag_set = None
+        if tag_set is None:
+            tag_set = _tag_sets[tags] = _tag_set(tags, name)
+    else:
+        tag_set = _tag_set(tags, name)
+    parsed = _NO_REQUIREMENTS if requires.__class__ is tuple and not requires \
+        else parse_requirements(requires)
+    # The constant itself, not an equal string: run_body compares phases by identity.
+    phase = BEFORE if phase == BEFORE else AFTER
+    return RegisteredPatch(name, target, function, phase, order, parsed, tag_set, enabled,
+                           takes_context(function, name))
+
+
+def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
+    """The tags as a set of non-empty strings; raises naming the patch otherwise."""
+    if isinstance(tags, str):
+        tags = (tags,)
+    try:
+        tag_set = frozenset(tags)
+    except TypeError:
+        raise TypeError(f"patch {name!r}: tags must be a list of strings, got {tags!r}") from None
+    for tag in tag_set:
+        if tag.__class__ is not str or not tag:
+            raise ValueError(f"patch {name!r}: tags must be non-empty strings, got {tag!r}")
+    return tag_set
+
+
+def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
+             name: "Optional[str]" = None, priority: object = 0,
+             requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
+             enabled: object = True, events: "Optional[Any]" = None) -> str:
+    """Validate, index and, if the target is already imported, apply a patch; its name.
+    ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
+    return register_in_order(function, target, phase, name, priority, requires, tags, enabled,
+                             events)
+
+
+def register_in_order(function: "Callable[..., Any]", target: object, phase: str,
+                      name: "Optional[str]", priority: object,
+                      requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
+                      enabled: object, events: "Optional[Any]") -> str:
+    """``register`` with its arguments by position: what the public facade calls, since
+    matching nine keywords twice cost a third of a registration (measure_scale.py)."""
+    patch = build(function, target, phase, name, priority, requires, tags, enabled)
+    actions = None
+    if events is not None:   # events.py only when asked: activation does not load it
+        from ..decide.events import validate
+        actions = validate(events, patch.name)
+    # Indexed with the configuration's rules applied to it; safe from any thread: nothing
+    # is lost to a race. (Written out here: a call per registration is measurable.)
+    with STATE.lock:
+        existing = STATE.catalog.by_name.get(patch.name)
+        if existing is not None:
+            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
+                             f"{existing.target!r}); pass a unique name=...")
+        if STATE.disable_rules or STATE.enable_rules:
+            decide_at_registration(patch)
+        STATE.catalog.add(patch)
+    if actions:
+        from ..decide.events import declare
+        declare(patch.name, actions)
+    finder = STATE.finder
+    meta_path = sys.meta_path
+    if finder is None or not meta_path or meta_path[0] is not finder:
+        ensure_finder()
+    # Only a target that is imported (or being imported) needs the application
+    # machinery now; at activation none is, and application is loaded on the
+    # first watched import instead (see benchmarks/COSTS.md).
+    target = patch.target
+    if target in sys.modules or target in _module_locks:
+        from ..apply.application import apply_to_imported
+        apply_to_imported(patch)
+    return patch.name
+
+
+def ensure_finder() -> None:
+    """Install the finder first on sys.meta_path unless it is there."""
+    finder = STATE.finder
+    if finder is None:
+        with STATE.lock:
+            if STATE.finder is None:
+                STATE.finder = LazyPatchFinder(STATE.catalog.by_target, _run_body_first_time)
+            finder = STATE.finder
+    install_finder(finder)
+
+
+def _run_body_first_time(module: "Any", loader: "Any", *arguments: "Any") -> None:
+    """The finder's first watched import loads the application machinery (and the
+    ledger) and hands the finder the real ``run_body`` for every later import."""
+    from ..apply.application import run_body
+    STATE.finder.set_run_body(run_body)
+    run_body(module, loader, *arguments)

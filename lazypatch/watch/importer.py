@@ -1,0 +1,671 @@
+"""The import hook: one finder on ``sys.meta_path`` and a transparent loader proxy.
+
+How an import reaches a patch:
+
+1. ``LazyPatchFinder.find_spec`` is asked about every module not yet in
+   ``sys.modules``. For names no patch watches it returns None after one dict
+   lookup, so unwatched imports cost about one Python call.
+2. For a watched name it asks the finders *after* itself for the real spec
+   (walking ``sys.meta_path`` itself) and swaps ``spec.loader`` for a
+   ``LoaderProxy``.
+3. The import system calls ``LoaderProxy.exec_module``, which runs the
+   ``before_import`` patches, the real loader's ``exec_module`` (the module
+   body), and then the ``when_imported`` patches on what ``sys.modules``
+   holds at that moment, which is what the importer will hand out.
+
+Why not ``importlib.util.find_spec`` in step 2, as wrapt does: for a
+submodule it imports the parent package, taking the parent's module lock.
+If the parent's ``__init__`` started a thread that imports a watched
+submodule and waits for it, that thread blocks on the lock the waiting
+thread holds (wrapt stalls there; ddtrace hit it with snowflake-connector
+and switched to walking ``sys.meta_path``, DataDog/dd-trace-py#17742). The
+``path`` argument the import system passes us already is the parent's
+``__path__``, so no parent import is needed.
+
+Two more ways in, both off the path of ordinary imports:
+
+* Import boundaries (``boundaries.py``): a watched name whose patches include
+  a boundary declaration gets a spec made by that declaration, either before
+  the other finders are asked (a replaced module: its real body must never
+  run) or only when none of them finds the name (a stand-in for a module that
+  is not installed). The module then goes through ``run_body`` like any other.
+* Programs run by ``runpy`` (``python -m pkg.mod``, ``runpy.run_module``):
+  runpy asks the spec's loader for ``get_code`` and executes the code itself
+  in ``__main__``'s namespace; ``exec_module`` never runs. ``LoaderProxy``
+  answers runpy's ``get_code`` with a small code object that runs the real
+  code through ``run_body`` (``programs.py``).
+"""
+
+import sys
+from _thread import get_ident
+
+from ..slots import is_unloaded_lazy_module
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
+    from typing import Any, Callable, Dict, List, Optional, Sequence
+
+
+class LoaderProxy:
+    """Wraps a module's real loader; runs patches around ``exec_module``.
+
+    Every attribute it does not define is forwarded to the real loader
+    (``get_code`` for ``runpy``, ``get_resource_reader``, ``is_package``...),
+    as wrapt's proxy does.
+    """
+
+    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "_lazypatch_name", "create_module")
+
+    def __init__(self, loader: "Any", run_body: "Callable[..., None]", name: str = "") -> None:
+        self._lazypatch_loader = loader
+        self._lazypatch_run_body = run_body
+        self._lazypatch_name = name     # the name being imported (the spec's)
+        # The real loader's own create_module, called by the import system directly: a
+        # method of ours forwarding to it cost every watched import a Python call
+        # (benchmarks/COSTS.md). A loader without one gets "use the default module".
+        create = getattr(loader, "create_module", None)
+        self.create_module = create if create is not None else _default_module
+
+    def __getattr__(self, name: str) -> "Any":
+        if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
+            raise AttributeError(name)
+        attribute = getattr(self._lazypatch_loader, name)
+        if name == "get_code":
+            # Looked up here, not defined on the class, so that a loader without
+            # get_code still has none through the proxy. Only runpy needs it
+            # (programs.py), so that module is not on the activation path.
+            from .programs import ProgramCodeGetter
+            return ProgramCodeGetter(self, attribute)
+        return attribute
+
+    def __repr__(self) -> str:
+        return f"<lazypatch LoaderProxy for {self._lazypatch_loader!r}>"
+
+    def exec_module(self, module: "Any") -> None:
+        loader = self._lazypatch_loader
+        # Put the real loader back before the body runs: pkgutil, importlib.resources
+        # and pickle-style tools look at __loader__ / __spec__.loader, and a reload
+        # must find the real loader again (it re-runs find_spec and gets a new proxy).
+        # (Read directly: the import system set both; an object that refuses them has
+        # nothing to put back.)
+        try:
+            spec = module.__spec__
+        except AttributeError:
+            spec = None
+        if spec is not None and spec.loader is self:
+            spec.loader = loader
+        try:
+            if module.__loader__ is self:
+                module.__loader__ = loader
+        except AttributeError:
+            pass
+        name = self._lazypatch_name
+        if name and module.__name__ != name:   # (run_body reads __name__ too)
+            # An alias: the loader's create_module handed out a module that exists under
+            # another name (six.moves.cPickle is pickle; a module registered under two
+            # names). Its body does not run again, and the patches to run are the
+            # imported name's; the real name's patches stay as they are (before, its
+            # applications were taken for a reload and undone and re-applied).
+            self._lazypatch_run_body(module, loader, name)
+        else:
+            self._lazypatch_run_body(module, loader)
+
+
+def _default_module(spec: "Any") -> None:
+    """``create_module`` of a proxy whose loader has none: the import system's default."""
+    return None
+
+
+def execute_with_loader(module: "Any", loader: "Any") -> None:
+    """Run a module's body with its real loader, including legacy load_module loaders."""
+    if hasattr(loader, "exec_module"):
+        loader.exec_module(module)
+    else:
+        # Legacy PEP 302 loader (removed in 3.15): it creates and installs its own
+        # module object; whatever it leaves in sys.modules is what the importer gets.
+        loader.load_module(module.__name__)
+
+
+class LazyPatchFinder:
+    """The single lazypatch finder; place it first on ``sys.meta_path``."""
+
+    def __init__(self, watched: "Dict[str, Any]", run_body: "Callable[[Any, Any], None]") -> None:
+        # ``watched`` is the catalog's by-target dict itself, shared, so that a
+        # registration is visible to the next import without telling the finder.
+        self._watched = watched
+        self._run_body = run_body
+        self._searching: Dict[tuple, bool] = {}
+        # Names with a replacement declared (boundaries.replace_module): their spec
+        # comes from the declaration before any other finder is asked.
+        self.replaced_names: Dict[str, bool] = {}
+        # The import system looks up ``finder.find_spec`` for every import and calls
+        # it: a function in the instance's __dict__ is found without building a bound
+        # method, and it reads the watched names from its closure instead of an
+        # attribute of self. That is the whole cost of an unwatched import
+        # (benchmarks/COSTS.md: at most 300 instructions over a do-nothing finder).
+        self.find_spec = _unwatched_fast_path(self, watched)  # type: ignore[method-assign]
+
+    def __repr__(self) -> str:
+        return f"<LazyPatchFinder watching {len(self._watched)} module(s)>"
+
+    def __reduce__(self) -> "Any":
+        # By reference, as a class on sys.meta_path pickles: unpickled (or copied), it is
+        # the finder of the process that reads it (``pickle.dumps(sys.meta_path)``).
+        return installed_finder, ()
+
+    def find_spec(self, fullname: str, path: "Optional[Sequence[str]]" = None,
+                  target: "Any" = None) -> "Any":
+        """The spec of a watched name, with a loader proxy; None for any other name.
+        (Instances answer through the same-named function ``__init__`` gives them.)"""
+        if fullname not in self._watched:
+            return None
+        return self._find_watched(fullname, path, target)
+
+    def declare_replacement(self, fullname: str) -> None:
+        """From now on, ask the boundaries declared on ``fullname`` first."""
+        self.replaced_names[fullname] = True
+        # Only a finder that knows of a replacement pays for the check on each
+        # watched import (the benchmark's budget): the object changes class once.
+        self.__class__ = _ReplacingFinder
+
+    def set_run_body(self, run_body: "Callable[[Any, Any], None]") -> None:
+        """What loader proxies made from now on call around a module body."""
+        self._run_body = run_body
+
+    def forget_replacements(self) -> None:
+        """Back to the plain finder (``lazypatch.reset()``)."""
+        self.replaced_names.clear()
+        self.__class__ = LazyPatchFinder
+
+    def _find_watched(self, fullname: str, path: "Any", target: "Any") -> "Any":
+        # Another finder may call importlib.util.find_spec from inside its own
+        # find_spec (wrapt's does); that walks sys.meta_path again and comes back
+        # here for the same name in the same thread. Answer None to that inner call.
+        key = (get_ident(), fullname)
+        searching = self._searching
+        if key in searching:
+            return None
+        searching[key] = True
+        try:
+            spec: "Any" = None
+            # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
+            # by item): a finder may insert another while we iterate. Ours is usually
+            # first, and then left out by the slice itself.
+            meta_path = sys.meta_path
+            if meta_path and meta_path[0] is self:
+                finders = meta_path[1:]
+            else:
+                finders = [finder for finder in meta_path if finder is not self]
+            for finder in finders:
+                try:
+                    spec = finder.find_spec(fullname, path, target)
+                except AttributeError:
+                    if hasattr(finder, "find_spec"):
+                        raise   # raised inside that finder: its error, not a missing method
+                    continue    # a legacy find_module-only finder: left to the import system
+                if spec is not None:
+                    break
+        finally:
+            del searching[key]
+        if spec is None:
+            # Not installed: a declared stand-in may provide it (boundaries.stand_in).
+            return self._boundary_spec(fullname, takes_over=False)
+        loader = spec.loader
+        if loader is not None and type(loader) is not LoaderProxy:
+            # wrap_spec_loader's usual case, written out: every watched import.
+            spec.loader = LoaderProxy(loader, self._run_body, spec.name)
+            return spec
+        return wrap_spec_loader(spec, self._run_body)
+
+    def _boundary_spec(self, fullname: str, takes_over: bool) -> "Any":
+        """The spec of the first enabled boundary declared on ``fullname`` of that kind."""
+        for patch in self._watched.get(fullname, ()):
+            boundary = boundary_of(patch.function)
+            if boundary is not None and patch.enabled and boundary.takes_over is takes_over:
+                return wrap_spec_loader(boundary.spec(fullname), self._run_body)
+        return None
+
+
+def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
+                         ) -> "Callable[..., Any]":
+    """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name.
+    A watched name goes to ``finder._find_watched``, looked up on each call, so that
+    the class swap of ``declare_replacement`` takes effect."""
+    meta_path = sys.meta_path
+    if isinstance(meta_path, MetaPath):
+        # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
+        # beartype's import hook) is guarded as it is put there: nothing to check here.
+
+        def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
+                      target: "Any" = None) -> "Any":
+            if fullname not in watched:
+                return None
+            return finder._find_watched(fullname, path, target)
+        return find_spec
+
+    def checking_find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
+                           target: "Any" = None) -> "Any":
+        if meta_path[0] is not finder:
+            # Not activated (lazypatch used as a library), so sys.meta_path is the plain
+            # list: a finder that moved in front is noticed at the next import that
+            # reaches us. It keeps its place; its answers for watched names get our
+            # loader (guard_foreign_finders).
+            guard_foreign_finders(finder)
+        if fullname not in watched:
+            return None
+        return finder._find_watched(fullname, path, target)
+    return checking_find_spec
+
+
+def guard_foreign_finders(finder: "LazyPatchFinder") -> None:
+    """Make the finder instances ahead of ours hand watched modules to our loader: their
+    ``find_spec`` (an attribute of that instance only) asks them as before, and a spec
+    they return for a watched name gets a ``LoaderProxy``. Classes (the import system's
+    own finders) and finders already guarded are left alone."""
+    meta_path = sys.meta_path
+    for foreign in meta_path:
+        if foreign is finder:
+            return
+        _guard(foreign, finder)
+
+
+def _guard(foreign: "Any", finder: "LazyPatchFinder") -> bool:
+    """Guard one finder ahead of ours; whether it is guarded now. A class (the import
+    system's own finders: guarding one would change it for every program), a finder
+    without ``find_spec`` or one that refuses a new attribute cannot be."""
+    if isinstance(foreign, type):
+        return False
+    try:
+        current = getattr(foreign, "__dict__", {}).get("find_spec")
+        if isinstance(current, GuardedFindSpec) and current.finder is finder:
+            return True
+        original = getattr(foreign, "find_spec", None)
+        if original is None:
+            return False
+        if isinstance(current, GuardedFindSpec):   # guarded for an earlier finder
+            original = current.original
+        foreign.find_spec = GuardedFindSpec(original, finder)
+    except Exception:   # __slots__, a read-only object, a raising __getattr__: leave it
+        return False
+    return True
+
+
+class GuardedFindSpec:
+    """A foreign finder's ``find_spec`` once guarded: its own answer, with a
+    ``LoaderProxy`` for a watched name. Pickled (with the finder holding it), it is the
+    original ``find_spec``: the unpickled finder is unguarded until put ahead again."""
+
+    __slots__ = ("original", "finder")
+
+    def __init__(self, original: "Callable[..., Any]", finder: "LazyPatchFinder") -> None:
+        self.original = original
+        self.finder = finder
+
+    def __call__(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        finder = self.finder
+        watched = finder._watched
+        if fullname in watched and fullname in finder.replaced_names:
+            # A declared replacement is answered before any finder (its real body must
+            # never run), also when a finder sits ahead of ours.
+            spec = finder._boundary_spec(fullname, takes_over=True)
+            if spec is not None:
+                return spec
+        spec = self.original(fullname, path, target)
+        if spec is not None and fullname in watched and spec.loader is not None:
+            return wrap_spec_loader(spec, finder._run_body)
+        return spec
+
+    def __reduce__(self) -> "Any":
+        return _unguarded, (self.original,)
+
+
+def _unguarded(original: "Callable[..., Any]") -> "Callable[..., Any]":
+    return original
+
+
+class _ReplacingFinder(LazyPatchFinder):
+    """The finder once a module replacement is declared: replaced names are answered
+    by their declaration before the other finders are asked (the real body never runs)."""
+
+    def _find_watched(self, fullname: str, path: "Any", target: "Any") -> "Any":
+        if fullname in self.replaced_names:
+            spec = self._boundary_spec(fullname, takes_over=True)
+            if spec is not None:
+                return spec
+        return LazyPatchFinder._find_watched(self, fullname, path, target)
+
+
+def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "Any":
+    """Give ``spec`` a LoaderProxy (idempotent); return the spec."""
+    loader = spec.loader
+    if isinstance(loader, LoaderProxy):
+        return spec
+    if loader is None:
+        if spec.submodule_search_locations is None:
+            return spec  # nothing will execute; nothing to hook
+        # A namespace package: no loader and no body. The import system would
+        # attach a NamespaceLoader itself (_bootstrap._init_module_attrs); we
+        # build the same one so that there is an exec_module to hook.
+        from importlib.machinery import NamespaceLoader
+        loader = NamespaceLoader.__new__(NamespaceLoader)
+        loader._path = spec.submodule_search_locations  # type: ignore[attr-defined]
+    spec.loader = LoaderProxy(loader, run_body, spec.name)
+    return spec
+
+
+class MetaPath(list):
+    """``sys.meta_path`` once lazypatch is activated: to the import system a list like
+    any other (it iterates it with C list iteration, so imports cost the same) that
+    keeps lazypatch's promises however the program changes it.
+
+    After every change (``insert``, ``append``, ``extend``, ``+=``, ``*=``, item and
+    slice assignment, ``del``, ``remove``, ``pop``, ``clear``, ``sort``, ``reverse``)
+    every finder ahead of lazypatch's is guarded at once (``guard_foreign_finders``):
+    a watched module it claims in the very next import still gets its patches, and the
+    foreign finder keeps its place. A finder that cannot be guarded (a class moved
+    ahead by ``sort`` or ``reverse``) gets lazypatch's finder put just ahead of it;
+    lazypatch's finder asks the others in their order, so every import finds what it
+    found before. A change that drops lazypatch's finder puts it back first:
+    ``lazypatch.uninstall()`` is the way to take it off. A new list assigned to
+    ``sys.meta_path`` gets the same at the start of the next import
+    (``check_each_import``). Pickled and copied, it is a plain list.
+    """
+
+    __slots__ = ()
+
+    def __reduce_ex__(self, protocol: "Any") -> "Any":
+        return list, (list(self),)
+
+
+def _keeping_promises(name: str) -> "Callable[..., Any]":
+    """``MetaPath``'s ``name``: the list's own method, then ``_keep_promises``."""
+    method = getattr(list, name)
+
+    def changed(self: "List[Any]", *arguments: "Any", **keywords: "Any") -> "Any":
+        result = method(self, *arguments, **keywords)
+        _keep_promises(self)
+        return result
+    changed.__name__ = changed.__qualname__ = name
+    changed.__doc__ = method.__doc__
+    return changed
+
+
+for _name in ("insert", "append", "extend", "__iadd__", "__imul__", "__setitem__",
+              "__delitem__", "remove", "pop", "clear", "sort", "reverse"):
+    setattr(MetaPath, _name, _keeping_promises(_name))
+del _name
+
+
+_installed: "List[LazyPatchFinder]" = []   # the finder install_finder put on sys.meta_path
+
+
+def _keep_promises(meta_path: "List[Any]") -> None:
+    """After a change to ``sys.meta_path``: lazypatch's finder is on it, and every finder
+    ahead of it is guarded (or, where none can be, lazypatch's finder goes ahead)."""
+    if not _installed or meta_path is not sys.meta_path or not isinstance(meta_path, list):
+        return
+    finder = _installed[0]
+    for position, foreign in enumerate(meta_path):
+        if foreign is finder:
+            return
+        if not _guard(foreign, finder):
+            list.insert(meta_path, position, finder)
+            _remove_after(meta_path, finder, position)
+            return
+    list.insert(meta_path, 0, finder)   # dropped: back first (lazypatch.uninstall() takes it off)
+
+
+def _remove_after(meta_path: "List[Any]", finder: "Any", position: int) -> None:
+    """Remove the first occurrence of ``finder`` after ``position`` (by identity)."""
+    for index in range(position + 1, len(meta_path)):
+        if meta_path[index] is finder:
+            list.__delitem__(meta_path, index)
+            return
+
+
+def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
+    """At activation, before the program runs: ``sys.meta_path`` becomes a ``MetaPath``
+    holding the same finders, and each import checks, as it starts, the list the program
+    may have put in its place (``check_each_import``); ``finder`` (if made already)
+    reads it from now on. Only activation does this (the user asked lazypatch to take
+    part in every import); a library use of lazypatch leaves the list object the
+    program has."""
+    if type(sys.meta_path) is list:
+        sys.meta_path = MetaPath(sys.meta_path)
+        if finder is not None:
+            finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
+    meta_path = sys.meta_path
+    check_each_import(meta_path if isinstance(meta_path, MetaPath) else None)
+
+
+def check_each_import(guarded: "Any") -> None:
+    """Make every import that looks for a module check ``sys.meta_path`` first
+    (``_keep_promises``), unless it is ``guarded``, the ``MetaPath`` that checks each
+    change itself.
+
+    A program may assign a new list to ``sys.meta_path`` (``sys.meta_path =
+    list(sys.meta_path)``) and then put a finder in front of ours: MetaPath is gone, and
+    that finder would serve the very next watched import unpatched. The import system
+    asks the finders in ``_frozen_importlib._find_spec``, which its own Python code
+    (``_find_and_load_unlocked``, ``importlib.util.find_spec``) looks up on that module
+    at each call; ours compares the list with ``guarded`` and, for another list, checks
+    its front, then calls the original. Called from Python code and comparing one
+    object, it costs about 450 instructions per import that loads a module
+    (benchmarks/COSTS.md); wrapping ``_find_and_load`` (called from C) and checking the
+    front on every import cost about 1,700, and making ``sys`` a module subclass that
+    intercepts the assignment 6,200 (the import system's reads of ``sys.modules``,
+    ``sys.path_hooks``... are no longer specialised then). ``uninstall_finder`` takes it
+    off again.
+    Its code carries importlib's own file name, so that the import system trims it from
+    tracebacks as it trims its own frames."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    current = getattr(bootstrap, "_find_spec", None)
+    original = getattr(current, "__lazypatch_original__", current)
+    code = getattr(original, "__code__", None)
+    if code is None or code.co_argcount != 3:
+        return   # an import system of another shape: MetaPath alone
+    if current is not original and getattr(current, "__lazypatch_guarded__", None) is guarded:
+        return   # done already, for this list
+    checking = _checking_find_spec(original, guarded)  # type: ignore[arg-type]
+    checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
+    checking.__lazypatch_original__ = original  # type: ignore[attr-defined]
+    checking.__lazypatch_guarded__ = guarded  # type: ignore[attr-defined]
+    bootstrap._find_spec = checking  # type: ignore[union-attr]
+
+
+def _checking_find_spec(find_spec: "Callable[..., Any]", guarded: "Any"
+                        ) -> "Callable[..., Any]":
+    installed = _installed
+    keep_promises = _keep_promises
+
+    def _find_spec(name: str, path: "Any", target: "Any" = None) -> "Any":
+        meta_path = sys.meta_path
+        if meta_path is not guarded and installed:
+            if not meta_path or meta_path[0] is not installed[0]:
+                keep_promises(meta_path)
+        return find_spec(name, path, target)
+    return _find_spec
+
+
+def installed_finder() -> "LazyPatchFinder":
+    """The finder on this process's ``sys.meta_path`` (what a pickled one becomes when
+    unpickled), or one that watches nothing."""
+    if _installed:
+        return _installed[0]
+    return LazyPatchFinder({}, _no_body)
+
+
+def _no_body(module: "Any", loader: "Any", name: str = "") -> None:
+    execute_with_loader(module, loader)
+
+
+def install_finder(finder: "LazyPatchFinder") -> None:
+    """Put ``finder`` first on ``sys.meta_path``, moving it there if it is elsewhere."""
+    _installed[:] = [finder]
+    meta_path = sys.meta_path
+    if meta_path and meta_path[0] is finder:
+        return
+    # The list's own methods: MetaPath's would put the finder back as it is removed.
+    while finder in meta_path:
+        list.remove(meta_path, finder)
+    list.insert(meta_path, 0, finder)
+
+
+def uninstall_finder(finder: "LazyPatchFinder") -> None:
+    """Take ``finder`` off ``sys.meta_path``; imports after this are not patched."""
+    if _installed and _installed[0] is finder:
+        del _installed[:]
+        stop_checking_imports()   # nothing left to keep first: imports cost what they did
+    while finder in sys.meta_path:
+        sys.meta_path.remove(finder)
+
+
+def stop_checking_imports() -> None:
+    """Give the import system back its own ``_find_spec`` (undoes ``check_each_import``)."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    original = getattr(getattr(bootstrap, "_find_spec", None), "__lazypatch_original__", None)
+    if original is not None:
+        bootstrap._find_spec = original  # type: ignore[union-attr]
+
+
+# --- modules that are not finished yet -----------------------------------
+
+def defer_until_executed(module: "Any", callback: "Callable[[], None]", lock: "Any") -> bool:
+    """Call ``callback`` once ``module``'s body has finished executing.
+
+    Used when a patch is registered while its target is still executing (a
+    plugin registering a patch from inside the target's own import, or another
+    thread). The import system marks the end of execution by setting
+    ``spec._initializing = False`` in a ``finally`` (``_bootstrap._load_unlocked``);
+    we give that one spec object a subclass whose ``_initializing`` setter
+    runs the callbacks, then restore the original class. Zero cost for every
+    other import, and no profiling or tracing hook.
+
+    ``lock`` (the engine's one lock) makes installing, joining and firing one
+    atomic step each, so registrations from many threads never lose a callback.
+    Returns False if the module is not in the middle of executing.
+    """
+    spec = object.__getattribute__(module, "__dict__").get("__spec__")
+    with lock:
+        if spec is None or not spec.__dict__.get("_initializing", False):
+            return False
+        pending = spec.__dict__.get("_lazypatch_when_executed")
+        if pending is not None:
+            pending.append(callback)
+            return True
+        original_class = type(spec)
+        callbacks = [callback]
+
+        class _SpecAwaitingExecution(original_class):  # type: ignore[misc, valid-type]
+            @property
+            def _initializing(self) -> bool:
+                return self.__dict__.get("_initializing", False)
+
+            @_initializing.setter
+            def _initializing(self, value: bool) -> None:
+                self.__dict__["_initializing"] = value
+                if value:
+                    return
+                with lock:
+                    self.__class__ = original_class
+                    self.__dict__.pop("_lazypatch_when_executed", None)
+                    ready = list(callbacks)
+                for waiting in ready:   # outside the lock: they apply patches
+                    waiting()
+
+        spec.__dict__["_lazypatch_when_executed"] = callbacks
+        spec.__class__ = _SpecAwaitingExecution
+        # The importing thread may have finished between our check and the class
+        # swap, writing the plain attribute: then nobody will call the setter.
+        if not spec.__dict__.get("_initializing", False):
+            spec.__class__ = original_class
+            spec.__dict__.pop("_lazypatch_when_executed", None)
+            return False
+        return True
+
+
+def defer_until_import_released(name: str, callback: "Callable[[], None]", lock: "Any") -> bool:
+    """If another thread is importing ``name`` right now but has not created the module
+    yet, call ``callback`` once that import releases its module lock; return whether it
+    will.
+
+    The gap this closes: a thread imports ``name`` and our finder answers "not
+    watched"; another thread then registers a patch on ``name`` before the module
+    object reaches ``sys.modules``. Registration sees no module, and the import
+    runs with the plain loader: without this, the patch would stay pending
+    although its target is imported. The import system holds a per-name
+    ``_ModuleLock`` from before the finders run until the module is complete;
+    as with the spec in ``defer_until_executed``, we give that one lock object a
+    subclass whose ``release`` runs the callbacks once the lock is free.
+    Any other Python whose import locks look different simply gets False.
+    """
+    bootstrap = sys.modules.get("importlib._bootstrap")
+    locks = getattr(bootstrap, "_module_locks", None)
+    if not isinstance(locks, dict) or name not in locks:
+        return False   # the common case: nobody is importing it
+    with lock:
+        reference = locks.get(name)
+        module_lock = reference() if reference is not None else None
+        if module_lock is None or getattr(module_lock, "owner", None) is None \
+                or not hasattr(module_lock, "__dict__"):
+            return False
+        pending = module_lock.__dict__.get("_lazypatch_when_released")
+        if pending is not None:
+            pending.append(callback)
+            return True
+        original_class = type(module_lock)
+        callbacks = [callback]
+
+        class _LockAwaitingRelease(original_class):  # type: ignore[misc, valid-type]
+            def release(self) -> None:
+                original_class.release(self)
+                with lock:
+                    if self.owner is not None or type(self) is original_class:
+                        return   # still held (re-entered), or already handled
+                    self.__class__ = original_class
+                    self.__dict__.pop("_lazypatch_when_released", None)
+                    ready = list(callbacks)
+                for waiting in ready:   # outside the lock: they apply patches
+                    waiting()
+
+        module_lock.__dict__["_lazypatch_when_released"] = callbacks
+        module_lock.__class__ = _LockAwaitingRelease
+        if module_lock.owner is None:   # released between our check and the swap
+            module_lock.__class__ = original_class
+            module_lock.__dict__.pop("_lazypatch_when_released", None)
+            return False
+        return True
+
+
+def watch_lazy_module(module: "Any", run_body: "Callable[[Any, Any], None]") -> bool:
+    """If ``module`` is an unloaded ``importlib.util.LazyLoader`` module, hook its
+    eventual load without triggering it; return whether it was one."""
+    if not is_unloaded_lazy_module(module):
+        return False
+    # _LazyModule.__getattribute__ loads the module on any attribute access,
+    # so read its namespace through object.__getattribute__.
+    spec = object.__getattribute__(module, "__dict__").get("__spec__")
+    if spec is not None and spec.loader is not None:
+        wrap_spec_loader(spec, run_body)
+    return True
+
+
+# --- stand-ins declared without loading boundaries.py ---------------------------------
+# ``lazypatch.stand_in`` declares a stand-in for a top-level module not imported yet as
+# a plain function carrying ``lazypatch_deferred`` (see ``_deferred_stand_in`` in
+# lazypatch/__init__.py): the boundary is made on first need, which is when the finder
+# asks for it here.
+
+# The tag every import boundary carries (boundaries.py imports it from here).
+BOUNDARY_TAG = "import-boundary"
+
+
+def boundary_of(function: "Any") -> "Optional[Any]":
+    """The boundary a patch function declares (made now if it was deferred), or None."""
+    boundary = getattr(function, "lazypatch_boundary", None)
+    if boundary is None:   # a deferred stand-in: its boundary is made now
+        deferred = getattr(function, "lazypatch_deferred", None)
+        if deferred is not None:
+            deferred()
+            boundary = getattr(function, "lazypatch_boundary", None)
+    return boundary
