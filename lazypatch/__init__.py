@@ -286,7 +286,8 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Take the finder off ``sys.meta_path``; applied patches stay (see ``unpatch_all``)."""
+    """Take the finder off ``sys.meta_path``, and the check of its front off each import;
+    applied patches stay (see ``unpatch_all``)."""
     from .watch.importer import uninstall_finder
     if STATE.finder is not None:
         uninstall_finder(STATE.finder)

@@ -149,8 +149,8 @@ class RegisteredPatch:
     def remember(self, event: str) -> None:
         """Add an event to the bounded history shown in the report."""
         history = self.history
-        if history.__class__ is tuple:
-            self.history = history = []
+        if history.__class__ is tuple:   # empty, or application's shared ("applied",)
+            self.history = history = list(history)
         history.append(event)
         if len(history) > HISTORY_LENGTH:
             del history[0]
@@ -324,7 +324,6 @@ class EngineState:
         self.activation = Activation()
         self.class_declarations: "List[Any]" = []    # classes.ClassPatch, in declaration order
         self.plugin_entries: "Dict[str, Any]" = {}   # patch name -> plugins.PluginEntry
-        self.application_count = 0   # global counter, so undo-all can go newest first
         # Heavy dependencies imported while a patch ran (dependencies.import_once): module
         # -> milliseconds, reported once; and each thread's running total, which
         # application subtracts from the time of the patch that was running.
@@ -380,7 +379,6 @@ class EngineState:
             self.class_declarations = []
             self.plugin_entries = {}
             self.opt_in_packs = {}
-            self.application_count = 0
             if self.calls is not None:
                 self.calls.stop()
                 self.calls = None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from _thread import get_ident
+from itertools import count
 from time import perf_counter
 
 from ..decide import events as _events
@@ -73,6 +74,10 @@ _lock = STATE.lock
 _event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
+# The history of a patch applied once and nothing else: one shared tuple, no list.
+_ONLY_APPLIED = ("applied",)
+# Each commit's place in the order of applications, so that undo-all goes newest first.
+_next_order = count(1).__next__
 
 
 def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
@@ -98,13 +103,13 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
     # takes back a callback that came too late (the lock cost a watched import 2,000
     # instructions of its 15,000 budget).
     key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
-    outer: "Optional[List[Any]]" = None
-    waiting: "Optional[List[Any]]" = None
+    outer = _executing.get(key)
+    # [the running thread's ident, callbacks waiting for the end...]
+    waiting: "List[Any]" = [get_ident()]
+    _executing[key] = waiting
+    # The try starts right after that store: no Python code and no check for a pending
+    # signal runs between the two, so an interrupt cannot strand the marker.
     try:
-        outer = _executing.get(key)
-        # [the running thread's ident, callbacks waiting for the end...]
-        waiting = [get_ident()]
-        _executing[key] = waiting   # inside the try: an interrupt cannot strand it
         patches = _by_target.get(name, ())
         for patch in patches:
             if patch.live and patch.is_applied_to(module):
@@ -115,13 +120,14 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
         applied: "Applied" = []
         try:
             for patch in patches:
-                if patch.phase == BEFORE and patch.enabled:
+                if patch.phase is BEFORE and patch.enabled:
                     apply(patch, module, applied)
-            execute = getattr(loader, "exec_module", None)
-            if execute is not None:   # (execute_with_loader, written out: every import)
-                execute(module)
-            else:
+            try:
+                execute = loader.exec_module
+            except AttributeError:
                 execute_with_loader(module, loader)
+            else:   # (execute_with_loader, written out: every import)
+                execute(module)
             if applied:
                 _end_scoped_before_patches(applied, name)
             # What sys.modules holds now is what the importer hands out: a module that
@@ -131,7 +137,7 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
             # its module name was imported separately too.
             received = sys.modules.get(name, module) if target is None else module
             for patch in _by_target.get(name, ()):
-                if patch.phase == AFTER and patch.enabled:
+                if patch.phase is AFTER and patch.enabled:
                     apply(patch, received, applied)
         except BaseException:
             # The import fails (a strict failure, an error in the body, an interrupt):
@@ -139,15 +145,14 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
             _roll_back_import(applied, f"the import of {name!r} failed")
             raise
     finally:
-        if waiting is not None:
-            if outer is not None:
-                _executing[key] = outer   # a body that imports itself again, nested
-            else:
-                _executing.pop(key, None)
-            # Each callback runs once: here, or in apply_to_imported when it finds the
-            # marker gone and takes its callback back before this loop reaches it.
-            while len(waiting) > 1:
-                waiting.pop(1)()   # outside any lock: they apply patches
+        if outer is None:
+            _executing.pop(key, None)
+        else:
+            _executing[key] = outer   # a body that imports itself again, nested
+        # Each callback runs once: here, or in apply_to_imported when it finds the
+        # marker gone and takes its callback back before this loop reaches it.
+        while len(waiting) > 1:
+            waiting.pop(1)()   # outside any lock: they apply patches
 
 
 def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
@@ -189,8 +194,9 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
     # these keys), so exactly one caller, in any thread, gets its own token back.
     # A claimed patch is being applied right now, perhaps by this very thread
     # (a plugin loader running the patches of its target): never twice at once.
-    token = [None]
-    if _claims.setdefault(patch, token) is not token:
+    # The token is the new application's context, which this call needs anyway.
+    context = PatchContext(patch.name, module, _ledger)
+    if _claims.setdefault(patch, context) is not context:
         return
     try:
         if patch.live and patch.is_applied_to(module):
@@ -208,7 +214,6 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                 _debug("patch %s skipped: %s", patch.name, reason)
                 _events.on_skipped(patch, reason)
                 return
-        context = PatchContext(patch.name, module, _ledger)
         if type(module) is _ModuleType:
             namespace: "Any" = module.__dict__
         else:
@@ -224,42 +229,28 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
         # The clock, written out (see _clock_start): the one-time import tally is
         # empty until a patch first imports wrapt, so most applications skip it.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
-        started = (perf_counter(), charged)
+        clock = perf_counter()
         try:
             if patch.takes_context:
                 patch.function(module, context)
             else:
                 patch.function(module)
         except SkipPatch as skip:
-            _undo_quietly(context)
-            with STATE.lock:
-                patch.duration_ms = _elapsed_ms(started)
-                patch.notes = list(context.notes)
-                patch.status, patch.reason = SKIPPED, skip.reason
-                patch.remember(f"skipped: {skip.reason}")
-            if not getattr(skip, "lazypatch_waiting", False):
-                _events.on_skipped(patch, skip.reason)
+            _skipped(patch, context, skip, (clock, charged))
             return
         except Exception as error:
-            _fail(patch, context, error, started)
+            _fail(patch, context, error, (clock, charged))
             return
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
-            _undo_quietly(context)
-            with STATE.lock:
-                patch.duration_ms = _elapsed_ms(started)
-                patch.status = FAILED
-                patch.reason = (f"interrupted by {type(error).__name__}; its "
-                                f"{len(context.changes)} change(s) were rolled back")
-                patch.remember(f"failed: {patch.reason}")
+            _interrupted(patch, context, error, (clock, charged))
             raise
         try:
-            duration_ms = (perf_counter() - started[0]) * 1000.0
+            duration_ms = (perf_counter() - clock) * 1000.0
             if _one_time_ms:
                 duration_ms -= _one_time_ms.get(get_ident(), 0.0) - charged
-            if before is None:
-                untracked = _NOTHING_UNTRACKED
-            elif context.changes:
-                untracked = untracked_names(before, namespace, module, context.changes)
+            if context.changes or before is None:
+                untracked = _NOTHING_UNTRACKED if before is None else \
+                    untracked_names(before, namespace, module, context.changes)
             else:
                 # Nothing recorded (a no-op, or only plain assignments): the namespace
                 # equals its copy unless something was assigned; compared in C, without
@@ -274,8 +265,11 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                 untracked = untracked + context.not_undoable
             before = None   # the copy goes now: memory follows what changed, not module size
             with _lock:
-                if patch.generation == generation and patch.enabled:
+                stale = patch.generation != generation or not patch.enabled
+                if not stale:
                     # Commit: the fields a report reads, written together under the lock.
+                    # A patch's lists are the shared empty tuple until first written
+                    # (state.py): a first application makes them with their one entry.
                     patch.duration_ms = duration_ms
                     patch.status = APPLIED
                     if patch.reason or patch.error:
@@ -285,23 +279,23 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
                     if context.note_providers or patch.note_providers:
                         patch.note_providers = context.note_providers
                     live = patch.live
-                    if live.__class__ is tuple:   # the shared empty one (state.py)
-                        patch.live = live = []
-                    live.append(context)
+                    if live:
+                        live.append(context)
+                    else:
+                        patch.live = [context]
                     patch.application_count += 1
-                    STATE.application_count += 1
-                    patch.applied_order = STATE.application_count
+                    patch.applied_order = _next_order()
                     if untracked or patch.untracked_changes:
                         patch.untracked_changes = untracked
                     history = patch.history
-                    if history.__class__ is tuple:
-                        patch.history = history = []
-                    history.append("applied")
-                    if len(history) > HISTORY_LENGTH:
-                        del history[0]
-                    stale = False
-                else:
-                    stale = True
+                    if not history:
+                        patch.history = _ONLY_APPLIED  # type: ignore[assignment]   # a tuple, shared (remember() copies it)
+                    elif history.__class__ is list:
+                        history.append("applied")
+                        if len(history) > HISTORY_LENGTH:
+                            del history[0]
+                    else:
+                        patch.history = [*history, "applied"]
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) between the patch
             # function's return and the commit: the changes are in the context, which the
@@ -378,6 +372,32 @@ def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", modul
     ledger = process_ledger()
     return sorted(name for name in {name for name, _ in difference} - tracked
                   if not (name in after and ledger.holds(ATTRIBUTE, module, name, after[name])))
+
+
+def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
+             started: "Tuple[float, float]") -> None:
+    """The patch raised SkipPatch: its changes rolled back, the patch ``skipped``."""
+    _undo_quietly(context)
+    with STATE.lock:
+        patch.duration_ms = _elapsed_ms(started)
+        patch.notes = list(context.notes)
+        patch.status, patch.reason = SKIPPED, skip.reason
+        patch.remember(f"skipped: {skip.reason}")
+    if not getattr(skip, "lazypatch_waiting", False):
+        _events.on_skipped(patch, skip.reason)
+
+
+def _interrupted(patch: "RegisteredPatch", context: PatchContext, error: BaseException,
+                 started: "Tuple[float, float]") -> None:
+    """A KeyboardInterrupt, SystemExit... in the patch: its changes rolled back, the patch
+    ``failed``; the caller re-raises."""
+    _undo_quietly(context)
+    with STATE.lock:
+        patch.duration_ms = _elapsed_ms(started)
+        patch.status = FAILED
+        patch.reason = (f"interrupted by {type(error).__name__}; its "
+                        f"{len(context.changes)} change(s) were rolled back")
+        patch.remember(f"failed: {patch.reason}")
 
 
 def _undo_quietly(context: PatchContext) -> "Optional[str]":

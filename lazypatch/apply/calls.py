@@ -297,13 +297,13 @@ def track(patch: "RegisteredPatch", context: PatchContext) -> None:
                     _monitoring.set_local_events(calls.tool, key, _monitoring.events.PY_START)
                 calls.active[key] = holding + (entry,)
             entry.holders += 1
-            context.call_codes.append((key, entry))
+            context.growing_list("call_codes").append((key, entry))
 
 
 def release(context: PatchContext) -> None:
     """Stop counting what ``context`` put in place (its changes were undone)."""
     calls = STATE.calls
-    held, context.call_codes = context.call_codes, []
+    held, context.call_codes = context.call_codes, ()  # type: ignore[assignment]
     if calls is None or not held:
         return
     with STATE.lock:

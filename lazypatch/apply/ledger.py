@@ -203,30 +203,42 @@ class PatchContext:
     def __init__(self, name: str, module: "Any", ledger: "Optional[Ledger]" = None) -> None:
         self.name = name
         self.module = module
-        self.changes: "List[Change]" = []
+        # Every sequence below is the shared empty tuple until its first entry (a list
+        # from then on, made by ``_growing``): most applications record no change and no
+        # note, and a watched import pays for every allocation (benchmarks/COSTS.md).
+        self.changes: "List[Change]" = ()  # type: ignore[assignment]
         # (change, other patches' live changes on the same slot); reported by the
         # application only if this patch succeeds, since a failure rolls back.
-        # The shared empty tuple until a first conflict (a list then): most applications
-        # have none, and a watched import pays for every allocation (benchmarks/COSTS.md).
         self.conflicts: "Sequence[Tuple[Change, List[Change]]]" = ()
         self.revert_after_import_requested = False
-        self.notes: "List[str]" = []
-        self.note_providers: "List[Callable[[], Any]]" = []
-        self.call_codes: "List[Any]" = []   # code objects counted for this context (calls.py)
-        self.not_undoable: "List[str]" = []   # changes made that undo cannot reverse
-        chosen = ledger if ledger is not None else PatchContext.default_ledger
-        if chosen is None:
-            raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
-        self._ledger: Ledger = chosen
+        self.notes: "List[str]" = ()  # type: ignore[assignment]
+        self.note_providers: "List[Callable[[], Any]]" = ()  # type: ignore[assignment]
+        # code objects counted for this context (calls.py)
+        self.call_codes: "List[Any]" = ()  # type: ignore[assignment]
+        # changes made that undo cannot reverse
+        self.not_undoable: "List[str]" = ()  # type: ignore[assignment]
+        if ledger is None:   # a context made by hand (a test); the engine passes its ledger
+            ledger = PatchContext.default_ledger
+            if ledger is None:
+                raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
+        self._ledger: Ledger = ledger
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"
+
+    def growing_list(self, field: str) -> "List[Any]":
+        """The list in ``field``, made in place of the shared empty tuple on first need."""
+        values = getattr(self, field)
+        if values.__class__ is tuple:
+            values = list(values)
+            setattr(self, field, values)
+        return values
 
     # -- recording ----------------------------------------------------------
 
     def _apply(self, action: str, kind: str, owner: "Any", key: "Any", value: "Any") -> Change:
         change, others = self._ledger.change(action, kind, owner, key, value, self.name,
-                                             record_into=self.changes)
+                                             record_into=self.growing_list("changes"))
         if others:
             self.conflicts = [*self.conflicts, (change, others)]
         return change
@@ -269,7 +281,7 @@ class PatchContext:
         message = (f"patch {self.name!r} created {describe(owner)}.{name}, which did not exist; "
                    f"did you mean {close[0]!r}? (patch.setattr(..., new=True) says the name is "
                    f"meant to be new)")
-        self.notes.append(message)
+        self.growing_list("notes").append(message)
         from ..errors import NewAttributeWarning
         from ..notices import notify
         notify(f"lazypatch: {message}", NewAttributeWarning)
@@ -359,7 +371,8 @@ class PatchContext:
         from .references import find_module_references, identity_proves_copy
         reason = identity_proves_copy(old)
         if reason is not None:
-            self.notes.append(f"rebind: left module globals equal to {old!r} alone: it is {reason}")
+            self.growing_list("notes").append(
+                f"rebind: left module globals equal to {old!r} alone: it is {reason}")
             return []
         rebound = []
         for module, global_name in find_module_references(old, exclude=exclude):
@@ -373,7 +386,7 @@ class PatchContext:
         from .references import find_holders, identity_proves_copy
         reason = identity_proves_copy(change.before)
         if reason is not None:
-            self.notes.append(f"rebind: {change.describe()[len(change.action) + 1:]} was not "
+            self.growing_list("notes").append(f"rebind: {change.describe()[len(change.action) + 1:]} was not "
                               f"rebound elsewhere: its old value {change.before!r} is {reason}")
             return
         change.rebinding = True
@@ -397,12 +410,12 @@ class PatchContext:
     def untracked(self, description: str) -> None:
         """Say that a change was made that undo cannot reverse (an object without a
         table to restore): the report lists it as ``not undoable``."""
-        self.not_undoable.append(str(description))
+        self.growing_list("not_undoable").append(str(description))
 
     def note(self, text: str) -> None:
         """Add a line to the patch's report (``notes``) saying what it did; notes
         outlive undo, since they describe what happened."""
-        self.notes.append(str(text))
+        self.growing_list("notes").append(str(text))
 
     def note_provider(self, provider: "Callable[[], Any]") -> None:
         """Call ``provider()`` each time the report is built and add what it returns
@@ -410,7 +423,7 @@ class PatchContext:
         to the notes: for figures that change after the patch applied."""
         if not callable(provider):
             raise TypeError(f"note_provider needs a callable, got {provider!r}")
-        self.note_providers.append(provider)
+        self.growing_list("note_providers").append(provider)
 
     def on_undo(self, callback: "Callable[[], Any]") -> None:
         """Run ``callback()`` when this patch is undone, in reverse order with its
@@ -418,7 +431,7 @@ class PatchContext:
         handle to remove, an attribute behind ``__setattr__``)."""
         if not callable(callback):
             raise TypeError(f"on_undo needs a callable, got {callback!r}")
-        self.changes.append(Change("on_undo", CALLBACK, callback, id(callback), MISSING,
+        self.growing_list("changes").append(Change("on_undo", CALLBACK, callback, id(callback), MISSING,
                                    MISSING, self.name))
 
     # -- undo ---------------------------------------------------------------

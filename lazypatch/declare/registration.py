@@ -211,6 +211,8 @@ def build(function: "Callable[..., Any]", target: object, phase: str,
         tag_set = _tag_set(tags, name)
     parsed = _NO_REQUIREMENTS if requires.__class__ is tuple and not requires \
         else parse_requirements(requires)
+    # The constant itself, not an equal string: run_body compares phases by identity.
+    phase = BEFORE if phase == BEFORE else AFTER
     return RegisteredPatch(name, target, function, phase, order, parsed, tag_set, enabled,
                            takes_context(function, name))
 
@@ -227,19 +229,6 @@ def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
         if tag.__class__ is not str or not tag:
             raise ValueError(f"patch {name!r}: tags must be non-empty strings, got {tag!r}")
     return tag_set
-
-
-def add(patch: "RegisteredPatch") -> None:
-    """Index a built patch, applying the configuration's rules to it; raises ValueError
-    when the name is taken. Safe from any thread: nothing is lost to a race."""
-    with STATE.lock:
-        existing = STATE.catalog.by_name.get(patch.name)
-        if existing is not None:
-            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
-                             f"{existing.target!r}); pass a unique name=...")
-        if STATE.disable_rules or STATE.enable_rules:
-            decide_at_registration(patch)
-        STATE.catalog.add(patch)
 
 
 def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
@@ -263,7 +252,16 @@ def register_in_order(function: "Callable[..., Any]", target: object, phase: str
     if events is not None:   # events.py only when asked: activation does not load it
         from ..decide.events import validate
         actions = validate(events, patch.name)
-    add(patch)
+    # Indexed with the configuration's rules applied to it; safe from any thread: nothing
+    # is lost to a race. (Written out here: a call per registration is measurable.)
+    with STATE.lock:
+        existing = STATE.catalog.by_name.get(patch.name)
+        if existing is not None:
+            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
+                             f"{existing.target!r}); pass a unique name=...")
+        if STATE.disable_rules or STATE.enable_rules:
+            decide_at_registration(patch)
+        STATE.catalog.add(patch)
     if actions:
         from ..decide.events import declare
         declare(patch.name, actions)

@@ -86,11 +86,19 @@ class LoaderProxy:
         # Put the real loader back before the body runs: pkgutil, importlib.resources
         # and pickle-style tools look at __loader__ / __spec__.loader, and a reload
         # must find the real loader again (it re-runs find_spec and gets a new proxy).
-        spec = getattr(module, "__spec__", None)
+        # (Read directly: the import system set both; an object that refuses them has
+        # nothing to put back.)
+        try:
+            spec = module.__spec__
+        except AttributeError:
+            spec = None
         if spec is not None and spec.loader is self:
             spec.loader = loader
-        if getattr(module, "__loader__", None) is self:
-            module.__loader__ = loader
+        try:
+            if module.__loader__ is self:
+                module.__loader__ = loader
+        except AttributeError:
+            pass
         name = self._lazypatch_name
         if name and module.__name__ != name:   # (run_body reads __name__ too)
             # An alias: the loader's create_module handed out a module that exists under
@@ -174,24 +182,31 @@ class LazyPatchFinder:
         # find_spec (wrapt's does); that walks sys.meta_path again and comes back
         # here for the same name in the same thread. Answer None to that inner call.
         key = (get_ident(), fullname)
-        if key in self._searching:
+        searching = self._searching
+        if key in searching:
             return None
-        self._searching[key] = True
+        searching[key] = True
         try:
-            spec = None
+            spec: "Any" = None
             # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
-            # by item): a finder may insert another while we iterate.
-            for finder in sys.meta_path[:]:
-                if finder is self:
-                    continue
-                find_spec = getattr(finder, "find_spec", None)
-                if find_spec is None:
-                    continue  # a legacy find_module-only finder: leave it to the import system
-                spec = find_spec(fullname, path, target)
+            # by item): a finder may insert another while we iterate. Ours is usually
+            # first, and then left out by the slice itself.
+            meta_path = sys.meta_path
+            if meta_path and meta_path[0] is self:
+                finders = meta_path[1:]
+            else:
+                finders = [finder for finder in meta_path if finder is not self]
+            for finder in finders:
+                try:
+                    spec = finder.find_spec(fullname, path, target)
+                except AttributeError:
+                    if hasattr(finder, "find_spec"):
+                        raise   # raised inside that finder: its error, not a missing method
+                    continue    # a legacy find_module-only finder: left to the import system
                 if spec is not None:
                     break
         finally:
-            del self._searching[key]
+            del searching[key]
         if spec is None:
             # Not installed: a declared stand-in may provide it (boundaries.stand_in).
             return self._boundary_spec(fullname, takes_over=False)
@@ -415,50 +430,61 @@ def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
     reads it from now on. Only activation does this (the user asked lazypatch to take
     part in every import); a library use of lazypatch leaves the list object the
     program has."""
-    check_each_import()
     if type(sys.meta_path) is list:
         sys.meta_path = MetaPath(sys.meta_path)
         if finder is not None:
             finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
+    meta_path = sys.meta_path
+    check_each_import(meta_path if isinstance(meta_path, MetaPath) else None)
 
 
-def check_each_import() -> None:
-    """Make every import check ``sys.meta_path`` as it starts (``_keep_promises``).
+def check_each_import(guarded: "Any") -> None:
+    """Make every import that looks for a module check ``sys.meta_path`` first
+    (``_keep_promises``), unless it is ``guarded``, the ``MetaPath`` that checks each
+    change itself.
 
     A program may assign a new list to ``sys.meta_path`` (``sys.meta_path =
     list(sys.meta_path)``) and then put a finder in front of ours: MetaPath is gone, and
     that finder would serve the very next watched import unpatched. The import system
-    calls ``_frozen_importlib._find_and_load`` for every module it loads (looked up on
-    that module at each import, from C); ours checks the list's front and calls the
-    original: about 1,100 instructions per import (benchmarks/COSTS.md), against 6,200
-    for making ``sys`` a module subclass that intercepts the assignment (the import
-    system's reads of ``sys.modules``, ``sys.path_hooks``... are no longer specialised
-    then). Its code carries importlib's own file name, so that the import system trims
-    it from tracebacks as it trims its own frames."""
+    asks the finders in ``_frozen_importlib._find_spec``, which its own Python code
+    (``_find_and_load_unlocked``, ``importlib.util.find_spec``) looks up on that module
+    at each call; ours compares the list with ``guarded`` and, for another list, checks
+    its front, then calls the original. Called from Python code and comparing one
+    object, it costs about 450 instructions per import that loads a module
+    (benchmarks/COSTS.md); wrapping ``_find_and_load`` (called from C) and checking the
+    front on every import cost about 1,700, and making ``sys`` a module subclass that
+    intercepts the assignment 6,200 (the import system's reads of ``sys.modules``,
+    ``sys.path_hooks``... are no longer specialised then). ``uninstall_finder`` takes it
+    off again.
+    Its code carries importlib's own file name, so that the import system trims it from
+    tracebacks as it trims its own frames."""
     bootstrap = sys.modules.get("_frozen_importlib")
-    current = getattr(bootstrap, "_find_and_load", None)
-    code = getattr(current, "__code__", None)
-    if code is None or getattr(current, "__lazypatch_original__", None) is not None \
-            or code.co_argcount != 2:
-        return   # done already, or an import system of another shape: MetaPath alone
-    checking = _checking_find_and_load(current)  # type: ignore[arg-type]
+    current = getattr(bootstrap, "_find_spec", None)
+    original = getattr(current, "__lazypatch_original__", current)
+    code = getattr(original, "__code__", None)
+    if code is None or code.co_argcount != 3:
+        return   # an import system of another shape: MetaPath alone
+    if current is not original and getattr(current, "__lazypatch_guarded__", None) is guarded:
+        return   # done already, for this list
+    checking = _checking_find_spec(original, guarded)  # type: ignore[arg-type]
     checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
-    checking.__lazypatch_original__ = current  # type: ignore[attr-defined]
-    bootstrap._find_and_load = checking  # type: ignore[union-attr]
+    checking.__lazypatch_original__ = original  # type: ignore[attr-defined]
+    checking.__lazypatch_guarded__ = guarded  # type: ignore[attr-defined]
+    bootstrap._find_spec = checking  # type: ignore[union-attr]
 
 
-def _checking_find_and_load(find_and_load: "Callable[[str, Any], Any]"
-                            ) -> "Callable[[str, Any], Any]":
+def _checking_find_spec(find_spec: "Callable[..., Any]", guarded: "Any"
+                        ) -> "Callable[..., Any]":
     installed = _installed
     keep_promises = _keep_promises
 
-    def _find_and_load(name: str, import_: "Any") -> "Any":
-        if installed:
-            meta_path = sys.meta_path
+    def _find_spec(name: str, path: "Any", target: "Any" = None) -> "Any":
+        meta_path = sys.meta_path
+        if meta_path is not guarded and installed:
             if not meta_path or meta_path[0] is not installed[0]:
                 keep_promises(meta_path)
-        return find_and_load(name, import_)
-    return _find_and_load
+        return find_spec(name, path, target)
+    return _find_spec
 
 
 def installed_finder() -> "LazyPatchFinder":
@@ -489,8 +515,17 @@ def uninstall_finder(finder: "LazyPatchFinder") -> None:
     """Take ``finder`` off ``sys.meta_path``; imports after this are not patched."""
     if _installed and _installed[0] is finder:
         del _installed[:]
+        stop_checking_imports()   # nothing left to keep first: imports cost what they did
     while finder in sys.meta_path:
         sys.meta_path.remove(finder)
+
+
+def stop_checking_imports() -> None:
+    """Give the import system back its own ``_find_spec`` (undoes ``check_each_import``)."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    original = getattr(getattr(bootstrap, "_find_spec", None), "__lazypatch_original__", None)
+    if original is not None:
+        bootstrap._find_spec = original  # type: ignore[union-attr]
 
 
 # --- modules that are not finished yet -----------------------------------
