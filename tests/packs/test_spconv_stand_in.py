@@ -15,6 +15,9 @@ PROLOGUE = '''
 import json, sys
 import lazypatch
 import lazypatch.registry.cuda_extensions
+# mmdet 3.3 refuses mmcv 2.2 without the openmmlab pack's gates (declared by its own
+# import: a pack registers no other pack's patches)
+import lazypatch.registry.openmmlab
 lazypatch.enable("cuda_extensions")
 import torch
 import torch.nn.functional as F
