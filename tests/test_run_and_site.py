@@ -336,3 +336,25 @@ def test_run_refuses_python_options_that_would_keep_lazypatch_out(tmp_path):
                            cwd=tmp_path, env=environment, capture_output=True, text=True,
                            timeout=120)
     assert plain.returncode == 0 and plain.stdout.strip() == "lazypatch run", plain
+
+
+@pytest.mark.parametrize("installed", ["none", "another_layout"])
+def test_the_pth_line_is_silent_only_where_lazypatch_is_not_installed(tmp_path, installed):
+    """A `.pth` line left after `pip uninstall lazypatch` stays silent; one meeting a
+    lazypatch whose modules moved (a file written by another version) says so, with
+    the fix, instead of leaving activation off unsaid."""
+    from lazypatch.activate.site_install import PTH_LINE
+    if installed == "another_layout":
+        (tmp_path / "lazypatch").mkdir()
+        (tmp_path / "lazypatch" / "__init__.py").write_text("")
+    # -I -S: neither this environment's lazypatch nor its site-packages
+    result = subprocess.run([sys.executable, "-I", "-S", "-c",
+                             f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + PTH_LINE],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    if installed == "none":
+        assert result.stderr == ""
+    else:
+        assert "lazypatch: .pth activation failed" in result.stderr
+        assert "lazypatch.activate" in result.stderr
+        assert "run `lazypatch site install` again" in result.stderr

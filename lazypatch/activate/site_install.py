@@ -38,13 +38,18 @@ if TYPE_CHECKING:
 FILE_STEM = "lazypatch-activate"
 
 # One line, executed by site.py with exec(). Everything inside the try: a
-# start-up hook that raises prints a traceback in every Python process.
+# start-up hook that raises prints a traceback in every Python process. Only a
+# lazypatch that is not installed at all (a line left after `pip uninstall`) is
+# silent: an ImportError from inside lazypatch (a file written by another version,
+# whose modules have moved since) would otherwise turn activation off unsaid.
 PTH_LINE = (
     "import os, sys; exec(\"try:\\n"
     " if os.environ.get('LAZYPATCH', '1').strip().lower() not in "
     + repr(FALSE_WORDS).replace('"', "'") +
     ": import lazypatch.activate.activation as _lazypatch; _lazypatch.activate('site .pth')\\n"
-    "except ImportError:\\n pass\\n"
+    "except ImportError as error:\\n"
+    " if getattr(error, 'name', None) != 'lazypatch': sys.stderr.write('lazypatch: .pth "
+    "activation failed: %r; run `lazypatch site install` again\\\\n' % (error,))\\n"
     "except Exception as error:\\n"
     " sys.stderr.write('lazypatch: .pth activation failed: %r\\\\n' % (error,))\")\n"
 )
