@@ -25,7 +25,6 @@ from .errors import (
     PatchFailedWarning,
     UndoError,
 )
-from .slots import ATTRIBUTE
 from .state import AFTER, BEFORE, STATE, STATUSES
 
 TYPE_CHECKING = False
@@ -46,7 +45,11 @@ __version__ = "0.1.0"
 _LAZY_NAMES = {"PatchRecord": "reports.reporting", "patched": "apply.scopes",
                "StandInError": "declare.boundaries", "PatchContext": "apply.ledger",
                "set_event_action": "decide.events", "clear_event_actions": "decide.events",
-               "PatchAppliedWarning": "decide.events", "PatchSkippedWarning": "decide.events"}
+               "PatchAppliedWarning": "decide.events", "PatchSkippedWarning": "decide.events",
+               "ATTRIBUTE": "slots"}
+# Modules `import lazypatch` loaded before activation stopped loading them
+# (benchmarks/COSTS.md): still attributes of the package, imported when first asked for.
+_LAZY_MODULES = ("notices", "slots")
 
 # The event-action settings (events.py), declared here so that they are known (not
 # reported as typos, listed by `lazypatch run --help`) without importing events.py
@@ -59,16 +62,23 @@ for _variable in EVENT_VARIABLES:
 
 
 def __getattr__(name: str) -> "Any":
+    from importlib import import_module
+    if name in _LAZY_MODULES:
+        return import_module(f"{__name__}.{name}")   # the import sets the attribute
     module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'lazypatch' has no attribute {name!r}")
-    from importlib import import_module
     imported = import_module(f"{__name__}.{module}")
     if module == "apply.ledger":
         imported.process_ledger()   # so that a PatchContext made by hand has the default ledger
     value = getattr(imported, name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> "List[str]":
+    """Every name of the package, those loaded when first used included."""
+    return sorted(set(globals()) | set(_LAZY_NAMES) | set(_LAZY_MODULES))
 
 
 def activation_info() -> "Dict[str, object]":
@@ -236,7 +246,7 @@ def original(owner: "Any", name: str) -> "Any":
     Raises AttributeError if the owner had no such attribute of its own.
     """
     from .apply.ledger import process_ledger
-    from .slots import MISSING, describe
+    from .slots import ATTRIBUTE, MISSING, describe
     value = process_ledger().first_original(ATTRIBUTE, owner, name)
     if value is MISSING:
         for base in getattr(owner, "__mro__", ())[1:]:
@@ -250,6 +260,7 @@ def original(owner: "Any", name: str) -> "Any":
 def is_patched(owner: "Any", name: str) -> bool:
     """Whether a live patch currently changes ``owner.name``."""
     from .apply.ledger import process_ledger
+    from .slots import ATTRIBUTE
     return process_ledger().is_patched(ATTRIBUTE, owner, name)
 
 

@@ -10,6 +10,9 @@ FORBIDDEN = ["torch", "numpy", "wrapt", "mmcv", "mmdet", "mmengine", "re", "typi
              # `from __future__ import annotations` imports this module at run time (0.7M
              # instructions): the activation path quotes its annotations instead.
              "__future__"]
+# Engine and pack modules a plain activation does not run, each loaded when first needed.
+LOADED_WHEN_FIRST_USED = ["lazypatch.notices", "lazypatch.slots", "lazypatch.decide.markers",
+                          "lazypatch.watch.unfinished", "lazypatch.registry.training.settings"]
 
 
 def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
@@ -37,6 +40,8 @@ def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
         assert "lazypatch.registry" in added and "lazypatch.activate.plugin_cache" in added
         assert ("lazypatch.activate.plugins" in added) is scanned, (run, added)
         assert [name for name in FORBIDDEN if name in added] == []
+        # Loaded when first used, never by a plain activation (benchmarks/COSTS.md).
+        assert [name for name in LOADED_WHEN_FIRST_USED if name in added] == [], added
 
 
 def test_bad_configuration_warns_with_accepted_values_and_never_breaks(interpreter):
@@ -109,3 +114,34 @@ def test_activation_records_targets_imported_before_it(interpreter):
         print(json.dumps([info["imported_before"], early.X, info["sources"]["early.mark"]]))
     """, env={"LAZYPATCH_MODULES": "early_patches"})
     assert result == [["early"], 2, "LAZYPATCH_MODULES"]
+
+
+def test_what_activation_leaves_unloaded_is_still_reachable_from_the_facade(interpreter):
+    result = interpreter.run("""
+        import sys
+        import lazypatch.auto, lazypatch
+        print("slots" in dir(lazypatch), "notices" in dir(lazypatch), "ATTRIBUTE" in dir(lazypatch))
+        print("lazypatch.slots" in sys.modules, "lazypatch.notices" in sys.modules)
+        from lazypatch import ATTRIBUTE
+        print(ATTRIBUTE, lazypatch.slots.ATTRIBUTE, callable(lazypatch.notices.notify))
+    """)
+    assert result.stdout.splitlines()[-3:] == ["True True True", "False False",
+                                               "attribute attribute True"]
+
+
+def test_a_brake_step_in_the_environment_loads_the_training_settings_at_activation(interpreter):
+    script = """
+        import sys
+        import lazypatch.auto, lazypatch
+        on = [record["name"] for record in lazypatch.report() if record["enabled"]
+              and record["name"].startswith("training.")]
+        print("lazypatch.registry.training.settings" in sys.modules, on)
+    """
+    braking = interpreter.run(script, env={"LAZYPATCH_BRAKE_STEP": "5"})
+    assert braking.stdout.splitlines()[-1] == (
+        "True ['training.optimizer_steps', 'training.mmengine_iterations']")
+    bad = interpreter.run(script, env={"LAZYPATCH_BRAKE_STEP": "five"})
+    assert bad.stdout.splitlines()[-1] == "True []"
+    assert "LAZYPATCH_BRAKE_STEP='five' is not a positive integer" in bad.stderr
+    plain = interpreter.run(script)
+    assert plain.stdout.splitlines()[-1] == "False []"

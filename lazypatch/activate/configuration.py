@@ -18,7 +18,6 @@ values down; nothing here reads engine modules other than ``state``.
 import os
 
 from ..errors import ConfigurationWarning
-from ..notices import fingerprint, notify  # tiny: sys, os and the built-in _warnings
 from ..state import STATE
 
 TYPE_CHECKING = False
@@ -444,6 +443,7 @@ def alert(message: str, category: "type" = ConfigurationWarning) -> None:
     every warning: said once per process tree (a torchrun job or a DataLoader with
     workers must not repeat it from every process), and never a crash under -W error."""
     if not (_quiet and _quiet[-1]):
+        from ..notices import notify  # only on this path: see benchmarks/COSTS.md
         notify(message, category)
 
 
@@ -623,6 +623,7 @@ def run_settings(merged: "Mapping[str, str]") -> "Dict[str, str]":
 
 def settings_fingerprint(settings: "Mapping[str, str]") -> str:
     """Eight hex digits that are equal exactly when two processes' settings are."""
+    from ..notices import fingerprint  # only on this path: see benchmarks/COSTS.md
     return fingerprint("\n".join(f"{name}={settings[name]}" for name in sorted(settings)))
 
 

@@ -46,12 +46,8 @@ from ..state import (
     SKIPPED,
     STATE,
 )
-from ..watch.importer import (
-    defer_until_executed,
-    defer_until_import_released,
-    execute_with_loader,
-    watch_lazy_module,
-)
+from ..watch.importer import execute_with_loader
+from ..watch.unfinished import defer_until_executed, defer_until_import_released, watch_lazy_module
 from .calls import track as _track_calls
 from .ledger import PatchContext, process_ledger
 from .undo import revert, revert_context

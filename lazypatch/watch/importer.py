@@ -39,8 +39,6 @@ Two more ways in, both off the path of ordinary imports:
 import sys
 from _thread import get_ident
 
-from ..slots import is_unloaded_lazy_module
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -526,128 +524,6 @@ def stop_checking_imports() -> None:
     original = getattr(getattr(bootstrap, "_find_spec", None), "__lazypatch_original__", None)
     if original is not None:
         bootstrap._find_spec = original  # type: ignore[union-attr]
-
-
-# --- modules that are not finished yet -----------------------------------
-
-def defer_until_executed(module: "Any", callback: "Callable[[], None]", lock: "Any") -> bool:
-    """Call ``callback`` once ``module``'s body has finished executing.
-
-    Used when a patch is registered while its target is still executing (a
-    plugin registering a patch from inside the target's own import, or another
-    thread). The import system marks the end of execution by setting
-    ``spec._initializing = False`` in a ``finally`` (``_bootstrap._load_unlocked``);
-    we give that one spec object a subclass whose ``_initializing`` setter
-    runs the callbacks, then restore the original class. Zero cost for every
-    other import, and no profiling or tracing hook.
-
-    ``lock`` (the engine's one lock) makes installing, joining and firing one
-    atomic step each, so registrations from many threads never lose a callback.
-    Returns False if the module is not in the middle of executing.
-    """
-    spec = object.__getattribute__(module, "__dict__").get("__spec__")
-    with lock:
-        if spec is None or not spec.__dict__.get("_initializing", False):
-            return False
-        pending = spec.__dict__.get("_lazypatch_when_executed")
-        if pending is not None:
-            pending.append(callback)
-            return True
-        original_class = type(spec)
-        callbacks = [callback]
-
-        class _SpecAwaitingExecution(original_class):  # type: ignore[misc, valid-type]
-            @property
-            def _initializing(self) -> bool:
-                return self.__dict__.get("_initializing", False)
-
-            @_initializing.setter
-            def _initializing(self, value: bool) -> None:
-                self.__dict__["_initializing"] = value
-                if value:
-                    return
-                with lock:
-                    self.__class__ = original_class
-                    self.__dict__.pop("_lazypatch_when_executed", None)
-                    ready = list(callbacks)
-                for waiting in ready:   # outside the lock: they apply patches
-                    waiting()
-
-        spec.__dict__["_lazypatch_when_executed"] = callbacks
-        spec.__class__ = _SpecAwaitingExecution
-        # The importing thread may have finished between our check and the class
-        # swap, writing the plain attribute: then nobody will call the setter.
-        if not spec.__dict__.get("_initializing", False):
-            spec.__class__ = original_class
-            spec.__dict__.pop("_lazypatch_when_executed", None)
-            return False
-        return True
-
-
-def defer_until_import_released(name: str, callback: "Callable[[], None]", lock: "Any") -> bool:
-    """If another thread is importing ``name`` right now but has not created the module
-    yet, call ``callback`` once that import releases its module lock; return whether it
-    will.
-
-    The gap this closes: a thread imports ``name`` and our finder answers "not
-    watched"; another thread then registers a patch on ``name`` before the module
-    object reaches ``sys.modules``. Registration sees no module, and the import
-    runs with the plain loader: without this, the patch would stay pending
-    although its target is imported. The import system holds a per-name
-    ``_ModuleLock`` from before the finders run until the module is complete;
-    as with the spec in ``defer_until_executed``, we give that one lock object a
-    subclass whose ``release`` runs the callbacks once the lock is free.
-    Any other Python whose import locks look different simply gets False.
-    """
-    bootstrap = sys.modules.get("importlib._bootstrap")
-    locks = getattr(bootstrap, "_module_locks", None)
-    if not isinstance(locks, dict) or name not in locks:
-        return False   # the common case: nobody is importing it
-    with lock:
-        reference = locks.get(name)
-        module_lock = reference() if reference is not None else None
-        if module_lock is None or getattr(module_lock, "owner", None) is None \
-                or not hasattr(module_lock, "__dict__"):
-            return False
-        pending = module_lock.__dict__.get("_lazypatch_when_released")
-        if pending is not None:
-            pending.append(callback)
-            return True
-        original_class = type(module_lock)
-        callbacks = [callback]
-
-        class _LockAwaitingRelease(original_class):  # type: ignore[misc, valid-type]
-            def release(self) -> None:
-                original_class.release(self)
-                with lock:
-                    if self.owner is not None or type(self) is original_class:
-                        return   # still held (re-entered), or already handled
-                    self.__class__ = original_class
-                    self.__dict__.pop("_lazypatch_when_released", None)
-                    ready = list(callbacks)
-                for waiting in ready:   # outside the lock: they apply patches
-                    waiting()
-
-        module_lock.__dict__["_lazypatch_when_released"] = callbacks
-        module_lock.__class__ = _LockAwaitingRelease
-        if module_lock.owner is None:   # released between our check and the swap
-            module_lock.__class__ = original_class
-            module_lock.__dict__.pop("_lazypatch_when_released", None)
-            return False
-        return True
-
-
-def watch_lazy_module(module: "Any", run_body: "Callable[[Any, Any], None]") -> bool:
-    """If ``module`` is an unloaded ``importlib.util.LazyLoader`` module, hook its
-    eventual load without triggering it; return whether it was one."""
-    if not is_unloaded_lazy_module(module):
-        return False
-    # _LazyModule.__getattribute__ loads the module on any attribute access,
-    # so read its namespace through object.__getattribute__.
-    spec = object.__getattribute__(module, "__dict__").get("__spec__")
-    if spec is not None and spec.loader is not None:
-        wrap_spec_loader(spec, run_body)
-    return True
 
 
 # --- stand-ins declared without loading boundaries.py ---------------------------------

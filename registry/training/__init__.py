@@ -31,18 +31,46 @@ REQUIRES = ()
 
 import lazypatch
 
-from . import settings as _settings
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, List, Optional
+    from typing import Any, Dict, List, Optional
 
-for _variable, _meaning in _settings.VARIABLES.items():
+#: The settings this pack reads, declared at activation (``settings.py`` reads them).
+VARIABLES: "Dict[str, str]" = {
+    "LAZYPATCH_BRAKE_STEP": "stop training cleanly (exit code 0) after this optimizer step "
+                            "or mmengine iteration",
+    "LAZYPATCH_PROFILE": "directory for a torch.profiler trace of the training steps",
+    "LAZYPATCH_PROFILE_LEVEL": "0: device activity only, 1: + CPU and shapes, "
+                               "2: + stacks and memory (default 0)",
+    "LAZYPATCH_PROFILE_SKIP": "profiler schedule: steps skipped before the first cycle (default 20)",
+    "LAZYPATCH_PROFILE_WAIT": "profiler schedule: idle steps per cycle (default 1)",
+    "LAZYPATCH_PROFILE_WARMUP": "profiler schedule: warm-up steps per cycle (default 1)",
+    "LAZYPATCH_PROFILE_ACTIVE": "profiler schedule: recorded steps per cycle (default 1)",
+    "LAZYPATCH_PROFILE_REPEAT": "profiler schedule: number of cycles, 0 for unlimited (default 1)",
+    "LAZYPATCH_TRACE_ALWAYS": "1: the tracing pack emits its ranges even when no torch profiler "
+                              "is recording (for nsys without emit_nvtx)",
+    "LAZYPATCH_TRACKER_BACKWARD": "1: the training.tracker patch also tracks backward (parents "
+                                  "during backward); off, it tracks forward only, which is "
+                                  "cheaper",
+    "LAZYPATCH_TRACE_CALL_SITES": "1: the module tracker records the file:line that called into "
+                                  "the model (outermost module call), shown in tracing ranges "
+                                  "and the per-module table",
+}
+
+for _variable, _meaning in VARIABLES.items():
     lazypatch.declare_variable(_variable, _meaning)
-_settings.load_from_environment()
 
 STEP_PATCHES = ("training.optimizer_steps", "training.mmengine_iterations")
-_ON = _settings.STATE.active()
+# settings.py is loaded (and the values parsed, a bad one warned about) at activation only
+# when a brake or a profile is asked for: otherwise nothing is on, and every process
+# saves loading it (benchmarks/COSTS.md). It is loaded when first used then.
+if lazypatch.setting("LAZYPATCH_BRAKE_STEP").strip() or \
+        lazypatch.setting("LAZYPATCH_PROFILE").strip():
+    from . import settings as _settings
+    _settings.load_from_environment()
+    _ON = _settings.STATE.active()
+else:
+    _ON = False
 
 
 @lazypatch.when_imported("torch.optim.optimizer", name=f"{PACK}.optimizer_steps",
@@ -74,8 +102,9 @@ def tracing(module, patch):
 def module_tracking(module, patch):
     """Track the modules executing now, forward (and backward with
     LAZYPATCH_TRACKER_BACKWARD=1): module_tracker()."""
+    from . import settings
     from .tracker import install
-    install(module, patch, backward=_settings.tracker_backward())
+    install(module, patch, backward=settings.tracker_backward())
 
 
 def module_tracker() -> "Any":
@@ -92,7 +121,8 @@ def module_tracker() -> "Any":
 
 def _switch_step_counting() -> "List[str]":
     """Enable the step sources when a feature is on (applying them to imported targets)."""
-    if _settings.STATE.active():
+    from .settings import STATE
+    if STATE.active():
         enabled = lazypatch.enable(*STEP_PATCHES)
         from sys import modules
         steps = modules.get(f"{__name__}.steps")
@@ -108,8 +138,9 @@ def brake_at(step: "Optional[int]") -> None:
     The step is the optimizer step of a plain PyTorch loop or the iteration
     of an mmengine train loop; a run resumed past it stops at its next step.
     """
-    _settings.STATE.brake_step = None if step is None else _settings.check_step(step)
-    _settings.STATE.brake_source = "" if step is None else f"brake_at({step})"
+    from .settings import STATE, check_step
+    STATE.brake_step = None if step is None else check_step(step)
+    STATE.brake_source = "" if step is None else f"brake_at({step})"
     _switch_step_counting()
 
 
@@ -121,6 +152,7 @@ def profile_to(path: "Optional[str]", level: int = 0, *, skip_first: int = 20, w
     accelerator is usable), 1 adds CPU activity and shapes, 2 adds stacks
     and memory. The schedule is ``torch.profiler.schedule``'s.
     """
+    from .settings import STATE, ProfileSettings
     if path is None:
         from sys import modules
         profiling = modules.get(f"{__name__}.profiling")
@@ -129,9 +161,9 @@ def profile_to(path: "Optional[str]", level: int = 0, *, skip_first: int = 20, w
             for profiler in list(profiling._PROFILERS.values()):
                 profiler.close()
                 clock.CLOCK.remove_listener(profiler)
-        _settings.STATE.profile = None
+        STATE.profile = None
         return
-    _settings.STATE.profile = _settings.ProfileSettings(
+    STATE.profile = ProfileSettings(
         path, level, skip_first=skip_first, wait=wait, warmup=warmup, active=active,
         repeat=repeat)
     _switch_step_counting()

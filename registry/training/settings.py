@@ -1,7 +1,9 @@
 """What the training utilities are asked to do: brake step and profiling settings.
 
 Standard library only: this is read when the pack is imported during
-activation. Values come from the environment (or the LAZYPATCH_CONFIG file,
+activation if LAZYPATCH_BRAKE_STEP or LAZYPATCH_PROFILE is set, else when first used
+(``brake_at``, ``profile_to``, the step hooks). The variables are declared in the pack's
+``__init__.py``. Values come from the environment (or the LAZYPATCH_CONFIG file,
 through ``lazypatch.setting``) and from the API calls ``brake_at`` and
 ``profile_to``. A bad value warns (``lazypatch.ConfigurationWarning``) and
 leaves the feature off: configuration must never break the user's program.
@@ -11,28 +13,7 @@ import lazypatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Optional
-
-VARIABLES: "Dict[str, str]" = {
-    "LAZYPATCH_BRAKE_STEP": "stop training cleanly (exit code 0) after this optimizer step "
-                            "or mmengine iteration",
-    "LAZYPATCH_PROFILE": "directory for a torch.profiler trace of the training steps",
-    "LAZYPATCH_PROFILE_LEVEL": "0: device activity only, 1: + CPU and shapes, "
-                               "2: + stacks and memory (default 0)",
-    "LAZYPATCH_PROFILE_SKIP": "profiler schedule: steps skipped before the first cycle (default 20)",
-    "LAZYPATCH_PROFILE_WAIT": "profiler schedule: idle steps per cycle (default 1)",
-    "LAZYPATCH_PROFILE_WARMUP": "profiler schedule: warm-up steps per cycle (default 1)",
-    "LAZYPATCH_PROFILE_ACTIVE": "profiler schedule: recorded steps per cycle (default 1)",
-    "LAZYPATCH_PROFILE_REPEAT": "profiler schedule: number of cycles, 0 for unlimited (default 1)",
-    "LAZYPATCH_TRACE_ALWAYS": "1: the tracing pack emits its ranges even when no torch profiler "
-                              "is recording (for nsys without emit_nvtx)",
-    "LAZYPATCH_TRACKER_BACKWARD": "1: the training.tracker patch also tracks backward (parents "
-                                  "during backward); off, it tracks forward only, which is "
-                                  "cheaper",
-    "LAZYPATCH_TRACE_CALL_SITES": "1: the module tracker records the file:line that called into "
-                                  "the model (outermost module call), shown in tracing ranges "
-                                  "and the per-module table",
-}
+    from typing import Optional
 
 LEVELS = (0, 1, 2)
 
