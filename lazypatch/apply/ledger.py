@@ -513,20 +513,17 @@ def _imported_while_live(change: Change) -> None:
     ``mmdet3d.apis.train``, imported after a patch replaced it): without the patch they
     would hold the original, so the undo is exact only when they do again. Modules
     imported before the change are left alone (what they hold, the patch never gave)."""
-    from .references import find_module_references, identity_proves_copy
-    if change.before is MISSING or identity_proves_copy(change.after) is not None:
+    from .references import find_module_references
+    if change.before is MISSING:
         return
-    names = list(sys.modules)
     try:
-        first_later = names.index(change.last_module_before) + 1   # type: ignore[arg-type]
+        # Only the modules imported since: usually none, so an undo stays cheap.
+        copies = find_module_references(change.after, exclude=(change.owner,),
+                                        after=change.last_module_before)
     except ValueError:   # that module was removed since: which came later is unknown
         return
-    later = {id(sys.modules[name]) for name in names[first_later:]}
-    if not later:
-        return
-    for module, global_name in find_module_references(change.after, exclude=(change.owner,)):
-        if id(module) in later:
-            setattr(module, global_name, change.before)
+    for module, global_name in copies:
+        setattr(module, global_name, change.before)
 
 
 def process_ledger() -> Ledger:
