@@ -218,8 +218,10 @@ def ascend_host_files(checkout: Path, with_patcher: bool) -> Dict[str, str]:
 # installed torch (a CUDA wheel beside a CPU torch: "operator torchvision::nms does not
 # exist" at ``import torchvision``, which every OpenMMLab import reaches). Each setup turns
 # on lazypatch's stand-in for those operators, which is skipped where the library loads:
-# the host is made whole, the file's patches are what is checked.
-HOST_REPAIRS = "cuda_extensions.torchvision"
+# the host is made whole, the file's patches are what is checked. PanoOcc's own compiled
+# ``MultiScaleDeformableAttention`` (Deformable-DETR's, built by its ops/setup.py with nvcc)
+# is not built here: its stand-in, skipped where it is built.
+HOST_REPAIRS = "cuda_extensions.torchvision,cuda_extensions.MultiScaleDeformableAttention"
 
 # The NPU stand-in's own host-level changes, made when a file imports ``torch_npu`` (which
 # a run without the file never does): the host's, not the file's patches to undo.

@@ -15,8 +15,9 @@ patcher and ``LAZYPATCH_DRIVING_SDK=lazypatch``, its operators without the patch
 setting, and neither torch_npu nor DrivingSDK with ``LAZYPATCH_ENABLE=npu_stand_in``. A file
 in ``KNOWN_SHORTFALLS`` xfails on exactly the problem named there, with the reason.
 The 1.x interpreter needs, besides mmcv 1.7.2 / mmdet 2.28.2 / mmdet3d 1.0.0rc4:
-megatron-core 0.10.0 (Cosmos-Transfer1), and for DiffusionDrive's project einops,
-diffusers 0.34.0 and huggingface_hub.
+megatron-core 0.10.0 (Cosmos-Transfer1), for DiffusionDrive's project einops,
+diffusers 0.34.0 and huggingface_hub, and for PanoOcc's timm 1.0.9 (its own compiled
+``MultiScaleDeformableAttention`` is the cuda_extensions pack's stand-in: HOST_REPAIRS).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ class Change:
     """One recorded mutation of one slot."""
 
     __slots__ = ("action", "kind", "owner", "key", "before", "after", "patch_name", "live",
-                 "rebinding", "earlier_holders")
+                 "rebinding", "earlier_holders", "last_module_before")
 
     def __init__(self, action: str, kind: str, owner: "Any", key: "Any", before: "Any",
                  after: "Any", patch_name: str) -> None:
@@ -49,6 +49,10 @@ class Change:
         # (id(module), name) that held ``after`` before this change (its home
         # module, say): undo must leave those alone.
         self.earlier_holders: frozenset = frozenset()
+        # The newest entry of ``sys.modules`` when a module's attribute was replaced:
+        # modules entered after it were imported while the change was live, and their
+        # ``from owner import key`` copied the replacement (see ``_imported_while_live``).
+        self.last_module_before: "Optional[str]" = None
 
     @property
     def slot(self) -> "Tuple[str, int, Any]":
@@ -239,6 +243,9 @@ class PatchContext:
     def _apply(self, action: str, kind: str, owner: "Any", key: "Any", value: "Any") -> Change:
         change, others = self._ledger.change(action, kind, owner, key, value, self.name,
                                              record_into=self.growing_list("changes"))
+        if action in ("setattr", "wrap") and isinstance(owner, _MODULE_TYPE) and sys.modules:
+            # O(1): sys.modules keeps insertion order, so this marks "imported from here on".
+            change.last_module_before = next(reversed(sys.modules))
         if others:
             self.conflicts = [*self.conflicts, (change, others)]
         return change
@@ -473,6 +480,8 @@ class PatchContext:
                 change.owner()
             return
         written = self._ledger.undo(change)
+        if written and not change.rebinding and change.last_module_before is not None:
+            _imported_while_live(change)
         if written and change.rebinding:
             # Modules imported while the patch was live copied the replacement
             # (`from x import y`); give them the original back too.
@@ -493,6 +502,28 @@ class PatchContext:
                 if change.live and change.before is not MISSING
                 and change.action in ("setattr", "wrap", "delattr", "setitem")
                 and change.after is not change.before]
+
+
+_MODULE_TYPE = type(sys)
+
+
+def _imported_while_live(change: Change) -> None:
+    """Give the original back to the globals of modules imported while ``change`` was
+    live that copied its replacement (``from mmcv.runner import build_optimizer`` in
+    ``mmdet3d.apis.train``, imported after a patch replaced it): without the patch they
+    would hold the original, so the undo is exact only when they do again. Modules
+    imported before the change are left alone (what they hold, the patch never gave)."""
+    from .references import find_module_references
+    if change.before is MISSING:
+        return
+    try:
+        # Only the modules imported since: usually none, so an undo stays cheap.
+        copies = find_module_references(change.after, exclude=(change.owner,),
+                                        after=change.last_module_before)
+    except ValueError:   # that module was removed since: which came later is unknown
+        return
+    for module, global_name in copies:
+        setattr(module, global_name, change.before)
 
 
 def process_ledger() -> Ledger:

@@ -49,10 +49,16 @@ def identity_proves_copy(value: "Any") -> "Optional[str]":
     return None
 
 
-def _module_globals(exclude: "Tuple[Any, ...]") -> "Iterator[Tuple[str, Any, str, Any]]":
-    """(module name, module, global name, value) for every loaded module's globals."""
+def _module_globals(exclude: "Tuple[Any, ...]", after: "Optional[str]" = None
+                    ) -> "Iterator[Tuple[str, Any, str, Any]]":
+    """(module name, module, global name, value) for every loaded module's globals; with
+    ``after``, only of the modules entered in ``sys.modules`` after that one."""
     excluded = {id(item) for item in exclude}
-    for module_name, module in list(sys.modules.items()):
+    entries = list(sys.modules.items())
+    if after is not None:
+        names = [name for name, _ in entries]
+        entries = entries[names.index(after) + 1:]   # ValueError: the caller's to handle
+    for module_name, module in entries:
         if module is None or id(module) in excluded or is_unloaded_lazy_module(module) \
                 or module_name == "lazypatch" or module_name.startswith("lazypatch."):
             # lazypatch's own modules (packs included) hold originals on purpose,
@@ -65,11 +71,15 @@ def _module_globals(exclude: "Tuple[Any, ...]") -> "Iterator[Tuple[str, Any, str
             yield module_name, module, name, value
 
 
-def find_module_references(target: "Any", exclude: "Tuple[Any, ...]" = ()) -> "List[Tuple[Any, str]]":
-    """(module, global name) for each module global that *is* ``target``; none for shared values."""
+def find_module_references(target: "Any", exclude: "Tuple[Any, ...]" = (),
+                           after: "Optional[str]" = None) -> "List[Tuple[Any, str]]":
+    """(module, global name) for each module global that *is* ``target``; none for shared
+    values. With ``after``, only modules imported after the module of that name (it must
+    still be in ``sys.modules``: ValueError otherwise)."""
     if identity_proves_copy(target) is not None:
         return []
-    return [(module, name) for _, module, name, value in _module_globals(exclude) if value is target]
+    return [(module, name) for _, module, name, value in _module_globals(exclude, after)
+            if value is target]
 
 
 def find_holders(targets: "List[Any]", exclude: "Tuple[Any, ...]" = ()) -> "Dict[int, List[Tuple[Any, str]]]":

@@ -67,7 +67,8 @@ PACK = "cuda_extensions"
 TAGS = (PACK,)
 OPT_IN = True
 TARGETS = ("flash_attn", "torch_scatter", "apex", "spconv", "torchvision", "bevfusion", "dsvt",
-           "projects", "mmdet3d_plugin", "mmdet3d", "GeometricKernelAttention")
+           "projects", "mmdet3d_plugin", "mmdet3d", "GeometricKernelAttention",
+           "MultiScaleDeformableAttention")
 REQUIRES = ()
 
 import lazypatch

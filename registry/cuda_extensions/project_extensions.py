@@ -26,6 +26,9 @@ kind              what the stand-in exposes (same arguments as the compiled modu
 ``geometric_``    ``geometric_kernel_attn_cuda_forward``, ``..._backward`` (MapTR's
 ``kernel_``       top-level ``GeometricKernelAttention``)
 ``attention``
+``multi_scale_``  ``ms_deform_attn_forward``, ``ms_deform_attn_backward`` (Deformable-DETR's
+``deformable_``   top-level ``MultiScaleDeformableAttention``, also built by DINO,
+``attention``     Mask2Former and PanoOcc)
 ``mmdet3d_*``     mmdetection3d 0.17's op modules, under their 0.17 names (``ball_query``,
                   ``knn``, ``group_points``, ``interpolate``, ``gather_points``,
                   ``furthest_point_sample``, ``assign_score_withk``, ``roiaware_pool3d``,
@@ -90,6 +93,8 @@ KINDS: "Dict[str, Tuple[str, Dict[str, str]]]" = {
         "deformable_aggregation_forward", "deformable_aggregation_backward")}),
     "geometric_kernel_attention": ("geometric_kernel_attention", {name: name for name in (
         "geometric_kernel_attn_cuda_forward", "geometric_kernel_attn_cuda_backward")}),
+    "multi_scale_deformable_attention": ("multi_scale_deformable_attention", {
+        name: name for name in ("ms_deform_attn_forward", "ms_deform_attn_backward")}),
     # mmdetection3d 0.17's own op modules (mmdet3d_ops: on the OpenMMLab pack's kernels)
     **{f"mmdet3d_{kind}": ("mmdet3d_ops", names) for kind, names in {
         "ball_query": {"ball_query_wrapper": "ball_query_wrapper"},
@@ -158,6 +163,9 @@ PROJECT_EXTENSIONS: "Dict[str, str]" = {
     # MapTR (projects/mmdet3d_plugin/maptr/modules/ops/geometric_kernel_attn/setup.py
     # installs it top-level; its plugin imports it at import time)
     "GeometricKernelAttention": "geometric_kernel_attention",
+    # Deformable-DETR's multi-scale deformable attention (its ops/setup.py installs it
+    # top-level; DINO, Mask2Former and PanoOcc ship the same one)
+    "MultiScaleDeformableAttention": "multi_scale_deformable_attention",
 }
 
 

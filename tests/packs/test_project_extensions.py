@@ -567,6 +567,7 @@ def test_like_names_every_kind_and_every_module_the_pack_stands_in_for():
     kinds = pack.project_extensions.known_kinds()
     assert set(pack.project_extensions.KINDS) <= set(kinds)
     assert {"deformable_aggregation", "geometric_kernel_attention", "torch_scatter",
+            "multi_scale_deformable_attention",
             "flash_attn.flash_attn_interface", "flash_attn.bert_padding"} <= set(kinds)
     # a stand-in's own submodules are not functions it exposes
     assert "amp" not in kinds["apex.amp"][1] and "core" not in kinds["spconv.pytorch"][1]

@@ -685,3 +685,203 @@ def test_maptr_own_geometric_kernel_attention_function_runs_unchanged(interprete
     result = interpreter.run_json(RUN_MAPTR, env={"LAZYPATCH_ENABLE": "cuda_extensions"})
     assert result["out"] == [[[0.5 * 2 + 2.0 * 6, 0.5 * 3 + 2.0 * 7]]]
     assert result["weights_grad"] == [2 + 3, 6 + 7]
+
+
+# ------------------------------------------------------------- Deformable-DETR MultiScaleDeformableAttention
+
+multi_scale = importlib.import_module(f"{pack.__name__}.multi_scale_deformable_attention")
+
+
+def grid_sample_attention(value, spatial_shapes, sampling_loc, attn_weight):
+    """Deformable-DETR's own reference (``ms_deform_attn_core_pytorch``): each level
+    sampled with ``grid_sample`` (bilinear, zeros outside, align_corners=False)."""
+    batch, _, heads, channels = value.shape
+    _, queries, _, levels, points, _ = sampling_loc.shape
+    per_level = value.split([int(h) * int(w) for h, w in spatial_shapes.tolist()], dim=1)
+    samples = []
+    for level, (height, width) in enumerate(spatial_shapes.tolist()):
+        maps = per_level[level].flatten(2).transpose(1, 2).reshape(batch * heads, channels,
+                                                                 height, width)
+        grid = (2 * sampling_loc[:, :, :, level] - 1).transpose(1, 2).flatten(0, 1)
+        samples.append(torch.nn.functional.grid_sample(maps, grid, mode="bilinear",
+                                                       padding_mode="zeros",
+                                                       align_corners=False))
+    weights = attn_weight.transpose(1, 2).reshape(batch * heads, 1, queries, levels * points)
+    out = (torch.stack(samples, dim=-2).flatten(-2) * weights).sum(-1)
+    return out.view(batch, heads * channels, queries).transpose(1, 2)
+
+
+@EXAMPLES
+@given(batch=st.integers(1, 2), heads=st.integers(1, 2), channels=st.integers(1, 3),
+       shapes=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 4)), min_size=1, max_size=3),
+       queries=st.integers(1, 3), points=st.integers(1, 3), seed=st.integers(0, 999))
+def test_multi_scale_deformable_attention_matches_grid_sample_values_and_gradients(
+        batch, heads, channels, shapes, queries, points, seed):
+    g = torch.Generator().manual_seed(seed)
+    spatial_shapes = torch.tensor(shapes)
+    sizes = spatial_shapes[:, 0] * spatial_shapes[:, 1]
+    level_start_index = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    value = torch.randn(batch, int(sizes.sum()), heads, channels, generator=g,
+                        dtype=torch.float64)
+    # normalised locations, some outside [0, 1] (zero padding there)
+    sampling_loc = torch.rand(batch, queries, heads, len(shapes), points, 2, generator=g,
+                              dtype=torch.float64) * 1.4 - 0.2
+    attn_weight = torch.rand(batch, queries, heads, len(shapes), points, generator=g,
+                             dtype=torch.float64)
+    grad_output = torch.randn(batch, queries, heads * channels, generator=g, dtype=torch.float64)
+    out = multi_scale.ms_deform_attn_forward(value, spatial_shapes, level_start_index,
+                                             sampling_loc, attn_weight, 64)
+    grads = multi_scale.ms_deform_attn_backward(value, spatial_shapes, level_start_index,
+                                                sampling_loc, attn_weight, grad_output, 64)
+    inputs = [tensor.clone().requires_grad_() for tensor in (value, sampling_loc, attn_weight)]
+    reference = grid_sample_attention(inputs[0], spatial_shapes, inputs[1], inputs[2])
+    expected_grads = torch.autograd.grad(reference, inputs, grad_output)
+    assert out.shape == (batch, queries, heads * channels) and not out.requires_grad
+    assert torch.allclose(out, reference.detach(), rtol=0, atol=1e-12)
+    assert isinstance(grads, list) and len(grads) == 3
+    for ours, expected in zip(grads, expected_grads):
+        assert ours.shape == expected.shape and ours.dtype == expected.dtype
+        assert torch.allclose(ours, expected, rtol=0, atol=1e-10)
+
+
+def test_multi_scale_deformable_attention_refuses_a_step_that_does_not_divide_the_batch():
+    value = torch.zeros(3, 4, 1, 2)
+    with pytest.raises(ValueError, match="im2col_step"):
+        multi_scale.ms_deform_attn_forward(value, torch.tensor([[2, 2]]), torch.tensor([0]),
+                                           torch.zeros(3, 1, 1, 1, 1, 2),
+                                           torch.ones(3, 1, 1, 1, 1), 2)
+
+
+#: Deformable-DETR's layout (PanoOcc's, DINO's): ops/functions imports the top-level
+#: compiled module at import time, and its autograd Function calls it.
+DEFORMABLE_DETR_FILES = {
+    "ops/__init__.py": "",
+    "ops/functions/__init__.py": "from .ms_deform_attn_func import MSDeformAttnFunction\n",
+    "ops/functions/ms_deform_attn_func.py": """
+        import torch
+        import MultiScaleDeformableAttention as MSDA
+
+        class MSDeformAttnFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, value, shapes, starts, locations, weights, step):
+                ctx.step = step
+                ctx.save_for_backward(value, shapes, starts, locations, weights)
+                return MSDA.ms_deform_attn_forward(value, shapes, starts, locations, weights,
+                                                   step)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                grad_value, grad_locations, grad_weights = MSDA.ms_deform_attn_backward(
+                    *ctx.saved_tensors, grad_output, ctx.step)
+                return grad_value, None, None, grad_locations, grad_weights, None
+    """,
+}
+
+RUN_DEFORMABLE_DETR = '''
+import json, sys
+import lazypatch.auto
+import lazypatch
+import torch
+from ops.functions import MSDeformAttnFunction
+value = torch.arange(8.0).view(1, 4, 1, 2).requires_grad_()   # one 2x2 map, 2 channels
+weights = torch.tensor([[[[[0.5, 2.0]]]]], requires_grad=True)
+# pixel centres (0, 0) and (1, 1): normalised (x + 0.5) / 2, (y + 0.5) / 2
+locations = torch.tensor([[[[[[0.25, 0.25], [0.75, 0.75]]]]]], requires_grad=True)
+out = MSDeformAttnFunction.apply(value, torch.tensor([[2, 2]]), torch.tensor([0]), locations,
+                                 weights, 64)
+out.sum().backward()
+records = {r.name: [r.status, r.notes] for r in lazypatch.report()
+           if r.name.startswith("cuda_extensions.MultiScaleDeformableAttention")}
+result = {"out": out.tolist(), "weights_grad": weights.grad.flatten().tolist(),
+          "value_grad": value.grad.flatten().tolist(),
+          "locations_grad_shape": list(locations.grad.shape),
+          "module": sys.modules["MultiScaleDeformableAttention"].__all__, "records": records}
+lazypatch.unpatch_all()
+result["left"] = "MultiScaleDeformableAttention" in sys.modules
+print(json.dumps(result))
+'''
+
+
+def test_deformable_detr_top_level_extension_gets_the_stand_in_and_its_undo(interpreter):
+    interpreter.write(DEFORMABLE_DETR_FILES)
+    result = interpreter.run_json(RUN_DEFORMABLE_DETR,
+                                  env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert result["out"] == [[[0.5 * 0 + 2.0 * 6, 0.5 * 1 + 2.0 * 7]]]
+    assert result["weights_grad"] == [0 + 1, 6 + 7]
+    assert result["value_grad"] == [0.5, 0.5, 0, 0, 0, 0, 2.0, 2.0]
+    assert result["locations_grad_shape"] == [1, 1, 1, 1, 2, 2]
+    assert result["module"] == ["ms_deform_attn_backward", "ms_deform_attn_forward"]
+    records = result["records"]
+    assert records["cuda_extensions.MultiScaleDeformableAttention"][0] == "applied"
+    status, notes = records["cuda_extensions.MultiScaleDeformableAttention.pytorch"]
+    assert status == "applied" and "multi_scale_deformable_attention stand-in" in notes[0], notes
+    assert result["left"] is False
+
+
+def test_deformable_detr_extension_is_not_provided_without_the_pack(interpreter):
+    interpreter.write(DEFORMABLE_DETR_FILES)
+    result = interpreter.run_json('''
+import json
+import lazypatch.auto
+try:
+    import MultiScaleDeformableAttention
+    print(json.dumps({"error": None}))
+except ModuleNotFoundError as error:
+    print(json.dumps({"error": error.name}))
+''')
+    assert result["error"] == "MultiScaleDeformableAttention"
+
+
+def test_an_installed_multi_scale_deformable_attention_is_used_untouched(interpreter):
+    interpreter.write({"MultiScaleDeformableAttention.py": """
+        def ms_deform_attn_forward(*args):
+            return "installed"
+    """})
+    result = interpreter.run_json('''
+import json
+import lazypatch.auto
+import lazypatch
+import MultiScaleDeformableAttention as MSDA
+print(json.dumps({"call": MSDA.ms_deform_attn_forward(),
+                  "backward": hasattr(MSDA, "ms_deform_attn_backward"),
+                  "records": {r.name: r.status for r in lazypatch.report()
+                              if r.name.startswith("cuda_extensions.MultiScale")}}))
+''', env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert result["call"] == "installed" and result["backward"] is False
+    assert set(result["records"].values()) == {"skipped"}, result["records"]
+
+
+#: An extracted PanoOcc checkout (DrivingSDK's model_examples/PanoOcc runs one): its own
+#: MSDeformAttnFunction runs unchanged on the stand-in, against its own grid_sample core.
+PANOOCC_CHECKOUT = os.environ.get("LAZYPATCH_PANOOCC_CHECKOUT", "")
+
+
+def test_panoocc_own_ms_deform_attn_function_runs_unchanged(interpreter):
+    if not PANOOCC_CHECKOUT:
+        pytest.skip("set LAZYPATCH_PANOOCC_CHECKOUT to an extracted PanoOcc checkout (the "
+                    "folder holding ops/functions/ms_deform_attn_func.py) to run its own "
+                    "MSDeformAttnFunction on the stand-in")
+    ops = os.path.join(PANOOCC_CHECKOUT, "ops", "functions")
+    if not os.path.isfile(os.path.join(ops, "ms_deform_attn_func.py")):
+        pytest.skip(f"{ops} has no ms_deform_attn_func.py")
+    shutil.copytree(ops, interpreter.root / "panoocc_functions")
+    result = interpreter.run_json('''
+import json, warnings
+warnings.simplefilter("ignore", FutureWarning)   # its torch.cuda.amp decorators
+import lazypatch.auto
+import torch
+from panoocc_functions.ms_deform_attn_func import MSDeformAttnFunction, ms_deform_attn_core_pytorch
+g = torch.Generator().manual_seed(0)
+shapes = torch.tensor([[4, 5], [2, 3]])
+starts = torch.tensor([0, 20])
+value = torch.randn(2, 26, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+locations = torch.rand(2, 3, 2, 2, 4, 2, generator=g, dtype=torch.float64, requires_grad=True)
+weights = torch.rand(2, 3, 2, 2, 4, generator=g, dtype=torch.float64, requires_grad=True)
+ours = MSDeformAttnFunction.apply(value, shapes, starts, locations, weights, 64)
+grads = torch.autograd.grad(ours.sum(), (value, locations, weights))
+theirs = ms_deform_attn_core_pytorch(value, shapes, locations, weights)
+expected = torch.autograd.grad(theirs.sum(), (value, locations, weights))
+print(json.dumps({"out": (ours - theirs).abs().max().item(),
+                  "grads": [(a - b).abs().max().item() for a, b in zip(grads, expected)]}))
+''', env={"LAZYPATCH_ENABLE": "cuda_extensions"})
+    assert result["out"] < 1e-12 and max(result["grads"]) < 1e-10, result
