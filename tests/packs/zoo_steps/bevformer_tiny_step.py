@@ -5,7 +5,6 @@ stack, under ``lazypatch run --enable device --enable cuda_extensions``; the mod
 code is used unchanged. Prints one JSON line: the losses, whether every trainable
 parameter got a gradient, and how far the step moved the weights.
 """
-import json
 import math
 import sys
 
@@ -17,6 +16,7 @@ sys.path.insert(0, ".")   # the checkout: its `projects` package, as tools/train
 import projects.mmdet3d_plugin  # noqa: E402,F401  (registers BEVFormer's modules)
 from mmdet3d.core.bbox import LiDARInstance3DBoxes  # noqa: E402
 from mmdet3d.models import build_model  # noqa: E402
+from training_step import train_one_step  # noqa: E402
 
 CAMERAS, HEIGHT, WIDTH, QUEUE = 6, 96, 160, 2
 
@@ -55,18 +55,7 @@ def main():
         img_metas=[{index: metas(index > 0) for index in range(QUEUE)}],
         gt_bboxes_3d=[LiDARInstance3DBoxes(boxes, box_dim=9)],
         gt_labels_3d=[torch.tensor([0, 8]).cuda()])
-    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    outputs = model.train_step(batch, optimizer)
-    optimizer.zero_grad()
-    outputs["loss"].backward()
-    trainable = [(name, parameter) for name, parameter in model.named_parameters()
-                 if parameter.requires_grad]
-    without_gradient = [name for name, parameter in trainable if parameter.grad is None]
-    optimizer.step()
-    moved = sum(float((parameter.detach() - before[name]).abs().sum()) for name, parameter in trainable)
-    print(json.dumps({"loss": float(outputs["loss"]), "log_vars": outputs["log_vars"],
-                      "trainable": len(trainable), "without_gradient": without_gradient,
-                      "moved": moved, "finite": math.isfinite(float(outputs["loss"]))}))
+    train_one_step(model, batch, optimizer)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ device --enable cuda_extensions``; the model's code is used unchanged. Prints on
 line: the losses, whether every trainable parameter got a gradient, and how far the
 step moved the weights.
 """
-import json
 import math
 import sys
 
@@ -23,6 +22,7 @@ from mmcv import Config  # noqa: E402
 from mmdet3d.models import build_model  # noqa: E402
 from projects.mmdet3d_plugin.datasets.nuscenes_map_dataset import LiDARInstanceLines  # noqa: E402
 from shapely.geometry import LineString  # noqa: E402
+from training_step import train_one_step  # noqa: E402
 
 CAMERAS, HEIGHT, WIDTH = 6, 96, 160
 CONFIG = "projects/configs/maptr/maptr_tiny_r50_24e_bevformer.py"
@@ -68,19 +68,7 @@ def main():
     batch = dict(img=torch.rand(1, 1, CAMERAS, 3, HEIGHT, WIDTH).cuda(),
                  img_metas=[{0: metas}], gt_bboxes_3d=[map_lines()],
                  gt_labels_3d=[torch.tensor([0, 1, 2]).cuda()])
-    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    outputs = model.train_step(batch, optimizer)
-    optimizer.zero_grad()
-    outputs["loss"].backward()
-    trainable = [(name, parameter) for name, parameter in model.named_parameters()
-                 if parameter.requires_grad]
-    without_gradient = [name for name, parameter in trainable if parameter.grad is None]
-    optimizer.step()
-    moved = sum(float((parameter.detach() - before[name]).abs().sum())
-                for name, parameter in trainable)
-    print(json.dumps({"loss": float(outputs["loss"]), "log_vars": outputs["log_vars"],
-                      "trainable": len(trainable), "without_gradient": without_gradient,
-                      "moved": moved, "finite": math.isfinite(float(outputs["loss"]))}))
+    train_one_step(model, batch, optimizer)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ cuda_extensions``; the model's code is used unchanged. Prints one JSON line: the
 losses, whether every trainable parameter got a gradient, and how far the step moved
 the weights.
 """
-import json
 import math
 import os
 import sys
@@ -21,6 +20,7 @@ sys.path.insert(0, CHECKOUT)   # its `projects` package, as tools/train.py has i
 import projects.mmdet3d_plugin  # noqa: E402,F401  (registers Sparse4D's modules)
 from mmcv import Config  # noqa: E402
 from mmdet.models import build_detector  # noqa: E402
+from training_step import train_one_step  # noqa: E402
 
 CAMERAS, HEIGHT, WIDTH = 6, 96, 160
 CONFIG = "projects/configs/sparse4dv3_temporal_r50_1x8_bs6_256x704.py"
@@ -72,19 +72,7 @@ def main():
                                     [-8.0, -3.0, -1.0, 0.6, 0.8, 1.7, 0.0, 0.0, 0.5]]).cuda()],
         gt_labels_3d=[torch.tensor([0, 8]).cuda()],
         img_metas=[dict(T_global=np.eye(4), T_global_inv=np.eye(4), timestamp=1.0)])
-    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    outputs = model.train_step(batch, optimizer)
-    optimizer.zero_grad()
-    outputs["loss"].backward()
-    trainable = [(name, parameter) for name, parameter in model.named_parameters()
-                 if parameter.requires_grad]
-    without_gradient = [name for name, parameter in trainable if parameter.grad is None]
-    optimizer.step()
-    moved = sum(float((parameter.detach() - before[name]).abs().sum())
-                for name, parameter in trainable)
-    print(json.dumps({"loss": float(outputs["loss"]), "log_vars": outputs["log_vars"],
-                      "trainable": len(trainable), "without_gradient": without_gradient,
-                      "moved": moved, "finite": math.isfinite(float(outputs["loss"]))}))
+    train_one_step(model, batch, optimizer)
 
 
 if __name__ == "__main__":
