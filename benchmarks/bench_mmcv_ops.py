@@ -2,7 +2,7 @@
 
 MSDA is compared with mmcv's own ``multi_scale_deformable_attn_pytorch``;
 every other op with the naive per-box / per-pixel loop reference from
-``tests/packs/test_mmcv_ext_kernels.py`` (on the same inputs). Prints a
+``tests/packs/shared/test_mmcv_ext_kernels.py`` (on the same inputs). Prints a
 Markdown table of medians and their ratio.
 
 Run from the repository root::

@@ -11,7 +11,8 @@ import sys
 from conftest import REPOSITORY
 
 SETTINGS_PAGE = REPOSITORY / "docs" / "settings.md"
-BEGIN = "<!-- the settings table: tests/test_settings_table.py checks it against the declarations -->"
+BEGIN = ("<!-- the settings table: tests/activate/test_settings_table.py checks it "
+         "against the declarations -->")
 END = "<!-- end of the settings table -->"
 
 

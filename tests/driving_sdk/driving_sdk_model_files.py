@@ -20,7 +20,7 @@ the named ones; another setup is one more entry (``SETUPS["name"] = Setup(...)``
 Needs an extracted DrivingSDK checkout (nothing is downloaded)::
 
     git --git-dir=<mirror of Ascend/DrivingSDK> archive HEAD | tar -x -C /tmp/dsdk
-    LAZYPATCH_DRIVING_SDK_CHECKOUT=/tmp/dsdk pytest tests/test_driving_sdk_model_files.py
+    LAZYPATCH_DRIVING_SDK_CHECKOUT=/tmp/dsdk pytest tests/driving_sdk/test_model_files.py
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import clean_environment, last_json, write_tree  # noqa: E402
-from packs.fakes_ascend import ASCEND_FAKES  # noqa: E402
+from packs.ascend.fakes_ascend import ASCEND_FAKES  # noqa: E402
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

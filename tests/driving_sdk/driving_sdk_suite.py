@@ -11,8 +11,8 @@ Nothing is downloaded: give it an extracted checkout of Ascend/DrivingSDK, e.g.
     git -C <clone> archive HEAD tests/patcher | tar -x -C /tmp/dsdk            # 2.0
     git -C <clone> archive c0809f71~1 tests/torch | tar -x -C /tmp/dsdk-v1     # 1.0
 
-    python tests/driving_sdk_suite.py /tmp/dsdk tests/patcher
-    python tests/driving_sdk_suite.py /tmp/dsdk-v1 'tests/torch/test_patcher*.py'
+    python tests/driving_sdk/driving_sdk_suite.py /tmp/dsdk tests/patcher
+    python tests/driving_sdk/driving_sdk_suite.py /tmp/dsdk-v1 'tests/torch/test_patcher*.py'
 
 It prints passed / failed / skipped per file.
 """
@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 PACKAGE = REPOSITORY / "lazypatch" / "driving_sdk" / "package"
 
 

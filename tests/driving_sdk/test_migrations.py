@@ -4,7 +4,7 @@ Both need an extracted checkout of Ascend/DrivingSDK (nothing is downloaded at t
 time): set LAZYPATCH_DRIVING_SDK_CHECKOUT to a folder holding ``tests/patcher`` (2.0)
 and ``model_examples/DiffusionDrive/migrate_to_ascend/patch.py``, and
 LAZYPATCH_DRIVING_SDK_V1_CHECKOUT to one holding the 1.0 tests
-``tests/torch/test_patcher*.py`` (commit c0809f71~1); tests/driving_sdk_suite.py says how.
+``tests/torch/test_patcher*.py`` (commit c0809f71~1); tests/driving_sdk/driving_sdk_suite.py says how.
 Without them these tests skip, saying so.
 
 The suites are judged by floors: the pass counts measured when this file was last
@@ -35,7 +35,7 @@ FLOOR_V1 = 54
 def needs(path: str, inside: str) -> Path:
     if not path or not (Path(path) / inside).exists():
         pytest.skip(f"no DrivingSDK checkout with {inside} (set LAZYPATCH_DRIVING_SDK_CHECKOUT / "
-                    f"LAZYPATCH_DRIVING_SDK_V1_CHECKOUT; see tests/driving_sdk_suite.py)")
+                    f"LAZYPATCH_DRIVING_SDK_V1_CHECKOUT; see tests/driving_sdk/driving_sdk_suite.py)")
     return Path(path)
 
 

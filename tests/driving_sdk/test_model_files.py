@@ -1,5 +1,5 @@
 """DrivingSDK's 18 model patch files, unchanged, in the host setups of
-tests/driving_sdk_model_files.py: each imports, lands every patch lazily when its target
+tests/driving_sdk/driving_sdk_model_files.py: each imports, lands every patch lazily when its target
 is imported, lists it in the report, and its undo leaves every touched object as before.
 
 Needs an extracted DrivingSDK checkout (LAZYPATCH_DRIVING_SDK_CHECKOUT; nothing is

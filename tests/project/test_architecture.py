@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 ENGINE = REPOSITORY / "lazypatch"
 PACKS = REPOSITORY / "registry"
 

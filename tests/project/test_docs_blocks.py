@@ -1,5 +1,5 @@
 """Every code block of docs/*.md runs as written, or is marked as a fragment whose
-complete version is one link away (README.md's blocks: tests/test_readme.py).
+complete version is one link away (README.md's blocks: tests/project/test_readme.py).
 
 A fragment is marked by the last line of text before its block, or once for the
 whole page by a line of its own:
@@ -33,7 +33,7 @@ PAGE_MARK = re.compile(r"^The blocks of this page, complete and runnable: \[[^\]
 # Pages whose blocks another test runs as written (it says how, in its docstring).
 RUN_ELSEWHERE: "dict[str, str]" = {
     # its blocks are files of one project and the outputs shown under them
-    "export.md": "tests/packs/test_export_docs.py",
+    "export.md": "tests/packs/export/test_docs.py",
 }
 
 

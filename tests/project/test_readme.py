@@ -4,8 +4,8 @@ Python blocks that start with a ``# name.py`` line are written to that file in a
 directory; ``console`` blocks are run there line by line (``$ command``) and what each
 command prints must be the lines shown under it, with nothing on stderr. Numbers with a decimal point (the
 report's milliseconds) are compared as "a number", process ids as "a pid". The two ``bash`` blocks are the
-install line (the wheel it builds is checked by tests/test_packaging.py) and the two
-commands of a fresh machine (CI runs ``./dev test``; tests/test_demo.py runs the demo).
+install line (the wheel it builds is checked by tests/project/test_packaging.py) and the two
+commands of a fresh machine (CI runs ``./dev test``; tests/project/test_demo.py runs the demo).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 DECIMAL = re.compile(r"\b\d+\.\d+\b")
 PROCESS_ID = re.compile(r"(?<=pid )\d+|\b\d+(?=\.json)")

@@ -10,7 +10,7 @@ import pytest
 # Needs the real stack (torch, OpenMMLab): run on 3.11 only (.ci/run).
 pytestmark = pytest.mark.stack
 
-README = Path(__file__).resolve().parent.parent / "docs" / "writing_patches.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "writing_patches.md"
 
 
 def quickstart_registrations() -> str:

@@ -11,7 +11,7 @@ exactly, and the identity of everything touched restored.
 
 from __future__ import annotations
 
-from fakes_ascend import ASCEND_FAKES, PROLOGUE, TORCH_NPU_INIT
+from packs.ascend.fakes_ascend import ASCEND_FAKES, PROLOGUE, TORCH_NPU_INIT
 
 # The fake torch_npu, plus the torch.npu.amp.GradScaler the real one registers
 # (a CPU GradScaler here, counting how often it is built).

@@ -9,7 +9,7 @@ which must also restore the identity of everything the pack touched.
 
 from __future__ import annotations
 
-from fakes_ascend import ASCEND_FAKES, PROLOGUE
+from packs.ascend.fakes_ascend import ASCEND_FAKES, PROLOGUE
 
 ASCEND_PATCHES = {
     "ascend.resnet_add_relu", "ascend.resnet_maxpool", "ascend.resnet_fp16",

@@ -14,7 +14,7 @@ configs: its ``mmdet/`` with that folder as ``configs/`` beside it, plus the sui
 mmdet's tests need ``parameterized`` (requirements/dev.txt).
     LAZYPATCH_MMDET3D_CHECKOUT=/tmp/mmdet3d LAZYPATCH_MMDET_CHECKOUT=/tmp/mmdet pytest ...
 
-(or ``python tests/packs/test_mmdet3d_cuda_suite.py <checkout>`` to print the table).
+(or ``python tests/packs/device/test_mmdet3d_cuda_suite.py <checkout>`` to print the table).
 Without them these tests skip, saying so.
 
 The files run are the ones whose source asks ``torch.cuda.is_available()`` (found by

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers", reason="the export pack needs
                                    "(pip install -r requirements/export.txt)")
 pytestmark = pytest.mark.stack
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "export.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "export.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from fakes_ascend import ASCEND_FAKES  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from packs.ascend.fakes_ascend import ASCEND_FAKES  # noqa: E402
 
 PROLOGUE = '''
 import json, sys
@@ -442,5 +442,5 @@ print(json.dumps({"statuses": statuses, "fake": torch_npu.__file__.endswith("__i
 
 
 # DrivingSDK's model patch files on a host with neither torch_npu nor DrivingSDK, the
-# stand-in on: setup ``npu_stand_in_without_torch_npu`` of tests/driving_sdk_model_files.py,
-# run by tests/test_driving_sdk_model_files.py with the other host setups.
+# stand-in on: setup ``npu_stand_in_without_torch_npu`` of tests/driving_sdk/driving_sdk_model_files.py,
+# run by tests/driving_sdk/test_model_files.py with the other host setups.

@@ -1,6 +1,6 @@
 """Small synthetic scenes for training mmdet3d 1.4's own configs one step on the CPU.
 
-Imported by the training scripts that tests/packs/test_mmdet3d_*_configs.py run in a
+Imported by the training scripts that tests/packs/openmmlab/test_mmdet3d_*_configs.py run in a
 fresh interpreter (the script puts this folder on sys.path). Outdoor scenes are
 ground points near one car-sized box plus points on the box, inside the config's
 point-cloud range; indoor scenes (ScanNet/SUN RGB-D configs, depth boxes) are a floor

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from openmmlab1x import IN_STACK_1X, needs_torchvision_stand_in
+from packs.openmmlab.openmmlab1x import IN_STACK_1X, needs_torchvision_stand_in
 
 from lazypatch import installed_version
 

@@ -9,7 +9,7 @@ beside the CPU torch, as the zoo's users run (``--enable cuda_extensions``).
 """
 from __future__ import annotations
 
-from openmmlab1x import needs_stack_1x, needs_torchvision_stand_in
+from packs.openmmlab.openmmlab1x import needs_stack_1x, needs_torchvision_stand_in
 
 pytestmark = [needs_stack_1x, needs_torchvision_stand_in]
 

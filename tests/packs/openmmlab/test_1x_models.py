@@ -17,7 +17,7 @@ commit DrivingSDK's ``model_examples/<Model>/README.md`` names,
     LAZYPATCH_BEVFORMER_CHECKOUT=/tmp/bevformer LAZYPATCH_DETECTRON2_CHECKOUT=/tmp/detectron2 \
     LAZYPATCH_SPARSE4D_CHECKOUT=/tmp/sparse4d LAZYPATCH_MAPTR_CHECKOUT=/tmp/maptr \
     LAZYPATCH_BEVDET_CHECKOUT=/tmp/bevdet LAZYPATCH_DETR3D_CHECKOUT=/tmp/detr3d \
-    LAZYPATCH_STREAMPETR_CHECKOUT=/tmp/streampetr pytest tests/packs/test_openmmlab1x_models.py
+    LAZYPATCH_STREAMPETR_CHECKOUT=/tmp/streampetr pytest tests/packs/openmmlab/test_1x_models.py
 
 (BEVDet: DrivingSDK names 58c2587a; a clone at master 1bacecb, its mmdet3d 0.17.2 fork
 with ``configs/bevdet/bevdet-r50.py``, is what these tests were run with. MapTR needs a
@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from openmmlab1x import last_json_line, needs_stack_1x, patch_statuses, run_under_lazypatch
+from packs.openmmlab.openmmlab1x import last_json_line, needs_stack_1x, patch_statuses, run_under_lazypatch
 
 from lazypatch import installed_version
 

@@ -11,7 +11,7 @@ gate in a fresh interpreter in any environment; the real 1.x packages run only i
 from __future__ import annotations
 
 import pytest
-from openmmlab1x import needs_stack_1x
+from packs.openmmlab.openmmlab1x import needs_stack_1x
 
 from lazypatch import installed_version
 

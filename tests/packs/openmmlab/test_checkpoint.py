@@ -6,7 +6,7 @@ torch's own message and runs nothing; the default-off
 ``openmmlab.mmengine_checkpoint_load_unsafe`` loads it when asked by name.
 Every scenario runs in a fresh interpreter. The twin "fails without
 lazypatch" is ``test_mmengine_resumes_its_checkpoints_under_torch_2_6_only_with_the_pack``
-in test_openmmlab_pack.py.
+in test_pack.py.
 """
 
 from __future__ import annotations

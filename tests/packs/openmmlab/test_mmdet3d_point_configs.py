@@ -21,7 +21,7 @@ with or without lazypatch.
 from __future__ import annotations
 
 import pytest
-from test_mmdet3d_sparse_configs import assert_trained, train
+from packs.openmmlab.test_mmdet3d_sparse_configs import assert_trained, train
 
 pytestmark = pytest.mark.stack
 

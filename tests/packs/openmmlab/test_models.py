@@ -2,7 +2,7 @@
 
 Tiny configurations (64x64 images, 10 queries, one encoder and one decoder
 layer; a 64x64 pillar grid) keep each scenario to seconds. The twin failure
-without lazypatch is the import itself, checked in test_openmmlab_pack.py.
+without lazypatch is the import itself, checked in test_pack.py.
 """
 
 from __future__ import annotations

@@ -368,7 +368,7 @@ def test_legacy_numpy_calls_in_mmdet3d_and_mmdet_fail_without_lazypatch(interpre
 
 
 def test_mmengine_resumes_its_checkpoints_under_torch_2_6_only_with_the_pack(interpreter):
-    from test_training_programs import MMENGINE_RUN
+    from packs.training.training_programs import MMENGINE_RUN
     interpreter.write({"tinyrun.py": MMENGINE_RUN})
     work = interpreter.root / "work"
     command = [sys.executable, "tinyrun.py", str(work), "iter"]

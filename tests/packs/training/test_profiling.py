@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from test_training_programs import MMENGINE_RUN, PLAIN_LOOP
+from packs.training.training_programs import MMENGINE_RUN, PLAIN_LOOP
 
 
 def traces(directory):
