@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 from benchmarks import harness
 from benchmarks.environment import Environment
-from benchmarks.measure_imports import loop_command, loop_instructions, per_import_us
+from benchmarks.watch.measure_imports import loop_command, loop_instructions, per_import_us
 
 GROUP = "6. Scale"
 SIZES = (10, 1_000, 10_000)

@@ -1,7 +1,7 @@
 """Budget 7: rows from the packs' own benchmark modules, when they exist.
 
-``benchmarks/bench_device.py``, ``bench_mmcv_ops.py`` and ``bench_tracing.py``
-belong to the pack engineers; each exposes ``run(quick: bool) -> list[dict]``
+Each pack's benchmarks lie in ``benchmarks/packs/<pack>/bench_*.py`` (the engine's
+report merge in ``benchmarks/reports/``); each exposes ``run(quick: bool) -> list[dict]``
 with rows ``{"name", "value", "baseline", "ratio", "unit", "note"}``. A module
 that is absent gives a "skipped" row, one that fails an "error" row: a pack's
 benchmark never stops the others.
@@ -16,21 +16,24 @@ from typing import Dict, List
 from benchmarks import harness
 
 GROUP = "7. Packs"
-PACK_BENCHMARKS = ("bench_device", "bench_mmcv_ops", "bench_tracing", "bench_export")
+# Dotted under ``benchmarks``; a row is labelled with the module's own name (bench_device).
+PACK_BENCHMARKS = ("packs.device.bench_device", "packs.shared.bench_mmcv_ops",
+                   "packs.training.bench_tracing", "packs.export.bench_export")
 
 
 def measure(quick: bool, modules: "tuple[str, ...]" = PACK_BENCHMARKS) -> List[Dict[str, object]]:
     """Rows of every pack benchmark module present, normalised to the table's keys."""
     rows: List[Dict[str, object]] = []
-    for module_name in modules:
+    for dotted in modules:
+        module_name = dotted.rpartition(".")[2]
         try:
-            module = importlib.import_module(f"benchmarks.{module_name}")
+            module = importlib.import_module(f"benchmarks.{dotted}")
         except ModuleNotFoundError as error:
-            if error.name != f"benchmarks.{module_name}":
+            if error.name != f"benchmarks.{dotted}":
                 raise
             rows.append(harness.row(GROUP, f"{module_name}: not present", None, "",
                                     verdict=harness.SKIPPED,
-                                    note=f"benchmarks/{module_name}.py does not exist yet"))
+                                    note=f"benchmarks/{dotted.replace('.', '/')}.py does not exist yet"))
             continue
         try:
             produced = module.run(quick)

@@ -18,7 +18,7 @@ read one at a time and only a group's first document is kept whole.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_report_merge.py [--quick]
+    .venv/bin/python benchmarks/reports/bench_report_merge.py [--quick]
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import tempfile
 import time
 from typing import Dict, List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/reports/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, ROOT)
 
 from lazypatch.reports.merging import load_reports, merge, render_merged  # noqa: E402

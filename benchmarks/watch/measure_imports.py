@@ -37,8 +37,8 @@ WATCHED_BUDGET_US = 5.0
 # plain import (the row also says whether it is cheaper than wrapt's hooks).
 NO_OP_PATCH_BUDGET = 15_000
 TORCH_BUDGET_RATIO = 1.01
-LOOP_SCRIPT = BENCHMARKS / "scripts" / "import_loop.py"
-ONCE_SCRIPT = BENCHMARKS / "scripts" / "import_once.py"
+LOOP_SCRIPT = BENCHMARKS / "watch" / "scripts" / "import_loop.py"
+ONCE_SCRIPT = BENCHMARKS / "watch" / "scripts" / "import_once.py"
 ONCE_WARM_UP = 20   # watched imports before the counted one: the machinery loaded and warm
 ONCE_PLACES = 5     # directories the single import is counted from (see once_with_exit)
 
@@ -258,7 +258,7 @@ def watched(environment: Environment, repetitions: int, count: int,
 
 def once_with_exit(environment: Environment) -> Dict[str, object]:
     """Row: one watched import with a no-op patch against one plain import, each counted
-    as a whole process with the interpreter's exit (``scripts/import_once.py``).
+    as a whole process with the interpreter's exit (``watch/scripts/import_once.py``).
 
     Such a count depends on where the process's allocations fall, which depends even on
     the length of the modules' directory name (COSTS.md: 27,771 in one directory, 48,825

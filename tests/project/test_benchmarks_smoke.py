@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,15 @@ def test_eager_baseline_imports_every_target_up_front(tmp_path: Path) -> None:
                             env=clean_environment(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[-2] == "['mmcv', 'mmdet', 'mmdet3d', 'torch']"
+
+
+def test_the_runner_names_every_benchmark_module_by_its_place() -> None:
+    # The pack and report benchmarks are imported by dotted name (benchmarks/packs/__init__.py,
+    # benchmarks/run.py): a moved or renamed file would only show as a "not present" row.
+    benchmarks = REPOSITORY / "benchmarks"
+    named = set()
+    for runner in (benchmarks / "run.py", benchmarks / "packs" / "__init__.py"):
+        named |= set(re.findall(r'"((?:packs|reports)\.[\w.]+)"', runner.read_text()))
+    files = {path.relative_to(benchmarks).with_suffix("").as_posix().replace("/", ".")
+             for path in benchmarks.rglob("bench_*.py")}
+    assert named == files

@@ -15,7 +15,7 @@ intervals, as the projects' Python code hands them to the kernel):
 Sizes follow the projects' camera branches, scaled down to fit a shared 2-core CPU:
 ``N`` frustum points, ``C`` channels, a ``G x G`` BEV grid.
 
-    .venv/bin/python benchmarks/bench_bev_pool.py [--quick] [--json]
+    .venv/bin/python benchmarks/packs/cuda_extensions/bench_bev_pool.py [--quick] [--json]
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Tuple
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
 Row = Tuple[str, str, float, str, float]
 

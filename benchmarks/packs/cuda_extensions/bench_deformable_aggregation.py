@@ -16,7 +16,7 @@ Two layouts of the sampling locations:
   cameras fall (each point inside one image, a quarter of them in a second);
 * ``all inside``: every location inside every camera's image, the stand-in's worst case.
 
-    .venv/bin/python benchmarks/bench_deformable_aggregation.py [--quick] [--json]
+    .venv/bin/python benchmarks/packs/cuda_extensions/bench_deformable_aggregation.py [--quick] [--json]
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ from typing import Any, Dict, List, Tuple
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_bev_pool import Row, command_line, compared, rows_of_script  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
 SCALES = ((64, 176), (32, 88), (16, 44), (8, 22))
 

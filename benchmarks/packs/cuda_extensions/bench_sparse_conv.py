@@ -28,8 +28,9 @@ threads made single kernels vary tenfold):
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_sparse_conv.py [--quick] [--json]
-    <venv with spconv>/bin/python benchmarks/bench_sparse_conv.py --only spconv --threads 1,2
+    .venv/bin/python benchmarks/packs/cuda_extensions/bench_sparse_conv.py [--quick] [--json]
+    <venv with spconv>/bin/python benchmarks/packs/cuda_extensions/bench_sparse_conv.py \
+        --only spconv --threads 1,2
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
 #: (section, case, sparse ms, baseline name, baseline ms or None)
 Row = List[Any]

@@ -13,7 +13,7 @@ PyTorch formulations of the same arithmetic, on the same inputs:
 Sizes follow a two-stage detector's heads and a DCN layer, scaled down to fit a shared
 2-core CPU. Neither side uses torchvision, so this runs in any venv with torch.
 
-    .venv/bin/python benchmarks/bench_torchvision_ops.py [--quick] [--json]
+    .venv/bin/python benchmarks/packs/cuda_extensions/bench_torchvision_ops.py [--quick] [--json]
 """
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ import os
 import sys
 from typing import Any, Dict, List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_bev_pool import command_line, rows_of_script  # noqa: E402
 
-from benchmarks.bench_bev_pool import Row, compared  # noqa: E402
+from benchmarks.packs.cuda_extensions.bench_bev_pool import Row, compared  # noqa: E402
 
 
 def _kernels() -> Any:

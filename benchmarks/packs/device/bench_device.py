@@ -22,7 +22,7 @@ Python calls a step makes, which machine load cannot blur.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_device.py [--quick]
+    .venv/bin/python benchmarks/packs/device/bench_device.py [--quick]
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ import sys
 import textwrap
 from typing import Dict, List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "device.json")
 
 SETUP = r'''

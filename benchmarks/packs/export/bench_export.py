@@ -22,7 +22,7 @@ for benchmarks/run.py). Both tools are always measured by the same interpreter.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_export.py [--quick] [--python OTHER/bin/python]
+    .venv/bin/python benchmarks/packs/export/bench_export.py [--quick] [--python OTHER/bin/python]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Markdown table of medians and their ratio.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_mmcv_ops.py [--quick] [--json] [--device cuda]
+    .venv/bin/python benchmarks/packs/shared/bench_mmcv_ops.py [--quick] [--json] [--device cuda]
 """
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Tuple
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
 
 def _load_references():
-    path = os.path.join(ROOT, "tests", "packs", "test_mmcv_ext_kernels.py")
+    path = os.path.join(ROOT, "tests", "packs", "shared", "test_mmcv_ext_kernels.py")
     spec = importlib.util.spec_from_file_location("_ext_refs", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

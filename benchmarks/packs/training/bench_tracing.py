@@ -12,7 +12,7 @@ The PyProf-style baseline is ``benchmarks/baselines/pyprof_style.py``.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_tracing.py [--quick]
+    .venv/bin/python benchmarks/packs/training/bench_tracing.py [--quick]
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import sys
 import time
 from typing import Callable, Dict, Iterator, List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 

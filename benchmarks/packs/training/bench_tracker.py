@@ -27,7 +27,7 @@ cost of the step.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_tracker.py [--quick]
+    .venv/bin/python benchmarks/packs/training/bench_tracker.py [--quick]
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ import sys
 import time
 from typing import Callable, Dict, Iterator, List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The repository (this file lies in benchmarks/packs/<pack>/).
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
