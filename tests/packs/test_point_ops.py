@@ -205,6 +205,52 @@ def test_ball_query_on_large_clouds_matches_loop_reference(ext, kind, min_r, max
     assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), min_r, max_r, nsample)
 
 
+#: Either side of a size at which a kernel changes formulation (points.py).
+BOUNDARY = settings(max_examples=16, deadline=None, derandomize=True)
+
+
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), offset=st.integers(-1, 1),
+       k=st.sampled_from([1, 3, 16, 40]), centres=st.integers(1, 140))
+def test_knn_equals_the_exact_search_either_side_of_the_dense_limit(ext, kind, offset, k,
+                                                                      centres):
+    # Up to DENSE_KNN_POINTS whole distance rows, above it the block search; 140
+    # centres of 512 points are two query chunks (DENSE_CHUNK_ELEMENTS).
+    n = points_module().DENSE_KNN_POINTS + offset
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :2], large_cloud(kind, 1, n + 3)[:, :centres]], 1)
+    m = center.shape[1]
+    idx = torch.zeros(1, m, k, dtype=torch.int32)
+    dist2 = torch.zeros(1, m, k)
+    ext.knn_forward(xyz, center, idx, dist2, b=1, n=n, m=m, nsample=k)
+    values, order = exact_order(center, xyz)
+    assert torch.equal(dist2, values[:, :, :k])
+    assert torch.equal(idx.long(), order[:, :, :k])
+
+
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), offset=st.integers(-1, 1),
+       shell=st.sampled_from([(0.0, 0.4), (0.0, 1.0), (0.2, 0.5), (0.0, 0.0)]),
+       nsample=st.sampled_from([1, 32, 64]), centres=st.integers(1, 140))
+def test_ball_query_matches_loop_reference_either_side_of_the_dense_limit(ext, kind, offset,
+                                                                         shell, nsample,
+                                                                         centres):
+    n = points_module().DENSE_BALL_QUERY_POINTS + offset
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :2], large_cloud(kind, 1, n + 3)[:, :centres]], 1)
+    m = center.shape[1]
+    idx = torch.zeros(1, m, nsample, dtype=torch.int32)
+    ext.ball_query_forward(center, xyz, idx, b=1, n=n, m=m, min_radius=shell[0],
+                           max_radius=shell[1], nsample=nsample)
+    assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), *shell, nsample)
+
+
+def points_module():
+    """The pack's point kernels (for their size limits), as the ops fixture loaded them."""
+    from lazypatch.registry.shared.mmcv_ext import points
+    return points
+
+
 @EXAMPLES
 @given(b=st.integers(1, 2), c=st.integers(1, 4), n=st.integers(1, 12),
        p=st.integers(1, 6), s=st.integers(1, 4), seed=st.integers(0, 99))
