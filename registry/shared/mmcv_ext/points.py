@@ -185,6 +185,19 @@ def _gather_columns(features: torch.Tensor, index: torch.Tensor) -> torch.Tensor
                         index[:, None, :].expand(bsz, channels, index.shape[1]))
 
 
+def _gather_columns_into(output: torch.Tensor, features: torch.Tensor,
+                         index: torch.Tensor) -> None:
+    """``output`` (B, C, ...) holds ``_gather_columns(features, index)`` (B, C, K)."""
+    bsz, channels = features.shape[:2]
+    if output.is_contiguous() and output.dtype == features.dtype:
+        # Gathered straight into the caller's tensor: no (B, C, K) copy to write
+        # and read again (the output of a grouping is the largest tensor of the op).
+        torch.gather(features, 2, index[:, None, :].expand(bsz, channels, index.shape[1]),
+                     out=output.view(bsz, channels, index.shape[1]))
+    else:
+        output.copy_(_gather_columns(features, index).view(output.shape))
+
+
 def _scatter_add_columns(target: torch.Tensor, index: torch.Tensor,
                          values: torch.Tensor) -> None:
     """target[b, :, index[b, k]] += values[b, :, k] (in place, duplicates summed)."""
@@ -197,7 +210,7 @@ def gather_points_forward(features: torch.Tensor, indices: torch.Tensor,
                           output: torch.Tensor, b: int, c: int, n: int,
                           npoints: int) -> None:
     """output[b, :, j] = features[b, :, indices[b, j]]."""
-    output.copy_(_gather_columns(features, indices.long()))
+    _gather_columns_into(output, features, indices.long())
 
 
 def gather_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
@@ -211,8 +224,7 @@ def group_points_forward(features: torch.Tensor, indices: torch.Tensor,
                          output: torch.Tensor, b: int, c: int, n: int,
                          npoints: int, nsample: int) -> None:
     """output[b, :, j, s] = features[b, :, indices[b, j, s]]."""
-    flat = _gather_columns(features, indices.long().reshape(b, npoints * nsample))
-    output.copy_(flat.view(b, c, npoints, nsample))
+    _gather_columns_into(output, features, indices.long().reshape(b, npoints * nsample))
 
 
 def group_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
