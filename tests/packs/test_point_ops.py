@@ -178,8 +178,9 @@ def exact_order(center: torch.Tensor, xyz: torch.Tensor):
 @pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
 @pytest.mark.parametrize("n,k", [(300, 16), (2000, 16), (600, 40), (300, 291), (9000, 16), (4500, 300)])
 def test_knn_on_large_clouds_equals_the_exact_search(ext, kind, n, k):
-    # Every strategy of neighbour_search.py: a count proof (n < 64 (k + 1)), the
-    # (k + 1)-th distance as proof, and a threshold on a subset (n >= 8192).
+    # Both formulations of points.knn_forward: whole exact rows (up to
+    # DENSE_KNN_POINTS points) and the block search with its proof, whose failures
+    # (the grid's many equal distances) fall back to whole rows.
     xyz = large_cloud(kind, 2, n)
     center = torch.cat([xyz[:, :5], large_cloud(kind, 2, 70 + n)[:, :60]], 1)  # 5 zero distances
     m = center.shape[1]

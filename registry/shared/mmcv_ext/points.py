@@ -28,25 +28,26 @@ from .neighbour_search import (
 #: Upper bound on elements of one (batch, queries, points) distance chunk.
 CHUNK_ELEMENTS = 1 << 24
 
-#: From this many points on, knn and ball query find candidates by a matrix
-#: product (neighbour_search.py); below it one exact distance matrix is cheaper.
+#: From this many source points on, three_nn takes knn's block search
+#: (neighbour_search.py); below it one exact distance matrix is cheaper.
 PRODUCT_SEARCH_POINTS = 256
 
 #: Up to this many points, knn takes the k smallest of whole exact distance rows (a
 #: chunk of queries at a time); above it the block search of neighbour_search.py.
-DENSE_KNN_POINTS = 512
+DENSE_KNN_POINTS = 1024
 
 #: Up to this many points, ball query ranks the hits of whole exact distance rows
 #: (a chunk of queries at a time); above it a matrix product proposes candidates.
 DENSE_BALL_QUERY_POINTS = 512
 
-#: Elements of one chunk of a whole-row search: its hit ranks (int64) stay in cache
-#: for the scatter that places them (ranking 2-5x faster than on 1 << 18 elements).
-DENSE_CHUNK_ELEMENTS = 1 << 16
+#: Elements of one chunk of a whole-row search: its int64 keys or hit ranks stay in
+#: a core's 1 MiB L2 cache between the passes that use them (1 << 19 measured 1.5x
+#: slower for knn, 1 << 18 up to 5x for the ranking; 1 << 15 pays per-chunk overhead).
+DENSE_CHUNK_ELEMENTS = 1 << 17
 
 #: Elements of one product-search chunk: small enough that the product's output is
-#: still in cache when the selection reads it (measured 1.5-2x faster than 1 << 24).
-PRODUCT_CHUNK_ELEMENTS = 1 << 22
+#: still in cache when the selection reads it (measured faster than 1 << 18 and 1 << 22).
+PRODUCT_CHUNK_ELEMENTS = 1 << 20
 
 
 def _query_chunks(b: int, queries: int, points: int,
