@@ -38,13 +38,10 @@ def interval_members(interval_starts: torch.Tensor, interval_lengths: torch.Tens
     lengths = interval_lengths.long()
     first_member = torch.cumsum(lengths, 0) - lengths
     total = int(first_member[-1] + lengths[-1]) if lengths.numel() else 0
-    # Interval number by a cumulative count of interval beginnings (an empty interval
-    # begins where the next one does, so it is counted and skipped).
-    beginnings = first_member[1:]
-    marks = torch.zeros(total, dtype=torch.long, device=lengths.device)
-    marks.index_add_(0, beginnings[beginnings < total],
-                     torch.ones_like(beginnings[beginnings < total]))
-    interval = torch.cumsum(marks, 0)
+    # Interval number of each member: one repeat_interleave (an empty interval has no
+    # members and is skipped).
+    interval = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device),
+                                       lengths, output_size=total)
     positions = torch.arange(total, device=lengths.device)
     if torch.equal(starts, first_member):
         return positions, interval, True
@@ -112,8 +109,9 @@ def bev_pool_v2_forward(depth: torch.Tensor, feat: torch.Tensor, out: torch.Tens
     ``ranks_bev`` of each interval's first point the sum of depth x feature products."""
     channels = feat.shape[-1]
     point, interval, in_order = interval_members(interval_starts, interval_lengths)
-    products = _rows(depth.reshape(-1), _of_members(ranks_depth, point, in_order))[:, None] \
-        * _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, in_order))
+    products = _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, in_order))
+    # In place in the gathered rows: no second (points, C) tensor to allocate and fill.
+    products.mul_(_rows(depth.reshape(-1), _of_members(ranks_depth, point, in_order))[:, None])
     cells = _rows(ranks_bev, interval_starts).long()
     flat = out.view(-1, channels)
     flat.index_fill_(0, cells, 0)   # each interval writes its cell, as the kernel does
@@ -142,7 +140,8 @@ def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: to
     depth_index = _of_members(ranks_depth, point, in_order).long()
     grad_rows = _rows(out_grad.reshape(-1, channels), _of_members(ranks_bev, point, in_order))
     feat_rows = _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, in_order))
-    depth_grad = (grad_rows * feat_rows).sum(1)
+    # Products in place in the gathered rows (ours to overwrite): no (points, C) temporary.
+    depth_grad = feat_rows.mul_(grad_rows).sum(1)
     del feat_rows
     weighted = grad_rows.mul_(_rows(depth.reshape(-1), depth_index)[:, None])
     feat_grad = weighted.new_zeros(interval_lengths.numel(), channels).index_add_(
