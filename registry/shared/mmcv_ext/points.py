@@ -172,7 +172,11 @@ def three_interpolate_forward(features: torch.Tensor, indices: torch.Tensor,
     """output[b, :, j] = sum_k weight[b, j, k] * features[b, :, indices[b, j, k]]."""
     gathered = _gather_columns(
         features, indices.long().reshape(b, n * 3)).view(b, c, n, 3)
-    output.copy_((gathered * weight[:, None, :, :].to(gathered.dtype)).sum(-1))
+    weighted = gathered.mul_(weight[:, None, :, :].to(gathered.dtype))
+    if output.is_contiguous() and output.dtype == weighted.dtype:
+        torch.sum(weighted, -1, out=output)   # no (B, c, n) result to copy over
+    else:
+        output.copy_(weighted.sum(-1))
 
 
 def three_interpolate_backward(grad_out: torch.Tensor, idx: torch.Tensor,
