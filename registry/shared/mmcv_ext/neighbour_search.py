@@ -161,7 +161,9 @@ def nearest_in_rows(distances: torch.Tensor, k: int) -> Tuple[torch.Tensor, torc
 def _ordering_keys(distances: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """int64 keys that order by (distance, index) with no ties: the bits of a
     non-negative float order as the float does."""
-    return (distances.view(torch.int32).to(torch.int64) << 32) | index
+    keys = distances.view(torch.int32).to(torch.int64)
+    # In place: one (rows, N) int64 tensor allocated instead of three.
+    return keys.bitwise_left_shift_(32).bitwise_or_(index)
 
 
 def _smallest_keys(keys: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
