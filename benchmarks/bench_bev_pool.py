@@ -193,17 +193,28 @@ def rows_of_script(script: str, quick: bool) -> List[Dict[str, Any]]:
     prints ``(op, size, ours, reference, theirs)`` rows with ``--json``), measured in a
     fresh interpreter: torch never loads into the runner. Every reference of these
     scripts computes the same arithmetic, so each row has the budget 1.0x."""
-    command = [sys.executable, os.path.abspath(script), "--json"] + (["--quick"] if quick else [])
-    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    measured, load = script_output(script, quick)
     rows = []
-    for op, size, ours, reference, theirs in json.loads(output.splitlines()[-1]):
+    for op, size, ours, reference, theirs in measured:
         rows.append({"name": f"{op} [{size}] vs {reference}", "value": ours, "unit": "ms",
                      "baseline": theirs, "ratio": ours / theirs,
                      "budget": "≤ 1.0× (the same arithmetic in plain PyTorch)",
                      "verdict": "met" if ours <= theirs else "missed",
                      "note": f"baseline: {reference}; per-thread CPU time, both sides "
-                             f"interleaved, one torch thread"})
+                             f"interleaved, one torch thread; {load}"})
     return rows
+
+
+def script_output(script: str, quick: bool) -> Tuple[List[Any], str]:
+    """The rows a kernel benchmark ``script`` prints with ``--json``, run in a fresh
+    interpreter, and the machine's load while it ran (for the rows' notes: the machine
+    is shared, and CPU time only partly shields a measurement from the others' load)."""
+    command = [sys.executable, os.path.abspath(script), "--json"] + (["--quick"] if quick else [])
+    before = os.getloadavg()[0]
+    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    after = os.getloadavg()[0]
+    load = f"load average {before:.1f} before, {after:.1f} after, on {os.cpu_count()} CPUs"
+    return json.loads(output.splitlines()[-1]), load
 
 
 def command_line(bench: "Callable[[bool], List[Row]]", description: str) -> None:

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any, Callable, Dict, List, Tuple
@@ -578,10 +577,10 @@ def add_rotated_nms_rows(add, dev, device: str, count: int) -> None:
 def run(quick: bool) -> List[Dict[str, Any]]:
     """Rows for ``benchmarks/run.py``, measured in a fresh interpreter (so that
     torch, mmcv and the provided ``mmcv._ext`` never load into the runner)."""
-    command = [sys.executable, os.path.abspath(__file__), "--json"] + (["--quick"] if quick else [])
-    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    return [kernel_row(f"{op} [{size}]", ours, reference, theirs, kind)
-            for op, size, ours, reference, theirs, kind in json.loads(output.splitlines()[-1])]
+    from benchmarks.bench_bev_pool import script_output
+    measured, load = script_output(__file__, quick)
+    return [kernel_row(f"{op} [{size}]", ours, reference, theirs, kind, load)
+            for op, size, ours, reference, theirs, kind in measured]
 
 
 #: How the kernel rows are timed (said in each row's note).
@@ -589,19 +588,21 @@ TIMING = "per-thread CPU time, both sides interleaved, one torch thread"
 
 
 def kernel_row(name: str, ours: float, reference: str, theirs: "float | None",
-               kind: str = LIKE_FOR_LIKE) -> Dict[str, Any]:
+               kind: str, load: str) -> Dict[str, Any]:
     """A row for ``run.py``: like-for-like baselines get the budget ≤ 1.0x and a verdict,
-    a lower bound is reported as information; the note names the baseline."""
+    a lower bound is reported as information; the note names the baseline and the
+    machine's ``load`` during the run."""
     from benchmarks import harness
     if theirs is None or math.isnan(theirs):
-        return {"name": name, "value": ours, "unit": "ms", "note": f"no baseline; {TIMING}"}
+        return {"name": name, "value": ours, "unit": "ms",
+                "note": f"no baseline; {TIMING}; {load}"}
     row = {"name": name, "value": ours, "unit": "ms", "baseline": theirs, "ratio": ours / theirs,
-           "note": f"baseline: {reference}; {TIMING}"}
+           "note": f"baseline: {reference}; {TIMING}; {load}"}
     if kind == LIKE_FOR_LIKE:
         row.update(budget="≤ 1.0× (the same arithmetic in plain PyTorch)",
                    verdict=harness.verdict(ours <= theirs))
     else:
-        row["note"] = f"baseline ({kind}): {reference}; {TIMING}"
+        row["note"] = f"baseline ({kind}): {reference}; {TIMING}; {load}"
     return row
 
 
