@@ -158,22 +158,20 @@ def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: to
                            ranks_bev: torch.Tensor, interval_lengths: torch.Tensor,
                            interval_starts: torch.Tensor
                            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per point: its depth index and depth gradient; per interval: its feature row
-    and feature gradient."""
+    """Per member point: its depth index and depth gradient, its interval's feature row
+    and its share of that row's gradient (the interval's sum is the sum of the shares)."""
     channels = feat.shape[-1]
-    interval, point = _spread(torch.arange(interval_lengths.numel(), device=feat.device),
-                              interval_starts, interval_lengths)
-    count = interval.numel()
+    feat_index, point = _spread(_rows(ranks_feat, interval_starts).long(), interval_starts,
+                                interval_lengths)
+    count = feat_index.numel()
     depth_index = _of_members(ranks_depth, point, count).long()
     grad_rows = _rows(out_grad.reshape(-1, channels), _of_members(ranks_bev, point, count))
     feat_rows = _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, count))
     # Products in place in the gathered rows (ours to overwrite): no (points, C) temporary.
     depth_grad = feat_rows.mul_(grad_rows).sum(1)
     del feat_rows
-    weighted = grad_rows.mul_(_rows(depth.reshape(-1), depth_index)[:, None])
-    feat_grad = weighted.new_zeros(interval_lengths.numel(), channels).index_add_(
-        0, interval, weighted)
-    return depth_index, depth_grad, _rows(ranks_feat, interval_starts).long(), feat_grad
+    shares = grad_rows.mul_(_rows(depth.reshape(-1), depth_index)[:, None])
+    return depth_index, depth_grad, feat_index, shares
 
 
 def bev_pool_v2_backward(out_grad: torch.Tensor, depth_grad: torch.Tensor,
@@ -183,11 +181,13 @@ def bev_pool_v2_backward(out_grad: torch.Tensor, depth_grad: torch.Tensor,
                          interval_starts: torch.Tensor) -> None:
     """BEVDet ``bev_pool_v2_backward``: writes (not adds) each point's depth gradient
     and each interval's feature gradient (intervals grouped by ``ranks_feat``)."""
-    depth_rows, depth_values, feat_rows, feat_values = _bev_pool_v2_gradients(
+    depth_rows, depth_values, feat_rows, shares = _bev_pool_v2_gradients(
         out_grad, depth, feat, ranks_depth, ranks_feat, ranks_bev, interval_lengths,
         interval_starts)
     depth_grad.view(-1)[depth_rows] = depth_values.to(depth_grad.dtype)
-    feat_grad.view(-1, feat.shape[-1])[feat_rows] = feat_values.to(feat_grad.dtype)
+    target = feat_grad.view(-1, feat.shape[-1])
+    target.index_fill_(0, feat_rows, 0)   # each interval writes its row, as the kernel does
+    target.index_add_(0, feat_rows, shares.to(feat_grad.dtype))
 
 
 def bev_pool_v2_backward_opt(out_grad: torch.Tensor, depth_grad: torch.Tensor,
@@ -198,9 +198,8 @@ def bev_pool_v2_backward_opt(out_grad: torch.Tensor, depth_grad: torch.Tensor,
                              interval_starts: torch.Tensor) -> None:
     """BEVDet ``bev_pool_v2_backward_opt``: adds the depth and feature gradients into
     ``depth_grad`` and ``feat_grad``."""
-    depth_rows, depth_values, feat_rows, feat_values = _bev_pool_v2_gradients(
+    depth_rows, depth_values, feat_rows, shares = _bev_pool_v2_gradients(
         out_grad, depth, feat, ranks_depth, ranks_feat, ranks_bev, interval_lengths,
         interval_starts)
     depth_grad.view(-1).index_add_(0, depth_rows, depth_values.to(depth_grad.dtype))
-    feat_grad.view(-1, feat.shape[-1]).index_add_(0, feat_rows,
-                                                  feat_values.to(feat_grad.dtype))
+    feat_grad.view(-1, feat.shape[-1]).index_add_(0, feat_rows, shares.to(feat_grad.dtype))
