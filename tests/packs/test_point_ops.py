@@ -150,8 +150,8 @@ def test_ball_query_matches_loop_reference(ext, b, n, m, nsample, min_r, max_r, 
 
 
 def large_cloud(kind: str, b: int, n: int) -> torch.Tensor:
-    """Clouds large enough for the product-form candidate search (points.py
-    PRODUCT_SEARCH_POINTS): uniform, on a half-unit grid (many exactly equal
+    """Clouds for either side of the kernels' size limits (points.py DENSE_KNN_POINTS,
+    DENSE_BALL_QUERY_POINTS): uniform, on a half-unit grid (many exactly equal
     distances, so the k-th neighbour ties with non-candidates and rows fall back to
     the exact search), with repeated points, and far from the origin."""
     g = torch.Generator().manual_seed(n)
@@ -577,7 +577,7 @@ def test_roiaware_pool3d_gradcheck(ops, mode):
 @pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
 @pytest.mark.parametrize("m", [300, 2001])
 def test_three_nn_on_large_clouds_equals_the_exact_search(ext, kind, m):
-    # From points.PRODUCT_SEARCH_POINTS sources on, three_nn takes knn's block search.
+    # knn's search: whole rows up to points.DENSE_KNN_POINTS sources, blocks above.
     source = large_cloud(kind, 2, m)
     target = torch.cat([source[:, :5], large_cloud(kind, 2, 70 + m)[:, :60]], 1)
     n = target.shape[1]

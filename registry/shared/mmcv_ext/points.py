@@ -28,12 +28,8 @@ from .neighbour_search import (
 #: Upper bound on elements of one (batch, queries, points) distance chunk.
 CHUNK_ELEMENTS = 1 << 24
 
-#: From this many source points on, three_nn takes knn's block search
-#: (neighbour_search.py); below it one exact distance matrix is cheaper.
-PRODUCT_SEARCH_POINTS = 256
-
-#: Up to this many points, knn takes the k smallest of whole exact distance rows (a
-#: chunk of queries at a time); above it the block search of neighbour_search.py.
+#: Up to this many points, knn and three_nn take the k smallest of whole exact distance
+#: rows (a chunk of queries at a time); above it the block search of neighbour_search.py.
 DENSE_KNN_POINTS = 1024
 
 #: Up to this many points, ball query ranks the hits of whole exact distance rows
@@ -120,24 +116,32 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     k = min(nsample, n)
-    points, centres = xyz.float(), center_xyz.float()
-    if n <= DENSE_KNN_POINTS:
-        for start, stop in _query_chunks(b, m, n, DENSE_CHUNK_ELEMENTS):
-            values, order = nearest_in_rows(
-                exact_squared_distances(centres[:, start:stop], points), k)
-            idx[:, start:stop, :k] = order.to(idx.dtype)
-            dist2[:, start:stop, :k] = values.to(dist2.dtype)
-    else:
-        for batch in range(b):
-            blocked = BlockedPoints(points[batch])
-            for start, stop in _query_chunks(1, m, n, PRODUCT_CHUNK_ELEMENTS):
-                values, order = nearest_candidates(centres[batch, start:stop], points[batch],
-                                                   blocked, k)
-                idx[batch, start:stop, :k] = order.to(idx.dtype)
-                dist2[batch, start:stop, :k] = values.to(dist2.dtype)
+    _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
     if k < nsample:
         idx[:, :, k:] = 0
         dist2[:, :, k:] = 1e10
+
+
+def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
+                   dist2: torch.Tensor, idx: torch.Tensor) -> None:
+    """The k nearest of (B, N, 3) ``points`` to each (B, Q, 3) query, nearest first and
+    equal distances by index, into ``dist2[..., :k]`` and ``idx[..., :k]`` (knn and
+    three_nn): whole exact rows up to DENSE_KNN_POINTS points, the block search above."""
+    b, count, n = queries.shape[0], queries.shape[1], points.shape[1]
+    if n <= DENSE_KNN_POINTS:
+        for start, stop in _query_chunks(b, count, n, DENSE_CHUNK_ELEMENTS):
+            values, order = nearest_in_rows(
+                exact_squared_distances(queries[:, start:stop], points), k)
+            idx[:, start:stop, :k] = order.to(idx.dtype)
+            dist2[:, start:stop, :k] = values.to(dist2.dtype)
+        return
+    for batch in range(b):
+        blocked = BlockedPoints(points[batch])
+        for start, stop in _query_chunks(1, count, n, PRODUCT_CHUNK_ELEMENTS):
+            values, order = nearest_candidates(queries[batch, start:stop], points[batch],
+                                               blocked, k)
+            idx[batch, start:stop, :k] = order.to(idx.dtype)
+            dist2[batch, start:stop, :k] = values.to(dist2.dtype)
 
 
 def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
@@ -146,21 +150,7 @@ def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     k = min(3, m)
-    if m >= PRODUCT_SEARCH_POINTS:   # the k-nearest search of knn_forward
-        queries, points = target.float(), source.float()
-        for batch in range(b):
-            blocked = BlockedPoints(points[batch])
-            for start, stop in _query_chunks(1, n, m, PRODUCT_CHUNK_ELEMENTS):
-                values, order = nearest_candidates(queries[batch, start:stop], points[batch],
-                                                   blocked, k)
-                dist2[batch, start:stop, :k] = values.to(dist2.dtype)
-                idx[batch, start:stop, :k] = order.to(idx.dtype)
-    else:
-        for start, stop in _query_chunks(b, n, m):
-            d = exact_squared_distances(target[:, start:stop].float(), source.float())
-            values, order = d.sort(dim=2, stable=True)
-            dist2[:, start:stop, :k] = values[:, :, :k].to(dist2.dtype)
-            idx[:, start:stop, :k] = order[:, :, :k].to(idx.dtype)
+    _write_nearest(target.float(), source.float(), k, dist2, idx)
     if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
         dist2[:, :, k:] = 1e40
         idx[:, :, k:] = 0
