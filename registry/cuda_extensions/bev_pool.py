@@ -30,25 +30,19 @@ Size = Union[int, torch.Tensor]
 
 
 def interval_members(interval_starts: torch.Tensor, interval_lengths: torch.Tensor
-                     ) -> Tuple[torch.Tensor, torch.Tensor, bool]:
-    """(point, interval, in_order) for every point of every interval: the point's index,
-    the number of its interval (intervals in order, points in order within each), and
-    whether the points are exactly 0, 1, 2, ... (the intervals tile the input)."""
+                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(point, interval) for every point of every interval: the point's index and the
+    number of its interval (intervals in order, points in order within each)."""
     starts = interval_starts.long()
     lengths = interval_lengths.long()
     first_member = torch.cumsum(lengths, 0) - lengths
-    total = int(first_member[-1] + lengths[-1]) if lengths.numel() else 0
-    # Interval number by a cumulative count of interval beginnings (an empty interval
-    # begins where the next one does, so it is counted and skipped).
-    beginnings = first_member[1:]
-    marks = torch.zeros(total, dtype=torch.long, device=lengths.device)
-    marks.index_add_(0, beginnings[beginnings < total],
-                     torch.ones_like(beginnings[beginnings < total]))
-    interval = torch.cumsum(marks, 0)
+    total = int(lengths.sum())
+    # Interval number of each member: one repeat_interleave (an empty interval has no
+    # members and is skipped).
+    interval = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device),
+                                       lengths, output_size=total)
     positions = torch.arange(total, device=lengths.device)
-    if torch.equal(starts, first_member):
-        return positions, interval, True
-    return starts[interval] + positions - first_member[interval], interval, False
+    return starts[interval] + positions - first_member[interval], interval
 
 
 def bev_pool_forward(x: torch.Tensor, geom_feats: torch.Tensor,
@@ -59,9 +53,8 @@ def bev_pool_forward(x: torch.Tensor, geom_feats: torch.Tensor,
     be ints or 0-d tensors (BEVDet passes tensors; the compiled op converts them)."""
     b, d, h, w = _sizes(b, d, h, w)
     channels = x.shape[1]
-    point, interval, in_order = interval_members(interval_starts, interval_lengths)
-    rows = x[:point.numel()] if in_order else x[point]
-    cells = _bev_cells(geom_feats, interval_starts, d, h, w)[interval]
+    cells, point = _member_cells(geom_feats, interval_starts, interval_lengths, d, h, w)
+    rows = x[:cells.numel()] if point is None else _rows(x, point)
     out = x.new_zeros(b * d * h * w, channels).index_add_(0, cells, rows)
     return out.view(b, d, h, w, channels)
 
@@ -74,14 +67,40 @@ def bev_pool_backward(out_grad: torch.Tensor, geom_feats: torch.Tensor,
     b, d, h, w = _sizes(b, d, h, w)
     channels = out_grad.shape[-1]
     count = geom_feats.shape[0]
-    point, interval, in_order = interval_members(interval_starts, interval_lengths)
-    cells = _bev_cells(geom_feats, interval_starts, d, h, w)[interval]
+    cells, point = _member_cells(geom_feats, interval_starts, interval_lengths, d, h, w)
     rows = out_grad.reshape(-1, channels).index_select(0, cells)
-    if in_order and point.numel() == count:
+    if point is None and cells.numel() == count:
         return rows
     x_grad = out_grad.new_zeros(count, channels)
-    x_grad[point] = rows
+    if point is None:
+        x_grad[:cells.numel()] = rows
+    else:
+        x_grad[point] = rows
     return x_grad
+
+
+def _member_cells(geom_feats: torch.Tensor, interval_starts: torch.Tensor,
+                  interval_lengths: torch.Tensor, d: int, h: int, w: int
+                  ) -> Tuple[torch.Tensor, "torch.Tensor | None"]:
+    """The cell of every member point of every interval (its interval's first point's
+    cell, as each CUDA thread writes its interval's cell), and the member points'
+    indices, None when the intervals tile the points 0, 1, 2, ... in order."""
+    return _spread(_bev_cells(geom_feats, interval_starts, d, h, w), interval_starts,
+                   interval_lengths)
+
+
+def _spread(per_interval: torch.Tensor, interval_starts: torch.Tensor,
+            interval_lengths: torch.Tensor) -> Tuple[torch.Tensor, "torch.Tensor | None"]:
+    """``per_interval`` values repeated over each interval's member points, and the
+    members' indices, None when the intervals tile the points 0, 1, 2, ... in order."""
+    lengths = interval_lengths.long()
+    if torch.equal(interval_starts.long(), torch.cumsum(lengths, 0) - lengths):
+        # In order (as the projects' Python sorts them): one repeat_interleave, with no
+        # member and interval numbers built.
+        return torch.repeat_interleave(per_interval, lengths,
+                                       output_size=int(lengths.sum())), None
+    point, interval = interval_members(interval_starts, interval_lengths)
+    return per_interval.index_select(0, interval), point
 
 
 def _sizes(*sizes: "Size") -> Tuple[int, ...]:
@@ -100,7 +119,7 @@ def _bev_cells(geom_feats: torch.Tensor, interval_starts: torch.Tensor,
                d: int, h: int, w: int) -> torch.Tensor:
     """Flat (b, d, h, w) cell of each interval, from the (h, w, depth, batch)
     coordinates of its first point."""
-    first = geom_feats[interval_starts.long()].long()
+    first = geom_feats.index_select(0, interval_starts.long()).long()
     return ((first[:, 3] * d + first[:, 2]) * h + first[:, 0]) * w + first[:, 1]
 
 
@@ -111,13 +130,15 @@ def bev_pool_v2_forward(depth: torch.Tensor, feat: torch.Tensor, out: torch.Tens
     """BEVDet ``bev_pool_v2_forward``: writes into ``out`` (viewed as (-1, C)) at row
     ``ranks_bev`` of each interval's first point the sum of depth x feature products."""
     channels = feat.shape[-1]
-    point, interval, in_order = interval_members(interval_starts, interval_lengths)
-    products = _rows(depth.reshape(-1), _of_members(ranks_depth, point, in_order))[:, None] \
-        * _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, in_order))
     cells = _rows(ranks_bev, interval_starts).long()
+    member_cells, point = _spread(cells, interval_starts, interval_lengths)
+    count = member_cells.numel()
+    products = _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, count))
+    # In place in the gathered rows: no second (points, C) tensor to allocate and fill.
+    products.mul_(_rows(depth.reshape(-1), _of_members(ranks_depth, point, count))[:, None])
     flat = out.view(-1, channels)
     flat.index_fill_(0, cells, 0)   # each interval writes its cell, as the kernel does
-    flat.index_add_(0, _rows(cells, interval), products.to(out.dtype))
+    flat.index_add_(0, member_cells, products.to(out.dtype))
 
 
 def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -125,9 +146,11 @@ def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return table.index_select(0, index.long())
 
 
-def _of_members(values: torch.Tensor, point: torch.Tensor, in_order: bool) -> torch.Tensor:
-    """``values`` of each member point (a slice when the members are 0, 1, 2, ...)."""
-    return values[:point.numel()] if in_order else _rows(values, point)
+def _of_members(values: torch.Tensor, point: "torch.Tensor | None", count: int
+                ) -> torch.Tensor:
+    """``values`` of each of the ``count`` member points (a slice when ``point`` is None:
+    the members are 0, 1, 2, ...)."""
+    return values[:count] if point is None else _rows(values, point)
 
 
 def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: torch.Tensor,
@@ -135,19 +158,20 @@ def _bev_pool_v2_gradients(out_grad: torch.Tensor, depth: torch.Tensor, feat: to
                            ranks_bev: torch.Tensor, interval_lengths: torch.Tensor,
                            interval_starts: torch.Tensor
                            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per point: its depth index and depth gradient; per interval: its feature row
-    and feature gradient."""
+    """Per member point: its depth index and depth gradient, its interval's feature row
+    and its share of that row's gradient (the interval's sum is the sum of the shares)."""
     channels = feat.shape[-1]
-    point, interval, in_order = interval_members(interval_starts, interval_lengths)
-    depth_index = _of_members(ranks_depth, point, in_order).long()
-    grad_rows = _rows(out_grad.reshape(-1, channels), _of_members(ranks_bev, point, in_order))
-    feat_rows = _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, in_order))
-    depth_grad = (grad_rows * feat_rows).sum(1)
+    feat_index, point = _spread(_rows(ranks_feat, interval_starts).long(), interval_starts,
+                                interval_lengths)
+    count = feat_index.numel()
+    depth_index = _of_members(ranks_depth, point, count).long()
+    grad_rows = _rows(out_grad.reshape(-1, channels), _of_members(ranks_bev, point, count))
+    feat_rows = _rows(feat.reshape(-1, channels), _of_members(ranks_feat, point, count))
+    # Products in place in the gathered rows (ours to overwrite): no (points, C) temporary.
+    depth_grad = feat_rows.mul_(grad_rows).sum(1)
     del feat_rows
-    weighted = grad_rows.mul_(_rows(depth.reshape(-1), depth_index)[:, None])
-    feat_grad = weighted.new_zeros(interval_lengths.numel(), channels).index_add_(
-        0, interval, weighted)
-    return depth_index, depth_grad, _rows(ranks_feat, interval_starts).long(), feat_grad
+    shares = grad_rows.mul_(_rows(depth.reshape(-1), depth_index)[:, None])
+    return depth_index, depth_grad, feat_index, shares
 
 
 def bev_pool_v2_backward(out_grad: torch.Tensor, depth_grad: torch.Tensor,
@@ -157,11 +181,13 @@ def bev_pool_v2_backward(out_grad: torch.Tensor, depth_grad: torch.Tensor,
                          interval_starts: torch.Tensor) -> None:
     """BEVDet ``bev_pool_v2_backward``: writes (not adds) each point's depth gradient
     and each interval's feature gradient (intervals grouped by ``ranks_feat``)."""
-    depth_rows, depth_values, feat_rows, feat_values = _bev_pool_v2_gradients(
+    depth_rows, depth_values, feat_rows, shares = _bev_pool_v2_gradients(
         out_grad, depth, feat, ranks_depth, ranks_feat, ranks_bev, interval_lengths,
         interval_starts)
     depth_grad.view(-1)[depth_rows] = depth_values.to(depth_grad.dtype)
-    feat_grad.view(-1, feat.shape[-1])[feat_rows] = feat_values.to(feat_grad.dtype)
+    target = feat_grad.view(-1, feat.shape[-1])
+    target.index_fill_(0, feat_rows, 0)   # each interval writes its row, as the kernel does
+    target.index_add_(0, feat_rows, shares.to(feat_grad.dtype))
 
 
 def bev_pool_v2_backward_opt(out_grad: torch.Tensor, depth_grad: torch.Tensor,
@@ -172,9 +198,8 @@ def bev_pool_v2_backward_opt(out_grad: torch.Tensor, depth_grad: torch.Tensor,
                              interval_starts: torch.Tensor) -> None:
     """BEVDet ``bev_pool_v2_backward_opt``: adds the depth and feature gradients into
     ``depth_grad`` and ``feat_grad``."""
-    depth_rows, depth_values, feat_rows, feat_values = _bev_pool_v2_gradients(
+    depth_rows, depth_values, feat_rows, shares = _bev_pool_v2_gradients(
         out_grad, depth, feat, ranks_depth, ranks_feat, ranks_bev, interval_lengths,
         interval_starts)
     depth_grad.view(-1).index_add_(0, depth_rows, depth_values.to(depth_grad.dtype))
-    feat_grad.view(-1, feat.shape[-1]).index_add_(0, feat_rows,
-                                                  feat_values.to(feat_grad.dtype))
+    feat_grad.view(-1, feat.shape[-1]).index_add_(0, feat_rows, shares.to(feat_grad.dtype))

@@ -602,7 +602,9 @@ def _deform_columns(input: Tensor, offset: Tensor, mask: Tensor, kernel: Tuple[i
     table = _deform_table(input, offset_groups)
     corners, fractions = _deform_samples(input, offset, (kernel_h, kernel_w), stride, padding,
                                          dilation, offset_groups)
-    values = [table[index] for index, _, _ in corners]          # (B, L, K, G, C_in/G)
+    # index_select, not advanced indexing: several times faster on the CPU
+    values = [table.index_select(0, index.reshape(-1)).view(*index.shape, table.size(1))
+              for index, _, _ in corners]                       # (B, L, K, G, C_in/G)
     sampled = values[0] * corners[0][1][..., None]
     for value, (_, weight, _) in zip(values[1:], corners[1:]):
         sampled.addcmul_(value, weight[..., None])
@@ -649,7 +651,8 @@ def _deform_conv2d_backward(grad: Tensor, input: Tensor, weight: Tensor, offset:
     # Per corner, the gradient of the columns against the corner's values: one product
     # and sum over channels each, from which the mask's and the offsets' gradients are
     # small (B, L, K, G) combinations.
-    against = [(grad_columns * value).sum(-1) for value in values]
+    # (in place in the gathered corner values, which nothing reads afterwards)
+    against = [value.mul_(grad_columns).sum(-1) for value in values]
     if use_mask:
         mask_rows = _mask_rows(mask, batch, offset_groups, taps, positions)[..., 0]
         grad_mask = sum(weight_value * dot for (_, weight_value, _), dot in zip(corners, against))

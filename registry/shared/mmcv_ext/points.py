@@ -21,19 +21,29 @@ from .neighbour_search import (
     ProductDistances,
     exact_squared_distances,
     nearest_candidates,
+    nearest_in_rows,
     radius_hits,
 )
 
 #: Upper bound on elements of one (batch, queries, points) distance chunk.
 CHUNK_ELEMENTS = 1 << 24
 
-#: From this many points on, knn and ball query find candidates by a matrix
-#: product (neighbour_search.py); below it one exact distance matrix is cheaper.
-PRODUCT_SEARCH_POINTS = 256
+#: Up to this many points, knn and three_nn take the k smallest of whole exact distance
+#: rows (a chunk of queries at a time); above it the block search of neighbour_search.py.
+DENSE_KNN_POINTS = 1024
+
+#: Up to this many points, ball query ranks the hits of whole exact distance rows
+#: (a chunk of queries at a time); above it a matrix product proposes candidates.
+DENSE_BALL_QUERY_POINTS = 512
+
+#: Elements of one chunk of a whole-row search: its int64 keys or hit ranks stay in
+#: a core's 1 MiB L2 cache between the passes that use them (1 << 19 measured 1.5x
+#: slower for knn, 1 << 18 up to 5x for the ranking; 1 << 15 pays per-chunk overhead).
+DENSE_CHUNK_ELEMENTS = 1 << 17
 
 #: Elements of one product-search chunk: small enough that the product's output is
-#: still in cache when the selection reads it (measured 1.5-2x faster than 1 << 24).
-PRODUCT_CHUNK_ELEMENTS = 1 << 22
+#: still in cache when the selection reads it (measured faster than 1 << 18 and 1 << 22).
+PRODUCT_CHUNK_ELEMENTS = 1 << 20
 
 
 def _query_chunks(b: int, queries: int, points: int,
@@ -54,12 +64,17 @@ def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor
     """
     if m <= 0 or n <= 0:
         return
-    xyz = points_xyz.float()
+    # One contiguous (B, N) slab per axis, squares and sums in place: each step is a
+    # few passes over N floats (3x faster than (B, N, 3) differences summed per row).
+    coordinates = points_xyz.float().permute(2, 0, 1).contiguous()
+    flat = coordinates.view(3, b * n)
+    batch_start = torch.arange(b, device=flat.device) * n
 
     def squared_distance_to(rows: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
-        diff = xyz - xyz[rows, chosen][:, None, :]
-        return (diff * diff).sum(-1)
-    _sample_furthest(squared_distance_to, temp, output, b, m, xyz.device)
+        diff = coordinates - flat.index_select(1, batch_start + chosen)[:, :, None]
+        diff.mul_(diff)
+        return diff[0].add_(diff[1]).add_(diff[2])   # summed in axis order, as CUDA does
+    _sample_furthest(squared_distance_to, temp, output, b, m, flat.device)
 
 
 def furthest_point_sampling_with_dist_forward(points_dist: torch.Tensor,
@@ -84,7 +99,7 @@ def _sample_furthest(distance_to: "Callable[[torch.Tensor, torch.Tensor], torch.
     chosen = torch.zeros(b, dtype=torch.long, device=device)
     picks = [chosen]
     for _ in range(1, m):
-        best = torch.minimum(best, distance_to(rows, chosen))
+        torch.minimum(best, distance_to(rows, chosen), out=best)
         chosen = best.argmax(dim=1)  # first maximum, like the CUDA reduction
         picks.append(chosen)
     temp.copy_(best)
@@ -101,24 +116,32 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     k = min(nsample, n)
-    points, centres = xyz.float(), center_xyz.float()
-    if n < PRODUCT_SEARCH_POINTS:
-        for start, stop in _query_chunks(b, m, n):
-            d = exact_squared_distances(centres[:, start:stop], points)
-            values, order = d.sort(dim=2, stable=True)
-            idx[:, start:stop, :k] = order[:, :, :k].to(idx.dtype)
-            dist2[:, start:stop, :k] = values[:, :, :k].to(dist2.dtype)
-    else:
-        for batch in range(b):
-            blocked = BlockedPoints(points[batch])
-            for start, stop in _query_chunks(1, m, n, PRODUCT_CHUNK_ELEMENTS):
-                values, order = nearest_candidates(centres[batch, start:stop], points[batch],
-                                                   blocked, k)
-                idx[batch, start:stop, :k] = order.to(idx.dtype)
-                dist2[batch, start:stop, :k] = values.to(dist2.dtype)
+    _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
     if k < nsample:
         idx[:, :, k:] = 0
         dist2[:, :, k:] = 1e10
+
+
+def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
+                   dist2: torch.Tensor, idx: torch.Tensor) -> None:
+    """The k nearest of (B, N, 3) ``points`` to each (B, Q, 3) query, nearest first and
+    equal distances by index, into ``dist2[..., :k]`` and ``idx[..., :k]`` (knn and
+    three_nn): whole exact rows up to DENSE_KNN_POINTS points, the block search above."""
+    b, count, n = queries.shape[0], queries.shape[1], points.shape[1]
+    if n <= DENSE_KNN_POINTS:
+        for start, stop in _query_chunks(b, count, n, DENSE_CHUNK_ELEMENTS):
+            values, order = nearest_in_rows(
+                exact_squared_distances(queries[:, start:stop], points), k)
+            idx[:, start:stop, :k] = order.to(idx.dtype)
+            dist2[:, start:stop, :k] = values.to(dist2.dtype)
+        return
+    for batch in range(b):
+        blocked = BlockedPoints(points[batch])
+        for start, stop in _query_chunks(1, count, n, PRODUCT_CHUNK_ELEMENTS):
+            values, order = nearest_candidates(queries[batch, start:stop], points[batch],
+                                               blocked, k)
+            idx[batch, start:stop, :k] = order.to(idx.dtype)
+            dist2[batch, start:stop, :k] = values.to(dist2.dtype)
 
 
 def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
@@ -127,21 +150,7 @@ def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     k = min(3, m)
-    if m >= PRODUCT_SEARCH_POINTS:   # the k-nearest search of knn_forward
-        queries, points = target.float(), source.float()
-        for batch in range(b):
-            blocked = BlockedPoints(points[batch])
-            for start, stop in _query_chunks(1, n, m, PRODUCT_CHUNK_ELEMENTS):
-                values, order = nearest_candidates(queries[batch, start:stop], points[batch],
-                                                   blocked, k)
-                dist2[batch, start:stop, :k] = values.to(dist2.dtype)
-                idx[batch, start:stop, :k] = order.to(idx.dtype)
-    else:
-        for start, stop in _query_chunks(b, n, m):
-            d = exact_squared_distances(target[:, start:stop].float(), source.float())
-            values, order = d.sort(dim=2, stable=True)
-            dist2[:, start:stop, :k] = values[:, :, :k].to(dist2.dtype)
-            idx[:, start:stop, :k] = order[:, :, :k].to(idx.dtype)
+    _write_nearest(target.float(), source.float(), k, dist2, idx)
     if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
         dist2[:, :, k:] = 1e40
         idx[:, :, k:] = 0
@@ -153,7 +162,11 @@ def three_interpolate_forward(features: torch.Tensor, indices: torch.Tensor,
     """output[b, :, j] = sum_k weight[b, j, k] * features[b, :, indices[b, j, k]]."""
     gathered = _gather_columns(
         features, indices.long().reshape(b, n * 3)).view(b, c, n, 3)
-    output.copy_((gathered * weight[:, None, :, :].to(gathered.dtype)).sum(-1))
+    weighted = gathered.mul_(weight[:, None, :, :].to(gathered.dtype))
+    if output.is_contiguous() and output.dtype == weighted.dtype:
+        torch.sum(weighted, -1, out=output)   # no (B, c, n) result to copy over
+    else:
+        output.copy_(weighted.sum(-1))
 
 
 def three_interpolate_backward(grad_out: torch.Tensor, idx: torch.Tensor,
@@ -172,6 +185,19 @@ def _gather_columns(features: torch.Tensor, index: torch.Tensor) -> torch.Tensor
                         index[:, None, :].expand(bsz, channels, index.shape[1]))
 
 
+def _gather_columns_into(output: torch.Tensor, features: torch.Tensor,
+                         index: torch.Tensor) -> None:
+    """``output`` (B, C, ...) holds ``_gather_columns(features, index)`` (B, C, K)."""
+    bsz, channels = features.shape[:2]
+    if output.is_contiguous() and output.dtype == features.dtype:
+        # Gathered straight into the caller's tensor: no (B, C, K) copy to write
+        # and read again (the output of a grouping is the largest tensor of the op).
+        torch.gather(features, 2, index[:, None, :].expand(bsz, channels, index.shape[1]),
+                     out=output.view(bsz, channels, index.shape[1]))
+    else:
+        output.copy_(_gather_columns(features, index).view(output.shape))
+
+
 def _scatter_add_columns(target: torch.Tensor, index: torch.Tensor,
                          values: torch.Tensor) -> None:
     """target[b, :, index[b, k]] += values[b, :, k] (in place, duplicates summed)."""
@@ -184,7 +210,7 @@ def gather_points_forward(features: torch.Tensor, indices: torch.Tensor,
                           output: torch.Tensor, b: int, c: int, n: int,
                           npoints: int) -> None:
     """output[b, :, j] = features[b, :, indices[b, j]]."""
-    output.copy_(_gather_columns(features, indices.long()))
+    _gather_columns_into(output, features, indices.long())
 
 
 def gather_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
@@ -198,8 +224,7 @@ def group_points_forward(features: torch.Tensor, indices: torch.Tensor,
                          output: torch.Tensor, b: int, c: int, n: int,
                          npoints: int, nsample: int) -> None:
     """output[b, :, j, s] = features[b, :, indices[b, j, s]]."""
-    flat = _gather_columns(features, indices.long().reshape(b, npoints * nsample))
-    output.copy_(flat.view(b, c, npoints, nsample))
+    _gather_columns_into(output, features, indices.long().reshape(b, npoints * nsample))
 
 
 def group_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
@@ -215,14 +240,27 @@ def _first_hits(hit: torch.Tensor, nsample: int) -> Tuple[torch.Tensor, torch.Te
     padded with the first hit (0 when there is none), and the hit counts."""
     lead, n = hit.shape[:-1], hit.shape[-1]
     flat = hit.reshape(-1, n)
+    rows = flat.shape[0]
     rank = flat.cumsum(-1)  # 1-based rank of each hit within its row
-    count = rank[:, -1] if n else flat.new_zeros(flat.shape[0], dtype=torch.long)
-    result = torch.zeros(flat.shape[0], nsample, dtype=torch.long, device=hit.device)
-    rows, cols = torch.nonzero(flat & (rank <= nsample), as_tuple=True)
-    result[rows, rank[rows, cols] - 1] = cols
-    slot = torch.arange(nsample, device=hit.device)
-    result = torch.where(slot < count[:, None], result, result[:, :1])
-    return result.reshape(*lead, nsample), count.reshape(lead)
+    count = rank[:, -1].clone()
+    # Slot 0 collects the misses, slot nsample + 1 the hits past nsample: one scatter
+    # of every column index puts each kept hit in place, with no list of hits built
+    # (a nonzero, then a gather and an index_put, cost twice as much on dense masks).
+    slot = torch.where(flat, rank.clamp_(max=nsample + 1), 0)
+    columns = torch.arange(n, device=hit.device).expand(rows, n)
+    placed = hit.new_zeros(rows, nsample + 2, dtype=torch.long).scatter_(1, slot, columns)
+    result = placed[:, 1:nsample + 1]
+    padded = torch.where(torch.arange(nsample, device=hit.device) < count[:, None], result,
+                         result[:, :1])
+    return padded.reshape(*lead, nsample), count.reshape(lead)
+
+
+def _in_shell(d2: torch.Tensor, min2: float, max2: float) -> torch.Tensor:
+    """``d2 == 0 or min2 <= d2 < max2``, with one comparison in the usual case
+    (no inner radius: a zero distance is inside any positive radius)."""
+    if min2 <= 0 < max2:
+        return d2 < max2
+    return (d2 == 0) | ((d2 >= min2) & (d2 < max2))
 
 
 def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
@@ -235,11 +273,10 @@ def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
     """
     min2, max2 = float(min_radius) ** 2, float(max_radius) ** 2
     points, centres = xyz.float(), center_xyz.float()
-    if n < PRODUCT_SEARCH_POINTS:
-        for start, stop in _query_chunks(b, m, n):
+    if n <= DENSE_BALL_QUERY_POINTS:
+        for start, stop in _query_chunks(b, m, n, DENSE_CHUNK_ELEMENTS):
             d2 = exact_squared_distances(centres[:, start:stop], points)
-            hit = (d2 == 0) | ((d2 >= min2) & (d2 < max2))
-            result, _ = _first_hits(hit, nsample)
+            result, _ = _first_hits(_in_shell(d2, min2, max2), nsample)
             idx[:, start:stop] = result.to(idx.dtype)
         return
     for batch in range(b):

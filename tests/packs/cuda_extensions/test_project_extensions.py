@@ -115,6 +115,31 @@ def test_bev_pool_points_outside_every_interval_get_no_gradient():
 
 # ------------------------------------------------------------- BEVDet bev_pool_v2
 
+def test_bev_pool_v2_intervals_that_skip_points_pool_only_their_members():
+    depth = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64)
+    feat = torch.tensor([[1.0], [10.0], [100.0]], dtype=torch.float64)
+    ranks_depth = torch.arange(5, dtype=torch.int32)
+    ranks_feat = torch.tensor([0, 1, 2, 0, 1], dtype=torch.int32)
+    ranks_bev = torch.tensor([0, 0, 5, 3, 3], dtype=torch.int32)
+    # Intervals (0, 2) and (3, 2): point 2 is in none, so they do not tile the points.
+    starts, lengths = torch.tensor([0, 3], dtype=torch.int32), torch.tensor([2, 2],
+                                                                               dtype=torch.int32)
+    out = torch.full((1, 1, 2, 3, 1), 7.0, dtype=torch.float64)
+    bev_pool.bev_pool_v2_forward(depth, feat, out, ranks_depth, ranks_feat, ranks_bev,
+                                 lengths, starts)
+    # Cell 0: 1*1 + 2*10; cell 3: 4*1 + 5*10; the other cells keep what they held.
+    assert out.reshape(-1).tolist() == [21.0, 7.0, 7.0, 54.0, 7.0, 7.0]
+    depth_grad, feat_grad = torch.zeros_like(depth), torch.zeros_like(feat)
+    # Points by feature row: 0 3 | 2 | 1 4; the backward's intervals skip point 2 too.
+    by_feat = torch.tensor([0, 3, 2, 1, 4], dtype=torch.long)
+    bev_pool.bev_pool_v2_backward_opt(
+        torch.ones(1, 1, 2, 3, 1, dtype=torch.float64), depth_grad, feat_grad, depth, feat,
+        ranks_depth[by_feat], ranks_feat[by_feat], ranks_bev[by_feat],
+        torch.tensor([2, 2], dtype=torch.int32), torch.tensor([0, 3], dtype=torch.int32))
+    assert depth_grad.tolist() == [1.0, 10.0, 0.0, 1.0, 10.0]
+    assert feat_grad.reshape(-1).tolist() == [1.0 + 4.0, 2.0 + 5.0, 0.0]
+
+
 class BevPoolV2(torch.autograd.Function):
     """BEVDet's calling convention: forward intervals by BEV cell, backward intervals by
     feature row (re-sorted), gradients added by ``bev_pool_v2_backward_opt``."""

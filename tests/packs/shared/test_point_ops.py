@@ -150,8 +150,8 @@ def test_ball_query_matches_loop_reference(ext, b, n, m, nsample, min_r, max_r, 
 
 
 def large_cloud(kind: str, b: int, n: int) -> torch.Tensor:
-    """Clouds large enough for the product-form candidate search (points.py
-    PRODUCT_SEARCH_POINTS): uniform, on a half-unit grid (many exactly equal
+    """Clouds for either side of the kernels' size limits (points.py DENSE_KNN_POINTS,
+    DENSE_BALL_QUERY_POINTS): uniform, on a half-unit grid (many exactly equal
     distances, so the k-th neighbour ties with non-candidates and rows fall back to
     the exact search), with repeated points, and far from the origin."""
     g = torch.Generator().manual_seed(n)
@@ -178,8 +178,9 @@ def exact_order(center: torch.Tensor, xyz: torch.Tensor):
 @pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
 @pytest.mark.parametrize("n,k", [(300, 16), (2000, 16), (600, 40), (300, 291), (9000, 16), (4500, 300)])
 def test_knn_on_large_clouds_equals_the_exact_search(ext, kind, n, k):
-    # Every strategy of neighbour_search.py: a count proof (n < 64 (k + 1)), the
-    # (k + 1)-th distance as proof, and a threshold on a subset (n >= 8192).
+    # Both formulations of points.knn_forward: whole exact rows (up to
+    # DENSE_KNN_POINTS points) and the block search with its proof, whose failures
+    # (the grid's many equal distances) fall back to whole rows.
     xyz = large_cloud(kind, 2, n)
     center = torch.cat([xyz[:, :5], large_cloud(kind, 2, 70 + n)[:, :60]], 1)  # 5 zero distances
     m = center.shape[1]
@@ -203,6 +204,52 @@ def test_ball_query_on_large_clouds_matches_loop_reference(ext, kind, min_r, max
     ext.ball_query_forward(center, xyz, idx, b=1, n=n, m=m, min_radius=min_r,
                            max_radius=max_r, nsample=nsample)
     assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), min_r, max_r, nsample)
+
+
+#: Either side of a size at which a kernel changes formulation (points.py).
+BOUNDARY = settings(max_examples=16, deadline=None, derandomize=True)
+
+
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), offset=st.integers(-1, 1),
+       k=st.sampled_from([1, 3, 16, 40]), centres=st.integers(1, 140))
+def test_knn_equals_the_exact_search_either_side_of_the_dense_limit(ext, kind, offset, k,
+                                                                      centres):
+    # Up to DENSE_KNN_POINTS whole distance rows, above it the block search; 140
+    # centres of 512 points are two query chunks (DENSE_CHUNK_ELEMENTS).
+    n = points_module().DENSE_KNN_POINTS + offset
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :2], large_cloud(kind, 1, n + 3)[:, :centres]], 1)
+    m = center.shape[1]
+    idx = torch.zeros(1, m, k, dtype=torch.int32)
+    dist2 = torch.zeros(1, m, k)
+    ext.knn_forward(xyz, center, idx, dist2, b=1, n=n, m=m, nsample=k)
+    values, order = exact_order(center, xyz)
+    assert torch.equal(dist2, values[:, :, :k])
+    assert torch.equal(idx.long(), order[:, :, :k])
+
+
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), offset=st.integers(-1, 1),
+       shell=st.sampled_from([(0.0, 0.4), (0.0, 1.0), (0.2, 0.5), (0.0, 0.0)]),
+       nsample=st.sampled_from([1, 32, 64]), centres=st.integers(1, 140))
+def test_ball_query_matches_loop_reference_either_side_of_the_dense_limit(ext, kind, offset,
+                                                                         shell, nsample,
+                                                                         centres):
+    n = points_module().DENSE_BALL_QUERY_POINTS + offset
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :2], large_cloud(kind, 1, n + 3)[:, :centres]], 1)
+    m = center.shape[1]
+    idx = torch.zeros(1, m, nsample, dtype=torch.int32)
+    ext.ball_query_forward(center, xyz, idx, b=1, n=n, m=m, min_radius=shell[0],
+                           max_radius=shell[1], nsample=nsample)
+    assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), *shell, nsample)
+
+
+def points_module():
+    """The pack's point kernels (for their size limits), as the ops fixture loaded them."""
+    from lazypatch.registry.shared.mmcv_ext import points
+    return points
 
 
 @EXAMPLES
@@ -530,7 +577,7 @@ def test_roiaware_pool3d_gradcheck(ops, mode):
 @pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
 @pytest.mark.parametrize("m", [300, 2001])
 def test_three_nn_on_large_clouds_equals_the_exact_search(ext, kind, m):
-    # From points.PRODUCT_SEARCH_POINTS sources on, three_nn takes knn's block search.
+    # knn's search: whole rows up to points.DENSE_KNN_POINTS sources, blocks above.
     source = large_cloud(kind, 2, m)
     target = torch.cat([source[:, :5], large_cloud(kind, 2, 70 + m)[:, :60]], 1)
     n = target.shape[1]
