@@ -16,24 +16,24 @@ from .activate.configuration import declare_variable, setting, setting_source
 from .decide.requirements import installed_version, parse_requirements, version_matches
 from .decide.selection import declare_opt_in_pack, matches, set_strict
 from .declare import registration as _registration
-from .errors import (
-    ConfigurationWarning,
-    LatePatchWarning,
-    NewAttributeWarning,
-    PatchConflictWarning,
-    PatchError,
-    PatchFailedWarning,
-    UndoError,
-)
+from .declare.registration import register
 from .state import AFTER, BEFORE, STATE, STATUSES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
+    from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
     from .apply.ledger import PatchContext
     from .apply.scopes import patched
-    from .decide.requirements import Requirement
+    from .errors import (
+        ConfigurationWarning,
+        LatePatchWarning,
+        NewAttributeWarning,
+        PatchConflictWarning,
+        PatchError,
+        PatchFailedWarning,
+        UndoError,
+    )
     from .reports.reporting import PatchRecord
 
     PatchFunction = TypeVar("PatchFunction", bound=Callable[..., Any])
@@ -46,10 +46,13 @@ _LAZY_NAMES = {"PatchRecord": "reports.reporting", "patched": "apply.scopes",
                "StandInError": "declare.boundaries", "PatchContext": "apply.ledger",
                "set_event_action": "decide.events", "clear_event_actions": "decide.events",
                "PatchAppliedWarning": "decide.events", "PatchSkippedWarning": "decide.events",
-               "ATTRIBUTE": "slots"}
+               "ATTRIBUTE": "slots", "PatchError": "errors", "UndoError": "errors",
+               "LatePatchWarning": "errors", "PatchConflictWarning": "errors",
+               "PatchFailedWarning": "errors", "ConfigurationWarning": "errors",
+               "NewAttributeWarning": "errors"}
 # Modules `import lazypatch` loaded before activation stopped loading them
 # (benchmarks/COSTS.md): still attributes of the package, imported when first asked for.
-_LAZY_MODULES = ("notices", "slots")
+_LAZY_MODULES = ("notices", "slots", "errors")
 
 # The event-action settings (events.py), declared here so that they are known (not
 # reported as typos, listed by `lazypatch run --help`) without importing events.py
@@ -115,22 +118,6 @@ def _adopt_environment() -> None:
 _adopt_environment()
 
 
-def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
-             name: "Optional[str]" = None, priority: int = 0,
-             requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
-             enabled: bool = True, events: "Optional[Dict[str, str]]" = None) -> str:
-    """Register ``function`` as a patch on module ``target``; return its name.
-
-    The non-decorator form of ``when_imported``/``before_import`` (``phase``
-    is ``"after"`` or ``"before"``). Applies at once if the target is already
-    imported; never imports it. Bad arguments raise TypeError/ValueError
-    naming the fix, and register nothing. ``events`` sets this patch's own
-    event actions, such as ``{"failure": "raise", "skip": "log"}``.
-    """
-    return _registration.register_in_order(function, target, phase, name, priority, requires,
-                                           tags, enabled, events)
-
-
 def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
                requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
                events: "Optional[Dict[str, str]]" = None
@@ -139,8 +126,8 @@ def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
     requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
-        _registration.register_in_order(function, target, phase, name, priority, requirements,
-                                        tags, enabled, events)
+        register(function, target, phase=phase, name=name, priority=priority,
+                 requires=requirements, tags=tags, enabled=enabled, events=events)
         return function
     return decorate
 

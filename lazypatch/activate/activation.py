@@ -22,7 +22,6 @@ from time import perf_counter
 
 from ..decide.selection import BUILTIN_PACKS, configure, select
 from ..declare.registration import ensure_finder
-from ..errors import ConfigurationWarning
 from ..state import STATE
 from ..watch.importer import guard_the_front
 from . import configuration as _configuration
@@ -64,9 +63,8 @@ def activate(source: str = "auto") -> bool:
     try:
         _activate(configuration)
     except Exception as error:   # a bug of ours must not stop the user's program
-        from ..notices import notify  # only on this path: see benchmarks/COSTS.md
-        notify(f"lazypatch: activation stopped early ({type(error).__name__}: {error}); the "
-               f"patches registered so far stay active", ConfigurationWarning)
+        _configuration.alert(f"lazypatch: activation stopped early ({type(error).__name__}: "
+                             f"{error}); the patches registered so far stay active")
     finally:
         os.environ.pop(ACTIVATING_VARIABLE, None)
     info.milliseconds = (perf_counter() - started) * 1000.0
@@ -161,10 +159,9 @@ def _import_modules(names: "List[str]", what: str) -> None:
             if callable(load):
                 load()
         except Exception as error:
-            from ..notices import notify  # only on this path: see benchmarks/COSTS.md
-            notify(f"lazypatch: could not import {name!r} from {what}: "
-                   f"{type(error).__name__}: {error}; its patches are not registered",
-                   ConfigurationWarning)
+            _configuration.alert(f"lazypatch: could not import {name!r} from {what}: "
+                                 f"{type(error).__name__}: {error}; its patches are not "
+                                 f"registered")
 
 
 def _load_plugins() -> None:
@@ -175,9 +172,8 @@ def _load_plugins() -> None:
         from .plugins import register_plugin_packs
         register_plugin_packs()
     except Exception as error:
-        from ..notices import notify  # only on this path: see benchmarks/COSTS.md
-        notify(f"lazypatch: plugin packs could not be loaded: {type(error).__name__}: "
-               f"{error}", ConfigurationWarning)
+        _configuration.alert(f"lazypatch: plugin packs could not be loaded: "
+                             f"{type(error).__name__}: {error}")
 
 
 def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> None:

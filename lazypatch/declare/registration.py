@@ -36,10 +36,10 @@ _FUNCTION = type(lambda: None)
 # Runs before every other patch of its import (plugin pack loaders use it).
 FIRST = -(2 ** 62)
 
-# The defaults of register(), shared by every patch that has none (both immutable):
-# no set and no tuple built per registration (10,000 patches: benchmarks/COSTS.md).
+# The default tags of register(), shared by every patch that has none (immutable): no
+# set built per registration (10,000 patches: benchmarks/COSTS.md). No requirements
+# are the empty tuple, a singleton.
 _NO_TAGS: "frozenset" = frozenset()
-_NO_REQUIREMENTS: "Tuple[Requirement, ...]" = ()
 
 
 # Tuples of tags already checked, and their set (the default's included): a memo of a
@@ -182,39 +182,9 @@ def _default_name(function: "Any") -> str:
     return f"{module_name}.{qualified}"
 
 
-def build(function: "Callable[..., Any]", target: object, phase: str,
-          name: "Optional[str]", priority: object,
-          requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
-          enabled: object) -> "RegisteredPatch":
-    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix.
-    (Positional parameters: matching keyword arguments costs more than the checks.)"""
-    if phase not in (AFTER, BEFORE):
-        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
-    if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
-        target = validate_target(target)   # (its fast path above, without the call)
-    if name is None:
-        name = _default_name(function)
-    elif not isinstance(name, str) or not name.strip():
-        raise ValueError(f"patch name must be a non-empty string, got {name!r}")
-    order = priority if priority.__class__ is int else validate_priority(priority, name)
-    if enabled is not True and enabled is not False:
-        raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
-    if tags.__class__ is tuple:
-        # Packs pass the same tuples of tags again and again (a constant): checked once.
-        try:
-            tag_set = _tag_sets.get(tags)
-        except TypeError:   # an unhashable item: _tag_set names the problem
-            tag_set = None
-        if tag_set is None:
-            tag_set = _tag_sets[tags] = _tag_set(tags, name)
-    else:
-        tag_set = _tag_set(tags, name)
-    parsed = _NO_REQUIREMENTS if requires.__class__ is tuple and not requires \
-        else parse_requirements(requires)
-    # The constant itself, not an equal string: run_body compares phases by identity.
-    phase = BEFORE if phase == BEFORE else AFTER
-    return RegisteredPatch(name, target, function, phase, order, parsed, tag_set, enabled,
-                           takes_context(function, name))
+# What ``RegisteredPatch(...)`` calls, called by ``register`` without the type call.
+_new_patch = RegisteredPatch.__new__
+_init_patch = RegisteredPatch.__init__
 
 
 def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
@@ -231,40 +201,89 @@ def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
     return tag_set
 
 
-def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
-             name: "Optional[str]" = None, priority: object = 0,
+def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
+             name: "Optional[str]" = None, priority: int = 0,
              requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
-             enabled: object = True, events: "Optional[Any]" = None) -> str:
-    """Validate, index and, if the target is already imported, apply a patch; its name.
-    ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
-    return register_in_order(function, target, phase, name, priority, requires, tags, enabled,
-                             events)
+             enabled: bool = True, events: "Optional[Dict[str, str]]" = None) -> str:
+    """Register ``function`` as a patch on module ``target``; return its name.
 
-
-def register_in_order(function: "Callable[..., Any]", target: object, phase: str,
-                      name: "Optional[str]", priority: object,
-                      requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
-                      enabled: object, events: "Optional[Any]") -> str:
-    """``register`` with its arguments by position: what the public facade calls, since
-    matching nine keywords twice cost a third of a registration (measure_scale.py)."""
-    patch = build(function, target, phase, name, priority, requires, tags, enabled)
+    The non-decorator form of ``when_imported``/``before_import`` (``phase``
+    is ``"after"`` or ``"before"``). Applies at once if the target is already
+    imported; never imports it. Bad arguments raise TypeError/ValueError
+    naming the fix, and register nothing. ``events`` sets this patch's own
+    event actions, such as ``{"failure": "raise", "skip": "log"}``.
+    """
+    # ``lazypatch.register`` is this function itself, and it does its work in one frame:
+    # a call per step (a facade, a builder, the constructor entered from C) was half of
+    # a registration (benchmarks/measure_scale.py, 10,000 of them under 30 ms). Each
+    # check is one type identity test for the common valid value; anything else takes
+    # the full check, which names the problem, and nothing is registered.
+    if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
+        target = validate_target(target)   # (its fast path above, without the call)
+    if phase is not AFTER and phase is not BEFORE:
+        # The constant itself, not an equal string: run_body compares phases by identity.
+        if phase not in (AFTER, BEFORE):
+            raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
+        phase = BEFORE if phase == BEFORE else AFTER
+    if name.__class__ is not str or not name or name.isspace():
+        if name is None:
+            name = _default_name(function)
+        elif not isinstance(name, str) or not name.strip():
+            raise ValueError(f"patch name must be a non-empty string, got {name!r}")
+    if priority.__class__ is not int:
+        priority = validate_priority(priority, name)
+    if enabled is not True and enabled is not False:
+        raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
+    if tags.__class__ is tuple:
+        # Packs pass the same tuples of tags again and again (a constant): checked once.
+        try:
+            tag_set = _tag_sets.get(tags)
+        except TypeError:   # an unhashable item: _tag_set names the problem
+            tag_set = None
+        if tag_set is None:
+            tag_set = _tag_sets[tags] = _tag_set(tags, name)
+    else:
+        tag_set = _tag_set(tags, name)
+    if requires.__class__ is not tuple or requires:
+        requires = parse_requirements(requires)   # a memo: packs repeat their lists
+    # takes_context's common case, without the call: a plain function whose call runs
+    # its body, taking (module, patch) or (module).
+    context = None
+    if function.__class__ is _FUNCTION:
+        code = function.__code__
+        flags = code.co_flags
+        if not flags & _DEFERRED_BODY_MASK:
+            count = code.co_argcount
+            required = count - len(function.__defaults__ or ())
+            if required <= 2 and (count >= 2 or flags & 0x04):
+                context = True
+            elif required <= 1 and count >= 1:
+                context = False
+    if context is None:
+        context = takes_context(function, name)
     actions = None
     if events is not None:   # events.py only when asked: activation does not load it
         from ..decide.events import validate
-        actions = validate(events, patch.name)
+        actions = validate(events, name)
+    # RegisteredPatch's __init__ called directly: through RegisteredPatch(...) the
+    # interpreter enters it from C (type call, slot lookup).
+    patch = _new_patch(RegisteredPatch)
+    _init_patch(patch, name, target, function, phase, priority, requires, tag_set, enabled,
+                context)
     # Indexed with the configuration's rules applied to it; safe from any thread: nothing
-    # is lost to a race. (Written out here: a call per registration is measurable.)
+    # is lost to a race.
+    catalog = STATE.catalog
     with STATE.lock:
-        existing = STATE.catalog.by_name.get(patch.name)
+        existing = catalog.by_name.get(name)
         if existing is not None:
-            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
+            raise ValueError(f"a patch named {name!r} is already registered (on "
                              f"{existing.target!r}); pass a unique name=...")
         if STATE.disable_rules or STATE.enable_rules:
             decide_at_registration(patch)
-        STATE.catalog.add(patch)
+        catalog.add(patch)
     if actions:
         from ..decide.events import declare
-        declare(patch.name, actions)
+        declare(name, actions)
     finder = STATE.finder
     meta_path = sys.meta_path
     if finder is None or not meta_path or meta_path[0] is not finder:
@@ -272,11 +291,10 @@ def register_in_order(function: "Callable[..., Any]", target: object, phase: str
     # Only a target that is imported (or being imported) needs the application
     # machinery now; at activation none is, and application is loaded on the
     # first watched import instead (see benchmarks/COSTS.md).
-    target = patch.target
     if target in sys.modules or target in _module_locks:
         from ..apply.application import apply_to_imported
         apply_to_imported(patch)
-    return patch.name
+    return name
 
 
 def ensure_finder() -> None:
