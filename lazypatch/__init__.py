@@ -13,10 +13,8 @@ every process it activates.
 import sys
 
 from .activate.configuration import declare_variable, setting, setting_source
-from .decide.requirements import installed_version, parse_requirements, version_matches
-from .decide.selection import declare_opt_in_pack, matches, set_strict
 from .declare import registration as _registration
-from .declare.registration import register
+from .declare.registration import declare_opt_in_pack, register
 from .state import AFTER, BEFORE, STATE, STATUSES
 
 TYPE_CHECKING = False
@@ -25,6 +23,8 @@ if TYPE_CHECKING:
 
     from .apply.ledger import PatchContext
     from .apply.scopes import patched
+    from .decide.requirements import installed_version, version_matches
+    from .decide.selection import matches, set_strict
     from .errors import (
         ConfigurationWarning,
         LatePatchWarning,
@@ -49,7 +49,9 @@ _LAZY_NAMES = {"PatchRecord": "reports.reporting", "patched": "apply.scopes",
                "ATTRIBUTE": "slots", "PatchError": "errors", "UndoError": "errors",
                "LatePatchWarning": "errors", "PatchConflictWarning": "errors",
                "PatchFailedWarning": "errors", "ConfigurationWarning": "errors",
-               "NewAttributeWarning": "errors"}
+               "NewAttributeWarning": "errors", "installed_version": "decide.requirements",
+               "version_matches": "decide.requirements", "matches": "decide.selection",
+               "set_strict": "decide.selection"}
 # Modules `import lazypatch` loaded before activation stopped loading them
 # (benchmarks/COSTS.md): still attributes of the package, imported when first asked for.
 _LAZY_MODULES = ("notices", "slots", "errors")
@@ -102,10 +104,11 @@ def _adopt_environment() -> None:
     # lazypatch was imported: a script that only does `import lazypatch` and
     # registers its own patches obeys them too. Activation adopts the same
     # (memoised) configuration again, so nothing warns twice.
-    from .activate.configuration import read
-    from .decide.selection import configure
+    from .activate.configuration import adopt_without_rules, read
     configuration = read()
-    configure(configuration)
+    if not adopt_without_rules(configuration):
+        from .decide.selection import configure
+        configure(configuration)
     # LAZYPATCH_ON_APPLY/_SKIP/_FAILURE: events.py is imported only when one is set
     # (or was, so that a reset forgets it), never on the plain activation path.
     import os
@@ -123,7 +126,7 @@ def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
                events: "Optional[Dict[str, str]]" = None
                ) -> "Callable[[PatchFunction], PatchFunction]":
     _registration.validate_target(target)          # fail at the decorator line, not later
-    requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
+    requirements = _registration.checked_requirements(requires)   # checked once, here
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
         register(function, target, phase=phase, name=name, priority=priority,

@@ -20,7 +20,6 @@ import os
 import sys
 from time import perf_counter
 
-from ..decide.selection import BUILTIN_PACKS, configure, select
 from ..declare.registration import ensure_finder
 from ..state import STATE
 from ..watch.importer import guard_the_front
@@ -79,14 +78,17 @@ def _activate(configuration: "_configuration.Configuration") -> None:
     if configuration.log_level:
         from ..log import configure_logging
         configure_logging(configuration.log_level, configuration.log_all_ranks)
-    newly_enabled = configure(configuration)   # registered before activation (e.g. by a plugin)
+    newly_enabled = []
+    if not _configuration.adopt_without_rules(configuration):
+        from ..decide.selection import configure
+        newly_enabled = configure(configuration)   # registered before activation (a plugin)
     if newly_enabled:
         from ..apply.application import apply_to_imported
         for patch in newly_enabled:
             apply_to_imported(patch)
     guard_the_front(STATE.finder)   # before the program: see importer.MetaPath
     ensure_finder()
-    _registering("built-in", lambda: _import_modules([BUILTIN_PACKS], "built-in packs"))
+    _registering("built-in", lambda: _import_modules([_configuration.BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:
         _registering("plugin", _load_plugins)
     _registering("LAZYPATCH_MODULES",
@@ -181,6 +183,7 @@ def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> 
                                 ("LAZYPATCH_ENABLE", configuration.enable)):
         if not selectors:
             continue
+        from ..decide.selection import select  # loaded already: the rules were adopted
         _, unmatched = select(selectors)
         if unmatched:
             from ..decide.unmatched_selectors import selector_candidates

@@ -56,6 +56,10 @@ VARIABLES: "Dict[str, str]" = {
 
 WORKER_VARIABLE = "LAZYPATCH_WORKER"
 
+# The package of the built-in packs: activation imports it (selection declares its
+# OPT_IN ones on demand too).
+BUILTIN_PACKS = "lazypatch.registry"
+
 # Set by lazypatch itself, never by users: accepted silently in the
 # environment, refused in files, and named in no message or help text.
 INTERNAL_VARIABLES: "Dict[str, str]" = {
@@ -494,6 +498,21 @@ def _read(source: "Mapping[str, str]") -> "Configuration":
     configuration.extra = {key: value for key, value in merged.items()
                            if key not in environment}
     return configuration
+
+
+def adopt_without_rules(configuration: "Configuration") -> bool:
+    """Put ``configuration`` in force if it has no selection rules, and say whether it did;
+    when it has some, ``decide.selection.configure`` must adopt it (and decide by them)."""
+    # With no LAZYPATCH_ENABLE/DISABLE rules, configure() would only store these fields:
+    # then decide/ is not loaded at activation at all (benchmarks/COSTS.md).
+    if configuration.enable or configuration.disable:
+        return False
+    with STATE.lock:
+        STATE.configuration = configuration
+        STATE.strict = configuration.strict
+        STATE.enable_rules = []
+        STATE.disable_rules = []
+    return True
 
 
 def warn_unknown_settings(configuration: "Optional[Configuration]" = None,

@@ -8,8 +8,6 @@ run correctly must not reach the report as ``pending`` or, worse, as
 
 import sys
 
-from ..decide.requirements import parse_requirements
-from ..decide.selection import decide_at_registration
 from ..state import AFTER, BEFORE, STATE, RegisteredPatch
 from ..watch.importer import LazyPatchFinder, install_finder
 
@@ -45,6 +43,61 @@ _NO_TAGS: "frozenset" = frozenset()
 # Tuples of tags already checked, and their set (the default's included): a memo of a
 # pure check, as below.
 _tag_sets: "Dict[Tuple[str, ...], frozenset]" = {(): _NO_TAGS}
+
+# Requirement strings in their simplest forms (a distribution name, or one with clauses
+# such as ">=0.10,<0.11" on plain release numbers: every built-in pack's) are checked
+# here; any other is parsed by decide/requirements.py, which raises naming what is wrong.
+# So a declaration never loads decide/ (the requirements are parsed when first evaluated,
+# at the target's import): about a sixth of activation (benchmarks/COSTS.md).
+_REQUIREMENT_NAME_CHARACTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+_SIMPLE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=")
+
+# Tuples of requirements already checked -> what registration keeps (a memo: packs
+# repeat their lists, and a decorator's checked tuple is checked again as it registers).
+_checked_requirements: "Dict[Tuple[Any, ...], Tuple[Any, ...]]" = {}
+
+
+def _is_simple_requirement(text: "Any") -> bool:
+    """Whether ``text`` is ``name`` or ``name<op><release>[,<op><release>...]`` with no
+    space, extras, marker, pre/post/dev/local label, wildcard, ``~=`` or ``===``: a form
+    that decide/requirements.py always accepts."""
+    if text.__class__ is not str:
+        return False
+    rest = text.lstrip(_REQUIREMENT_NAME_CHARACTERS)
+    end = len(text) - len(rest)
+    if not end or not text[0].isalnum() or not text[end - 1].isalnum():
+        return False
+    for clause in rest.split(",") if rest else ():
+        version = clause.lstrip("<>=!")
+        if clause[:len(clause) - len(version)] not in _SIMPLE_OPERATORS:
+            return False
+        for part in version.split("."):
+            if not (part.isdigit() and part.isascii()):   # ASCII digits, as PEP 440
+                return False
+    return True
+
+
+def checked_requirements(requires: "Iterable[Union[str, Requirement]]") -> "Tuple[Any, ...]":
+    """``requires`` as a patch keeps them: the strings as given when all are in their
+    simplest forms, else every one parsed (``Requirement``). A bad one raises
+    ValueError/TypeError naming it, at the decorator line."""
+    given: "Tuple[Any, ...]" = requires if requires.__class__ is tuple else \
+        (requires,) if isinstance(requires, str) else tuple(requires)
+    try:
+        known = _checked_requirements.get(given)
+    except TypeError:   # an unhashable item: the parser names it
+        known = None
+    if known is not None:
+        return known
+    checked = given
+    for text in given:
+        if not _is_simple_requirement(text):
+            from ..decide.requirements import parse_requirements
+            checked = parse_requirements(given)
+            break
+    _checked_requirements[given] = _checked_requirements[checked] = checked
+    return checked
+
 
 # Targets already found valid: packs register many patches on few targets, and
 # registration runs at activation (see benchmarks/COSTS.md). A memo of a pure check.
@@ -245,7 +298,7 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
     else:
         tag_set = _tag_set(tags, name)
     if requires.__class__ is not tuple or requires:
-        requires = parse_requirements(requires)   # a memo: packs repeat their lists
+        requires = checked_requirements(requires)   # a memo: packs repeat their lists
     # takes_context's common case, without the call: a plain function whose call runs
     # its body, taking (module, patch) or (module).
     context = None
@@ -278,7 +331,8 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
         if existing is not None:
             raise ValueError(f"a patch named {name!r} is already registered (on "
                              f"{existing.target!r}); pass a unique name=...")
-        if STATE.disable_rules or STATE.enable_rules:
+        if STATE.disable_rules or STATE.enable_rules:   # then decide/ is loaded already
+            from ..decide.selection import decide_at_registration
             decide_at_registration(patch)
         catalog.add(patch)
     if actions:
@@ -295,6 +349,23 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
         from ..apply.application import apply_to_imported
         apply_to_imported(patch)
     return name
+
+
+def declare_opt_in_pack(name: str, module: str) -> None:
+    """Remember that importing ``module`` registers pack ``name``, whose every patch is
+    off by default; it is imported now if the configuration's rules name it, else
+    when a selector first does (``enable()``, ``lazypatch list``)."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise ValueError(f"an opt-in pack name is one word such as 'device', got {name!r}")
+    if not isinstance(module, str) or not module:
+        raise ValueError(f"pack {name!r}: module must be a module name such as "
+                         f"'my_packs.{name}', got {module!r}")
+    with STATE.lock:
+        STATE.opt_in_packs[name] = module
+        rules = STATE.enable_rules + STATE.disable_rules
+    if rules:
+        from ..decide.selection import load_opt_in_packs
+        load_opt_in_packs(rules)
 
 
 def ensure_finder() -> None:
