@@ -109,13 +109,19 @@ def _activate(configuration: "_configuration.Configuration") -> None:
 
 def _registering(source: str, register: "Callable[[], None]") -> None:
     """Run ``register`` and remember ``source`` for every patch name it added."""
-    by_name = STATE.catalog.by_name
-    before = set(by_name)
+    catalog = STATE.catalog
+    first = catalog.sequence
     register()
+    # The catalog numbers patches as it indexes them, in its by_name order: the new
+    # ones are at its end, found without a walk over every patch.
+    added = []
+    for patch in reversed(catalog.by_name.values()):
+        if patch.sequence <= first:
+            break
+        added.append(patch.name)
     sources = STATE.activation.sources
-    for name in list(by_name):
-        if name not in before:
-            sources[name] = source
+    for name in reversed(added):
+        sources[name] = source
 
 
 def _import_from_current_directory(name: str) -> None:
@@ -209,14 +215,17 @@ def _announce_device_redirect(configuration: "_configuration.Configuration") -> 
     Decided without importing torch: LAZYPATCH_DEVICE when set, else the NPU when
     torch_npu is installed (if it sees one), else the CPU, as the pack decides.
     """
+    by_name = STATE.catalog.by_name
+    # Every name searched at once, each after a "\0": no walk over every patch unless a
+    # name starts with "device." (the device pack is opt-in: usually none does).
+    if "\0device." not in "\0" + "\0".join(by_name) or not any(
+            patch.enabled and patch.name.startswith("device.") for patch in by_name.values()):
+        return
     if os.environ.get(DEVICE_NOTICE_VARIABLE) or _configuration.current_rank() != 0:
         return
     level = configuration.log_level
     numeric = int(level) if level and level.isascii() and level.isdigit() else 0
     if level and _configuration.LOG_LEVELS.get(level, numeric) >= _configuration.LOG_LEVELS["WARNING"]:
-        return
-    if not any(patch.enabled and patch.name.startswith("device.")
-               for patch in STATE.catalog.by_name.values()):
         return
     chosen = _configuration.setting("LAZYPATCH_DEVICE").strip().lower()
     if chosen:

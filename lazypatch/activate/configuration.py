@@ -522,7 +522,7 @@ def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
     pack had its chance to declare its variables."""
     environment = os.environ if environ is None else environ
     known = known_variables()
-    for variable in sorted(environment):
+    for variable in sorted(lazypatch_names(environment)):   # not every name decoded
         if variable.startswith("LAZYPATCH_") and variable not in known \
                 and variable not in INTERNAL_VARIABLES:
             alert(f"lazypatch: unknown environment variable {variable}"
