@@ -32,6 +32,23 @@ UNPATCH_SIZES = (1_000, 10_000, 100_000)
 UNPATCH_TOLERANCE = 1.5    # unpatch + enable at 100,000 at most 1.5x that at 1,000
 UNPATCH_CYCLES = 200
 
+# The registrations alone, as import_loop.py times them (the names formatted in the loop),
+# with the process's CPU time beside the wall clock: on a shared machine the wall clock
+# says how busy it was, the CPU time and the instruction count what registration costs.
+REGISTER_SCRIPT = """
+import json, sys, time
+import lazypatch
+def no_op_patch(module):
+    pass
+count = int(sys.argv[1])
+started, cpu = time.perf_counter(), time.process_time()
+for index in range(count):
+    lazypatch.register(no_op_patch, "bench_never_imported_%d" % index,
+                       name="bench.extra_%d" % index)
+print(json.dumps({"wall_s": time.perf_counter() - started,
+                  "cpu_s": time.process_time() - cpu}))
+"""
+
 MEMORY_NAMES = 20_000
 MEMORY_PATCHES = 1_000
 MEMORY_BUDGET = 0.05       # held per application at most 5% of one copy of the namespace
@@ -113,14 +130,16 @@ def measure(environment: Environment, repetitions: int, count: int,
     rows = []
     register_ms = {size: samples[f"{size}/register"].median * 1e3 for size in SIZES}
     for size in SIZES:
-        ok = size != 10_000 or register_ms[size] <= REGISTRATION_BUDGET_MS
+        # The budget's verdict is the CPU time's (registration_cost_rows): on a shared
+        # machine the wall clock says how busy it was.
         rows.append(harness.row(
             GROUP, f"register {size:,} patches", register_ms[size], "ms",
             budget=f"< {REGISTRATION_BUDGET_MS:g} ms" if size == 10_000 else "",
-            verdict=harness.verdict(ok) if size == 10_000 else harness.INFO,
             spread=samples[f"{size}/register"].spread(1e3, 2),
-            note=f"{register_ms[size] / size * 1e3:.2f} µs per patch",
+            note=f"{register_ms[size] / size * 1e3:.2f} µs per patch"
+                 + ("; verdict from the CPU time" if size == 10_000 else ""),
             raw=samples[f"{size}/register"].as_dict()))
+    rows += registration_cost_rows(environment, repetitions, instruction_count is not None)
     per_patch_small = register_ms[1_000] / 1_000
     per_patch_large = register_ms[10_000] / 10_000
     linear = per_patch_large / per_patch_small
@@ -155,6 +174,45 @@ def measure(environment: Environment, repetitions: int, count: int,
     rows += unpatch_rows(environment, repetitions)
     rows.append(memory_row(environment))
     rows.append(waiting_report_row(environment, repetitions))
+    return rows
+
+
+def registration_cost_rows(environment: Environment, repetitions: int, count_instructions: bool
+                           ) -> List[Dict[str, object]]:
+    """10,000 registrations: instructions per ``register()`` (callgrind, 10,000 against
+    none), and the CPU time of all of them (median over processes), the budget's verdict."""
+    script = str(environment.script("register_scale.py", REGISTER_SCRIPT))
+    python = str(environment.clean_python)
+    size = SIZES[-1]
+    rows = []
+    per_registration = None
+    if count_instructions:
+        counted = harness.instructions([python, script, str(size)], environment.env())
+        empty = harness.instructions([python, script, "0"], environment.env())
+        per_registration = (counted - empty) / size
+        rows.append(harness.row(
+            GROUP, f"register {size:,} patches (instructions per registration)",
+            per_registration, "instr",
+            note="callgrind, the process with 10,000 registrations minus the one with none "
+                 "(the loop's own name formatting, about 5,300, included)"))
+    samples = harness.Samples()
+    wall = harness.Samples()
+    for _ in range(max(repetitions, 1)):
+        document = harness.last_json_line(harness.run_process(
+            [python, script, str(size)], env=environment.env()).stdout)
+        samples.values.append(document["cpu_s"])  # type: ignore[index]
+        wall.values.append(document["wall_s"])  # type: ignore[index]
+    cpu_ms = samples.median * 1e3
+    note = f"wall {wall.median * 1e3:.1f} ms in the same processes"
+    if per_registration is not None:
+        note += (f"; {per_registration * size / cpu_ms / 1e6:.1f}M instructions per ms of CPU "
+                 f"in this loop (hot code: COSTS.md's 2.2M per ms is a cold start's)")
+    rows.append(harness.row(
+        GROUP, f"register {size:,} patches (CPU time)", cpu_ms, "ms",
+        budget=f"< {REGISTRATION_BUDGET_MS:g} ms",
+        verdict=harness.verdict(cpu_ms < REGISTRATION_BUDGET_MS),
+        spread=samples.spread(1e3, 2), note=note,
+        raw={"cpu": samples.as_dict(), "wall": wall.as_dict()}))
     return rows
 
 
