@@ -287,7 +287,9 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
         priority = validate_priority(priority, name)
     if enabled is not True and enabled is not False:
         raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
-    if tags.__class__ is tuple:
+    if tags.__class__ is tuple and not tags:   # the default
+        tag_set = _NO_TAGS
+    elif tags.__class__ is tuple:
         # Packs pass the same tuples of tags again and again (a constant): checked once.
         try:
             tag_set = _tag_sets.get(tags)
