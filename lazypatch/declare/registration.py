@@ -292,11 +292,12 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
     elif tags.__class__ is tuple:
         # Packs pass the same tuples of tags again and again (a constant): checked once.
         try:
-            tag_set = _tag_sets.get(tags)
+            known = _tag_sets.get(tags)
         except TypeError:   # an unhashable item: _tag_set names the problem
-            tag_set = None
-        if tag_set is None:
-            tag_set = _tag_sets[tags] = _tag_set(tags, name)
+            known = None
+        if known is None:
+            known = _tag_sets[tags] = _tag_set(tags, name)
+        tag_set = known
     else:
         tag_set = _tag_set(tags, name)
     if requires.__class__ is not tuple or requires:
