@@ -266,69 +266,80 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
     naming the fix, and register nothing. ``events`` sets this patch's own
     event actions, such as ``{"failure": "raise", "skip": "log"}``.
     """
-    # ``lazypatch.register`` is this function itself, and it does its work in one frame:
-    # a call per step (a facade, a builder, the constructor entered from C) cost a tenth
-    # of a registration (benchmarks/measure_scale.py, 10,000 of them under 30 ms). Each
-    # check is one type identity test for the common valid value; anything else takes
-    # the full check, which names the problem, and nothing is registered.
+    # lazypatch.register itself; a valid argument costs one type identity test, anything
+    # else takes the full check (10,000 registrations under 30 ms: measure_scale.py).
     if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
         target = validate_target(target)   # (its fast path above, without the call)
     if phase is not AFTER and phase is not BEFORE:
-        # The constant itself, not an equal string: run_body compares phases by identity.
-        if phase not in (AFTER, BEFORE):
-            raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
-        phase = BEFORE if phase == BEFORE else AFTER
+        phase = _checked_phase(phase)
     if name.__class__ is not str or not name or name.isspace():
-        if name is None:
-            name = _default_name(function)
-        elif not isinstance(name, str) or not name.strip():
-            raise ValueError(f"patch name must be a non-empty string, got {name!r}")
+        name = _checked_name(name, function)
     if priority.__class__ is not int:
         priority = validate_priority(priority, name)
     if enabled is not True and enabled is not False:
         raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
-    if tags.__class__ is tuple and not tags:   # the default
-        tag_set = _NO_TAGS
-    elif tags.__class__ is tuple:
-        # Packs pass the same tuples of tags again and again (a constant): checked once.
-        try:
-            known = _tag_sets.get(tags)
-        except TypeError:   # an unhashable item: _tag_set names the problem
-            known = None
-        if known is None:
-            known = _tag_sets[tags] = _tag_set(tags, name)
-        tag_set = known
-    else:
-        tag_set = _tag_set(tags, name)
+    tag_set = _NO_TAGS if tags.__class__ is tuple and not tags else _checked_tags(tags, name)
     if requires.__class__ is not tuple or requires:
         requires = checked_requirements(requires)   # a memo: packs repeat their lists
     # takes_context's common case, without the call: a plain function whose call runs
     # its body, taking (module, patch) or (module).
     context = None
-    if function.__class__ is _FUNCTION:
-        code = function.__code__
-        flags = code.co_flags
-        if not flags & _DEFERRED_BODY_MASK:
-            count = code.co_argcount
-            required = count - len(function.__defaults__ or ())
-            if required <= 2 and (count >= 2 or flags & 0x04):
-                context = True
-            elif required <= 1 and count >= 1:
-                context = False
+    code = function.__code__ if function.__class__ is _FUNCTION else None
+    if code is not None and not code.co_flags & _DEFERRED_BODY_MASK:
+        count = code.co_argcount
+        required = count - len(function.__defaults__ or ())
+        if required <= 2 and (count >= 2 or code.co_flags & 0x04):
+            context = True
+        elif required <= 1 and count >= 1:
+            context = False
     if context is None:
         context = takes_context(function, name)
     actions = None
     if events is not None:   # events.py only when asked: activation does not load it
         from ..decide.events import validate
         actions = validate(events, name)
-    # RegisteredPatch's __init__ called directly: through RegisteredPatch(...) the
-    # interpreter enters it from C (type call, slot lookup).
+    # RegisteredPatch's __init__ called directly: RegisteredPatch(...) enters it from C.
     patch = _new_patch(RegisteredPatch)
     _init_patch(patch, name, target, function, phase, priority, requires, tag_set, enabled,
                 context)
-    # Indexed with the configuration's rules applied to it; safe from any thread: nothing
-    # is lost to a race.
+    _index(patch, actions)
+    return name
+
+
+def _checked_phase(phase: object) -> str:
+    """The phase constant itself, not an equal string: run_body compares by identity."""
+    if phase not in (AFTER, BEFORE):
+        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
+    return BEFORE if phase == BEFORE else AFTER
+
+
+def _checked_name(name: object, function: "Any") -> str:
+    """The patch's name: the function's qualified name when none is given."""
+    if name is None:
+        return _default_name(function)
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"patch name must be a non-empty string, got {name!r}")
+    return name
+
+
+def _checked_tags(tags: "Iterable[str]", name: str) -> "frozenset":
+    """The tags as a set; the same tuple (a pack's constant) is checked once."""
+    if tags.__class__ is not tuple:
+        return _tag_set(tags, name)
+    try:
+        known = _tag_sets.get(tags)
+    except TypeError:   # an unhashable item: _tag_set names the problem
+        known = None
+    if known is None:
+        known = _tag_sets[tags] = _tag_set(tags, name)
+    return known
+
+
+def _index(patch: "RegisteredPatch", actions: "Optional[Any]") -> None:
+    """Index a checked patch with the configuration's rules applied to it (safe from any
+    thread: nothing is lost to a race), and apply it if its target is imported."""
     catalog = STATE.catalog
+    name = patch.name
     with STATE.lock:
         existing = catalog.by_name.get(name)
         if existing is not None:
@@ -348,10 +359,10 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
     # Only a target that is imported (or being imported) needs the application
     # machinery now; at activation none is, and application is loaded on the
     # first watched import instead (see benchmarks/COSTS.md).
+    target = patch.target
     if target in sys.modules or target in _module_locks:
         from ..apply.application import apply_to_imported
         apply_to_imported(patch)
-    return name
 
 
 def declare_opt_in_pack(name: str, module: str) -> None:
