@@ -89,7 +89,8 @@ def copy_lazypatch(site: Path) -> None:
     shutil.copytree(REPOSITORY / "registry", site / "lazypatch" / "registry", ignore=ignore)
 
 
-#: Real spconv's CPU build, for the stand-in's comparison (benchmarks/bench_sparse_conv.py).
+#: Real spconv's CPU build, for the stand-in's comparison
+#: (benchmarks/packs/cuda_extensions/bench_sparse_conv.py).
 SPCONV_REQUIREMENTS = REPOSITORY / "requirements" / "bench-spconv.txt"
 #: Where its venv is kept between runs (installing it takes a minute or two; a changed
 #: requirements file rebuilds it).

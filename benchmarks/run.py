@@ -25,18 +25,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 if __package__ in (None, ""):   # run as a script: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import (  # noqa: E402
-    harness,
-    measure_activation,
-    measure_calls,
-    measure_imports,
-    measure_lazy_eager,
-    measure_scale,
-    measure_wrap,
-    packs,
-    table,
-)
+from benchmarks import harness, packs, table  # noqa: E402
+from benchmarks.activate import measure_activation, measure_lazy_eager  # noqa: E402
+from benchmarks.apply import measure_calls, measure_wrap  # noqa: E402
+from benchmarks.declare import measure_scale  # noqa: E402
 from benchmarks.environment import BENCHMARKS, Environment, build_environment  # noqa: E402
+from benchmarks.watch import measure_imports  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -80,17 +74,18 @@ MEASUREMENTS: Dict[str, Measurement] = {
     "scale": lambda env, s, count: measure_scale.measure(
         env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
     "packs": lambda env, s, count: packs.measure(quick=s is not FULL),
-    "tracker": lambda env, s, count: packs.measure(quick=s is not FULL, modules=("bench_tracker",)),
-    "report-merge": lambda env, s, count: packs.measure(quick=s is not FULL,
-                                                        modules=("bench_report_merge",)),
-    "bev-pool": lambda env, s, count: packs.measure(quick=s is not FULL,
-                                                    modules=("bench_bev_pool",)),
-    "sparse-conv": lambda env, s, count: packs.measure(quick=s is not FULL,
-                                                       modules=("bench_sparse_conv",)),
+    "tracker": lambda env, s, count: packs.measure(
+        quick=s is not FULL, modules=("packs.training.bench_tracker",)),
+    "report-merge": lambda env, s, count: packs.measure(
+        quick=s is not FULL, modules=("reports.bench_report_merge",)),
+    "bev-pool": lambda env, s, count: packs.measure(
+        quick=s is not FULL, modules=("packs.cuda_extensions.bench_bev_pool",)),
+    "sparse-conv": lambda env, s, count: packs.measure(
+        quick=s is not FULL, modules=("packs.cuda_extensions.bench_sparse_conv",)),
     "deformable-aggregation": lambda env, s, count: packs.measure(
-        quick=s is not FULL, modules=("bench_deformable_aggregation",)),
-    "torchvision-ops": lambda env, s, count: packs.measure(quick=s is not FULL,
-                                                           modules=("bench_torchvision_ops",)),
+        quick=s is not FULL, modules=("packs.cuda_extensions.bench_deformable_aggregation",)),
+    "torchvision-ops": lambda env, s, count: packs.measure(
+        quick=s is not FULL, modules=("packs.cuda_extensions.bench_torchvision_ops",)),
 }
 
 

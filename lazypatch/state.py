@@ -86,7 +86,7 @@ class RegisteredPatch:
                  phase: str, priority: int, requires: "Tuple[Requirement, ...]",
                  tags: "frozenset", enabled: bool, takes_context: bool) -> None:
         # Positional parameters: matching nine keywords cost more than the rest of the
-        # constructor (10,000 registrations: benchmarks/measure_scale.py).
+        # constructor (10,000 registrations: benchmarks/declare/measure_scale.py).
         self.name = name
         self.target = target
         self.function = function
@@ -177,7 +177,7 @@ class Catalog:
         # Indexes that answer selection (``enable("openmmlab")``, ``tag:x``) and undo
         # (the patches declared on a patch's behalf) without walking every patch:
         # with 10,000 registered, that walk made each unpatch()/enable() cost tens of
-        # milliseconds (benchmarks/measure_scale.py). Each maps a key to {name: patch}.
+        # milliseconds (benchmarks/declare/measure_scale.py). Each maps a key to {name: patch}.
         self.by_tag: "Dict[str, Dict[str, RegisteredPatch]]" = {}
         # "a" and "a.b" -> the patches named "a.b.c": the dotted families a selector names.
         self.by_family: "Dict[str, Dict[str, RegisteredPatch]]" = {}

@@ -143,7 +143,7 @@ def write_demo_report(interpreter: "Interpreter", path: "object",
                            "import lazypatch.auto, demo_target", env=environment)
 
 
-# --- fixtures of the trust suite (tests/test_trust_*.py) ---------------------
+# --- fixtures of the trust suite (tests/trust/) ---------------------
 
 TRUST_HELPERS = '''
 """Helpers the trust scenarios import (written beside each scenario)."""
@@ -300,18 +300,18 @@ def ops():
 # test builds and trains a real model, runs a whole external suite or starts a cluster),
 # so they are marked here, in one place, rather than test by test.
 SLOW_FILES = frozenset({
-    "tests/packs/test_mmdet3d_point_configs.py",
-    "tests/packs/test_mmdet3d_sparse_configs.py",
-    "tests/packs/test_mmdet3d_own_heads.py",
-    "tests/packs/test_mmdet3d_cuda_suite.py",
-    "tests/packs/test_openmmlab_models.py",
-    "tests/packs/test_mmcv_own_op_tests.py",
-    "tests/packs/test_ascend_defaults.py",
-    "tests/test_many_machines_workers.py",
-    "tests/test_driving_sdk_migrations.py",
-    "tests/test_demo.py",
-    "tests/packs/test_openmmlab1x_models.py",
-    "tests/test_driving_sdk_model_files.py",
+    "tests/packs/openmmlab/test_mmdet3d_point_configs.py",
+    "tests/packs/openmmlab/test_mmdet3d_sparse_configs.py",
+    "tests/packs/openmmlab/test_mmdet3d_own_heads.py",
+    "tests/packs/device/test_mmdet3d_cuda_suite.py",
+    "tests/packs/openmmlab/test_models.py",
+    "tests/packs/shared/test_mmcv_own_op_tests.py",
+    "tests/packs/ascend/test_defaults.py",
+    "tests/integrations/test_ray_and_dask_workers.py",
+    "tests/driving_sdk/test_migrations.py",
+    "tests/project/test_demo.py",
+    "tests/packs/openmmlab/test_1x_models.py",
+    "tests/driving_sdk/test_model_files.py",
 })
 
 

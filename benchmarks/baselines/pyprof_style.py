@@ -4,7 +4,7 @@ Reproduces what NVIDIA PyProf's ``add_wrapper`` did (seed 000): replace a
 function with a wrapper that, on *every* call, walks the Python stack
 (``traceback.extract_stack``), formats a trace marker, a module marker and
 an argument marker (shapes), and pushes them as NVTX ranges around the call.
-``benchmarks/bench_tracing.py`` measures lazypatch's ``training.tracing``
+``benchmarks/packs/training/bench_tracing.py`` measures lazypatch's ``training.tracing``
 pack against it.
 """
 

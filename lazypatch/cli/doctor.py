@@ -94,27 +94,17 @@ def measure_activation(runs: int) -> Dict[str, Any]:
     is stable against waiting, not against the cache and frequency contention of a
     saturated machine: there the same start costs twice its idle CPU time).
     """
-    import resource
     bare_environment = dict(os.environ, LAZYPATCH="0")
     active_environment = {key: value for key, value in os.environ.items() if key != "LAZYPATCH"}
     count_modules = "import sys; print(len(sys.modules))"
-
-    def start(command: str, environment: Dict[str, str]) -> "tuple[float, str]":
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        result = subprocess.run([sys.executable, "-c", command], env=environment,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return seconds * 1000.0, result.stdout.strip()
-
     # Warm-up, uncounted; it also counts the modules each start ends with.
-    _, bare_modules = start(count_modules, bare_environment)
-    _, active_modules = start("import lazypatch.auto; " + count_modules, active_environment)
+    _, bare_modules = _child_cpu_ms(count_modules, bare_environment)
+    _, active_modules = _child_cpu_ms("import lazypatch.auto; " + count_modules, active_environment)
     bare: List[float] = []
     active: List[float] = []
     for _ in range(runs):
-        bare.append(start("pass", bare_environment)[0])
-        active.append(start("import lazypatch.auto", active_environment)[0])
+        bare.append(_child_cpu_ms("pass", bare_environment)[0])
+        active.append(_child_cpu_ms("import lazypatch.auto", active_environment)[0])
     bare.sort()
     active.sort()
     # The second-smallest sample when there are several: one start that the kernel's
@@ -130,6 +120,17 @@ def measure_activation(runs: int) -> Dict[str, Any]:
     return {"bare_ms": bare[0], "active_ms": active[0], "load_average": load,
             "cost_ms": max(0.0, active[0] - bare[0]), "runs": runs, "clock": "cpu",
             "modules_added": modules_added, "stable": spread <= ACTIVATION_BUDGET_MS and not busy}
+
+
+def _child_cpu_ms(command: str, environment: Dict[str, str]) -> "tuple[float, str]":
+    """The CPU time (ms, user + system) of ``python -c command`` and what it printed."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = subprocess.run([sys.executable, "-c", command], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds * 1000.0, result.stdout.strip()
 
 
 def slowest_activation_imports(count: int = 3) -> List[str]:
@@ -164,6 +165,18 @@ def diagnose(imports: Sequence[str] = (), runs: int = 7) -> Dict[str, Any]:
     findings = probe(imports)
     problems: List[str] = []
     notes: List[str] = []
+    _activation_problems(findings, problems, notes)
+    _patch_problems(findings, problems, notes)
+    if runs:
+        findings["timing"] = measure_activation(runs)
+        _timing_findings(findings["timing"], problems, notes)
+    findings["problems"] = problems
+    findings["notes"] = notes
+    return findings
+
+
+def _activation_problems(findings: Dict[str, Any], problems: List[str], notes: List[str]) -> None:
+    """Whether lazypatch is active, its finder first, and activated before its targets."""
     if not findings["active"]:
         problems.append("lazypatch is not active in a fresh interpreter here (LAZYPATCH=0 is "
                         "set?); unset LAZYPATCH to activate it")
@@ -183,6 +196,11 @@ def diagnose(imports: Sequence[str] = (), runs: int = 7) -> Dict[str, Any]:
                         f"and earlier `from x import y` copies may hold originals. Activate "
                         f"earlier: `lazypatch run`, `lazypatch site install`, or "
                         f"`import lazypatch.auto` as the first line")
+
+
+def _patch_problems(findings: Dict[str, Any], problems: List[str], notes: List[str]) -> None:
+    """Conflicts, failed patches, unmet requirements, untracked calls, warnings and
+    the modules ``--import`` could not import."""
     for record in findings["report"]:
         for conflict in record.get("conflicts") or ():
             message = f"conflict: {conflict}; disable one with LAZYPATCH_DISABLE=<name>"
@@ -200,25 +218,23 @@ def diagnose(imports: Sequence[str] = (), runs: int = 7) -> Dict[str, Any]:
         problems.append(warning)
     for name, error in findings["import_errors"].items():
         problems.append(f"--import {name} failed: {error}")
-    if runs:
-        timing = measure_activation(runs)
-        findings["timing"] = timing
-        if timing["cost_ms"] > ACTIVATION_BUDGET_MS and timing["stable"]:
-            slowest = ", ".join(slowest_activation_imports()) or "nothing measurable"
-            problems.append(
-                f"activation costs {timing['cost_ms']:.1f} ms of CPU per interpreter start (the "
-                f"least of {timing['runs']}), over the {ACTIVATION_BUDGET_MS:.0f} ms budget; slowest "
-                f"imports: {slowest}. Plugin packs (LAZYPATCH_PLUGINS=0 leaves them out) and "
-                f"LAZYPATCH_MODULES run here")
-        elif not timing["stable"]:
-            notes.append(
-                f"activation cost not judged: the machine is busy (load average "
-                f"{timing['load_average']:.1f} on {os.cpu_count()} cores) or the CPU time of "
-                f"{timing['runs']} starts varied by more than the {ACTIVATION_BUDGET_MS:.0f} ms "
-                f"budget; run `lazypatch doctor` again on a quiet machine")
-    findings["problems"] = problems
-    findings["notes"] = notes
-    return findings
+
+
+def _timing_findings(timing: Dict[str, Any], problems: List[str], notes: List[str]) -> None:
+    """Activation over its budget (on a machine quiet enough to say), or why not judged."""
+    if timing["cost_ms"] > ACTIVATION_BUDGET_MS and timing["stable"]:
+        slowest = ", ".join(slowest_activation_imports()) or "nothing measurable"
+        problems.append(
+            f"activation costs {timing['cost_ms']:.1f} ms of CPU per interpreter start (the "
+            f"least of {timing['runs']}), over the {ACTIVATION_BUDGET_MS:.0f} ms budget; slowest "
+            f"imports: {slowest}. Plugin packs (LAZYPATCH_PLUGINS=0 leaves them out) and "
+            f"LAZYPATCH_MODULES run here")
+    elif not timing["stable"]:
+        notes.append(
+            f"activation cost not judged: the machine is busy (load average "
+            f"{timing['load_average']:.1f} on {os.cpu_count()} cores) or the CPU time of "
+            f"{timing['runs']} starts varied by more than the {ACTIVATION_BUDGET_MS:.0f} ms "
+            f"budget; run `lazypatch doctor` again on a quiet machine")
 
 
 def unmet_notes(unmet: Sequence[Dict[str, Any]]) -> List[str]:

@@ -51,7 +51,16 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
                "LAZYPATCH=0 turns every activation off for one process.")
     parser.add_argument("--version", action="version", version=f"lazypatch {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run_command(commands, pack_options)
+    _add_list_command(commands)
+    _add_report_command(commands)
+    _add_site_command(commands)
+    _add_doctor_command(commands)
+    return parser
 
+
+def _add_run_command(commands: Any, pack_options: bool) -> None:
+    """`lazypatch run`: its settings as flags (and the packs' own when ``pack_options``)."""
     run = commands.add_parser(
         "run", help="run a command with lazypatch active in it and in every Python child",
         description="Prepend lazypatch's bootstrap directory to PYTHONPATH and execute\n"
@@ -94,6 +103,9 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
     if pack_options:
         _add_pack_options(run)
 
+
+def _add_list_command(commands: Any) -> None:
+    """`lazypatch list`: selectors, tags, statuses, JSON."""
     listing = commands.add_parser(
         "list", help="every registered patch, without importing any target",
         description="List the patches of the built-in packs, plugin packs and "
@@ -117,6 +129,9 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
                               "otherwise unless a selector, --tag or --status picks them")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+
+def _add_report_command(commands: Any) -> None:
+    """`lazypatch report`: files to render or merge, the HTML page, diffs."""
     report = commands.add_parser(
         "report", help="render report files written by LAZYPATCH_REPORT",
         description="Render one report file as a table, or merge any number (one per rank "
@@ -142,6 +157,9 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
                         help="exit 0 even when a patch failed in some process (by default "
                              "the exit status is 1 then, so that a job script can stop)")
 
+
+def _add_site_command(commands: Any) -> None:
+    """`lazypatch site install|uninstall|status`."""
     site = commands.add_parser(
         "site", help="activate lazypatch at every interpreter start of this environment",
         description="install writes lazypatch-activate.pth (and the Python 3.15+ "
@@ -152,6 +170,9 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
     site.add_argument("--dir", metavar="DIRECTORY",
                       help="a site directory other than this environment's site-packages")
 
+
+def _add_doctor_command(commands: Any) -> None:
+    """`lazypatch doctor`: modules to import in the probe, timing runs, JSON."""
     doctor = commands.add_parser(
         "doctor", help="check this environment and say what to fix",
         description="Start a fresh interpreter like your program would, activate "
@@ -166,7 +187,6 @@ def _parser(pack_options: bool = False) -> argparse.ArgumentParser:
     doctor.add_argument("--runs", type=int, default=7, metavar="N",
                         help="interpreter starts per timing sample (default 7; 0 skips timing)")
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
-    return parser
 
 
 def pack_variables() -> Dict[str, Dict[str, str]]:

@@ -79,69 +79,83 @@ def _tokenize_marker(text: str, requirement: str) -> "List[str]":
 
 def parse_marker(text: str, requirement: str) -> "Marker":
     """Compile a PEP 508 environment marker into a predicate on an environment."""
-    tokens = _tokenize_marker(text, requirement)
-    position = 0
+    parser = _MarkerParser(_tokenize_marker(text, requirement), requirement)
+    marker = parser.disjunction()
+    if not parser.at_end():
+        raise parser.fail(f"unexpected {parser.tokens[parser.position]!r} in marker")
+    return marker
 
-    def fail(message: str) -> "ValueError":
-        return ValueError(f"invalid requirement {requirement!r}: {message}")
 
-    def operand() -> "Callable[[Dict[str, str]], str]":
-        nonlocal position
-        if position >= len(tokens):
-            raise fail("marker ends early")
-        token = tokens[position]
-        position += 1
+_OPERATORS = ("in", "==", "!=", "<", "<=", ">", ">=", "~=", "===")
+
+
+class _MarkerParser:
+    """Recursive descent over a marker's tokens: ``or`` binds looser than ``and``,
+    parentheses group, each comparison is ``operand operator operand``."""
+
+    def __init__(self, tokens: "List[str]", requirement: str) -> None:
+        self.tokens = tokens
+        self.requirement = requirement
+        self.position = 0
+
+    def fail(self, message: str) -> ValueError:
+        return ValueError(f"invalid requirement {self.requirement!r}: {message}")
+
+    def at_end(self) -> bool:
+        return self.position >= len(self.tokens)
+
+    def next_is(self, token: str) -> bool:
+        return not self.at_end() and self.tokens[self.position] == token
+
+    def take(self, missing: str) -> str:
+        """The next token (consumed); ``missing`` is the error when there is none."""
+        if self.at_end():
+            raise self.fail(missing)
+        self.position += 1
+        return self.tokens[self.position - 1]
+
+    def operand(self) -> "Callable[[Dict[str, str]], str]":
+        token = self.take("marker ends early")
         if token[0] in "'\"":
             value = token[1:-1]
             return lambda environment: value
         if token not in _MARKER_VARIABLES:
-            raise fail(f"unknown marker variable {token!r}")
+            raise self.fail(f"unknown marker variable {token!r}")
         return lambda environment: environment.get(token, "")
 
-    def comparison() -> "Marker":
-        nonlocal position
-        if position < len(tokens) and tokens[position] == "(":
-            position += 1
-            inner = disjunction()
-            if position >= len(tokens) or tokens[position] != ")":
-                raise fail("unbalanced parentheses in marker")
-            position += 1
+    def comparison(self) -> "Marker":
+        if self.next_is("("):
+            self.position += 1
+            inner = self.disjunction()
+            if not self.next_is(")"):
+                raise self.fail("unbalanced parentheses in marker")
+            self.position += 1
             return inner
-        left = operand()
-        if position >= len(tokens):
-            raise fail("marker comparison has no operator")
-        operator = tokens[position]
-        position += 1
+        left = self.operand()
+        operator = self.take("marker comparison has no operator")
         if operator == "not":
-            if position >= len(tokens) or tokens[position] != "in":
-                raise fail("expected 'not in' in marker")
-            position += 1
+            if not self.next_is("in"):
+                raise self.fail("expected 'not in' in marker")
+            self.position += 1
             operator = "not in"
-        elif operator not in ("in", "==", "!=", "<", "<=", ">", ">=", "~=", "==="):
-            raise fail(f"unknown marker operator {operator!r}")
-        right = operand()
+        elif operator not in _OPERATORS:
+            raise self.fail(f"unknown marker operator {operator!r}")
+        right = self.operand()
         return lambda environment: _compare(left(environment), operator, right(environment))
 
-    def conjunction() -> "Marker":
-        nonlocal position
-        parts = [comparison()]
-        while position < len(tokens) and tokens[position] == "and":
-            position += 1
-            parts.append(comparison())
+    def conjunction(self) -> "Marker":
+        parts = [self.comparison()]
+        while self.next_is("and"):
+            self.position += 1
+            parts.append(self.comparison())
         return lambda environment: all(part(environment) for part in parts)
 
-    def disjunction() -> "Marker":
-        nonlocal position
-        parts = [conjunction()]
-        while position < len(tokens) and tokens[position] == "or":
-            position += 1
-            parts.append(conjunction())
+    def disjunction(self) -> "Marker":
+        parts = [self.conjunction()]
+        while self.next_is("or"):
+            self.position += 1
+            parts.append(self.conjunction())
         return lambda environment: any(part(environment) for part in parts)
-
-    marker = disjunction()
-    if position != len(tokens):
-        raise fail(f"unexpected {tokens[position]!r} in marker")
-    return marker
 
 
 def _compare(left: str, operator: str, right: str) -> bool:

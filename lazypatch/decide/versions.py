@@ -10,7 +10,7 @@ versions are matched as its reference regex matches them (first match in
 the regex's order of trial, ASCII digits only), and specifiers are the
 intervals it gives each operator; what it refuses as a specifier (a local
 label in ``>=2.0+cpu``, ``.*`` after a pre-release, ``~=`` on one release
-segment) is refused at registration. tests/test_versions_differential.py
+segment) is refused at registration. tests/decide/test_versions_differential.py
 checks both on generated versions and specifiers. Environment markers
 (requirements.py) still lack PEP 508's string-comparison fallback.
 """

@@ -218,56 +218,77 @@ def merge(documents: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
         for position, record in enumerate(document["patches"]):
             name = str(record.get("name", ""))
             records[name] = record
-            known = names.get(name)
-            if known is None or key < known[0]:
-                names[name] = (key, position, str(record.get("target", "")))
-            count = record.get("calls")
-            if isinstance(count, int):
-                total = calls.setdefault(name, [0, 0, None])
-                total[0] += count
-                total[1] += 1
-                if count and (total[2] is None or key < total[2][0]):
-                    total[2] = (key, record.get("first_call_site") or "")
-            for row in record.get("usage") or ():
-                _add_usage(usage, row, key)
+            _note_record(names, calls, usage, key, position, record)
         signature = tuple(sorted((name, _status_key(record)) for name, record in records.items()))
         group = by_signature.get(signature)
         if group is None:
             group = by_signature[signature] = _Group()
         group.add(key, document, records)
     merged_groups = sorted(by_signature.values(), key=lambda group: group.first_key or (2, 0, ""))
+    patches = [_merged_patch(name, target, merged_groups, calls.get(name))
+               for name, (_, _, target) in sorted(names.items(), key=lambda item: item[1][:2])]
+    patches.sort(key=_report_order)
+    return {"processes": processes, "groups": _labelled_groups(merged_groups), "patches": patches,
+            "usage": usage_of([{"usage": [row for row, _ in usage.values()]}])}
+
+
+def _note_record(names: Dict[str, Tuple[Tuple[int, int, str], int, str]],
+                 calls: Dict[str, List[Any]],
+                 usage: Dict[Tuple[str, str, str], Tuple[Dict[str, Any], Tuple[int, int, str]]],
+                 key: Tuple[int, int, str], position: int, record: Dict[str, Any]) -> None:
+    """Add one process's record of a patch to ``merge``'s tallies: where the patch is
+    first named, its calls summed, its "what ran where" rows summed."""
+    name = str(record.get("name", ""))
+    known = names.get(name)
+    if known is None or key < known[0]:
+        names[name] = (key, position, str(record.get("target", "")))
+    count = record.get("calls")
+    if isinstance(count, int):
+        total = calls.setdefault(name, [0, 0, None])
+        total[0] += count
+        total[1] += 1
+        if count and (total[2] is None or key < total[2][0]):
+            total[2] = (key, record.get("first_call_site") or "")
+    for row in record.get("usage") or ():
+        _add_usage(usage, row, key)
+
+
+def _labelled_groups(merged_groups: List["_Group"]) -> List[Dict[str, Any]]:
+    """Each group's label and members by rank, its first member's whole document first."""
     groups: List[Dict[str, Any]] = []
     for group in merged_groups:
         group.members.sort(key=lambda member: member[0])
         members = [member for _, member in group.members]
         members[0] = group.first       # the whole document speaks for the group
         groups.append({"label": group_label(members), "members": members})
-    patches = []
-    for name, (_, _, target) in sorted(names.items(), key=lambda item: item[1][:2]):
-        firsts = [group.first_records.get(name) for group in merged_groups]
-        differs = len({_status_key(first) for first in firsts}) > 1
-        cells = []
-        for group, first in zip(merged_groups, firsts):
-            cell: Dict[str, Any] = dict(first) if first is not None else {
-                "name": name, "target": target,
-                "status": ABSENT, "reason": "not registered"}
-            # Every member's reason only where the patch differs (what a reader
-            # studies); elsewhere the first member speaks for its group.
-            cell["reasons"] = group.reasons(name, everyone=differs)
-            cells.append(cell)
-        counted = calls.get(name)
-        patches.append({"name": name, "target": target, "differs": differs, "cells": cells,
-                        "calls": None if counted is None else
-                        [counted[0], counted[1], counted[2][1] if counted[2] else ""]})
-    # What went wrong first (a failure in any process, then conflicts), then what
-    # differs between processes, then the rest by status: what a reader of a
-    # thousand ranks came for is at the top. (sort is stable: first-seen order within.)
-    def place(patch: Dict[str, Any]) -> Tuple[bool, bool, int]:
-        worst = min(severity(cell) for cell in patch["cells"])
-        return (worst > 1, not patch["differs"], worst)
-    patches.sort(key=place)
-    return {"processes": processes, "groups": groups, "patches": patches,
-            "usage": usage_of([{"usage": [row for row, _ in usage.values()]}])}
+    return groups
+
+
+def _merged_patch(name: str, target: str, merged_groups: List["_Group"],
+                  counted: Optional[List[Any]]) -> Dict[str, Any]:
+    """One patch across the groups: a cell per group, whether they differ, its calls."""
+    firsts = [group.first_records.get(name) for group in merged_groups]
+    differs = len({_status_key(first) for first in firsts}) > 1
+    cells = []
+    for group, first in zip(merged_groups, firsts):
+        cell: Dict[str, Any] = dict(first) if first is not None else {
+            "name": name, "target": target,
+            "status": ABSENT, "reason": "not registered"}
+        # Every member's reason only where the patch differs (what a reader
+        # studies); elsewhere the first member speaks for its group.
+        cell["reasons"] = group.reasons(name, everyone=differs)
+        cells.append(cell)
+    return {"name": name, "target": target, "differs": differs, "cells": cells,
+            "calls": None if counted is None else
+            [counted[0], counted[1], counted[2][1] if counted[2] else ""]}
+
+
+def _report_order(patch: Dict[str, Any]) -> Tuple[bool, bool, int]:
+    """What went wrong first (a failure in any process, then conflicts), then what
+    differs between processes, then the rest by status: what a reader of a thousand
+    ranks came for is at the top (the sort is stable: first-seen order within)."""
+    worst = min(severity(cell) for cell in patch["cells"])
+    return (worst > 1, not patch["differs"], worst)
 
 
 def _add_usage(usage: Dict[Tuple[str, str, str], Tuple[Dict[str, Any], Tuple[int, int, str]]],
@@ -345,13 +366,7 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     status and reasons per group. One report renders as its own table."""
     groups, patches = merged["groups"], merged["patches"]
     if merged["processes"] == 1:
-        document = groups[0]["members"][0]
-        label = group_label([document])
-        if "pid" not in label:
-            label += f", pid {document.get('pid', '?')}"
-        once = one_time_imports_line(document.get("one_time_imports") or {})
-        return (f"{document.get('path', '')}: {label}\n" + render_table(document["patches"], all=all)
-                + (f"\n{once}" if once else ""))
+        return _render_one(groups[0]["members"][0], all)
     lines = failure_lines(merged)
     lines.append(f"{plural(merged['processes'], 'report')}, {plural(len(groups), 'group')} "
                  f"of identical processes:")
@@ -368,11 +383,7 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
         shown = differing
     lines.append("")
     if len(groups) <= MATRIX_COLUMNS and shown:
-        header = ["PATCH", "TARGET"] + [f"{group_name(index)}: {short_label(group['label']).upper()}"
-                                        for index, group in enumerate(groups)]
-        rows = [header] + [[patch["name"], patch["target"]] +
-                           [_cell_text(cell) for cell in patch["cells"]] for patch in shown]
-        lines.append(format_table([row + [""] for row in rows]))
+        lines.append(_matrix(groups, shown))
     agreeing = len(patches) - len(differing) - len(noise) - \
         sum(1 for patch in shown if not patch["differs"])
     if agreeing:
@@ -386,9 +397,32 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
     if not differing:
         lines.append("every patch has the same status in every process")
         return "\n".join(lines)
-    lines.append("")
-    lines.append(f"{plural(len(differing), 'patch', 'patches')} "
-                 f"differ{'s' if len(differing) == 1 else ''} between processes:")
+    return "\n".join(lines + [""] + _differences(groups, differing))
+
+
+def _render_one(document: Dict[str, Any], all: bool) -> str:
+    """One report: its path and label, then its own table."""
+    label = group_label([document])
+    if "pid" not in label:
+        label += f", pid {document.get('pid', '?')}"
+    once = one_time_imports_line(document.get("one_time_imports") or {})
+    return (f"{document.get('path', '')}: {label}\n" + render_table(document["patches"], all=all)
+            + (f"\n{once}" if once else ""))
+
+
+def _matrix(groups: Sequence[Dict[str, Any]], shown: Sequence[Dict[str, Any]]) -> str:
+    """The patch-by-group table of the patches ``shown``."""
+    header = ["PATCH", "TARGET"] + [f"{group_name(index)}: {short_label(group['label']).upper()}"
+                                    for index, group in enumerate(groups)]
+    rows = [header] + [[patch["name"], patch["target"]] +
+                       [_cell_text(cell) for cell in patch["cells"]] for patch in shown]
+    return format_table([row + [""] for row in rows])
+
+
+def _differences(groups: Sequence[Dict[str, Any]], differing: Sequence[Dict[str, Any]]) -> List[str]:
+    """Each differing patch's status and reasons, group by group."""
+    lines = [f"{plural(len(differing), 'patch', 'patches')} "
+             f"differ{'s' if len(differing) == 1 else ''} between processes:"]
     for patch in differing:
         lines.append(f"  {patch['name']} ({patch['target']})")
         for group, cell in zip(groups, patch["cells"]):
@@ -397,7 +431,7 @@ def render_merged(merged: Dict[str, Any], all: bool = False) -> str:
             text = f" ({'; '.join(reasons)}{more})" if reasons else ""
             lines.append(f"    {short_label(group['label'], 60)}: "
                          f"{_cell_text(cell, reason=False)}{text}")
-    return "\n".join(lines)
+    return lines
 
 
 def _calls_summary(patches: Sequence[Dict[str, Any]], processes: int) -> List[str]:

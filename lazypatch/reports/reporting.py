@@ -90,6 +90,26 @@ def record_of(patch: "RegisteredPatch",
     """The report record of a patch at this moment; ``packages`` and ``hints``
     remember ``target_distribution`` and ``missing_module_hint`` answers across the
     records of one report."""
+    record, has_providers = _record_under_lock(patch)
+    top = patch.target.split(".", 1)[0]
+    if packages is None or top not in packages:
+        found = target_distribution(top)
+        if packages is None:
+            packages = {}
+        packages[top] = found
+    record["package"], record["version"] = packages[top]
+    if has_providers:   # user code: called without the lock
+        notes, usage = _provided(patch)
+        record["notes"] = record["notes"] + notes
+        if usage:
+            record["usage"] = usage
+    _explain_pending(record, patch, top, hints)
+    return record
+
+
+def _record_under_lock(patch: "RegisteredPatch") -> "Tuple[PatchRecord, bool]":
+    """The facts of the patch's record, read together under the state's lock, and
+    whether note providers are to be asked (without the lock) for more."""
     with STATE.lock:
         changes = [described_change(change) for context in patch.live
                    for change in context.changes]
@@ -112,19 +132,13 @@ def record_of(patch: "RegisteredPatch",
         plugin = STATE.plugin_entries.get(patch.name)
         if plugin is not None:
             record["source"] = f"plugin {plugin.distribution} ({plugin.value})"
-        providers = list(patch.note_providers)
-    top = patch.target.split(".", 1)[0]
-    if packages is None or top not in packages:
-        found = target_distribution(top)
-        if packages is None:
-            packages = {}
-        packages[top] = found
-    record["package"], record["version"] = packages[top]
-    if providers:   # user code: called without the lock
-        notes, usage = _provided(patch)
-        record["notes"] = record["notes"] + notes
-        if usage:
-            record["usage"] = usage
+        return record, bool(patch.note_providers)
+
+
+def _explain_pending(record: PatchRecord, patch: "RegisteredPatch", top: str,
+                     hints: "Optional[MissingModuleHints]") -> None:
+    """Why a pending patch waits: its target put in sys.modules without an import, or
+    (for a patch of the user's) a hint at a misspelled or missing module."""
     imported = sys.modules.get(patch.target)
     if record["status"] == "pending" and patch.phase == AFTER and imported is not None and \
             not getattr(getattr(imported, "__spec__", None), "_initializing", False):
@@ -138,7 +152,6 @@ def record_of(patch: "RegisteredPatch",
         hint = (hints or MissingModuleHints())(top)
         if hint:
             record["notes"] = record["notes"] + [hint]
-    return record
 
 
 def missing_module_hint(top: str) -> str:

@@ -217,13 +217,23 @@ def patch_nvtx(nvtx: "Any", patch: "Any") -> None:
     originals = {name: namespace[name] for name in
                  ("range_push", "range_pop", "range_start", "range_end", "mark", "range")
                  if name in namespace}
+    for function in (*_nvtx_stack_ranges(originals), *_nvtx_started_ranges(originals),
+                     *_nvtx_marks(originals)):
+        if function.__name__ in originals:
+            patch.setattr(nvtx, function.__name__, function)
 
-    def passthrough() -> bool:
-        target = resolve()
-        return target is None or target.passthrough
+
+def _nvtx_passthrough() -> bool:
+    """Whether NVTX calls go to nvtx itself (no device target, or one that passes through)."""
+    target = resolve()
+    return target is None or target.passthrough
+
+
+def _nvtx_stack_ranges(originals: "Dict[str, Any]") -> "Tuple[Any, ...]":
+    """``range_push`` and ``range_pop``: nested ranges on this thread's stack."""
 
     def range_push(msg: str) -> int:
-        if passthrough():
+        if _nvtx_passthrough():
             return originals["range_push"](msg)
         record("torch.cuda.nvtx.range_push")
         scope = _record_function(msg)
@@ -232,15 +242,21 @@ def patch_nvtx(nvtx: "Any", patch: "Any") -> None:
         return len(_RANGES.stack) - 1
 
     def range_pop() -> int:
-        if passthrough():
+        if _nvtx_passthrough():
             return originals["range_pop"]()
         if not _RANGES.stack:
             return -1
         _RANGES.stack.pop().__exit__(None, None, None)
         return len(_RANGES.stack)
 
+    return range_push, range_pop
+
+
+def _nvtx_started_ranges(originals: "Dict[str, Any]") -> "Tuple[Any, ...]":
+    """``range_start`` and ``range_end``: ranges by id, ended in any order."""
+
     def range_start(msg: str) -> int:
-        if passthrough():
+        if _nvtx_passthrough():
             return originals["range_start"](msg)
         record("torch.cuda.nvtx.range_start")
         scope = _record_function(msg)
@@ -250,24 +266,29 @@ def patch_nvtx(nvtx: "Any", patch: "Any") -> None:
         return _RANGES.next_id
 
     def range_end(range_id: int) -> None:
-        if passthrough():
+        if _nvtx_passthrough():
             return originals["range_end"](range_id)
         scope = _RANGES.started.pop(range_id, None)
         if scope is not None:
             scope.__exit__(None, None, None)
 
+    return range_start, range_end
+
+
+def _nvtx_marks(originals: "Dict[str, Any]") -> "Tuple[Any, ...]":
+    """``mark`` (an instant) and ``range`` (a context manager)."""
+    from contextlib import contextmanager
+
     def mark(msg: str) -> None:
-        if passthrough():
+        if _nvtx_passthrough():
             return originals["mark"](msg)
         record("torch.cuda.nvtx.mark")
         with _record_function(msg):
             pass
 
-    from contextlib import contextmanager
-
     @contextmanager
     def range(msg: str, *args: "Any", **kwargs: "Any") -> "Any":
-        if passthrough():
+        if _nvtx_passthrough():
             with originals["range"](msg, *args, **kwargs):
                 yield
             return
@@ -275,6 +296,4 @@ def patch_nvtx(nvtx: "Any", patch: "Any") -> None:
         with _record_function(msg.format(*args, **kwargs)):
             yield
 
-    for function in (range_push, range_pop, range_start, range_end, mark, range):
-        if function.__name__ in originals:
-            patch.setattr(nvtx, function.__name__, function)
+    return mark, range

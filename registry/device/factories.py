@@ -3,7 +3,7 @@
 Factories are redirected by replacing each function (``patch.setattr``): only
 calls that pass ``device=`` pay for a dict lookup, every other torch call is
 untouched. The alternative, a global ``TorchFunctionMode``, sees every torch
-call and costs more per training step (see benchmarks/bench_device.py).
+call and costs more per training step (see benchmarks/packs/device/bench_device.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def device_keyword_function(api: str, original: "Callable[..., Any]") -> "Callab
 
     A plain function, not a ``wrapt`` wrapper: on a C function or method
     descriptor a FunctionWrapper costs about 2 µs per call here, a plain
-    function about 0.6 µs (benchmarks/bench_device.py), and these are called
+    function about 0.6 µs (benchmarks/packs/device/bench_device.py), and these are called
     in training loops. Works as a method too (``self`` is the first argument).
     """
     calls = counter(api)

@@ -66,10 +66,19 @@ def _cuda_device(args: "Tuple[Any, ...]", kwargs: "Dict[str, Any]") -> "Any":
 def patch_tensor_methods(torch: "Any", patch: "Any") -> None:
     """Tensor.to, .cuda, .new_*, .pin_memory, .record_stream."""
     tensor = torch.Tensor
-    base_to = torch._C.TensorBase.to
     patch.setattr(tensor, "to", to_function("Tensor.to", tensor.to))
-    original_cuda = tensor.cuda
+    patch.setattr(tensor, "cuda", cuda_method(torch, tensor.cuda))
+    for name in TENSOR_NEW_METHODS:
+        patch.setattr(tensor, name, device_keyword_function(f"Tensor.{name}",
+                                                            getattr(tensor, name)))
+    patch.setattr(tensor, "pin_memory", pin_memory_method(tensor.pin_memory))
+    from .cuda_classes import record_stream_function
+    patch.setattr(tensor, "record_stream", record_stream_function(tensor.record_stream))
 
+
+def cuda_method(torch: "Any", original_cuda: "Callable[..., Any]") -> "Callable[..., Any]":
+    """``Tensor.cuda`` moving the tensor to the target device (the NPU, or the CPU)."""
+    base_to = torch._C.TensorBase.to
     preserve_format = torch.preserve_format
     calls = counter("Tensor.cuda")
 
@@ -92,12 +101,11 @@ def patch_tensor_methods(torch: "Any", patch: "Any") -> None:
         return base_to(self, device if device is not None else target.default,
                        non_blocking=kwargs.get("non_blocking", False),
                        memory_format=kwargs.get("memory_format", preserve_format))
-    patch.setattr(tensor, "cuda", named_like(cuda, original_cuda))
+    return named_like(cuda, original_cuda)
 
-    for name in TENSOR_NEW_METHODS:
-        patch.setattr(tensor, name, device_keyword_function(f"Tensor.{name}",
-                                                            getattr(tensor, name)))
-    original_pin = tensor.pin_memory
+
+def pin_memory_method(original_pin: "Callable[..., Any]") -> "Callable[..., Any]":
+    """``Tensor.pin_memory``: a no-op on the CPU, the device translated on an NPU."""
 
     def pin_memory(self: "Any", *args: "Any", **kwargs: "Any") -> "Any":
         target = resolve()
@@ -111,10 +119,7 @@ def patch_tensor_methods(torch: "Any", patch: "Any") -> None:
         if kwargs.get("device") is not None:
             kwargs["device"] = translate(kwargs["device"])
         return original_pin(self, *args, **kwargs)
-    patch.setattr(tensor, "pin_memory", named_like(pin_memory, original_pin))
-
-    from .cuda_classes import record_stream_function
-    patch.setattr(tensor, "record_stream", record_stream_function(tensor.record_stream))
+    return named_like(pin_memory, original_pin)
 
 
 def patch_module_methods(module: "Any", patch: "Any") -> None:

@@ -12,7 +12,7 @@ generator, storage or legacy tensor type (section by section below).
 * ``unsupported``: fails, and the column gives the error the user gets.
 
 ``python -m lazypatch.registry.device.surface`` rewrites SURFACE.md next to
-this file; tests/packs/test_device_surface.py fails when the installed torch
+this file; tests/packs/device/test_surface.py fails when the installed torch
 has an entry the table lacks or leaves unclassified. Run it without the pack
 enabled: it enumerates torch's own objects. Imports torch when called, never
 at import.
@@ -80,9 +80,20 @@ def enumerate_surface() -> "Dict[str, str]":
     """Entry point name -> kind ("function", "class", "method", "setting")."""
     import torch
     entries: "Dict[str, str]" = {}
+    _add_cuda_modules(torch, entries)
+    _add_backends(entries)
+    _add_amp(torch, entries)
+    _add_torch_namespace(torch, entries)
+    _add_device_methods(torch, entries)
+    _add_distributed(torch, entries)
+    _add_profiler(entries)
+    return entries
+
+
+def _add_cuda_modules(torch: "Any", entries: "Dict[str, str]") -> None:
+    """torch.cuda and its public submodules: everything callable that torch defines,
+    once (a submodule's re-export of a torch.cuda name is the same entry)."""
     cuda = torch.cuda
-    # torch.cuda and its public submodules: everything callable that torch defines,
-    # once (a submodule's re-export of a torch.cuda name is the same entry).
     for module_name in _cuda_modules():
         try:
             module = importlib.import_module(module_name)
@@ -96,7 +107,10 @@ def enumerate_surface() -> "Dict[str, str]":
             if module is not cuda and getattr(cuda, name, None) is value:
                 continue
             entries[f"{module_name}.{name}"] = _kind(value)
-    # Backend settings and queries.
+
+
+def _add_backends(entries: "Dict[str, str]") -> None:
+    """Backend settings and queries: cuDNN's and torch.backends.cuda's."""
     cudnn = sys.modules.get("torch.backends.cudnn") or importlib.import_module("torch.backends.cudnn")
     for name in sorted(set(vars(type(cudnn))) | set(vars(cudnn))):
         value = inspect.getattr_static(cudnn, name, None)
@@ -115,13 +129,19 @@ def enumerate_surface() -> "Dict[str, str]":
         entries[f"torch.backends.cuda.{name}"] = _kind(value) if callable(value) else "setting"
     entries["torch.backends.cuda.matmul"] = "setting"
     entries["torch.backends.cuda.cufft_plan_cache"] = "setting"
-    # Automatic mixed precision.
+
+
+def _add_amp(torch: "Any", entries: "Dict[str, str]") -> None:
+    """Automatic mixed precision."""
     for name, value in _public(torch.amp):
         if callable(value) and not inspect.ismodule(value) and _from_torch(value):
             entries[f"torch.amp.{name}"] = _kind(value)
     entries["torch.autocast"] = "class"
-    # The torch namespace: callables taking a device (factories, generators, storages,
-    # default device), serialization.
+
+
+def _add_torch_namespace(torch: "Any", entries: "Dict[str, str]") -> None:
+    """The torch namespace: callables taking a device (factories, generators, storages,
+    default device), serialization."""
     for name, value in _public(torch):
         if inspect.ismodule(value) or not callable(value) or not _from_torch(value) \
                 and type(value).__name__ != "builtin_function_or_method":
@@ -133,7 +153,10 @@ def enumerate_surface() -> "Dict[str, str]":
                  "set_default_tensor_type", "set_default_device", "get_default_device"):
         entries[f"torch.{name}"] = _kind(getattr(torch, name))
     entries["torch.jit.load"] = entries["torch.jit.save"] = "function"
-    # Methods of tensors, modules and storages that take or answer a device.
+
+
+def _add_device_methods(torch: "Any", entries: "Dict[str, str]") -> None:
+    """Methods of tensors, modules and storages that take or answer a device."""
     for owner_name, owner in (("torch.Tensor", torch.Tensor), ("torch.nn.Module", torch.nn.Module),
                               ("torch.UntypedStorage", torch.UntypedStorage),
                               ("torch.TypedStorage", torch.TypedStorage)):
@@ -148,7 +171,10 @@ def enumerate_surface() -> "Dict[str, str]":
                                           "new_tensor", "new_empty_strided", "share_memory_",
                                           "storage", "untyped_storage", "data_ptr"):
                 entries[f"{owner_name}.{name}"] = "method"
-    # Distributed: NCCL, backends, device ids.
+
+
+def _add_distributed(torch: "Any", entries: "Dict[str, str]") -> None:
+    """Distributed: NCCL, backends, device ids; the data-parallel wrappers."""
     import torch.distributed as dist
     if dist.is_available():
         for name, value in _public(dist):
@@ -160,12 +186,14 @@ def enumerate_surface() -> "Dict[str, str]":
                 entries[f"torch.distributed.{name}"] = _kind(value)
     for name in ("DistributedDataParallel", "DataParallel", "data_parallel"):
         entries[f"torch.nn.parallel.{name}"] = _kind(getattr(torch.nn.parallel, name))
-    # Profiler activities.
+
+
+def _add_profiler(entries: "Dict[str, str]") -> None:
+    """Profiler activities."""
     import torch.profiler
     for name in ("profile", "ProfilerActivity", "supported_activities"):
         entries[f"torch.profiler.{name}"] = _kind(getattr(torch.profiler, name))
     entries["torch.autograd.profiler.profile"] = "class"
-    return entries
 
 
 def _has_parameter(value: "Any", names: "set") -> bool:
@@ -206,7 +234,7 @@ HEADER = """# The CUDA surface under the device pack
 
 Generated by `python -m lazypatch.registry.device.surface` from torch {version}
 (registry/device/surface.py enumerates, surface_treatments.py classifies).
-tests/packs/test_device_surface.py fails when the installed torch has an entry
+tests/packs/device/test_surface.py fails when the installed torch has an entry
 this table lacks or leaves unclassified, and checks that every `redirected`
 entry is really replaced or wrapped under the pack.
 

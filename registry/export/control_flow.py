@@ -187,25 +187,45 @@ class _IfRewriter(ast.NodeTransformer):
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return [statement]
         if not isinstance(statement, ast.If):
-            for field in ("body", "orelse", "finalbody"):
-                inner = getattr(statement, field, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    setattr(statement, field, self.rewrite_body(inner))
+            self.rewrite_inner_bodies(statement)
             return [statement]
-        # names bound inside one branch are not defined for the other one, nor
-        # (for sure) after the `if`: only names bound before it are carried
         reads_inside = _loads(statement)   # before its branches are rewritten
+        self.rewrite_branches(statement)
+        then_names, else_names = _assigned(statement.body), _assigned(statement.orelse)
+        carried = sorted((then_names | else_names) & self.defined)
+        # first defined in both branches: outputs of the cond, like the carried ones
+        both_defined = sorted((then_names & else_names) - self.defined)
+        reason = self.reason_to_leave(statement, (then_names ^ else_names) - self.defined,
+                                      reads_inside)
+        if reason:
+            self.left_alone.append(f"line {statement.lineno}: {reason}")
+            return [statement]
+        index = self.count
+        self.count += 1
+        return _cond_statements(statement, index, carried, carried + both_defined)
+
+    def rewrite_inner_bodies(self, statement: ast.stmt) -> None:
+        """The ``if``s inside a loop's, ``with``'s or ``try``'s bodies."""
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                setattr(statement, field, self.rewrite_body(inner))
+
+    def rewrite_branches(self, statement: ast.If) -> None:
+        """Both branches rewritten; names bound inside one branch are not defined for
+        the other one, nor (for sure) after the `if`: only names bound before it are
+        carried."""
         before = set(self.defined)
         statement.body = self.rewrite_body(statement.body)
         self.defined = set(before)
         statement.orelse = self.rewrite_body(statement.orelse)
         self.defined = before
+
+    def reason_to_leave(self, statement: ast.If, one_sided: Set[str],
+                        reads_inside: Dict[str, int]) -> Optional[str]:
+        """Why this ``if`` stays as it is (a statement no function may hold, or a name
+        bound in one branch only and read after it), or None."""
         reason = _blocker(statement.body) or _blocker(statement.orelse)
-        then_names, else_names = _assigned(statement.body), _assigned(statement.orelse)
-        carried = sorted((then_names | else_names) & self.defined)
-        # first defined in both branches: outputs of the cond, like the carried ones
-        both_defined = sorted((then_names & else_names) - self.defined)
-        one_sided = (then_names ^ else_names) - self.defined
         used_elsewhere = sorted(name for name in one_sided
                                 if self.loads.get(name, 0) > reads_inside.get(name, 0)
                                 and not name.startswith("__lazypatch_"))
@@ -213,34 +233,35 @@ class _IfRewriter(ast.NodeTransformer):
             reason = (f"{', '.join(used_elsewhere)} is first defined in one branch only and "
                       f"used outside the `if` (give it a value before the `if`, or in both "
                       f"branches)")
-        if reason:
-            self.left_alone.append(f"line {statement.lineno}: {reason}")
-            return [statement]
-        index = self.count
-        self.count += 1
-        then_name, else_name = f"__lazypatch_then_{index}__", f"__lazypatch_else_{index}__"
-        arguments = ast.arguments(posonlyargs=[], args=[ast.arg(name) for name in carried],
-                                  vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                                  defaults=[])
-        outputs = carried + both_defined
-        returned = ast.Return(ast.Tuple([ast.Name(name, ast.Load()) for name in outputs],
-                                        ast.Load()))
-        then_function = ast.FunctionDef(then_name, arguments, statement.body + [returned], [],
-                                        None, None, type_params=[])
-        else_function = ast.FunctionDef(else_name, arguments,
-                                        (statement.orelse or [ast.Pass()]) + [returned], [],
-                                        None, None, type_params=[])
-        test = _TestRewriter().visit(statement.test)
-        call = ast.Call(ast.Name("__lazypatch_if__", ast.Load()),
-                        [test, ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load()),
-                         ast.Tuple([ast.Name(name, ast.Load()) for name in carried], ast.Load())],
-                        [])
-        target = ast.Tuple([ast.Name(name, ast.Store()) for name in outputs], ast.Store())
-        assign = ast.Assign([target], call) if outputs else ast.Expr(call)
-        new = [then_function, else_function, assign]
-        for node in new:
-            ast.copy_location(node, statement)
-        return new
+        return reason
+
+
+def _cond_statements(statement: ast.If, index: int, carried: List[str],
+                     outputs: List[str]) -> List[ast.stmt]:
+    """The ``if`` as two functions of the ``carried`` names returning the ``outputs``,
+    and one ``__lazypatch_if__(test, then, else, carried)`` call assigning them."""
+    then_name, else_name = f"__lazypatch_then_{index}__", f"__lazypatch_else_{index}__"
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(name) for name in carried],
+                              vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                              defaults=[])
+    returned = ast.Return(ast.Tuple([ast.Name(name, ast.Load()) for name in outputs],
+                                    ast.Load()))
+    then_function = ast.FunctionDef(then_name, arguments, statement.body + [returned], [],
+                                    None, None, type_params=[])
+    else_function = ast.FunctionDef(else_name, arguments,
+                                    (statement.orelse or [ast.Pass()]) + [returned], [],
+                                    None, None, type_params=[])
+    test = _TestRewriter().visit(statement.test)
+    call = ast.Call(ast.Name("__lazypatch_if__", ast.Load()),
+                    [test, ast.Name(then_name, ast.Load()), ast.Name(else_name, ast.Load()),
+                     ast.Tuple([ast.Name(name, ast.Load()) for name in carried], ast.Load())],
+                    [])
+    target = ast.Tuple([ast.Name(name, ast.Store()) for name in outputs], ast.Store())
+    assign = ast.Assign([target], call) if outputs else ast.Expr(call)
+    new: List[ast.stmt] = [then_function, else_function, assign]
+    for node in new:
+        ast.copy_location(node, statement)
+    return new
 
 
 def rewrite_function(function: Any) -> Tuple[Any, str, str, List[str]]:

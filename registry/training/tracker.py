@@ -26,7 +26,7 @@ enclosing modules only. Here:
   threads share, and dropped by an engine callback when the task ends.
   Without it only forward is tracked (``is_bw`` still answers): those node
   hooks, and the Python calls they make during backward, are most of the
-  idle tracker's cost (``benchmarks/bench_tracker.py``: 1.09x an untracked
+  idle tracker's cost (``benchmarks/packs/training/bench_tracker.py``: 1.09x an untracked
   training step with them, 1.02x without);
 * backward hooks are registered whenever gradients are enabled, also during
   a backward (a re-entrant checkpoint recomputes its forward there, and its

@@ -45,6 +45,51 @@ def optimizer_hook_family(hooks: Any) -> Dict[str, type]:
     """The four hook classes, subclasses of ``hooks.Hook``, using ``hooks``'s
     ``GradScaler``, ``wrap_fp16_model``, ``_BatchNorm`` and ``logging`` (read when used,
     so a name changed on the module later is seen)."""
+    optimizer_hook = _optimizer_hook(hooks)
+    cumulative_hook = _gradient_cumulative_hook(hooks, optimizer_hook)
+    fp16_hook = _fp16_hook(hooks, optimizer_hook)
+
+    class GradientCumulativeFp16OptimizerHook(cumulative_hook, fp16_hook):  # type: ignore[valid-type,misc]
+        """Mixed precision with gradients accumulated over ``cumulative_iters``."""
+
+        def after_train_iter(self, runner: Any) -> None:
+            self.loss_scaler.scale(self.scaled_loss(runner)).backward()
+            if self.group_ends(runner):
+                self.unscaled_step(runner)
+                runner.model.zero_grad()
+                runner.optimizer.zero_grad()
+
+    family = {"OptimizerHook": optimizer_hook,
+              "GradientCumulativeOptimizerHook": cumulative_hook,
+              "Fp16OptimizerHook": fp16_hook,
+              "GradientCumulativeFp16OptimizerHook": GradientCumulativeFp16OptimizerHook}
+    for hook in family.values():
+        hook.__module__ = getattr(hooks, "__name__", hook.__module__)
+    return family
+
+
+def _log_parameters_outside_graph(hooks: Any, loss: Any, runner: Any) -> None:
+    """Log, at ERROR, each trainable parameter the loss does not depend on."""
+    in_graph = set()
+    seen = set()
+    pending = [loss.grad_fn]
+    while pending:
+        node = pending.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            in_graph.add(node.variable)
+        pending.extend(parent[0] for parent in (node.next_functions or ()))
+    for name, parameter in runner.model.named_parameters():
+        if parameter not in in_graph and parameter.requires_grad:
+            runner.logger.log(level=hooks.logging.ERROR,
+                              msg=f"{name} with shape {parameter.size()} is not in "
+                                  f"the computational graph \n")
+
+
+def _optimizer_hook(hooks: Any) -> type:
+    """mmcv 1.x's ``OptimizerHook`` on ``hooks.Hook``."""
     base: Any = hooks.Hook
 
     class OptimizerHook(base):
@@ -76,24 +121,42 @@ def optimizer_hook_family(hooks: Any) -> Dict[str, type]:
 
         def detect_anomalous_parameters(self, loss: Any, runner: Any) -> None:
             """Log, at ERROR, each trainable parameter the loss does not depend on."""
-            in_graph = set()
-            seen = set()
-            pending = [loss.grad_fn]
-            while pending:
-                node = pending.pop()
-                if node is None or node in seen:
-                    continue
-                seen.add(node)
-                if hasattr(node, "variable"):
-                    in_graph.add(node.variable)
-                pending.extend(parent[0] for parent in (node.next_functions or ()))
-            for name, parameter in runner.model.named_parameters():
-                if parameter not in in_graph and parameter.requires_grad:
-                    runner.logger.log(level=hooks.logging.ERROR,
-                                      msg=f"{name} with shape {parameter.size()} is not in "
-                                          f"the computational graph \n")
+            _log_parameters_outside_graph(hooks, loss, runner)
 
-    class GradientCumulativeOptimizerHook(OptimizerHook):
+    return OptimizerHook
+
+
+def _warn_before_accumulating(hook: Any, runner: Any) -> None:
+    """mmcv's two warnings: a resumed iteration inside a group, BatchNorm layers."""
+    if runner.iter % hook.cumulative_iters != 0:
+        runner.logger.warning(
+            "Resume iter number is not divisible by cumulative_iters in "
+            "GradientCumulativeOptimizerHook, which means the gradient of some iters "
+            "is lost and the result may be influenced slightly.")
+    if hook.cumulative_iters > 1 and hook.has_batch_norm(runner.model):
+        runner.logger.warning("GradientCumulativeOptimizerHook may slightly decrease "
+                              "performance if the model has BatchNorm layers.")
+
+
+def _loss_factor(hook: Any, runner: Any) -> int:
+    """What the loss is divided by this iteration: ``cumulative_iters``, or in the last
+    iterations that do not fill a group, how many they are."""
+    if runner.iter < runner.max_iters - hook.remainder_iters:
+        return hook.cumulative_iters
+    factor = hook.remainder_iters
+    runner.logger.warning(
+        f"Loss will be divided by {factor} in the last {hook.remainder_iters} "
+        f"iterations because they are not enough for {hook.cumulative_iters} "
+        f"cumulative_iters.")
+    if factor <= 0:
+        raise ValueError("loss_factor should be larger than 0.")
+    return factor
+
+
+def _gradient_cumulative_hook(hooks: Any, optimizer_hook: Any) -> type:
+    """mmcv 1.x's ``GradientCumulativeOptimizerHook`` on ``optimizer_hook``."""
+
+    class GradientCumulativeOptimizerHook(optimizer_hook):
         """Accumulate gradients over ``cumulative_iters`` iterations, then step."""
 
         def __init__(self, cumulative_iters: int = 1, **kwargs: Any) -> None:
@@ -111,32 +174,14 @@ def optimizer_hook_family(hooks: Any) -> Dict[str, type]:
                 self.has_batch_norm(child) for child in module.children())
 
         def _init(self, runner: Any) -> None:
-            if runner.iter % self.cumulative_iters != 0:
-                runner.logger.warning(
-                    "Resume iter number is not divisible by cumulative_iters in "
-                    "GradientCumulativeOptimizerHook, which means the gradient of some iters "
-                    "is lost and the result may be influenced slightly.")
-            if self.cumulative_iters > 1 and self.has_batch_norm(runner.model):
-                runner.logger.warning("GradientCumulativeOptimizerHook may slightly decrease "
-                                      "performance if the model has BatchNorm layers.")
+            _warn_before_accumulating(self, runner)
             self.divisible_iters = runner.max_iters // self.cumulative_iters \
                 * self.cumulative_iters
             self.remainder_iters = runner.max_iters - self.divisible_iters
             self.initialized = True
 
         def _get_loss_factor(self, runner: Any) -> int:
-            """What the loss is divided by this iteration: ``cumulative_iters``, or in the
-            last iterations that do not fill a group, how many they are."""
-            if runner.iter < runner.max_iters - self.remainder_iters:
-                return self.cumulative_iters
-            factor = self.remainder_iters
-            runner.logger.warning(
-                f"Loss will be divided by {factor} in the last {self.remainder_iters} "
-                f"iterations because they are not enough for {self.cumulative_iters} "
-                f"cumulative_iters.")
-            if factor <= 0:
-                raise ValueError("loss_factor should be larger than 0.")
-            return factor
+            return _loss_factor(self, runner)
 
         def scaled_loss(self, runner: Any) -> Any:
             if not self.initialized:
@@ -154,7 +199,25 @@ def optimizer_hook_family(hooks: Any) -> Dict[str, type]:
                 runner.optimizer.step()
                 runner.optimizer.zero_grad()
 
-    class Fp16OptimizerHook(OptimizerHook):
+    return GradientCumulativeOptimizerHook
+
+
+def _loss_scaler(hooks: Any, loss_scale: Union[float, str, Dict[str, Any]]) -> Any:
+    """The ``GradScaler`` that ``loss_scale`` asks for: "dynamic", a number, or its options."""
+    if loss_scale == "dynamic":
+        return hooks.GradScaler()
+    if isinstance(loss_scale, float):
+        return hooks.GradScaler(init_scale=loss_scale)
+    if isinstance(loss_scale, dict):
+        return hooks.GradScaler(**loss_scale)
+    raise ValueError(f'loss_scale must be of type float, dict, or "dynamic", '
+                     f"got {loss_scale}")
+
+
+def _fp16_hook(hooks: Any, optimizer_hook: Any) -> type:
+    """mmcv 1.x's ``Fp16OptimizerHook`` on ``optimizer_hook``."""
+
+    class Fp16OptimizerHook(optimizer_hook):
         """Mixed precision: the loss scaled by the module's ``GradScaler``."""
 
         def __init__(self, grad_clip: Optional[Dict[str, Any]] = None, coalesce: bool = True,
@@ -165,17 +228,9 @@ def optimizer_hook_family(hooks: Any) -> Dict[str, type]:
             self.coalesce = coalesce
             self.bucket_size_mb = bucket_size_mb
             self.distributed = distributed
-            self._scale_update_param = None
-            if loss_scale == "dynamic":
-                self.loss_scaler = hooks.GradScaler()
-            elif isinstance(loss_scale, float):
-                self._scale_update_param = loss_scale
-                self.loss_scaler = hooks.GradScaler(init_scale=loss_scale)
-            elif isinstance(loss_scale, dict):
-                self.loss_scaler = hooks.GradScaler(**loss_scale)
-            else:
-                raise ValueError(f'loss_scale must be of type float, dict, or "dynamic", '
-                                 f"got {loss_scale}")
+            # A number is also the scale each update resets to (mmcv's static scaling).
+            self._scale_update_param = loss_scale if isinstance(loss_scale, float) else None
+            self.loss_scaler = _loss_scaler(hooks, loss_scale)
 
         def before_run(self, runner: Any) -> None:
             hooks.wrap_fp16_model(runner.model)
@@ -208,24 +263,7 @@ def optimizer_hook_family(hooks: Any) -> Dict[str, type]:
             self.loss_scaler.scale(runner.outputs["loss"]).backward()
             self.unscaled_step(runner)
 
-    class GradientCumulativeFp16OptimizerHook(GradientCumulativeOptimizerHook,
-                                              Fp16OptimizerHook):
-        """Mixed precision with gradients accumulated over ``cumulative_iters``."""
-
-        def after_train_iter(self, runner: Any) -> None:
-            self.loss_scaler.scale(self.scaled_loss(runner)).backward()
-            if self.group_ends(runner):
-                self.unscaled_step(runner)
-                runner.model.zero_grad()
-                runner.optimizer.zero_grad()
-
-    family = {"OptimizerHook": OptimizerHook,
-              "GradientCumulativeOptimizerHook": GradientCumulativeOptimizerHook,
-              "Fp16OptimizerHook": Fp16OptimizerHook,
-              "GradientCumulativeFp16OptimizerHook": GradientCumulativeFp16OptimizerHook}
-    for hook in family.values():
-        hook.__module__ = getattr(hooks, "__name__", hook.__module__)
-    return family
+    return Fp16OptimizerHook
 
 
 # id -> (the module object, kept so that its id stays its own; its family). Any object

@@ -244,32 +244,7 @@ class Patcher:
         ``replace_with.module(...)``); the compatible forms ``base_module=``/``exports=``
         and keyword exports build a module the same way."""
         validate_target(module_path)
-        both = sorted(set(exports or {}) & set(attrs))
-        if both:
-            raise ValueError(f"replace_import({module_path!r}): {', '.join(both)} given both in "
-                             f"exports= and as a keyword; give each name once")
-        if replacement is not None and base_module is not None:
-            raise ValueError(f"replace_import({module_path!r}): give the replacement or "
-                             f"base_module=, not both (they name the same thing)")
-        overrides = {**(exports or {}), **attrs}
-        if isinstance(replacement, str) and overrides:
-            # DrivingSDK's replace_import(path, "pkg.mod", NAME=value): the module's names
-            # with these overriding them.
-            replacement = ImportReplacementSpec(replacement, overrides)
-        elif isinstance(replacement, ImportReplacementSpec) and overrides:
-            replacement = ImportReplacementSpec(replacement.base_module,
-                                                {**replacement.exports, **overrides})
-        elif replacement is None:
-            replacement = ImportReplacementSpec(base_module, overrides)
-        if isinstance(replacement, ImportReplacementSpec):
-            spec = replacement
-            value: "Any" = Deferred(lambda: spec.build(module_path),
-                                    f"replace_with.module for {module_path}")
-        elif isinstance(replacement, str):
-            value = replacement
-        else:
-            raise TypeError(f"replace_import({module_path!r}, ...): the replacement must be a "
-                            f"module path or replace_with.module(...), got {replacement!r}")
+        value = _import_replacement(module_path, replacement, base_module, exports, attrs)
         target = value if isinstance(value, str) else "replace_with.module(...)"
         if module_path in sys.modules:
             # DrivingSDK's documented behaviour: modules that imported the real one keep it,
@@ -691,6 +666,36 @@ def _source_diff(patch: AtomicPatch, name: str) -> "List[str]":
     return list(difflib.unified_diff(source(original), source(replacement),
                                      fromfile=f"original {patch.target}",
                                      tofile="replacement", lineterm="")) or ["(same source)"]
+
+
+def _import_replacement(module_path: str, replacement: "Any", base_module: "Optional[str]",
+                        exports: "Optional[Dict[str, Any]]", attrs: "Dict[str, Any]") -> "Any":
+    """What ``replace_import``'s arguments ask ``import module_path`` to give: a module
+    path, or a deferred ``replace_with.module`` built from a base module and exports."""
+    both = sorted(set(exports or {}) & set(attrs))
+    if both:
+        raise ValueError(f"replace_import({module_path!r}): {', '.join(both)} given both in "
+                         f"exports= and as a keyword; give each name once")
+    if replacement is not None and base_module is not None:
+        raise ValueError(f"replace_import({module_path!r}): give the replacement or "
+                         f"base_module=, not both (they name the same thing)")
+    overrides = {**(exports or {}), **attrs}
+    if isinstance(replacement, str) and overrides:
+        # DrivingSDK's replace_import(path, "pkg.mod", NAME=value): the module's names
+        # with these overriding them.
+        replacement = ImportReplacementSpec(replacement, overrides)
+    elif isinstance(replacement, ImportReplacementSpec) and overrides:
+        replacement = ImportReplacementSpec(replacement.base_module,
+                                            {**replacement.exports, **overrides})
+    elif replacement is None:
+        replacement = ImportReplacementSpec(base_module, overrides)
+    if isinstance(replacement, ImportReplacementSpec):
+        spec = replacement
+        return Deferred(lambda: spec.build(module_path), f"replace_with.module for {module_path}")
+    if isinstance(replacement, str):
+        return replacement
+    raise TypeError(f"replace_import({module_path!r}, ...): the replacement must be a "
+                    f"module path or replace_with.module(...), got {replacement!r}")
 
 
 def _materialize_stand_in(path: str) -> None:

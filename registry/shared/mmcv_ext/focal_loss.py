@@ -11,7 +11,7 @@ times ``weight[t]`` when a class weight is given (an empty ``weight`` means none
 the logarithms clamped at the smallest normal float, as mmcv's kernel does. A target
 outside ``[0, num_classes)`` (mmdet's background label ``num_classes``) is a negative
 for every class. The backward is the derivative of that same expression, written out
-(the kernel's formula), and checked against autograd in tests/packs/test_mmcv_ext_kernels.py.
+(the kernel's formula), and checked against autograd in tests/packs/shared/test_mmcv_ext_kernels.py.
 
 Softmax: mmcv's wrapper hands the kernels the softmax ``s`` of the logits, not the logits.
 Per sample n with label t and p = s[n, t]:

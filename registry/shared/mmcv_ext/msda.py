@@ -27,7 +27,7 @@ planes) rather than keep state between them; the backward works a block of
 queries at a time so that its intermediates stay cache-sized. On one CPU
 thread, forward and forward+backward take well under the time of mmcv's
 ``multi_scale_deformable_attn_pytorch`` under autograd
-(``benchmarks/bench_mmcv_ops.py --only msda``).
+(``benchmarks/packs/shared/bench_mmcv_ops.py --only msda``).
 """
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Benchmarks of the export pack (registry/export)."""

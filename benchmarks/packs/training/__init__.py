@@ -1,0 +1,1 @@
+"""Benchmarks of the training pack (registry/training): the tracker and tracing."""

@@ -1,0 +1,1 @@
+"""Measurements of the reports stage: merging many processes' report files."""

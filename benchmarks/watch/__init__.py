@@ -1,0 +1,1 @@
+"""Measurements of the watch stage: unwatched and watched imports, `import torch`."""
