@@ -13,27 +13,27 @@ every process it activates.
 import sys
 
 from .activate.configuration import declare_variable, setting, setting_source
-from .decide.requirements import installed_version, parse_requirements, version_matches
-from .decide.selection import declare_opt_in_pack, matches, set_strict
 from .declare import registration as _registration
-from .errors import (
-    ConfigurationWarning,
-    LatePatchWarning,
-    NewAttributeWarning,
-    PatchConflictWarning,
-    PatchError,
-    PatchFailedWarning,
-    UndoError,
-)
+from .declare.registration import declare_opt_in_pack, register
 from .state import AFTER, BEFORE, STATE, STATUSES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar, Union
+    from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
     from .apply.ledger import PatchContext
     from .apply.scopes import patched
-    from .decide.requirements import Requirement
+    from .decide.requirements import installed_version, version_matches
+    from .decide.selection import matches, set_strict
+    from .errors import (
+        ConfigurationWarning,
+        LatePatchWarning,
+        NewAttributeWarning,
+        PatchConflictWarning,
+        PatchError,
+        PatchFailedWarning,
+        UndoError,
+    )
     from .reports.reporting import PatchRecord
 
     PatchFunction = TypeVar("PatchFunction", bound=Callable[..., Any])
@@ -46,10 +46,15 @@ _LAZY_NAMES = {"PatchRecord": "reports.reporting", "patched": "apply.scopes",
                "StandInError": "declare.boundaries", "PatchContext": "apply.ledger",
                "set_event_action": "decide.events", "clear_event_actions": "decide.events",
                "PatchAppliedWarning": "decide.events", "PatchSkippedWarning": "decide.events",
-               "ATTRIBUTE": "slots"}
+               "ATTRIBUTE": "slots", "PatchError": "errors", "UndoError": "errors",
+               "LatePatchWarning": "errors", "PatchConflictWarning": "errors",
+               "PatchFailedWarning": "errors", "ConfigurationWarning": "errors",
+               "NewAttributeWarning": "errors", "installed_version": "decide.requirements",
+               "version_matches": "decide.requirements", "matches": "decide.selection",
+               "set_strict": "decide.selection"}
 # Modules `import lazypatch` loaded before activation stopped loading them
 # (benchmarks/COSTS.md): still attributes of the package, imported when first asked for.
-_LAZY_MODULES = ("notices", "slots")
+_LAZY_MODULES = ("notices", "slots", "errors")
 
 # The event-action settings (events.py), declared here so that they are known (not
 # reported as typos, listed by `lazypatch run --help`) without importing events.py
@@ -99,10 +104,11 @@ def _adopt_environment() -> None:
     # lazypatch was imported: a script that only does `import lazypatch` and
     # registers its own patches obeys them too. Activation adopts the same
     # (memoised) configuration again, so nothing warns twice.
-    from .activate.configuration import read
-    from .decide.selection import configure
+    from .activate.configuration import adopt_without_rules, read
     configuration = read()
-    configure(configuration)
+    if not adopt_without_rules(configuration):
+        from .decide.selection import configure
+        configure(configuration)
     # LAZYPATCH_ON_APPLY/_SKIP/_FAILURE: events.py is imported only when one is set
     # (or was, so that a reset forgets it), never on the plain activation path.
     import os
@@ -115,32 +121,16 @@ def _adopt_environment() -> None:
 _adopt_environment()
 
 
-def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
-             name: "Optional[str]" = None, priority: int = 0,
-             requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
-             enabled: bool = True, events: "Optional[Dict[str, str]]" = None) -> str:
-    """Register ``function`` as a patch on module ``target``; return its name.
-
-    The non-decorator form of ``when_imported``/``before_import`` (``phase``
-    is ``"after"`` or ``"before"``). Applies at once if the target is already
-    imported; never imports it. Bad arguments raise TypeError/ValueError
-    naming the fix, and register nothing. ``events`` sets this patch's own
-    event actions, such as ``{"failure": "raise", "skip": "log"}``.
-    """
-    return _registration.register_in_order(function, target, phase, name, priority, requires,
-                                           tags, enabled, events)
-
-
 def _decorator(target: str, phase: str, name: "Optional[str]", priority: int,
                requires: "Iterable[str]", tags: "Iterable[str]", enabled: bool,
                events: "Optional[Dict[str, str]]" = None
                ) -> "Callable[[PatchFunction], PatchFunction]":
     _registration.validate_target(target)          # fail at the decorator line, not later
-    requirements = parse_requirements(requires)    # parsed once; register() takes them as they are
+    requirements = _registration.checked_requirements(requires)   # checked once, here
 
     def decorate(function: "PatchFunction") -> "PatchFunction":
-        _registration.register_in_order(function, target, phase, name, priority, requirements,
-                                        tags, enabled, events)
+        register(function, target, phase=phase, name=name, priority=priority,
+                 requires=requirements, tags=tags, enabled=enabled, events=events)
         return function
     return decorate
 

@@ -67,7 +67,6 @@ def load_packs() -> None:
     from _warnings import warn
 
     import lazypatch
-    from lazypatch import ConfigurationWarning
 
     declare_opt_in_settings()
     for name in pack_names():
@@ -82,6 +81,6 @@ def load_packs() -> None:
             message = (f"lazypatch: built-in pack {name!r} failed to load: "
                        f"{type(error).__name__}: {error}")
             try:
-                warn(message, ConfigurationWarning, stacklevel=2)
+                warn(message, lazypatch.ConfigurationWarning, stacklevel=2)
             except Exception:   # -W error made the warning an exception: say it, go on
                 sys.stderr.write(f"ConfigurationWarning: {message}\n")

@@ -20,9 +20,7 @@ import os
 import sys
 from time import perf_counter
 
-from ..decide.selection import BUILTIN_PACKS, configure, select
 from ..declare.registration import ensure_finder
-from ..errors import ConfigurationWarning
 from ..state import STATE
 from ..watch.importer import guard_the_front
 from . import configuration as _configuration
@@ -64,9 +62,8 @@ def activate(source: str = "auto") -> bool:
     try:
         _activate(configuration)
     except Exception as error:   # a bug of ours must not stop the user's program
-        from ..notices import notify  # only on this path: see benchmarks/COSTS.md
-        notify(f"lazypatch: activation stopped early ({type(error).__name__}: {error}); the "
-               f"patches registered so far stay active", ConfigurationWarning)
+        _configuration.alert(f"lazypatch: activation stopped early ({type(error).__name__}: "
+                             f"{error}); the patches registered so far stay active")
     finally:
         os.environ.pop(ACTIVATING_VARIABLE, None)
     info.milliseconds = (perf_counter() - started) * 1000.0
@@ -81,14 +78,17 @@ def _activate(configuration: "_configuration.Configuration") -> None:
     if configuration.log_level:
         from ..log import configure_logging
         configure_logging(configuration.log_level, configuration.log_all_ranks)
-    newly_enabled = configure(configuration)   # registered before activation (e.g. by a plugin)
+    newly_enabled = []
+    if not _configuration.adopt_without_rules(configuration):
+        from ..decide.selection import configure
+        newly_enabled = configure(configuration)   # registered before activation (a plugin)
     if newly_enabled:
         from ..apply.application import apply_to_imported
         for patch in newly_enabled:
             apply_to_imported(patch)
     guard_the_front(STATE.finder)   # before the program: see importer.MetaPath
     ensure_finder()
-    _registering("built-in", lambda: _import_modules([BUILTIN_PACKS], "built-in packs"))
+    _registering("built-in", lambda: _import_modules([_configuration.BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:
         _registering("plugin", _load_plugins)
     _registering("LAZYPATCH_MODULES",
@@ -109,13 +109,19 @@ def _activate(configuration: "_configuration.Configuration") -> None:
 
 def _registering(source: str, register: "Callable[[], None]") -> None:
     """Run ``register`` and remember ``source`` for every patch name it added."""
-    by_name = STATE.catalog.by_name
-    before = set(by_name)
+    catalog = STATE.catalog
+    first = catalog.sequence
     register()
+    # The catalog numbers patches as it indexes them, in its by_name order: the new
+    # ones are at its end, found without a walk over every patch.
+    added = []
+    for patch in reversed(catalog.by_name.values()):
+        if patch.sequence <= first:
+            break
+        added.append(patch.name)
     sources = STATE.activation.sources
-    for name in list(by_name):
-        if name not in before:
-            sources[name] = source
+    for name in reversed(added):
+        sources[name] = source
 
 
 def _import_from_current_directory(name: str) -> None:
@@ -161,10 +167,9 @@ def _import_modules(names: "List[str]", what: str) -> None:
             if callable(load):
                 load()
         except Exception as error:
-            from ..notices import notify  # only on this path: see benchmarks/COSTS.md
-            notify(f"lazypatch: could not import {name!r} from {what}: "
-                   f"{type(error).__name__}: {error}; its patches are not registered",
-                   ConfigurationWarning)
+            _configuration.alert(f"lazypatch: could not import {name!r} from {what}: "
+                                 f"{type(error).__name__}: {error}; its patches are not "
+                                 f"registered")
 
 
 def _load_plugins() -> None:
@@ -175,9 +180,8 @@ def _load_plugins() -> None:
         from .plugins import register_plugin_packs
         register_plugin_packs()
     except Exception as error:
-        from ..notices import notify  # only on this path: see benchmarks/COSTS.md
-        notify(f"lazypatch: plugin packs could not be loaded: {type(error).__name__}: "
-               f"{error}", ConfigurationWarning)
+        _configuration.alert(f"lazypatch: plugin packs could not be loaded: "
+                             f"{type(error).__name__}: {error}")
 
 
 def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> None:
@@ -185,6 +189,7 @@ def _warn_unmatched_selectors(configuration: "_configuration.Configuration") -> 
                                 ("LAZYPATCH_ENABLE", configuration.enable)):
         if not selectors:
             continue
+        from ..decide.selection import select  # loaded already: the rules were adopted
         _, unmatched = select(selectors)
         if unmatched:
             from ..decide.unmatched_selectors import selector_candidates
@@ -210,14 +215,17 @@ def _announce_device_redirect(configuration: "_configuration.Configuration") -> 
     Decided without importing torch: LAZYPATCH_DEVICE when set, else the NPU when
     torch_npu is installed (if it sees one), else the CPU, as the pack decides.
     """
+    by_name = STATE.catalog.by_name
+    # Every name searched at once, each after a "\0": no walk over every patch unless a
+    # name starts with "device." (the device pack is opt-in: usually none does).
+    if "\0device." not in "\0" + "\0".join(by_name) or not any(
+            patch.enabled and patch.name.startswith("device.") for patch in by_name.values()):
+        return
     if os.environ.get(DEVICE_NOTICE_VARIABLE) or _configuration.current_rank() != 0:
         return
     level = configuration.log_level
     numeric = int(level) if level and level.isascii() and level.isdigit() else 0
     if level and _configuration.LOG_LEVELS.get(level, numeric) >= _configuration.LOG_LEVELS["WARNING"]:
-        return
-    if not any(patch.enabled and patch.name.startswith("device.")
-               for patch in STATE.catalog.by_name.values()):
         return
     chosen = _configuration.setting("LAZYPATCH_DEVICE").strip().lower()
     if chosen:

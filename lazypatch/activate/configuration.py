@@ -17,7 +17,6 @@ values down; nothing here reads engine modules other than ``state``.
 
 import os
 
-from ..errors import ConfigurationWarning
 from ..state import STATE
 
 TYPE_CHECKING = False
@@ -56,6 +55,10 @@ VARIABLES: "Dict[str, str]" = {
 }
 
 WORKER_VARIABLE = "LAZYPATCH_WORKER"
+
+# The package of the built-in packs: activation imports it (selection declares its
+# OPT_IN ones on demand too).
+BUILTIN_PACKS = "lazypatch.registry"
 
 # Set by lazypatch itself, never by users: accepted silently in the
 # environment, refused in files, and named in no message or help text.
@@ -168,7 +171,7 @@ def parse_flag(name: str, value: "Optional[str]", default: bool = False) -> bool
     if not lowered:
         return default
     alert(f"lazypatch: {name}={value!r} is not understood; use one of "
-          f"{', '.join(TRUE_WORDS + FALSE_WORDS)}. Using {int(default)}.", ConfigurationWarning)
+          f"{', '.join(TRUE_WORDS + FALSE_WORDS)}. Using {int(default)}.")
     return default
 
 
@@ -180,7 +183,7 @@ def parse_log_level(value: "Optional[str]") -> "Optional[str]":
     if level in LOG_LEVELS or (level.isascii() and level.isdigit()):
         return level
     alert(f"lazypatch: LAZYPATCH_LOG={value!r} is not a log level; use one of "
-          f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.", ConfigurationWarning)
+          f"{', '.join(LOG_LEVELS)}. Leaving the 'lazypatch' logger as it is.")
     return None
 
 
@@ -227,21 +230,19 @@ def _load_toml(path: str, what: str) -> "Optional[dict]":
             import tomli as tomllib  # type: ignore[no-redef]
         except ImportError:
             alert(f"lazypatch: {what} needs Python 3.11+ (tomllib) or the tomli package; "
-                  f"ignoring {path}", ConfigurationWarning)
+                  f"ignoring {path}")
             return None
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)
     except (OSError, ValueError) as error:
-        alert(f"lazypatch: cannot read {what}={path!r}: {error}; ignoring it",
-              ConfigurationWarning)
+        alert(f"lazypatch: cannot read {what}={path!r}: {error}; ignoring it")
         return None
     except RecursionError:
         # tomllib parses nested arrays and tables recursively: a file nested deeper than
         # the interpreter's recursion limit must not stop `import lazypatch`.
         alert(f"lazypatch: cannot read {what}={path!r}: its values are nested too deeply "
-              f"to parse (settings are flat keys and short lists); ignoring it",
-              ConfigurationWarning)
+              f"to parse (settings are flat keys and short lists); ignoring it")
         return None
 
 
@@ -259,7 +260,7 @@ def _settings_of(section: "Dict[str, object]", path: str,
             value = ",".join(str(item) for item in value)
         elif isinstance(value, dict):
             alert(f"lazypatch: key {key!r} in {path} is a table; give a string, a number, "
-                  f"a boolean or a list; ignoring it", ConfigurationWarning)
+                  f"a boolean or a list; ignoring it")
             continue
         if variable in NOT_IN_FILES:
             file_keys[variable] = (path, str(key))   # refused by warn_unknown_settings
@@ -278,7 +279,7 @@ def _from_file(path: str, file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str,
     if not isinstance(section, dict):
         alert(f"lazypatch: LAZYPATCH_CONFIG={path!r}: 'lazypatch' must be a table of "
               f"settings ([lazypatch] with lines such as disable = [\"name\"]), got a "
-              f"{type(section).__name__}; ignoring the file", ConfigurationWarning)
+              f"{type(section).__name__}; ignoring the file")
         return {}
     return _settings_of(section, path, file_keys)
 
@@ -310,7 +311,7 @@ def _from_pyproject(configuration: "Configuration") -> "Dict[str, str]":
         return {}
     if not isinstance(section, dict):
         alert(f"lazypatch: {path}: tool.lazypatch must be a table ({PYPROJECT_TABLE} with "
-              f"lines such as disable = [\"name\"]); ignoring it", ConfigurationWarning)
+              f"lines such as disable = [\"name\"]); ignoring it")
         return {}
     settings = _settings_of(section, path, configuration.file_keys)
     if not parse_flag("LAZYPATCH_TRUST_PROJECT_CONFIG",
@@ -356,7 +357,7 @@ def _refuse_from_project(path: str, variable: str, what: str) -> None:
     alert(f"lazypatch: {path} sets {variable[len('LAZYPATCH_'):].lower()}, which "
           f"{what}; a project file found in the current directory may not (nobody "
           f"named it). Ignored: name the file with LAZYPATCH_CONFIG or --config, or "
-          f"set LAZYPATCH_TRUST_PROJECT_CONFIG=1 to trust it", ConfigurationWarning)
+          f"set LAZYPATCH_TRUST_PROJECT_CONFIG=1 to trust it")
 
 
 def _inside(directory: str, value: str) -> bool:
@@ -438,12 +439,17 @@ def _current_directory() -> str:
         return ""
 
 
-def alert(message: str, category: "type" = ConfigurationWarning) -> None:
-    """A configuration warning (outside a quiet read). Through ``notices.notify``, as
-    every warning: said once per process tree (a torchrun job or a DataLoader with
-    workers must not repeat it from every process), and never a crash under -W error."""
+def alert(message: str, category: "Optional[type]" = None) -> None:
+    """A configuration warning (``ConfigurationWarning`` unless ``category`` says
+    otherwise), said once per process tree and never a crash (``notices.notify``)."""
+    # Through notices.notify, as every warning: a torchrun job or a DataLoader with
+    # workers must not repeat it from every process, and -W error must not crash.
+    # notices and errors load only on this path (benchmarks/COSTS.md).
     if not (_quiet and _quiet[-1]):
-        from ..notices import notify  # only on this path: see benchmarks/COSTS.md
+        from ..notices import notify
+        if category is None:
+            from ..errors import ConfigurationWarning
+            category = ConfigurationWarning
         notify(message, category)
 
 
@@ -494,6 +500,21 @@ def _read(source: "Mapping[str, str]") -> "Configuration":
     return configuration
 
 
+def adopt_without_rules(configuration: "Configuration") -> bool:
+    """Put ``configuration`` in force if it has no selection rules, and say whether it did;
+    when it has some, ``decide.selection.configure`` must adopt it (and decide by them)."""
+    # With no LAZYPATCH_ENABLE/DISABLE rules, configure() would only store these fields:
+    # then decide/ is not loaded at activation at all (benchmarks/COSTS.md).
+    if configuration.enable or configuration.disable:
+        return False
+    with STATE.lock:
+        STATE.configuration = configuration
+        STATE.strict = configuration.strict
+        STATE.enable_rules = []
+        STATE.disable_rules = []
+    return True
+
+
 def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
                           environ: "Optional[Mapping[str, str]]" = None) -> None:
     """Warn about LAZYPATCH_* variables and TOML keys nobody declared (likely typos),
@@ -501,12 +522,12 @@ def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
     pack had its chance to declare its variables."""
     environment = os.environ if environ is None else environ
     known = known_variables()
-    for variable in sorted(environment):
+    for variable in sorted(lazypatch_names(environment)):   # not every name decoded
         if variable.startswith("LAZYPATCH_") and variable not in known \
                 and variable not in INTERNAL_VARIABLES:
             alert(f"lazypatch: unknown environment variable {variable}"
                   f"{suggestion(variable, list(known))}; `lazypatch run --help` lists "
-                  f"the accepted ones", ConfigurationWarning)
+                  f"the accepted ones")
     if configuration is None:
         return
     keys = [name[len("LAZYPATCH_"):].lower() for name in known if name not in NOT_IN_FILES]
@@ -515,7 +536,7 @@ def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
             continue
         alert(f"lazypatch: unknown key {key!r} in {path}{suggestion(key.lower(), keys)}; "
               f"`lazypatch run --help` lists the accepted keys (variable names without "
-              f"LAZYPATCH_, in lower case)", ConfigurationWarning)
+              f"LAZYPATCH_, in lower case)")
     # Settings the launching process passed on (PYTHONLAZYPATCH: `lazypatch run` read its
     # --config file and pyproject.toml there and sent their content, not the files): a
     # misspelled key arrives here as a setting nobody declared.
@@ -526,7 +547,7 @@ def warn_unknown_settings(configuration: "Optional[Configuration]" = None,
             else variable
         alert(f"lazypatch: unknown key {key!r} in the configuration file given to the "
               f"launching `lazypatch run`{suggestion(key, keys)}; `lazypatch run --help` "
-              f"lists the accepted keys", ConfigurationWarning)
+              f"lists the accepted keys")
 
 
 def warn_unknown_variables(environ: "Optional[Mapping[str, str]]" = None) -> None:
@@ -642,12 +663,12 @@ def decode_settings(value: str) -> "Optional[Tuple[str, Dict[str, str]]]":
     except ValueError as error:
         alert(f"lazypatch: {PORTABLE_VARIABLE}={value[:80]!r} is not the value `lazypatch "
               f"run` writes ({error}); ignoring it, so this process uses its own "
-              f"LAZYPATCH_* settings", ConfigurationWarning)
+              f"LAZYPATCH_* settings")
         return None
     if settings_fingerprint(settings) != fingerprint:
         alert(f"lazypatch: {PORTABLE_VARIABLE} was changed on its way (its fingerprint "
               f"{fingerprint} does not match its settings); ignoring it, so this process "
-              f"uses its own LAZYPATCH_* settings", ConfigurationWarning)
+              f"uses its own LAZYPATCH_* settings")
         return None
     return fingerprint, settings
 
@@ -670,8 +691,7 @@ def _compare_with_driver(configuration: "Configuration",
     alert(f"lazypatch: this process's settings differ from those of the process that "
           f"launched the run ({PORTABLE_VARIABLE} fingerprint {fingerprint}, here "
           f"{configuration.fingerprint}): {listed}. This process's own LAZYPATCH_* "
-          f"variables win; unset them here to run what the launcher runs",
-          ConfigurationWarning)
+          f"variables win; unset them here to run what the launcher runs")
 
 
 def portable_value(environ: "Optional[Mapping[str, str]]" = None) -> str:

@@ -23,27 +23,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Sequence, Tuple
 
+    from .plugin_entries import PluginEntry
+
 CACHE_FORMAT = "lazypatch-plugins 2"
-
-
-class PluginEntry:
-    """One ``[lazypatch]`` entry point: ``target = module[:function]`` of ``distribution``."""
-
-    __slots__ = ("distribution", "target", "value", "location", "stamp")
-
-    def __init__(self, distribution: str, target: str, value: str, location: str) -> None:
-        self.distribution = distribution   # normalised name: lower case, '_' for '-' and '.'
-        self.target = target
-        self.value = value
-        self.location = location           # the *.dist-info directory it came from
-        self.stamp = ""                    # mtime of its entry_points.txt, from the cache
-
-    @property
-    def patch_name(self) -> str:
-        return f"{self.distribution}.{self.target}"
-
-    def __repr__(self) -> str:
-        return f"<PluginEntry {self.target} = {self.value} ({self.distribution})>"
 
 
 def search_path(path: "Optional[Sequence[str]]") -> "List[str]":
@@ -116,6 +98,8 @@ def read_cache(filename: str) -> "Dict[str, Tuple[int, List[PluginEntry]]]":
             current = []
             sections[fields[0]] = (int(fields[1]), current)
         elif kind == "ep" and len(fields) == 5 and current is not None:
+            # Its module only when a cache lists an entry: usually none does.
+            from .plugin_entries import PluginEntry
             current.append(PluginEntry(fields[0], fields[1], fields[2], fields[3]))
             current[-1].stamp = fields[4]
         elif line:

@@ -38,7 +38,6 @@ from ..state import AFTER, BEFORE, STATE
 from .plugin_cache import (
     CACHE_FORMAT,
     MAX_CACHED_DIRECTORIES,
-    PluginEntry,
     cache_file,
     first_of_each_distribution,
     modification_time,
@@ -46,6 +45,7 @@ from .plugin_cache import (
     search_path,
     section_is_current,
 )
+from .plugin_entries import PluginEntry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,8 +1,9 @@
 """Requirements (PEP 508) on installed distributions, checked without importing them.
 
 A patch's ``requires`` is a list of PEP 508 requirement strings. They are
-parsed at registration (so that a typo fails early, naming the bad string)
-and evaluated when the target is imported, against the *installed
+checked at registration (so that a typo fails early, naming the bad string:
+declare/registration.py checks the simplest forms itself and has the others
+parsed here) and evaluated when the target is imported, against the *installed
 distribution metadata*: importing a package to read its ``__version__`` is
 exactly the eager behaviour lazypatch exists to avoid. A requirement's name
 is a distribution or an import name (``mmcv`` installed as ``mmcv-lite``);

@@ -14,7 +14,9 @@ imported: they are read when ``lazypatch`` is imported (see
 
 import sys
 
+from ..activate.configuration import BUILTIN_PACKS
 from ..state import DISABLED, PENDING, STATE
+from .requirements import parse_requirements
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
@@ -27,10 +29,6 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 # a family prefix or another of its tags. For patches that weaken a safety
 # default (full unpickling, say), which nobody should enable by accident.
 EXPLICIT_TAG = "explicit"
-
-# The package of the built-in packs (activation imports it; its OPT_IN ones are also
-# declared on demand, see ``declare_builtin_opt_in_packs``).
-BUILTIN_PACKS = "lazypatch.registry"
 
 DISABLED_BY_CONFIGURATION = "disabled by configuration"
 ENABLED_BY_CONFIGURATION = "enabled by configuration"
@@ -92,21 +90,6 @@ def load_opt_in_packs(selectors: "Iterable[object]") -> None:
     for _, module in wanted:
         # Outside the lock: the pack's import registers patches (which take it).
         __import__(module)
-
-
-def declare_opt_in_pack(name: str, module: str) -> None:
-    """Remember that importing ``module`` registers pack ``name``, whose every patch is
-    off by default; it is imported now if the configuration's rules name it, else
-    when a selector first does (``enable()``, ``lazypatch list``)."""
-    if not isinstance(name, str) or not name or "." in name:
-        raise ValueError(f"an opt-in pack name is one word such as 'device', got {name!r}")
-    if not isinstance(module, str) or not module:
-        raise ValueError(f"pack {name!r}: module must be a module name such as "
-                         f"'my_packs.{name}', got {module!r}")
-    with STATE.lock:
-        STATE.opt_in_packs[name] = module
-        rules = STATE.enable_rules + STATE.disable_rules
-    load_opt_in_packs(rules)
 
 
 def select(selectors: "Iterable[str]") -> "Tuple[List[RegisteredPatch], List[str]]":
@@ -249,7 +232,7 @@ def unmet_requirement(patch: "RegisteredPatch", module: "Any" = None) -> "Option
     that came from somewhere other than the distribution the requirement
     names (an import name, a ``__version__``) is said in the patch's history.
     """
-    for requirement in patch.requires:
+    for requirement in parse_requirements(patch.requires):
         reason, source = requirement.evaluate(module)
         if source and source != f"distribution {requirement.name}":
             with STATE.lock:
@@ -263,7 +246,7 @@ def unmet_requirement(patch: "RegisteredPatch", module: "Any" = None) -> "Option
 def unmet_requirements(patch: "RegisteredPatch", module: "Any" = None) -> "List[Tuple[str, str]]":
     """(requirement, reason) for every requirement of the patch that does not hold."""
     found = []
-    for requirement in patch.requires:
+    for requirement in parse_requirements(patch.requires):
         reason = requirement.unmet_reason(module)
         if reason is not None:
             found.append((str(requirement), reason))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from ..activate.configuration import suggestion
+from ..activate.configuration import BUILTIN_PACKS, suggestion
 from ..state import STATE
-from .selection import BUILTIN_PACKS, could_name
+from .selection import could_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -8,8 +8,6 @@ run correctly must not reach the report as ``pending`` or, worse, as
 
 import sys
 
-from ..decide.requirements import parse_requirements
-from ..decide.selection import decide_at_registration
 from ..state import AFTER, BEFORE, STATE, RegisteredPatch
 from ..watch.importer import LazyPatchFinder, install_finder
 
@@ -36,15 +34,70 @@ _FUNCTION = type(lambda: None)
 # Runs before every other patch of its import (plugin pack loaders use it).
 FIRST = -(2 ** 62)
 
-# The defaults of register(), shared by every patch that has none (both immutable):
-# no set and no tuple built per registration (10,000 patches: benchmarks/COSTS.md).
+# The default tags of register(), shared by every patch that has none (immutable): no
+# set built per registration (10,000 patches: benchmarks/COSTS.md). No requirements
+# are the empty tuple, a singleton.
 _NO_TAGS: "frozenset" = frozenset()
-_NO_REQUIREMENTS: "Tuple[Requirement, ...]" = ()
 
 
 # Tuples of tags already checked, and their set (the default's included): a memo of a
 # pure check, as below.
 _tag_sets: "Dict[Tuple[str, ...], frozenset]" = {(): _NO_TAGS}
+
+# Requirement strings in their simplest forms (a distribution name, or one with clauses
+# such as ">=0.10,<0.11" on plain release numbers: every built-in pack's) are checked
+# here; any other is parsed by decide/requirements.py, which raises naming what is wrong.
+# So a declaration never loads decide/ (the requirements are parsed when first evaluated,
+# at the target's import): about a sixth of activation (benchmarks/COSTS.md).
+_REQUIREMENT_NAME_CHARACTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+_SIMPLE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=")
+
+# Tuples of requirements already checked -> what registration keeps (a memo: packs
+# repeat their lists, and a decorator's checked tuple is checked again as it registers).
+_checked_requirements: "Dict[Tuple[Any, ...], Tuple[Any, ...]]" = {}
+
+
+def _is_simple_requirement(text: "Any") -> bool:
+    """Whether ``text`` is ``name`` or ``name<op><release>[,<op><release>...]`` with no
+    space, extras, marker, pre/post/dev/local label, wildcard, ``~=`` or ``===``: a form
+    that decide/requirements.py always accepts."""
+    if text.__class__ is not str:
+        return False
+    rest = text.lstrip(_REQUIREMENT_NAME_CHARACTERS)
+    end = len(text) - len(rest)
+    if not end or not text[0].isalnum() or not text[end - 1].isalnum():
+        return False
+    for clause in rest.split(",") if rest else ():
+        version = clause.lstrip("<>=!")
+        if clause[:len(clause) - len(version)] not in _SIMPLE_OPERATORS:
+            return False
+        for part in version.split("."):
+            if not (part.isdigit() and part.isascii()):   # ASCII digits, as PEP 440
+                return False
+    return True
+
+
+def checked_requirements(requires: "Iterable[Union[str, Requirement]]") -> "Tuple[Any, ...]":
+    """``requires`` as a patch keeps them: the strings as given when all are in their
+    simplest forms, else every one parsed (``Requirement``). A bad one raises
+    ValueError/TypeError naming it, at the decorator line."""
+    given: "Tuple[Any, ...]" = requires if requires.__class__ is tuple else \
+        (requires,) if isinstance(requires, str) else tuple(requires)
+    try:
+        known = _checked_requirements.get(given)
+    except TypeError:   # an unhashable item: the parser names it
+        known = None
+    if known is not None:
+        return known
+    checked = given
+    for text in given:
+        if not _is_simple_requirement(text):
+            from ..decide.requirements import parse_requirements
+            checked = parse_requirements(given)
+            break
+    _checked_requirements[given] = _checked_requirements[checked] = checked
+    return checked
+
 
 # Targets already found valid: packs register many patches on few targets, and
 # registration runs at activation (see benchmarks/COSTS.md). A memo of a pure check.
@@ -182,39 +235,9 @@ def _default_name(function: "Any") -> str:
     return f"{module_name}.{qualified}"
 
 
-def build(function: "Callable[..., Any]", target: object, phase: str,
-          name: "Optional[str]", priority: object,
-          requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
-          enabled: object) -> "RegisteredPatch":
-    """A validated, not yet registered patch; raises TypeError/ValueError naming the fix.
-    (Positional parameters: matching keyword arguments costs more than the checks.)"""
-    if phase not in (AFTER, BEFORE):
-        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
-    if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
-        target = validate_target(target)   # (its fast path above, without the call)
-    if name is None:
-        name = _default_name(function)
-    elif not isinstance(name, str) or not name.strip():
-        raise ValueError(f"patch name must be a non-empty string, got {name!r}")
-    order = priority if priority.__class__ is int else validate_priority(priority, name)
-    if enabled is not True and enabled is not False:
-        raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
-    if tags.__class__ is tuple:
-        # Packs pass the same tuples of tags again and again (a constant): checked once.
-        try:
-            tag_set = _tag_sets.get(tags)
-        except TypeError:   # an unhashable item: _tag_set names the problem
-            tag_set = None
-        if tag_set is None:
-            tag_set = _tag_sets[tags] = _tag_set(tags, name)
-    else:
-        tag_set = _tag_set(tags, name)
-    parsed = _NO_REQUIREMENTS if requires.__class__ is tuple and not requires \
-        else parse_requirements(requires)
-    # The constant itself, not an equal string: run_body compares phases by identity.
-    phase = BEFORE if phase == BEFORE else AFTER
-    return RegisteredPatch(name, target, function, phase, order, parsed, tag_set, enabled,
-                           takes_context(function, name))
+# What ``RegisteredPatch(...)`` calls, called by ``register`` without the type call.
+_new_patch = RegisteredPatch.__new__
+_init_patch = RegisteredPatch.__init__
 
 
 def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
@@ -231,40 +254,104 @@ def _tag_set(tags: "Iterable[str]", name: str) -> "frozenset":
     return tag_set
 
 
-def register(function: "Callable[..., Any]", target: object, *, phase: str = AFTER,
-             name: "Optional[str]" = None, priority: object = 0,
+def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
+             name: "Optional[str]" = None, priority: int = 0,
              requires: "Iterable[Union[str, Requirement]]" = (), tags: "Iterable[str]" = (),
-             enabled: object = True, events: "Optional[Any]" = None) -> str:
-    """Validate, index and, if the target is already imported, apply a patch; its name.
-    ``events`` ({"failure": "raise", ...}) sets the patch's own event actions (events.py)."""
-    return register_in_order(function, target, phase, name, priority, requires, tags, enabled,
-                             events)
+             enabled: bool = True, events: "Optional[Dict[str, str]]" = None) -> str:
+    """Register ``function`` as a patch on module ``target``; return its name.
 
-
-def register_in_order(function: "Callable[..., Any]", target: object, phase: str,
-                      name: "Optional[str]", priority: object,
-                      requires: "Iterable[Union[str, Requirement]]", tags: "Iterable[str]",
-                      enabled: object, events: "Optional[Any]") -> str:
-    """``register`` with its arguments by position: what the public facade calls, since
-    matching nine keywords twice cost a third of a registration (measure_scale.py)."""
-    patch = build(function, target, phase, name, priority, requires, tags, enabled)
+    The non-decorator form of ``when_imported``/``before_import`` (``phase``
+    is ``"after"`` or ``"before"``). Applies at once if the target is already
+    imported; never imports it. Bad arguments raise TypeError/ValueError
+    naming the fix, and register nothing. ``events`` sets this patch's own
+    event actions, such as ``{"failure": "raise", "skip": "log"}``.
+    """
+    # lazypatch.register itself; a valid argument costs one type identity test, anything
+    # else takes the full check (10,000 registrations under 30 ms: measure_scale.py).
+    if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
+        target = validate_target(target)   # (its fast path above, without the call)
+    if phase is not AFTER and phase is not BEFORE:
+        phase = _checked_phase(phase)
+    if name.__class__ is not str or not name or name.isspace():
+        name = _checked_name(name, function)
+    if priority.__class__ is not int:
+        priority = validate_priority(priority, name)
+    if enabled is not True and enabled is not False:
+        raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
+    tag_set = _NO_TAGS if tags.__class__ is tuple and not tags else _checked_tags(tags, name)
+    if requires.__class__ is not tuple or requires:
+        requires = checked_requirements(requires)   # a memo: packs repeat their lists
+    # takes_context's common case, without the call: a plain function whose call runs
+    # its body, taking (module, patch) or (module).
+    context = None
+    code = function.__code__ if function.__class__ is _FUNCTION else None
+    if code is not None and not code.co_flags & _DEFERRED_BODY_MASK:
+        count = code.co_argcount
+        required = count - len(function.__defaults__ or ())
+        if required <= 2 and (count >= 2 or code.co_flags & 0x04):
+            context = True
+        elif required <= 1 and count >= 1:
+            context = False
+    if context is None:
+        context = takes_context(function, name)
     actions = None
     if events is not None:   # events.py only when asked: activation does not load it
         from ..decide.events import validate
-        actions = validate(events, patch.name)
-    # Indexed with the configuration's rules applied to it; safe from any thread: nothing
-    # is lost to a race. (Written out here: a call per registration is measurable.)
+        actions = validate(events, name)
+    # RegisteredPatch's __init__ called directly: RegisteredPatch(...) enters it from C.
+    patch = _new_patch(RegisteredPatch)
+    _init_patch(patch, name, target, function, phase, priority, requires, tag_set, enabled,
+                context)
+    _index(patch, actions)
+    return name
+
+
+def _checked_phase(phase: object) -> str:
+    """The phase constant itself, not an equal string: run_body compares by identity."""
+    if phase not in (AFTER, BEFORE):
+        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
+    return BEFORE if phase == BEFORE else AFTER
+
+
+def _checked_name(name: object, function: "Any") -> str:
+    """The patch's name: the function's qualified name when none is given."""
+    if name is None:
+        return _default_name(function)
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"patch name must be a non-empty string, got {name!r}")
+    return name
+
+
+def _checked_tags(tags: "Iterable[str]", name: str) -> "frozenset":
+    """The tags as a set; the same tuple (a pack's constant) is checked once."""
+    if tags.__class__ is not tuple:
+        return _tag_set(tags, name)
+    try:
+        known = _tag_sets.get(tags)
+    except TypeError:   # an unhashable item: _tag_set names the problem
+        known = None
+    if known is None:
+        known = _tag_sets[tags] = _tag_set(tags, name)
+    return known
+
+
+def _index(patch: "RegisteredPatch", actions: "Optional[Any]") -> None:
+    """Index a checked patch with the configuration's rules applied to it (safe from any
+    thread: nothing is lost to a race), and apply it if its target is imported."""
+    catalog = STATE.catalog
+    name = patch.name
     with STATE.lock:
-        existing = STATE.catalog.by_name.get(patch.name)
+        existing = catalog.by_name.get(name)
         if existing is not None:
-            raise ValueError(f"a patch named {patch.name!r} is already registered (on "
+            raise ValueError(f"a patch named {name!r} is already registered (on "
                              f"{existing.target!r}); pass a unique name=...")
-        if STATE.disable_rules or STATE.enable_rules:
+        if STATE.disable_rules or STATE.enable_rules:   # then decide/ is loaded already
+            from ..decide.selection import decide_at_registration
             decide_at_registration(patch)
-        STATE.catalog.add(patch)
+        catalog.add(patch)
     if actions:
         from ..decide.events import declare
-        declare(patch.name, actions)
+        declare(name, actions)
     finder = STATE.finder
     meta_path = sys.meta_path
     if finder is None or not meta_path or meta_path[0] is not finder:
@@ -276,7 +363,23 @@ def register_in_order(function: "Callable[..., Any]", target: object, phase: str
     if target in sys.modules or target in _module_locks:
         from ..apply.application import apply_to_imported
         apply_to_imported(patch)
-    return patch.name
+
+
+def declare_opt_in_pack(name: str, module: str) -> None:
+    """Remember that importing ``module`` registers pack ``name``, whose every patch is
+    off by default; it is imported now if the configuration's rules name it, else
+    when a selector first does (``enable()``, ``lazypatch list``)."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise ValueError(f"an opt-in pack name is one word such as 'device', got {name!r}")
+    if not isinstance(module, str) or not module:
+        raise ValueError(f"pack {name!r}: module must be a module name such as "
+                         f"'my_packs.{name}', got {module!r}")
+    with STATE.lock:
+        STATE.opt_in_packs[name] = module
+        rules = STATE.enable_rules + STATE.disable_rules
+    if rules:
+        from ..decide.selection import load_opt_in_packs
+        load_opt_in_packs(rules)
 
 
 def ensure_finder() -> None:

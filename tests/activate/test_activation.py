@@ -13,6 +13,12 @@ FORBIDDEN = ["torch", "numpy", "wrapt", "mmcv", "mmdet", "mmengine", "re", "typi
 # Engine and pack modules a plain activation does not run, each loaded when first needed.
 LOADED_WHEN_FIRST_USED = ["lazypatch.notices", "lazypatch.slots", "lazypatch.decide.markers",
                           "lazypatch.watch.unfinished", "lazypatch.registry.training.settings"]
+# And those the plugin scan of a first start loads, but not a start that reads the cache:
+# the packs' requirement strings are checked at registration and parsed when their
+# targets are imported, and with no rule to apply nothing of decide/ is loaded.
+LOADED_BY_A_SCAN = ["lazypatch.errors", "lazypatch.activate.plugin_entries", "lazypatch.decide",
+                    "lazypatch.decide.selection", "lazypatch.decide.requirements",
+                    "lazypatch.decide.versions"]
 
 
 def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
@@ -42,6 +48,8 @@ def test_import_auto_imports_no_target_and_no_costly_module(interpreter):
         assert [name for name in FORBIDDEN if name in added] == []
         # Loaded when first used, never by a plain activation (benchmarks/COSTS.md).
         assert [name for name in LOADED_WHEN_FIRST_USED if name in added] == [], added
+        if not scanned:
+            assert [name for name in LOADED_BY_A_SCAN if name in added] == [], added
 
 
 def test_bad_configuration_warns_with_accepted_values_and_never_breaks(interpreter):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazypatch
 from lazypatch.state import STATE
@@ -102,3 +104,46 @@ def test_an_explicit_patch_is_chosen_by_its_exact_name_only():
     assert lazypatch.enable("tag:risky") == ["family.ordinary"]
     assert not STATE.catalog.by_name["family.dangerous"].enabled
     assert lazypatch.enable("family.dangerous") == ["family.dangerous"]
+
+
+# Requirement strings in their simplest forms are checked at registration without the
+# parser (declare/registration.py), so that activation never loads decide/. What that
+# check accepts, the parser must accept too; what it leaves to the parser keeps the
+# parser's errors, at the decorator line.
+_REQUIREMENT_PIECES = ["mmcv", "torch_npu", "a", "A-b.c", "-x", "x.", "1", "0", "10", "2.0",
+                       ".", ",", "<", "<=", ">", ">=", "==", "!=", "~=", "===", "!", "=",
+                       " ", "rc1", ".*", "+cpu", "[x]", ";", "@", "²", "٣", "é", "(", ")"]
+
+
+@given(st.lists(st.sampled_from(_REQUIREMENT_PIECES), min_size=1, max_size=7).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_a_requirement_checked_in_its_simple_form_is_one_the_parser_accepts(text):
+    from lazypatch.decide.requirements import Requirement
+    from lazypatch.declare import registration
+    if registration._is_simple_requirement(text):
+        parsed = Requirement(text)   # never raises for what the simple check accepted
+        assert parsed.text == text and parsed.marker is None
+
+
+@pytest.mark.parametrize("requirement", ["torch_npu", "mmcv<2.0.0", "mmengine>=0.10,<0.11",
+                                         "zope.interface==5", "a!=1.0.0"])
+def test_simple_requirements_are_kept_as_written_and_decided_at_the_import(requirement):
+    from lazypatch.declare import registration
+    assert registration._is_simple_requirement(requirement)
+    lazypatch.register(lambda module: None, "some.module", name="simple", requires=[requirement])
+    assert STATE.catalog.find("simple").requires == (requirement,)
+    (record,) = [record for record in lazypatch.report() if record["name"] == "simple"]
+    assert record["requires"] == [requirement]
+    # Parsed when first evaluated: the report's reason names the requirement.
+    assert all(requirement in reason for reason in record["unmet_requirements"])
+
+
+@pytest.mark.parametrize("requirement", ["mmcv>=2.0rc1", "mmcv ~=2.0", "mmcv[ops]>=2",
+                                         "mmcv>=2.0; python_version >= '3'", "mmcv==2.*"])
+def test_other_requirements_are_parsed_at_the_decorator_line(requirement):
+    from lazypatch.decide.requirements import Requirement
+    from lazypatch.declare import registration
+    assert not registration._is_simple_requirement(requirement)
+    lazypatch.register(lambda module: None, "some.module", name="parsed", requires=[requirement])
+    (parsed,) = STATE.catalog.find("parsed").requires
+    assert isinstance(parsed, Requirement) and parsed.text == requirement

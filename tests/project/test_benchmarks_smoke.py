@@ -30,6 +30,7 @@ EXPECTED_ROWS = (
     "`patch.wrap` overhead vs wrapt FunctionWrapper overhead (function)",
     "`patch.wrap` overhead vs wrapt FunctionWrapper overhead (method)",
     "register 10,000 patches",
+    "register 10,000 patches (CPU time)",
     "registration linearity: µs/patch at 10,000 vs at 1,000",
     "unwatched import with 10,000 patches vs with 10 (wall)",
     "report() of 3,000 patches waiting on 50 missing modules vs 300: ms per record",
