@@ -67,8 +67,9 @@ class PairPlan:
             rows = self.rows[side]
             crow = torch.zeros(rows + 1, dtype=torch.int32, device=self.device)
             torch.cumsum(torch.bincount(targets, minlength=rows), 0, out=crow[1:])
-            # stable: the pairs of one row keep their offset order (a fixed summation order)
-            columns = torch.argsort(targets, stable=True).to(torch.int32)
+            # stable: the pairs of one row keep their offset order (a fixed summation
+            # order); int32 keys sort in half the time of int64 ones
+            columns = torch.argsort(targets.to(torch.int32), stable=True).to(torch.int32)
             with warnings.catch_warnings():
                 # torch calls its sparse CSR support beta; the product used here is stable
                 warnings.simplefilter("ignore", UserWarning)

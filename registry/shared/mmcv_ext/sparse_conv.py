@@ -40,6 +40,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 import torch
 
 from .pair_sums import PairPlan, convolve, convolve_backward
+from .row_search import row_neighbours
 
 #: Largest grid (batch x output sites) looked up through a direct-address table
 #: (int32, one entry per site: 64 MB at this size), as mmcv's CUDA kernel does with
@@ -232,37 +233,52 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
     ndim = len(kernel_size)
     low = [max(0, (int(k) - 1) * int(d) - int(p))
            for k, p, d in zip(kernel_size, padding, dilation)]
-    high = [int(p) for p in padding]
-    widened = [int(size) + lo + hi for size, lo, hi in zip(shape, low, high)]
+    widened = [int(size) + lo + int(p) for size, lo, p in zip(shape, low, padding)]
     keys = indices[:, 0].long()
     for axis in range(ndim):
         keys = keys * widened[axis] + (indices[:, axis + 1].long() + low[axis])
     # output = input + padding - tap * dilation on each axis (stride 1)
-    shifts = torch.zeros(1, dtype=torch.long)
+    shifts = [0]
     for axis in range(ndim):
-        taps = torch.arange(int(kernel_size[axis])) * int(dilation[axis])
-        shifts = (shifts[:, None] * widened[axis] + (int(padding[axis]) - taps)[None]
-                  ).reshape(-1)
-    shifts = shifts.to(device)
-    volume = shifts.numel()
+        shifts = [shift * widened[axis] + int(padding[axis]) - tap * int(dilation[axis])
+                  for shift in shifts for tap in range(int(kernel_size[axis]))]
     centred = all(2 * int(p) == (int(k) - 1) * int(d)
                   for k, p, d in zip(kernel_size, padding, dilation))
-    looked_up = volume // 2 if centred else volume
-    sites = int(batch_size) * math.prod(widened)
-    queries = (keys[None, :] + shifts[:looked_up, None]).reshape(-1)
-    direct = sites <= min(TABLE_SITES, max(1 << 20, 16 * queries.numel()))
-    found = _lookup(keys, queries, sites, direct)
+    looked_up = len(shifts) // 2 if centred else len(shifts)
+    found = _neighbours(keys, shifts[:looked_up], int(batch_size) * math.prod(widened),
+                        int(kernel_size[-1]), int(dilation[-1]))
     offset_id, row, out_row = _found_pairs(found, count, 0)
     if not centred:
         return offset_id, row, out_row
     # offset k pairs (input row, output o); offset K-1-k pairs (o, row), laid out by
     # its input rows to keep the input order within an offset
-    mirrored = torch.full((looked_up * count,), -1, dtype=torch.long, device=device)
-    mirrored.index_copy_(0, (looked_up - 1 - offset_id) * count + out_row, row)
-    mirror_offset, mirror_row, mirror_out = _found_pairs(mirrored, count, looked_up + 1)
+    place, order = torch.sort((looked_up - 1 - offset_id) * count + out_row)
+    mirror_offset = torch.div(place, count, rounding_mode="floor")
+    mirror_row = place - mirror_offset * count
+    mirror_out = row.index_select(0, order)
+    mirror_offset += looked_up + 1
     rows = torch.arange(count, device=device)
     return (torch.cat([offset_id, torch.full_like(rows, looked_up), mirror_offset]),
             torch.cat([row, rows, mirror_row]), torch.cat([out_row, rows, mirror_out]))
+
+
+def _neighbours(keys: torch.Tensor, shifts: List[int], sites: int, width: int,
+                dilation: int) -> torch.Tensor:
+    """(len(shifts) * N,) int64: the row of the site with key ``keys[i] + shifts[k]`` at
+    ``k * N + i``, -1 where there is none; ``shifts`` come in kernel rows of ``width``
+    taps along the last axis, ``dilation`` apart, highest first."""
+    queries = len(shifts) * keys.numel()
+    if sites <= min(TABLE_SITES, max(1 << 20, 16 * queries)):
+        return _lookup(keys, _queries(keys, shifts), sites, True)
+    if dilation == 1:
+        return row_neighbours(keys, shifts[::width], width)[:len(shifts)].reshape(-1)
+    return _lookup(keys, _queries(keys, shifts), sites, False)
+
+
+def _queries(keys: torch.Tensor, shifts: List[int]) -> torch.Tensor:
+    """Every key plus every shift, shift-major."""
+    offsets = torch.tensor(shifts, dtype=torch.long, device=keys.device)
+    return (keys[None, :] + offsets[:, None]).reshape(-1)
 
 
 def _found_pairs(found: torch.Tensor, count: int, first_offset: int
