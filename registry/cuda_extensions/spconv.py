@@ -222,10 +222,16 @@ class SparseConvTensor:
 
     def dense(self, channels_first: bool = True) -> torch.Tensor:
         """The dense (N, C, *spatial) tensor, or (N, *spatial, C)."""
-        shape = [self.batch_size, *self.spatial_shape, self._features.shape[1]]
-        result = scatter_nd(self.indices.to(self._features.device), self._features,
-                            shape)
-        return result.movedim(-1, 1).contiguous() if channels_first else result
+        channels = self._features.shape[1]
+        indices = self.indices.to(self._features.device)
+        if not channels_first:
+            return scatter_nd(indices, self._features,
+                              [self.batch_size, *self.spatial_shape, channels])
+        # written channels-first at once: permuting a channels-last grid afterwards is a
+        # strided copy of the whole grid, several times the cost of the writes
+        result = self._features.new_zeros([self.batch_size, channels, *self.spatial_shape])
+        result.movedim(1, -1).index_put_(tuple(indices.long().t()), self._features)
+        return result
 
     @staticmethod
     def _features_of(other: Union["SparseConvTensor", torch.Tensor]) -> torch.Tensor:
