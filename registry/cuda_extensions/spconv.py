@@ -262,13 +262,18 @@ class _IndiceConv(torch.autograd.Function):
                 plan: kernels.PairPlan, inverse: bool) -> torch.Tensor:
         ctx.save_for_backward(features, weights)
         ctx.plan, ctx.inverse = plan, inverse
-        return kernels.convolve(plan, features, weights, inverse)
+        # a training step gathers the same input rows again in its backward: keep them
+        # when they are one chunk (memory bounded by pair_sums.CHUNK_PAIRS)
+        keep = any(ctx.needs_input_grad[:2])
+        output, ctx.gathered = kernels.convolve(plan, features, weights, inverse, keep)
+        return output
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         features, weights = ctx.saved_tensors
         input_grad, weights_grad = kernels.convolve_backward(
-            ctx.plan, features, weights, grad.contiguous(), ctx.inverse)
+            ctx.plan, features, weights, grad.contiguous(), ctx.inverse, ctx.gathered)
+        ctx.gathered = None
         return input_grad, weights_grad, None, None
 
 

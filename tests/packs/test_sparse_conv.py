@@ -424,14 +424,15 @@ def test_row_search_finds_each_tap_of_a_kernel_row_or_minus_one(sparse, data):
 
 
 @pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("chunk_pairs", [7, 1 << 17])
 def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monkeypatch,
-                                                                    inverse):
-    """The CSR sums of a plan cut into several chunks (a small CHUNK_PAIRS) give the
-    scatter-add of every pair's product, forward and backward (autograd of the plain
-    formulation is the reference)."""
+                                                                    inverse, chunk_pairs):
+    """The CSR sums of a plan cut into several chunks (a small CHUNK_PAIRS) or one (whose
+    gathered rows the backward reuses) give the scatter-add of every pair's product,
+    forward and backward (autograd of the plain formulation is the reference)."""
     kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
     pair_sums = sys.modules[kernels.PairPlan.__module__]
-    monkeypatch.setattr(pair_sums, "CHUNK_PAIRS", 7)
+    monkeypatch.setattr(pair_sums, "CHUNK_PAIRS", chunk_pairs)
     generator = torch.Generator().manual_seed(3)
     rows, volume = (40, 25), 5
     counts = [9, 0, 12, 4, 10]
@@ -440,7 +441,7 @@ def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monke
                         torch.cat([torch.randperm(rows[1], generator=generator)[:count]
                                    for count in counts])])
     plan = pair_sums.PairPlan(flat, counts, rows, None)
-    assert len(plan.chunks) > 2
+    assert len(plan.chunks) > 2 if chunk_pairs == 7 else len(plan.chunks) == 1
     offsets = torch.repeat_interleave(torch.arange(volume), torch.tensor(counts))
     source, target = (1, 0) if inverse else (0, 1)
     features = torch.randn(rows[source], 3, generator=generator, requires_grad=True)
@@ -450,9 +451,10 @@ def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monke
     grad = torch.randn(rows[target], 2, generator=generator)
     expected_grads = torch.autograd.grad(expected, (features, weights), grad)
     with torch.no_grad():
-        output = pair_sums.convolve(plan, features, weights, inverse)
+        output, gathered = pair_sums.convolve(plan, features, weights, inverse, True)
+        assert (gathered is None) == (chunk_pairs == 7)
         input_grad, weights_grad = pair_sums.convolve_backward(plan, features, weights,
-                                                               grad, inverse)
+                                                               grad, inverse, gathered)
     assert_close(output, expected)
     assert_close(input_grad, expected_grads[0])
     assert_close(weights_grad, expected_grads[1])

@@ -85,9 +85,12 @@ class PairPlan:
 
 
 def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
-             inverse: bool) -> torch.Tensor:
-    """(destination rows, C_out): sum over pairs of ``features[source] @ weights[k]``;
-    ``weights`` is (K, C_in, C_out); ``inverse`` runs the pairs from output to input."""
+             inverse: bool, keep_gathered: bool = False
+             ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """(destination rows, C_out) sum over pairs of ``features[source] @ weights[k]``;
+    ``weights`` is (K, C_in, C_out); ``inverse`` runs the pairs from output to input.
+    Second: with ``keep_gathered``, the gathered input rows when the plan is one chunk
+    (at most :data:`CHUNK_PAIRS` rows), for :func:`convolve_backward`; else None."""
     source, target = (1, 0) if inverse else (0, 1)
     if plan.identity is not None:
         output = features @ weights[plan.identity]
@@ -103,14 +106,16 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
             torch.mm(gathered[start - first:stop - first], weights[offset],
                      out=products[start - first:stop - first])
         output.addmm_(plan.sum_matrix(target, index, features.dtype), products[:size])
-    return output
+    kept = gathered if keep_gathered and len(plan.chunks) == 1 else None
+    return output, kept
 
 
 def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
-                      grad: torch.Tensor, inverse: bool
+                      grad: torch.Tensor, inverse: bool,
+                      gathered: Optional[torch.Tensor] = None
                       ) -> Tuple[torch.Tensor, torch.Tensor]:
     """(input gradient, weight gradient (K, C_in, C_out)) of :func:`convolve` for the
-    output gradient ``grad``."""
+    output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any."""
     source, target = (1, 0) if inverse else (0, 1)
     weights_grad = torch.zeros_like(weights)
     if plan.identity is not None:
@@ -118,14 +123,19 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
         input_grad = grad @ weights[plan.identity].t()
     else:
         input_grad = torch.zeros_like(features)
-    gathered = features.new_empty((plan.largest, weights.shape[1]))
+    # the forward's gathered rows, when it kept them, spare the largest gather
+    reuse = gathered is not None
+    if gathered is None:
+        gathered = features.new_empty((plan.largest, weights.shape[1]))
     grad_rows = grad.new_empty((plan.largest, weights.shape[2]))
     products = features.new_empty((plan.largest, weights.shape[1]))
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
         size = chunk[-1][2] - first
         torch.index_select(grad, 0, plan.rows_of(target, index), out=grad_rows[:size])
-        torch.index_select(features, 0, plan.rows_of(source, index), out=gathered[:size])
+        if not reuse:
+            torch.index_select(features, 0, plan.rows_of(source, index),
+                               out=gathered[:size])
         for offset, start, stop in chunk:
             part = slice(start - first, stop - first)
             torch.mm(gathered[part].t(), grad_rows[part], out=weights_grad[offset])

@@ -506,7 +506,7 @@ def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
         (features.shape[0], int(numActOut))
     plan = pair_plan(indicePairs.to(features.device), indiceNum, rows, bool(_subM))
     return convolve(plan, features, _kernel_weights(filters, features.shape[1]),
-                    bool(_inverse))
+                    bool(_inverse))[0]
 
 
 def fused_indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
