@@ -92,10 +92,7 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     Second: with ``keep_gathered``, the gathered input rows when the plan is one chunk
     (at most :data:`CHUNK_PAIRS` rows), for :func:`convolve_backward`; else None."""
     source, target = (1, 0) if inverse else (0, 1)
-    if plan.identity is not None:
-        output = features @ weights[plan.identity]
-    else:
-        output = features.new_zeros((plan.rows[target], weights.shape[2]))
+    output = features @ weights[plan.identity] if plan.identity is not None else None
     gathered = features.new_empty((plan.largest, weights.shape[1]))
     products = features.new_empty((plan.largest, weights.shape[2]))
     for index, chunk in enumerate(plan.chunks):
@@ -105,9 +102,21 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
         for offset, start, stop in chunk:
             torch.mm(gathered[start - first:stop - first], weights[offset],
                      out=products[start - first:stop - first])
-        output.addmm_(plan.sum_matrix(target, index, features.dtype), products[:size])
+        output = _add_sums(output, plan.sum_matrix(target, index, features.dtype),
+                           products[:size])
+    if output is None:
+        output = features.new_zeros((plan.rows[target], weights.shape[2]))
     kept = gathered if keep_gathered and len(plan.chunks) == 1 else None
     return output, kept
+
+
+def _add_sums(total: Optional[torch.Tensor], matrix: torch.Tensor,
+              products: torch.Tensor) -> torch.Tensor:
+    """``total + matrix @ products``, in place; the product alone when ``total`` is None
+    (no zero-filled tensor to read and write)."""
+    if total is None:
+        return matrix @ products
+    return total.addmm_(matrix, products)
 
 
 def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
@@ -118,11 +127,10 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
     output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any."""
     source, target = (1, 0) if inverse else (0, 1)
     weights_grad = torch.zeros_like(weights)
+    input_grad = None
     if plan.identity is not None:
         torch.mm(features.t(), grad, out=weights_grad[plan.identity])
         input_grad = grad @ weights[plan.identity].t()
-    else:
-        input_grad = torch.zeros_like(features)
     # the forward's gathered rows, when it kept them, spare the largest gather
     reuse = gathered is not None
     if gathered is None:
@@ -140,5 +148,8 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
             part = slice(start - first, stop - first)
             torch.mm(gathered[part].t(), grad_rows[part], out=weights_grad[offset])
             torch.mm(grad_rows[part], weights[offset].t(), out=products[part])
-        input_grad.addmm_(plan.sum_matrix(source, index, features.dtype), products[:size])
+        input_grad = _add_sums(input_grad, plan.sum_matrix(source, index, features.dtype),
+                               products[:size])
+    if input_grad is None:
+        input_grad = torch.zeros_like(features)
     return input_grad, weights_grad
