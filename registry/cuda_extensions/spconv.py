@@ -619,33 +619,9 @@ class SparseConvolution(SparseModule):
             out_tensor.spatial_shape = out_spatial_shape
             return self._add(out_tensor, add_input)
         indice_dict = dict(input.indice_dict)
-        data = input.find_indice_pair(self.indice_key)
-        if self.inverse:
-            if data is None:
-                raise ValueError(f"inverse conv: no indice pairs under key "
-                                 f"{self.indice_key!r}; give it the key of the conv or "
-                                 "pool whose sites it restores")
-            _check_reuse(self, input, data)
-            out_ids, out_spatial_shape = data.indices, data.spatial_shape
-        elif data is not None:
-            _check_reuse(self, input, data)
-            out_ids = data.out_indices
-        else:
-            if self.subm and any(size % 2 == 0 for size in self.kernel_size):
-                # spconv's pair generation refuses it the same way, at the first forward:
-                # a submanifold output site is its input site, so the kernel needs a centre.
-                raise RuntimeError(
-                    f"subm only support odd ksize: {type(self).__name__} has kernel_size "
-                    f"{tuple(self.kernel_size)}; a submanifold convolution needs an odd size "
-                    f"on every axis (use 3, or a SparseConv for an even kernel)")
-            lists = _pair_lists(self, input, out_spatial_shape)
-            out_ids = lists.out_indices
-            data = IndiceData(out_ids, input.indices, None, lists.counts.to(torch.int32),
-                              input.spatial_shape, out_spatial_shape, self.subm,
-                              self.algo, self.kernel_size, self.stride, self.dilation,
-                              self.padding, pair_lists=lists)
-            if self.indice_key is not None:
-                indice_dict[self.indice_key] = data
+        data = self._indice_data(input, out_spatial_shape, indice_dict)
+        out_ids, out_spatial_shape = (data.indices, data.spatial_shape) if self.inverse \
+            else (data.out_indices, out_spatial_shape)
         output = _planned_conv(features, self.weight, data.plan_on(features.device),
                                self.inverse, self.bias)
         out_tensor = out_tensor.replace_feature(output)
@@ -653,6 +629,34 @@ class SparseConvolution(SparseModule):
         out_tensor.indice_dict = indice_dict
         out_tensor.spatial_shape = list(out_spatial_shape)
         return self._add(out_tensor, add_input)
+
+    def _indice_data(self, input: SparseConvTensor, out_spatial_shape: List[int],
+                     indice_dict: Dict[Any, IndiceData]) -> IndiceData:
+        """The pairs this layer runs: those under its key (checked as spconv checks
+        them), or new ones, kept under its key in ``indice_dict``."""
+        data = input.find_indice_pair(self.indice_key)
+        if data is not None:
+            _check_reuse(self, input, data)
+            return data
+        if self.inverse:
+            raise ValueError(f"inverse conv: no indice pairs under key "
+                             f"{self.indice_key!r}; give it the key of the conv or "
+                             "pool whose sites it restores")
+        if self.subm and any(size % 2 == 0 for size in self.kernel_size):
+            # spconv's pair generation refuses it the same way, at the first forward:
+            # a submanifold output site is its input site, so the kernel needs a centre.
+            raise RuntimeError(
+                f"subm only support odd ksize: {type(self).__name__} has kernel_size "
+                f"{tuple(self.kernel_size)}; a submanifold convolution needs an odd size "
+                f"on every axis (use 3, or a SparseConv for an even kernel)")
+        lists = _pair_lists(self, input, out_spatial_shape)
+        data = IndiceData(lists.out_indices, input.indices, None,
+                          lists.counts.to(torch.int32), input.spatial_shape,
+                          out_spatial_shape, self.subm, self.algo, self.kernel_size,
+                          self.stride, self.dilation, self.padding, pair_lists=lists)
+        if self.indice_key is not None:
+            indice_dict[self.indice_key] = data
+        return data
 
     @staticmethod
     def _add(out_tensor: SparseConvTensor, add_input: Optional[SparseConvTensor]
