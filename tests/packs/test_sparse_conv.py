@@ -425,11 +425,14 @@ def test_row_search_finds_each_tap_of_a_kernel_row_or_minus_one(sparse, data):
 
 @pytest.mark.parametrize("inverse", [False, True])
 @pytest.mark.parametrize("chunk_pairs", [7, 1 << 17])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monkeypatch,
-                                                                    inverse, chunk_pairs):
+                                                                    inverse, chunk_pairs,
+                                                                    dtype):
     """The CSR sums of a plan cut into several chunks (a small CHUNK_PAIRS) or one (whose
     gathered rows the backward reuses) give the scatter-add of every pair's product,
-    forward and backward (autograd of the plain formulation is the reference)."""
+    forward and backward (autograd of the plain formulation is the reference); bfloat16,
+    which torch's CPU sparse product lacks, scatter-adds."""
     kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
     pair_sums = sys.modules[kernels.PairPlan.__module__]
     monkeypatch.setattr(pair_sums, "CHUNK_PAIRS", chunk_pairs)
@@ -451,10 +454,14 @@ def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monke
     grad = torch.randn(rows[target], 2, generator=generator)
     expected_grads = torch.autograd.grad(expected, (features, weights), grad)
     with torch.no_grad():
-        output, gathered = pair_sums.convolve(plan, features, weights, inverse, True)
+        output, gathered = pair_sums.convolve(plan, features.to(dtype), weights.to(dtype),
+                                              inverse, True)
         assert (gathered is None) == (chunk_pairs == 7)
-        input_grad, weights_grad = pair_sums.convolve_backward(plan, features, weights,
-                                                               grad, inverse, gathered)
-    assert_close(output, expected)
-    assert_close(input_grad, expected_grads[0])
-    assert_close(weights_grad, expected_grads[1])
+        input_grad, weights_grad = pair_sums.convolve_backward(
+            plan, features.to(dtype), weights.to(dtype), grad.to(dtype), inverse, gathered)
+    assert output.dtype == input_grad.dtype == weights_grad.dtype == dtype
+    tolerance = {} if dtype == torch.float32 else {"atol": 0.1, "rtol": 0.05}
+    for actual, reference in ((output, expected), (input_grad, expected_grads[0]),
+                              (weights_grad, expected_grads[1])):
+        torch.testing.assert_close(actual.float(), reference.detach(),
+                                   **(tolerance or {"atol": ATOL, "rtol": RTOL}))

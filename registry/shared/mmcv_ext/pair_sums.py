@@ -102,21 +102,29 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
         for offset, start, stop in chunk:
             torch.mm(gathered[start - first:stop - first], weights[offset],
                      out=products[start - first:stop - first])
-        output = _add_sums(output, plan.sum_matrix(target, index, features.dtype),
-                           products[:size])
+        output = _add_sums(output, plan, target, index, products[:size])
     if output is None:
         output = features.new_zeros((plan.rows[target], weights.shape[2]))
     kept = gathered if keep_gathered and len(plan.chunks) == 1 else None
     return output, kept
 
 
-def _add_sums(total: Optional[torch.Tensor], matrix: torch.Tensor,
+#: dtypes whose sums over pairs go through torch's sparse CSR product (its CPU kernel
+#: has no half-precision version).
+CSR_DTYPES = (torch.float32, torch.float64)
+
+
+def _add_sums(total: Optional[torch.Tensor], plan: PairPlan, side: int, chunk: int,
               products: torch.Tensor) -> torch.Tensor:
-    """``total + matrix @ products``, in place; the product alone when ``total`` is None
-    (no zero-filled tensor to read and write)."""
+    """``total`` plus the products of ``chunk``'s pairs summed into their ``side`` rows,
+    in place; the sums alone when ``total`` is None (no zero-filled tensor to read and
+    write)."""
+    if products.dtype in CSR_DTYPES:
+        matrix = plan.sum_matrix(side, chunk, products.dtype)
+        return matrix @ products if total is None else total.addmm_(matrix, products)
     if total is None:
-        return matrix @ products
-    return total.addmm_(matrix, products)
+        total = products.new_zeros((plan.rows[side], products.shape[1]))
+    return total.index_add_(0, plan.rows_of(side, chunk), products)
 
 
 def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
@@ -148,8 +156,7 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
             part = slice(start - first, stop - first)
             torch.mm(gathered[part].t(), grad_rows[part], out=weights_grad[offset])
             torch.mm(grad_rows[part], weights[offset].t(), out=products[part])
-        input_grad = _add_sums(input_grad, plan.sum_matrix(source, index, features.dtype),
-                               products[:size])
+        input_grad = _add_sums(input_grad, plan, source, index, products[:size])
     if input_grad is None:
         input_grad = torch.zeros_like(features)
     return input_grad, weights_grad
