@@ -14,14 +14,15 @@ What code written for spconv 2 relies on, with spconv 2's conventions:
 * submanifold convolutions are centred (offset ``kernel // 2 * dilation``) and
   ignore stride and padding; ``SparseMaxPool`` starts from 0, like spconv's;
 * ``algo``, ``fp32_accum``, ``name``, ``record_voxel_count``, ``benchmark``,
-  ``enable_timer`` are accepted; there is one algorithm here (gather, GEMM,
-  scatter-add per kernel offset), so they change nothing. A fused activation
-  (``act_type``) is refused, as spconv refuses it in training.
+  ``enable_timer`` are accepted; there is one algorithm here (gather and GEMM per
+  kernel offset, sums over pairs as sparse-matrix products), so they change nothing.
+  A fused activation (``act_type``) is refused, as spconv refuses it in training.
 
-The indice pairs kept in ``indice_dict`` use mmcv's layout, (K, 2, N), not
-spconv 2's (2, K, N), and int64 (the kernels gather with int64 rows): they are
-this implementation's, not spconv's. Every layer sharing an ``indice_key`` and
-every backward reuses them; nothing is recomputed.
+The indice pairs kept in ``indice_dict`` are this implementation's, not spconv's:
+lists grouped by kernel offset, laid out once for the kernels (a ``PairPlan``, with
+its sum matrices); ``IndiceData.indice_pairs`` gives mmcv's (K, 2, N) int64 layout,
+built when read. Every layer sharing an ``indice_key`` (an inverse conv included) and
+every backward reuses the plan; nothing is recomputed.
 """
 
 from __future__ import annotations

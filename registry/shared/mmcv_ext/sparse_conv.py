@@ -29,8 +29,11 @@ site), with no loop over points: the candidate output key of every (kernel
 offset, input) is computed as one tensor, per axis and combined; a
 direct-address table over the output grid (mmcv's ``gridOut``), or sorted keys
 for grids above :data:`TABLE_SITES`, numbers the output sites of a regular or
-transposed convolution and finds the neighbours of a submanifold one. The
-convolution is gather, GEMM, scatter-add per kernel offset.
+transposed convolution and finds the neighbours of a submanifold one (on large
+grids one binary search per kernel row, :mod:`.row_search`; a hash table,
+:class:`KeyTable`, when the last axis is dilated). The convolution gathers and
+multiplies offset by offset and sums into the outputs by sparse-matrix products
+(:mod:`.pair_sums`).
 """
 from __future__ import annotations
 
