@@ -14,14 +14,15 @@ What code written for spconv 2 relies on, with spconv 2's conventions:
 * submanifold convolutions are centred (offset ``kernel // 2 * dilation``) and
   ignore stride and padding; ``SparseMaxPool`` starts from 0, like spconv's;
 * ``algo``, ``fp32_accum``, ``name``, ``record_voxel_count``, ``benchmark``,
-  ``enable_timer`` are accepted; there is one algorithm here (gather, GEMM,
-  scatter-add per kernel offset), so they change nothing. A fused activation
-  (``act_type``) is refused, as spconv refuses it in training.
+  ``enable_timer`` are accepted; there is one algorithm here (gather and GEMM per
+  kernel offset, sums over pairs as sparse-matrix products), so they change nothing.
+  A fused activation (``act_type``) is refused, as spconv refuses it in training.
 
-The indice pairs kept in ``indice_dict`` use mmcv's layout, (K, 2, N), not
-spconv 2's (2, K, N), and int64 (the kernels gather with int64 rows): they are
-this implementation's, not spconv's. Every layer sharing an ``indice_key`` and
-every backward reuses them; nothing is recomputed.
+The indice pairs kept in ``indice_dict`` are this implementation's, not spconv's:
+lists grouped by kernel offset, laid out once for the kernels (a ``PairPlan``, with
+its sum matrices); ``IndiceData.indice_pairs`` gives mmcv's (K, 2, N) int64 layout,
+built when read. Every layer sharing an ``indice_key`` (an inverse conv included) and
+every backward reuses the plan; nothing is recomputed.
 """
 
 from __future__ import annotations
@@ -68,17 +69,26 @@ def scatter_nd(indices: torch.Tensor, updates: torch.Tensor,
 
 
 class IndiceData:
-    """The indice pairs of one convolution or pool, kept under its ``indice_key``."""
+    """The indice pairs of one convolution or pool, kept under its ``indice_key``.
+
+    A convolution keeps its pairs as :class:`PairLists` (``pair_lists``) and lays them
+    out for the kernels once; ``indice_pairs`` (mmcv's (K, 2, N) layout) is then built
+    only if something reads it.
+    """
 
     def __init__(self, out_indices: torch.Tensor, indices: torch.Tensor,
-                 indice_pairs: torch.Tensor, indice_pair_num: torch.Tensor,
+                 indice_pairs: Optional[torch.Tensor], indice_pair_num: torch.Tensor,
                  spatial_shape: List[int], out_spatial_shape: List[int], is_subm: bool,
                  algo: ConvAlgo, ksize: List[int], stride: List[int],
                  dilation: List[int], padding: List[int],
-                 voxel_num: Optional[Any] = None) -> None:
+                 voxel_num: Optional[Any] = None,
+                 pair_lists: Optional[kernels.PairLists] = None) -> None:
+        if indice_pairs is None and pair_lists is None:
+            raise ValueError("IndiceData needs indice_pairs or pair_lists")
         self.out_indices = out_indices
         self.indices = indices
-        self.indice_pairs = indice_pairs
+        self._indice_pairs = indice_pairs
+        self._pair_lists = pair_lists
         self.indice_pair_num = indice_pair_num
         self.spatial_shape = spatial_shape
         self.out_spatial_shape = out_spatial_shape
@@ -89,16 +99,31 @@ class IndiceData:
         self.dilation = dilation
         self.padding = padding
         self.voxel_num = voxel_num
-        self._pairs_by_device: Dict[torch.device, torch.Tensor] = {}
+        self._plans_by_device: Dict[torch.device, kernels.PairPlan] = {}
 
-    def pairs_on(self, device: torch.device) -> torch.Tensor:
-        """The indice pairs as int64 on ``device``, converted once for every layer that
-        shares them and for their backward (the kernels gather with int64 rows)."""
-        pairs = self._pairs_by_device.get(device)
-        if pairs is None:
-            pairs = self.indice_pairs.to(device, torch.long)
-            self._pairs_by_device[device] = pairs
-        return pairs
+    @property
+    def indice_pairs(self) -> torch.Tensor:
+        """(K, 2, N) int64 pairs in mmcv's layout (module docstring)."""
+        if self._indice_pairs is None:
+            assert self._pair_lists is not None
+            self._indice_pairs = kernels.pairs_layout(
+                self._pair_lists, self.indices.shape[0], torch.long)
+        return self._indice_pairs
+
+    def plan_on(self, device: torch.device) -> kernels.PairPlan:
+        """The pairs laid out for the convolution kernels on ``device``, built once for
+        every layer that shares them and for their backward."""
+        plan = self._plans_by_device.get(device)
+        if plan is None:
+            rows = (self.indices.shape[0], self.out_indices.shape[0])
+            if self._pair_lists is not None:
+                lists = kernels.PairLists(*(part.to(device) for part in self._pair_lists))
+                plan = kernels.plan_of_lists(lists, rows, self.is_subm)
+            else:
+                plan = kernels.pair_plan(self.indice_pairs.to(device),
+                                         self.indice_pair_num, rows, self.is_subm)
+            self._plans_by_device[device] = plan
+        return plan
 
 
 class SparseConvTensor:
@@ -198,10 +223,16 @@ class SparseConvTensor:
 
     def dense(self, channels_first: bool = True) -> torch.Tensor:
         """The dense (N, C, *spatial) tensor, or (N, *spatial, C)."""
-        shape = [self.batch_size, *self.spatial_shape, self._features.shape[1]]
-        result = scatter_nd(self.indices.to(self._features.device), self._features,
-                            shape)
-        return result.movedim(-1, 1).contiguous() if channels_first else result
+        channels = self._features.shape[1]
+        indices = self.indices.to(self._features.device)
+        if not channels_first:
+            return scatter_nd(indices, self._features,
+                              [self.batch_size, *self.spatial_shape, channels])
+        # written channels-first at once: permuting a channels-last grid afterwards is a
+        # strided copy of the whole grid, several times the cost of the writes
+        result = self._features.new_zeros([self.batch_size, channels, *self.spatial_shape])
+        result.movedim(1, -1).index_put_(tuple(indices.long().t()), self._features)
+        return result
 
     @staticmethod
     def _features_of(other: Union["SparseConvTensor", torch.Tensor]) -> torch.Tensor:
@@ -225,23 +256,26 @@ class SparseConvTensor:
 # ----------------------------------------------------------------- autograd
 
 class _IndiceConv(torch.autograd.Function):
-    """Gather-GEMM-scatter over indice pairs; weights in mmcv's (*k, in, out)."""
+    """Gather-GEMM-sum over a :class:`PairPlan`; weights as (K, in, out)."""
 
     @staticmethod
-    def forward(ctx: Any, features: torch.Tensor, filters: torch.Tensor,
-                pairs: torch.Tensor, pair_num: torch.Tensor, out_rows: int,
-                inverse: bool, subm: bool) -> torch.Tensor:
-        ctx.save_for_backward(features, filters, pairs, pair_num)
-        ctx.flags = (int(inverse), int(subm))
-        return kernels.indice_conv_forward(features, filters, pairs, pair_num,
-                                           out_rows, *ctx.flags)
+    def forward(ctx: Any, features: torch.Tensor, weights: torch.Tensor,
+                plan: kernels.PairPlan, inverse: bool) -> torch.Tensor:
+        ctx.save_for_backward(features, weights)
+        ctx.plan, ctx.inverse = plan, inverse
+        # a training step gathers the same input rows again in its backward: keep them
+        # when they are one chunk (memory bounded by pair_sums.CHUNK_PAIRS)
+        keep = any(ctx.needs_input_grad[:2])
+        output, ctx.gathered = kernels.convolve(plan, features, weights, inverse, keep)
+        return output
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        features, filters, pairs, pair_num = ctx.saved_tensors
-        input_grad, filters_grad = kernels.indice_conv_backward(
-            features, filters, grad.contiguous(), pairs, pair_num, *ctx.flags)
-        return input_grad, filters_grad, None, None, None, None, None
+        features, weights = ctx.saved_tensors
+        input_grad, weights_grad = kernels.convolve_backward(
+            ctx.plan, features, weights, grad.contiguous(), ctx.inverse, ctx.gathered)
+        ctx.gathered = None
+        return input_grad, weights_grad, None, None
 
 
 class _IndiceMaxPool(torch.autograd.Function):
@@ -260,9 +294,12 @@ class _IndiceMaxPool(torch.autograd.Function):
                                                 pairs, pair_num), None, None, None)
 
 
-def _hwio(filters: torch.Tensor) -> torch.Tensor:
-    """spconv 2's (out, *kernel, in) weight as the kernels' (*kernel, in, out)."""
-    return filters.movedim(0, -1)
+def _planned_conv(features: torch.Tensor, filters: torch.Tensor, plan: kernels.PairPlan,
+                  inverse: bool, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """The convolution over ``plan`` with spconv 2's (out, *kernel, in) ``filters``."""
+    weights = filters.movedim(0, -1).reshape(-1, filters.shape[-1], filters.shape[0])
+    output = _IndiceConv.apply(features, weights, plan, inverse)
+    return output if bias is None else output + bias
 
 
 def _refuse_activation(act_type: Any) -> None:
@@ -280,9 +317,11 @@ def _conv(inverse: bool, subm: bool):
                  bias: Optional[torch.Tensor] = None, act_alpha: float = 0.0,
                  act_beta: float = 0.0, act_type: Any = None) -> torch.Tensor:
         _refuse_activation(act_type)
-        output = _IndiceConv.apply(features, _hwio(filters), indice_pairs,
-                                   indice_pair_num, int(num_activate_out), inverse, subm)
-        return output if bias is None else output + bias
+        rows = (int(num_activate_out), features.shape[0]) if inverse else \
+            (features.shape[0], int(num_activate_out))
+        plan = kernels.pair_plan(indice_pairs.to(features.device), indice_pair_num, rows,
+                                 subm)
+        return _planned_conv(features, filters, plan, inverse, bias)
     return convolve
 
 
@@ -434,18 +473,27 @@ class RemoveGrid(SparseModule):
         return x
 
 
-def _pairs_for(layer: Any, input: SparseConvTensor, out_spatial_shape: List[int]
-               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Indice pairs of a conv/pool layer on ``input`` (centred for submanifold)."""
+def _pair_lists(layer: Any, input: SparseConvTensor, out_spatial_shape: List[int]
+                ) -> kernels.PairLists:
+    """Pairs of a conv/pool layer on ``input`` (centred for submanifold)."""
     if layer.subm:
         stride = [1] * layer.ndim
         padding = [k // 2 * d for k, d in zip(layer.kernel_size, layer.dilation)]
     else:
         stride, padding = layer.stride, layer.padding
-    return kernels.build_indice_pairs(
+    return kernels.pair_lists(
         input.indices, input.batch_size, out_spatial_shape,
         layer.kernel_size, stride, padding, layer.dilation, layer.subm,
-        getattr(layer, "transposed", False) and not layer.subm, torch.long)
+        getattr(layer, "transposed", False) and not layer.subm)
+
+
+def _pairs_for(layer: Any, input: SparseConvTensor, out_spatial_shape: List[int]
+               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(output sites, (K, 2, N) int64 pairs, pair counts) of a layer on ``input``."""
+    lists = _pair_lists(layer, input, out_spatial_shape)
+    return (lists.out_indices, kernels.pairs_layout(lists, input.indices.shape[0],
+                                                    torch.long),
+            lists.counts.to(torch.int32))
 
 
 def _check_reuse(layer: Any, input: SparseConvTensor, data: IndiceData) -> None:
@@ -572,42 +620,44 @@ class SparseConvolution(SparseModule):
             out_tensor.spatial_shape = out_spatial_shape
             return self._add(out_tensor, add_input)
         indice_dict = dict(input.indice_dict)
-        data = input.find_indice_pair(self.indice_key)
-        if self.inverse:
-            if data is None:
-                raise ValueError(f"inverse conv: no indice pairs under key "
-                                 f"{self.indice_key!r}; give it the key of the conv or "
-                                 "pool whose sites it restores")
-            _check_reuse(self, input, data)
-            out_ids, out_spatial_shape = data.indices, data.spatial_shape
-        elif data is not None:
-            _check_reuse(self, input, data)
-            out_ids = data.out_indices
-        else:
-            if self.subm and any(size % 2 == 0 for size in self.kernel_size):
-                # spconv's pair generation refuses it the same way, at the first forward:
-                # a submanifold output site is its input site, so the kernel needs a centre.
-                raise RuntimeError(
-                    f"subm only support odd ksize: {type(self).__name__} has kernel_size "
-                    f"{tuple(self.kernel_size)}; a submanifold convolution needs an odd size "
-                    f"on every axis (use 3, or a SparseConv for an even kernel)")
-            out_ids, pairs, pair_num = _pairs_for(self, input, out_spatial_shape)
-            data = IndiceData(out_ids, input.indices, pairs, pair_num,
-                              input.spatial_shape, out_spatial_shape, self.subm,
-                              self.algo, self.kernel_size, self.stride, self.dilation,
-                              self.padding)
-            if self.indice_key is not None:
-                indice_dict[self.indice_key] = data
-        pairs = data.pairs_on(features.device)
-        convolve = indice_subm_conv if self.subm else (
-            indice_inverse_conv if self.inverse else indice_conv)
-        output = convolve(features, self.weight, pairs, data.indice_pair_num,
-                          out_ids.shape[0], bias=self.bias)
+        data = self._indice_data(input, out_spatial_shape, indice_dict)
+        out_ids, out_spatial_shape = (data.indices, data.spatial_shape) if self.inverse \
+            else (data.out_indices, out_spatial_shape)
+        output = _planned_conv(features, self.weight, data.plan_on(features.device),
+                               self.inverse, self.bias)
         out_tensor = out_tensor.replace_feature(output)
         out_tensor.indices = out_ids
         out_tensor.indice_dict = indice_dict
         out_tensor.spatial_shape = list(out_spatial_shape)
         return self._add(out_tensor, add_input)
+
+    def _indice_data(self, input: SparseConvTensor, out_spatial_shape: List[int],
+                     indice_dict: Dict[Any, IndiceData]) -> IndiceData:
+        """The pairs this layer runs: those under its key (checked as spconv checks
+        them), or new ones, kept under its key in ``indice_dict``."""
+        data = input.find_indice_pair(self.indice_key)
+        if data is not None:
+            _check_reuse(self, input, data)
+            return data
+        if self.inverse:
+            raise ValueError(f"inverse conv: no indice pairs under key "
+                             f"{self.indice_key!r}; give it the key of the conv or "
+                             "pool whose sites it restores")
+        if self.subm and any(size % 2 == 0 for size in self.kernel_size):
+            # spconv's pair generation refuses it the same way, at the first forward:
+            # a submanifold output site is its input site, so the kernel needs a centre.
+            raise RuntimeError(
+                f"subm only support odd ksize: {type(self).__name__} has kernel_size "
+                f"{tuple(self.kernel_size)}; a submanifold convolution needs an odd size "
+                f"on every axis (use 3, or a SparseConv for an even kernel)")
+        lists = _pair_lists(self, input, out_spatial_shape)
+        data = IndiceData(lists.out_indices, input.indices, None,
+                          lists.counts.to(torch.int32), input.spatial_shape,
+                          out_spatial_shape, self.subm, self.algo, self.kernel_size,
+                          self.stride, self.dilation, self.padding, pair_lists=lists)
+        if self.indice_key is not None:
+            indice_dict[self.indice_key] = data
+        return data
 
     @staticmethod
     def _add(out_tensor: SparseConvTensor, add_input: Optional[SparseConvTensor]

@@ -29,15 +29,21 @@ site), with no loop over points: the candidate output key of every (kernel
 offset, input) is computed as one tensor, per axis and combined; a
 direct-address table over the output grid (mmcv's ``gridOut``), or sorted keys
 for grids above :data:`TABLE_SITES`, numbers the output sites of a regular or
-transposed convolution and finds the neighbours of a submanifold one. The
-convolution is gather, GEMM, scatter-add per kernel offset.
+transposed convolution and finds the neighbours of a submanifold one (on large
+grids one binary search per kernel row, :mod:`.row_search`; a hash table,
+:class:`KeyTable`, when the last axis is dilated). The convolution gathers and
+multiplies offset by offset and sums into the outputs by sparse-matrix products
+(:mod:`.pair_sums`).
 """
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
+
+from .pair_sums import PairPlan, convolve, convolve_backward
+from .row_search import row_neighbours
 
 #: Largest grid (batch x output sites) looked up through a direct-address table
 #: (int32, one entry per site: 64 MB at this size), as mmcv's CUDA kernel does with
@@ -129,32 +135,33 @@ def _candidates(batch: torch.Tensor, coords: torch.Tensor, kernel_size: Sequence
     return offset_id, row, key
 
 
-def build_indice_pairs(indices: torch.Tensor, batch_size: int,
-                       out_shape: Sequence[int],
-                       kernel_size: Sequence[int], stride: Sequence[int],
-                       padding: Sequence[int], dilation: Sequence[int],
-                       subm: bool, transpose: bool, pair_dtype: torch.dtype = torch.int32
-                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(out_indices, indice_pairs, indice_num)`` of a sparse convolution
-    (layout in the module docstring; ``pair_dtype`` int64 spares a caller that
-    gathers with the pairs, as the kernels do, a conversion).
+class PairLists(NamedTuple):
+    """The pairs of a sparse convolution as three lists, grouped by kernel offset
+    (ascending), input order within an offset; ``counts[k]`` pairs of offset ``k``."""
+    out_indices: torch.Tensor
+    offset_id: torch.Tensor
+    row: torch.Tensor
+    out_row: torch.Tensor
+    counts: torch.Tensor
 
-    For ``subm`` the output sites are the input sites (``out_indices`` is
-    ``indices`` itself, ``out_shape`` the input's) and a pair exists where the
-    offset site is active;
-    ``stride``/``padding`` are used as given (the mmcv entry points pass 1 and
-    ``kernel // 2``). Duplicate input sites are not supported.
-    """
+
+def pair_lists(indices: torch.Tensor, batch_size: int, out_shape: Sequence[int],
+               kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+               dilation: Sequence[int], subm: bool, transpose: bool) -> PairLists:
+    """The output sites and pairs of a sparse convolution (conventions in the module
+    docstring). For ``subm`` the output sites are the input sites (``out_indices`` is
+    ``indices`` itself, ``out_shape`` the input's) and a pair exists where the offset
+    site is active; ``stride``/``padding`` are used as given (the mmcv entry points
+    pass 1 and ``kernel // 2``). Duplicate input sites are not supported."""
     device = indices.device
-    count = indices.shape[0]
     ndim = len(kernel_size)
     volume = math.prod(int(size) for size in kernel_size)
-    pairs = torch.full((volume, 2, count), -1, dtype=pair_dtype, device=device)
-    out_grid = torch.tensor([int(v) for v in out_shape], dtype=torch.long, device=device)
-    if count == 0:
+    if indices.shape[0] == 0:
         empty = indices if subm else torch.zeros(
             (0, ndim + 1), dtype=torch.int32, device=device)
-        return empty, pairs, torch.zeros(volume, dtype=torch.int32, device=device)
+        nothing = torch.zeros(0, dtype=torch.long, device=device)
+        return PairLists(empty, nothing, nothing, nothing,
+                         torch.zeros(volume, dtype=torch.long, device=device))
     if subm:
         offset_id, row, out_row = _submanifold_pairs(indices, batch_size, out_shape,
                                                      kernel_size, padding, dilation)
@@ -169,17 +176,44 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
         # it is not much larger than the candidates.
         direct = sites <= min(TABLE_SITES, max(1 << 20, 16 * key.numel()))
         unique_keys, out_row = _number_sites(key, sites, direct)
+        out_grid = torch.tensor([int(v) for v in out_shape], dtype=torch.long,
+                                device=device)
         out_indices = decode_keys(unique_keys, out_grid)
-    num = torch.bincount(offset_id, minlength=volume)
+    return PairLists(out_indices, offset_id, row, out_row,
+                     torch.bincount(offset_id, minlength=volume))
+
+
+def pairs_layout(lists: PairLists, rows: int, dtype: torch.dtype = torch.int32
+                 ) -> torch.Tensor:
+    """mmcv's (K, 2, ``rows``) indice pairs, -1 where unused, from ``lists``."""
+    volume = lists.counts.numel()
+    device = lists.row.device
+    pairs = torch.full((volume, 2, rows), -1, dtype=dtype, device=device)
+    num = lists.counts
     first = torch.cumsum(num, 0) - num
-    place = torch.arange(offset_id.numel(), device=device) - first.index_select(0, offset_id)
+    place = torch.arange(lists.offset_id.numel(), device=device) - \
+        first.index_select(0, lists.offset_id)
     flat = pairs.view(-1)
-    slot = offset_id * (2 * count) + place
+    slot = lists.offset_id * (2 * rows) + place
     # index_copy_ / index_select, not tensor[index]: the CPU's advanced indexing is
     # several times slower on these sizes
-    flat.index_copy_(0, slot, row.to(pair_dtype))
-    flat.index_copy_(0, slot + count, out_row.to(pair_dtype))
-    return out_indices, pairs, num.to(torch.int32)
+    flat.index_copy_(0, slot, lists.row.to(dtype))
+    flat.index_copy_(0, slot + rows, lists.out_row.to(dtype))
+    return pairs
+
+
+def build_indice_pairs(indices: torch.Tensor, batch_size: int,
+                       out_shape: Sequence[int],
+                       kernel_size: Sequence[int], stride: Sequence[int],
+                       padding: Sequence[int], dilation: Sequence[int],
+                       subm: bool, transpose: bool, pair_dtype: torch.dtype = torch.int32
+                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(out_indices, indice_pairs, indice_num)`` of a sparse convolution in mmcv's
+    layout (module docstring; arguments as :func:`pair_lists`)."""
+    lists = pair_lists(indices, batch_size, out_shape, kernel_size, stride, padding,
+                       dilation, subm, transpose)
+    return (lists.out_indices, pairs_layout(lists, indices.shape[0], pair_dtype),
+            lists.counts.to(torch.int32))
 
 
 def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[int],
@@ -202,37 +236,52 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
     ndim = len(kernel_size)
     low = [max(0, (int(k) - 1) * int(d) - int(p))
            for k, p, d in zip(kernel_size, padding, dilation)]
-    high = [int(p) for p in padding]
-    widened = [int(size) + lo + hi for size, lo, hi in zip(shape, low, high)]
+    widened = [int(size) + lo + int(p) for size, lo, p in zip(shape, low, padding)]
     keys = indices[:, 0].long()
     for axis in range(ndim):
         keys = keys * widened[axis] + (indices[:, axis + 1].long() + low[axis])
     # output = input + padding - tap * dilation on each axis (stride 1)
-    shifts = torch.zeros(1, dtype=torch.long)
+    shifts = [0]
     for axis in range(ndim):
-        taps = torch.arange(int(kernel_size[axis])) * int(dilation[axis])
-        shifts = (shifts[:, None] * widened[axis] + (int(padding[axis]) - taps)[None]
-                  ).reshape(-1)
-    shifts = shifts.to(device)
-    volume = shifts.numel()
+        shifts = [shift * widened[axis] + int(padding[axis]) - tap * int(dilation[axis])
+                  for shift in shifts for tap in range(int(kernel_size[axis]))]
     centred = all(2 * int(p) == (int(k) - 1) * int(d)
                   for k, p, d in zip(kernel_size, padding, dilation))
-    looked_up = volume // 2 if centred else volume
-    sites = int(batch_size) * math.prod(widened)
-    queries = (keys[None, :] + shifts[:looked_up, None]).reshape(-1)
-    direct = sites <= min(TABLE_SITES, max(1 << 20, 16 * queries.numel()))
-    found = _lookup(keys, queries, sites, direct)
+    looked_up = len(shifts) // 2 if centred else len(shifts)
+    found = _neighbours(keys, shifts[:looked_up], int(batch_size) * math.prod(widened),
+                        int(kernel_size[-1]), int(dilation[-1]))
     offset_id, row, out_row = _found_pairs(found, count, 0)
     if not centred:
         return offset_id, row, out_row
     # offset k pairs (input row, output o); offset K-1-k pairs (o, row), laid out by
     # its input rows to keep the input order within an offset
-    mirrored = torch.full((looked_up * count,), -1, dtype=torch.long, device=device)
-    mirrored.index_copy_(0, (looked_up - 1 - offset_id) * count + out_row, row)
-    mirror_offset, mirror_row, mirror_out = _found_pairs(mirrored, count, looked_up + 1)
+    place, order = torch.sort((looked_up - 1 - offset_id) * count + out_row)
+    mirror_offset = torch.div(place, count, rounding_mode="floor")
+    mirror_row = place - mirror_offset * count
+    mirror_out = row.index_select(0, order)
+    mirror_offset += looked_up + 1
     rows = torch.arange(count, device=device)
     return (torch.cat([offset_id, torch.full_like(rows, looked_up), mirror_offset]),
             torch.cat([row, rows, mirror_row]), torch.cat([out_row, rows, mirror_out]))
+
+
+def _neighbours(keys: torch.Tensor, shifts: List[int], sites: int, width: int,
+                dilation: int) -> torch.Tensor:
+    """(len(shifts) * N,) int64: the row of the site with key ``keys[i] + shifts[k]`` at
+    ``k * N + i``, -1 where there is none; ``shifts`` come in kernel rows of ``width``
+    taps along the last axis, ``dilation`` apart, highest first."""
+    queries = len(shifts) * keys.numel()
+    if sites <= min(TABLE_SITES, max(1 << 20, 16 * queries)):
+        return _lookup(keys, _queries(keys, shifts), sites, True)
+    if dilation == 1:
+        return row_neighbours(keys, shifts[::width], width)[:len(shifts)].reshape(-1)
+    return _lookup(keys, _queries(keys, shifts), sites, False)
+
+
+def _queries(keys: torch.Tensor, shifts: List[int]) -> torch.Tensor:
+    """Every key plus every shift, shift-major."""
+    offsets = torch.tensor(shifts, dtype=torch.long, device=keys.device)
+    return (keys[None, :] + offsets[:, None]).reshape(-1)
 
 
 def _found_pairs(found: torch.Tensor, count: int, first_offset: int
@@ -411,29 +460,43 @@ def _identity_offset(pairs: torch.Tensor, counts: List[int], rows: int
     return best
 
 
-def _conv_plan(features: torch.Tensor, filters: torch.Tensor,
-               indicePairs: torch.Tensor, indiceNum: torch.Tensor, subm: bool,
-               out_rows: int
-               ) -> Tuple[torch.Tensor, List[int], Optional[int], torch.Tensor]:
-    channels_in = features.shape[1]
-    weights = filters.reshape(-1, channels_in, filters.shape[-1])
+def pair_plan(indicePairs: torch.Tensor, indiceNum: torch.Tensor, rows: Tuple[int, int],
+              subm: bool) -> PairPlan:
+    """mmcv's (K, 2, N) pairs laid out for the kernels of :mod:`.pair_sums`; ``rows`` is
+    (input sites, output sites). A submanifold's centre offset becomes a plain product."""
     counts = [int(n) for n in indiceNum.tolist()]
     identity = None
-    if subm and out_rows == features.shape[0]:
-        identity = _identity_offset(indicePairs, counts, features.shape[0])
-    # int64 rows: index_select/index_add_ take a slower path with int32 on the CPU
-    # (a caller that keeps int64 pairs, as the spconv stand-in does, pays no copy)
-    return weights, counts, identity, indicePairs.to(features.device, torch.long)
+    if subm and rows[0] == rows[1]:
+        identity = _identity_offset(indicePairs, counts, rows[0])
+    pieces = [indicePairs[k, :, :count] for k, count in enumerate(counts)
+              if count and k != identity]
+    flat = torch.cat(pieces, 1).long() if pieces else \
+        torch.zeros((2, 0), dtype=torch.long, device=indicePairs.device)
+    if identity is not None:
+        counts[identity] = 0
+    return PairPlan(flat, counts, rows, identity)
 
 
-def _scratch(like: torch.Tensor, counts: List[int], identity: Optional[int],
-             channels: int) -> torch.Tensor:
-    """One buffer for the largest offset's rows: every offset's gather or product is
-    written into a slice of it, instead of a fresh tensor per offset (fresh large
-    tensors cost a page fault per page on the CPU)."""
-    largest = max((count for offset, count in enumerate(counts) if offset != identity),
-                  default=0)
-    return like.new_empty((largest, channels))
+def plan_of_lists(lists: PairLists, rows: Tuple[int, int], subm: bool) -> PairPlan:
+    """:func:`pair_lists`' pairs laid out for the kernels of :mod:`.pair_sums`."""
+    counts = [int(n) for n in lists.counts.tolist()]
+    flat = torch.stack([lists.row, lists.out_row])
+    identity = None
+    centre = len(counts) // 2
+    # a centred submanifold kernel's middle offset pairs every site with itself
+    if subm and rows[0] == rows[1] and counts[centre] == rows[0]:
+        start = sum(counts[:centre])
+        stop = start + rows[0]
+        if torch.equal(lists.row[start:stop], lists.out_row[start:stop]):
+            identity = centre
+            flat = torch.cat([flat[:, :start], flat[:, stop:]], 1)
+            counts[centre] = 0
+    return PairPlan(flat, counts, rows, identity)
+
+
+def _kernel_weights(filters: torch.Tensor, channels_in: int) -> torch.Tensor:
+    """mmcv's (*kernel, C_in, C_out) filters as (K, C_in, C_out)."""
+    return filters.reshape(-1, channels_in, filters.shape[-1])
 
 
 def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
@@ -442,24 +505,11 @@ def indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
     """Ext ``indice_conv_forward``: (numActOut, C_out) sum over pairs of
     ``features[in] @ filters[k]``; ``filters`` is (*kernel, C_in, C_out).
     ``_inverse`` reads the pairs the other way round (output rows gather)."""
-    source = 1 if _inverse else 0
-    out_rows = int(numActOut)
-    weights, counts, identity, rows = _conv_plan(features, filters, indicePairs,
-                                                 indiceNum, bool(_subM), out_rows)
-    if identity is not None:
-        output = features @ weights[identity]
-    else:
-        output = features.new_zeros((out_rows, weights.shape[2]))
-    gathered = _scratch(features, counts, identity, weights.shape[1])
-    products = _scratch(features, counts, identity, weights.shape[2])
-    for offset, count in enumerate(counts):
-        if count == 0 or offset == identity:
-            continue
-        torch.index_select(features, 0, rows[offset, source, :count],
-                           out=gathered[:count])
-        torch.mm(gathered[:count], weights[offset], out=products[:count])
-        output.index_add_(0, rows[offset, 1 - source, :count], products[:count])
-    return output
+    rows = (int(numActOut), features.shape[0]) if _inverse else \
+        (features.shape[0], int(numActOut))
+    plan = pair_plan(indicePairs.to(features.device), indiceNum, rows, bool(_subM))
+    return convolve(plan, features, _kernel_weights(filters, features.shape[1]),
+                    bool(_inverse))[0]
 
 
 def fused_indice_conv_forward(features: torch.Tensor, filters: torch.Tensor,
@@ -479,29 +529,13 @@ def indice_conv_backward(features: torch.Tensor, filters: torch.Tensor,
                          ) -> List[torch.Tensor]:
     """Ext ``indice_conv_backward``: ``[input_grad, filters_grad]`` of
     :func:`indice_conv_forward` for the output gradient ``outGrad``."""
-    source = 1 if _inverse else 0
-    weights, counts, identity, rows = _conv_plan(features, filters, indicePairs,
-                                                 indiceNum, bool(_subM), outGrad.shape[0])
-    filters_grad = torch.zeros_like(weights)
-    if identity is not None:
-        torch.mm(features.t(), outGrad, out=filters_grad[identity])
-        input_grad = outGrad @ weights[identity].t()
-    else:
-        input_grad = torch.zeros_like(features)
-    gathered = _scratch(features, counts, identity, weights.shape[1])
-    grad_out = _scratch(outGrad, counts, identity, weights.shape[2])
-    products = _scratch(features, counts, identity, weights.shape[1])
-    for offset, count in enumerate(counts):
-        if count == 0 or offset == identity:
-            continue
-        rows_in = rows[offset, source, :count]
-        torch.index_select(outGrad, 0, rows[offset, 1 - source, :count],
-                           out=grad_out[:count])
-        torch.index_select(features, 0, rows_in, out=gathered[:count])
-        torch.mm(gathered[:count].t(), grad_out[:count], out=filters_grad[offset])
-        torch.mm(grad_out[:count], weights[offset].t(), out=products[:count])
-        input_grad.index_add_(0, rows_in, products[:count])
-    return [input_grad, filters_grad.reshape(filters.shape)]
+    rows = (outGrad.shape[0], features.shape[0]) if _inverse else \
+        (features.shape[0], outGrad.shape[0])
+    plan = pair_plan(indicePairs.to(features.device), indiceNum, rows, bool(_subM))
+    input_grad, weights_grad = convolve_backward(
+        plan, features, _kernel_weights(filters, features.shape[1]), outGrad,
+        bool(_inverse))
+    return [input_grad, weights_grad.reshape(filters.shape)]
 
 
 def active_pairs(indicePairs: torch.Tensor, indiceNum: torch.Tensor

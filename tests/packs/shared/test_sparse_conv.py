@@ -399,3 +399,69 @@ def test_key_table_finds_every_key_and_only_those(sparse, data, colliding):
     assert table.rows_of(absent).tolist() == [-1] * len(absent)
     mixed = torch.cat([absent, keys.flip(0)])
     assert table.rows_of(mixed).tolist() == [-1] * len(absent) + list(range(count))[::-1]
+
+
+# ---------------------------------------------------------------- row search, pair sums
+
+@examples("pool")
+@given(data=st.data())
+def test_row_search_finds_each_tap_of_a_kernel_row_or_minus_one(sparse, data):
+    """Submanifold neighbours on large grids: for every site and kernel row, each of the
+    ``width`` consecutive keys below the row's highest one maps to its site's row, and
+    only those (a dict of the keys is the reference), in input order or not."""
+    kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
+    row_search = sys.modules[kernels.row_neighbours.__module__]
+    keys = data.draw(st.lists(st.integers(0, 400), min_size=1, max_size=120, unique=True))
+    if data.draw(st.booleans()):
+        keys.sort()
+    width = data.draw(st.integers(1, 4))
+    shifts = data.draw(st.lists(st.integers(-60, 60), min_size=1, max_size=5))
+    found = row_search.row_neighbours(torch.tensor(keys), shifts, width)
+    row_of = {key: row for row, key in enumerate(keys)}
+    expected = [[row_of.get(key + shift - tap, -1) for key in keys]
+                for shift in shifts for tap in range(width)]
+    assert found.tolist() == expected
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("chunk_pairs", [7, 1 << 17])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monkeypatch,
+                                                                    inverse, chunk_pairs,
+                                                                    dtype):
+    """The CSR sums of a plan cut into several chunks (a small CHUNK_PAIRS) or one (whose
+    gathered rows the backward reuses) give the scatter-add of every pair's product,
+    forward and backward (autograd of the plain formulation is the reference); bfloat16,
+    which torch's CPU sparse product lacks, scatter-adds."""
+    kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
+    pair_sums = sys.modules[kernels.PairPlan.__module__]
+    monkeypatch.setattr(pair_sums, "CHUNK_PAIRS", chunk_pairs)
+    generator = torch.Generator().manual_seed(3)
+    rows, volume = (40, 25), 5
+    counts = [9, 0, 12, 4, 10]
+    flat = torch.stack([torch.cat([torch.randperm(rows[0], generator=generator)[:count]
+                                   for count in counts]),
+                        torch.cat([torch.randperm(rows[1], generator=generator)[:count]
+                                   for count in counts])])
+    plan = pair_sums.PairPlan(flat, counts, rows, None)
+    assert len(plan.chunks) > 2 if chunk_pairs == 7 else len(plan.chunks) == 1
+    offsets = torch.repeat_interleave(torch.arange(volume), torch.tensor(counts))
+    source, target = (1, 0) if inverse else (0, 1)
+    features = torch.randn(rows[source], 3, generator=generator, requires_grad=True)
+    weights = torch.randn(volume, 3, 2, generator=generator, requires_grad=True)
+    products = torch.bmm(features[flat[source]][:, None], weights[offsets])[:, 0]
+    expected = torch.zeros(rows[target], 2).index_add(0, flat[target], products)
+    grad = torch.randn(rows[target], 2, generator=generator)
+    expected_grads = torch.autograd.grad(expected, (features, weights), grad)
+    with torch.no_grad():
+        output, gathered = pair_sums.convolve(plan, features.to(dtype), weights.to(dtype),
+                                              inverse, True)
+        assert (gathered is None) == (chunk_pairs == 7)
+        input_grad, weights_grad = pair_sums.convolve_backward(
+            plan, features.to(dtype), weights.to(dtype), grad.to(dtype), inverse, gathered)
+    assert output.dtype == input_grad.dtype == weights_grad.dtype == dtype
+    tolerance = {} if dtype == torch.float32 else {"atol": 0.1, "rtol": 0.05}
+    for actual, reference in ((output, expected), (input_grad, expected_grads[0]),
+                              (weights_grad, expected_grads[1])):
+        torch.testing.assert_close(actual.float(), reference.detach(),
+                                   **(tolerance or {"atol": ATOL, "rtol": RTOL}))
