@@ -63,6 +63,8 @@ HISTORY_LENGTH = 20   # the last events of a patch kept for its report: a scope 
 
 # The empty values every new RegisteredPatch shares (immutable: see its __init__).
 _NONE: "Any" = ()
+# The history of a patch applied once and nothing else: one shared tuple, no list.
+_ONLY_APPLIED: "Any" = (APPLIED,)
 _NO_CALLS: "Any" = type(type.__dict__)({})   # an empty read-only mapping (mappingproxy)
 
 
@@ -79,7 +81,7 @@ class RegisteredPatch:
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
         "history", "applied_order", "notes", "note_providers",
-        "generation", "undoing", "scope_holds", "scope_saved", "call_counts",
+        "generation", "undoing", "scope_holds", "scope_saved", "call_counts", "unsettled",
     )
 
     def __init__(self, name: str, target: str, function: "Callable[..., Any]",
@@ -129,6 +131,7 @@ class RegisteredPatch:
         # "module.qualname" of each function it put in place -> calls.CallCount; kept
         # after undo, so the report still says whether it was called while applied.
         self.call_counts: "Dict[str, Any]" = _NO_CALLS
+        self.unsettled: "List[tuple]" = _NONE   # applications not yet folded in (settle)
 
     @property
     def description(self) -> str:
@@ -144,16 +147,70 @@ class RegisteredPatch:
         for context in self.live:
             if context.module is module:
                 return True
+        for record in self.unsettled:   # applied, not folded into ``live`` yet (settle)
+            if record[0].module is module:
+                return True
         return False
 
     def remember(self, event: str) -> None:
         """Add an event to the bounded history shown in the report."""
+        if self.unsettled:   # the applications before this event come first
+            self.settle()
         history = self.history
-        if history.__class__ is tuple:   # empty, or application's shared ("applied",)
+        if history.__class__ is tuple:   # empty, or the shared ("applied",)
             self.history = history = list(history)
         history.append(event)
         if len(history) > HISTORY_LENGTH:
             del history[0]
+
+    def settle(self) -> "RegisteredPatch":
+        """This patch, with the applications that finished since it was last read folded
+        into the fields a report reads; every reader of ``status``, ``live``, ``history``,
+        the counts, timings and notes calls this first.
+
+        A watched import does not take the lock to write those fields: ``application.
+        apply`` leaves one raw record per application in ``unsettled`` (its context,
+        when its function started and ended, its untracked changes) and the first reader
+        writes them, in order, under the lock (benchmarks/COSTS.md). An application still
+        in flight (its patch claimed by that very context) is left for its own thread,
+        which rolls it back if the patch was undone or disabled meanwhile."""
+        if self.unsettled:
+            with STATE.lock:
+                records = self.unsettled
+                settled = 0
+                for context, started, ended, untracked in records:
+                    if STATE.claims.get(self) is context:
+                        break   # still in flight: application.apply decides what it becomes
+                    self.duration_ms = (ended - started) * 1000.0
+                    self.status = APPLIED
+                    if self.reason or self.error:
+                        self.reason = self.error = ""
+                    if context.notes or self.notes:
+                        self.notes = context.notes
+                    if context.note_providers or self.note_providers:
+                        self.note_providers = context.note_providers
+                    live = self.live
+                    if live.__class__ is list:
+                        live.append(context)
+                    else:   # the shared empty tuple: a first application
+                        self.live = [context]
+                    self.application_count += 1
+                    self.applied_order = ended   # perf_counter: one clock for every thread
+                    if untracked or self.untracked_changes:
+                        self.untracked_changes = untracked
+                    history = self.history
+                    if not history:
+                        self.history = _ONLY_APPLIED   # shared (remember() copies it)
+                    else:
+                        if history.__class__ is not list:
+                            self.history = history = list(history)
+                        history.append(APPLIED)
+                        if len(history) > HISTORY_LENGTH:
+                            del history[0]
+                    settled += 1
+                # In place, never replaced: an application may append to this very list now.
+                del records[:settled]
+        return self
 
     def __repr__(self) -> str:
         return f"<RegisteredPatch {self.name!r} on {self.target!r}: {self.status}>"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import sys
 from _thread import get_ident
-from itertools import count
 from time import perf_counter
 
 from ..decide import events as _events
@@ -36,11 +35,9 @@ from ..errors import LatePatchWarning, PatchConflictWarning, SkipPatch
 from ..slots import ATTRIBUTE, describe_exception
 from ..state import (
     AFTER,
-    APPLIED,
     BEFORE,
     DISABLED,
     FAILED,
-    HISTORY_LENGTH,
     PENDING,
     REVERTED,
     SKIPPED,
@@ -70,10 +67,6 @@ _lock = STATE.lock
 _event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
-# The history of a patch applied once and nothing else: one shared tuple, no list.
-_ONLY_APPLIED = ("applied",)
-# Each commit's place in the order of applications, so that undo-all goes newest first.
-_next_order = count(1).__next__
 
 
 def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
@@ -108,7 +101,7 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
     try:
         patches = _by_target.get(name, ())
         for patch in patches:
-            if patch.live and patch.is_applied_to(module):
+            if (patch.live or patch.unsettled) and patch.is_applied_to(module):
                 # A reload re-executes the same module object: first take back what
                 # our patches did to it, so undo never restores objects of the old body.
                 revert(patch, PENDING, "target re-executed (reload); re-applied after it",
@@ -195,55 +188,44 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
     if _claims.setdefault(patch, context) is not context:
         return
     try:
-        if patch.live and patch.is_applied_to(module):
+        if (patch.live or patch.unsettled) and patch.is_applied_to(module):
             return
-        # The application, written out here rather than in a helper: on every
-        # watched import a Python call costs about as much as the bookkeeping it
-        # would separate (benchmarks/COSTS.md).
+        # The application, written out here rather than in helpers: on every watched
+        # import a Python call costs about as much as the bookkeeping it would separate
+        # (benchmarks/COSTS.md); the rare outcomes are the helpers below.
         generation = patch.generation
-        if patch.requires:
-            reason = unmet_requirement(patch, module)
-            if reason is not None:
-                with STATE.lock:
-                    patch.status, patch.reason = SKIPPED, reason
-                    patch.remember(f"skipped: {reason}")
-                _debug("patch %s skipped: %s", patch.name, reason)
-                _events.on_skipped(patch, reason)
-                return
+        if patch.requires and _unmet_requirement_skips(patch, module):
+            return
         if type(module) is _ModuleType:
             namespace: "Any" = module.__dict__
         else:
-            # A module subclass may define __getattribute__ (a LazyLoader module loads
-            # itself on any attribute read): read its own namespace without it.
-            try:
-                namespace = object.__getattribute__(module, "__dict__")
-            except (AttributeError, TypeError):
-                namespace = None
+            namespace = _own_namespace(module)
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
         before = namespace.copy() if type(namespace) is dict else None
         # The clock, written out (see _clock_start): the one-time import tally is
         # empty until a patch first imports wrapt, so most applications skip it.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
-        clock = perf_counter()
+        started = perf_counter()
         try:
             if patch.takes_context:
                 patch.function(module, context)
             else:
                 patch.function(module)
         except SkipPatch as skip:
-            _skipped(patch, context, skip, (clock, charged))
+            _skipped(patch, context, skip, (started, charged))
             return
         except Exception as error:
-            _fail(patch, context, error, (clock, charged))
+            _fail(patch, context, error, (started, charged))
             return
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
-            _interrupted(patch, context, error, (clock, charged))
+            _interrupted(patch, context, error, (started, charged))
             raise
+        record: "Any" = None
         try:
-            duration_ms = (perf_counter() - clock) * 1000.0
-            if _one_time_ms:
-                duration_ms -= _one_time_ms.get(get_ident(), 0.0) - charged
+            ended = perf_counter()
+            if _one_time_ms:   # a first import of a heavy dependency is not this patch's time
+                started += (_one_time_ms.get(get_ident(), 0.0) - charged) / 1000.0
             if context.changes or before is None:
                 untracked = _NOTHING_UNTRACKED if before is None else \
                     untracked_names(before, namespace, module, context.changes)
@@ -260,69 +242,82 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
             if context.not_undoable:
                 untracked = untracked + context.not_undoable
             before = None   # the copy goes now: memory follows what changed, not module size
-            with _lock:
-                stale = patch.generation != generation or not patch.enabled
-                if not stale:
-                    # Commit: the fields a report reads, written together under the lock.
-                    # A patch's lists are the shared empty tuple until first written
-                    # (state.py): a first application makes them with their one entry.
-                    patch.duration_ms = duration_ms
-                    patch.status = APPLIED
-                    if patch.reason or patch.error:
-                        patch.reason = patch.error = ""
-                    if context.notes or patch.notes:
-                        patch.notes = context.notes
-                    if context.note_providers or patch.note_providers:
-                        patch.note_providers = context.note_providers
-                    live = patch.live
-                    if live:
-                        live.append(context)
-                    else:
-                        patch.live = [context]
-                    patch.application_count += 1
-                    patch.applied_order = _next_order()
-                    if untracked or patch.untracked_changes:
-                        patch.untracked_changes = untracked
-                    history = patch.history
-                    if not history:
-                        patch.history = _ONLY_APPLIED  # type: ignore[assignment]   # a tuple, shared (remember() copies it)
-                    elif history.__class__ is list:
-                        history.append("applied")
-                        if len(history) > HISTORY_LENGTH:
-                            del history[0]
-                    else:
-                        patch.history = [*history, "applied"]
+            # The commit: one raw record, without the lock; the patch's fields are written
+            # from it when first read (RegisteredPatch.settle). The list is only ever
+            # appended to here, by the one thread holding the claim.
+            record = (context, started, ended, untracked)
+            unsettled = patch.unsettled
+            if unsettled.__class__ is list:
+                unsettled.append(record)
+            else:   # the shared empty tuple: a first application
+                patch.unsettled = [record]
+            if patch.generation != generation or not patch.enabled:
+                # Unpatched or disabled by another thread while the function ran: its
+                # application never counts (settle leaves a claimed record alone).
+                _roll_back_in_flight(patch, context, record)
+                return
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) between the patch
-            # function's return and the commit: the changes are in the context, which the
-            # patch does not hold yet, so nothing would ever undo them. Undo them here
-            # unless the commit got as far as holding the context.
-            if not any(held is context for held in patch.live):
-                _undo_quietly(context)
+            # function's return and the end of the commit: the changes are in the context,
+            # which nothing holds until its record stands, so nothing would ever undo them.
+            _roll_back_in_flight(patch, context, record, quietly=True)
             raise
-        if stale:
-            # Unpatched or disabled by another thread while the function ran.
-            _undo_quietly(context)
-            with STATE.lock:
-                patch.remember("an application in flight was rolled back: the patch was "
-                               "unpatched or disabled meanwhile")
-            return
         if applied is not None:
             applied.append((patch, context))
         if context.changes:   # after the append: an interrupt here is undone with the import
             _track_calls(patch, context)
-        if context.conflicts:
-            for change, others in context.conflicts:
-                _record_conflict(change, others)
+            if context.conflicts:
+                for change, others in context.conflicts:
+                    _record_conflict(change, others)
         if STATE.debug_logging:
             _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
-                   patch.target, len(context.changes), patch.duration_ms)
+                   patch.target, len(context.changes), (ended - started) * 1000.0)
         if late:
             _warn_late(patch, context)
         if _event_rules.active:
             _applied_event(patch, context)
     finally:
         del _claims[patch]
+
+
+def _own_namespace(module: "Any") -> "Any":
+    """The namespace of a module object of a subclass, read without its attribute hooks:
+    a LazyLoader module loads itself on any attribute read."""
+    try:
+        return object.__getattribute__(module, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+
+
+def _unmet_requirement_skips(patch: "RegisteredPatch", module: "Any") -> bool:
+    """Whether a requirement of ``patch`` is unmet; then it is reported ``skipped``."""
+    reason = unmet_requirement(patch, module)
+    if reason is None:
+        return False
+    with STATE.lock:
+        patch.settle()
+        patch.status, patch.reason = SKIPPED, reason
+        patch.remember(f"skipped: {reason}")
+    _debug("patch %s skipped: %s", patch.name, reason)
+    _events.on_skipped(patch, reason)
+    return True
+
+
+def _roll_back_in_flight(patch: "RegisteredPatch", context: PatchContext, record: "Any",
+                         quietly: bool = False) -> None:
+    """Take back an application whose patch was undone or disabled while its function ran
+    (or that was interrupted before its record stood): its record goes, its changes are
+    undone. Its thread still holds the claim, so no reader has settled the record."""
+    with STATE.lock:
+        unsettled = patch.unsettled
+        for position in range(len(unsettled) - 1, -1, -1):
+            if unsettled[position] is record:
+                del unsettled[position]
+                break
+        if not quietly:
+            patch.remember("an application in flight was rolled back: the patch was "
+                           "unpatched or disabled meanwhile")
+    _undo_quietly(context)
 
 
 def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
@@ -375,6 +370,7 @@ def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
     """The patch raised SkipPatch: its changes rolled back, the patch ``skipped``."""
     _undo_quietly(context)
     with STATE.lock:
+        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.notes = list(context.notes)
         patch.status, patch.reason = SKIPPED, skip.reason
@@ -389,6 +385,7 @@ def _interrupted(patch: "RegisteredPatch", context: PatchContext, error: BaseExc
     ``failed``; the caller re-raises."""
     _undo_quietly(context)
     with STATE.lock:
+        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.status = FAILED
         patch.reason = (f"interrupted by {type(error).__name__}; its "
@@ -430,6 +427,7 @@ def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
     except Exception:   # a traceback that cannot be formatted must not fail the import
         trace = describe_exception(error)
     with STATE.lock:
+        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.notes = list(context.notes)
         patch.status = FAILED
@@ -546,7 +544,7 @@ def apply_to_imported(patch: "RegisteredPatch") -> None:
         return  # still executing: never patch a half-built module
     if patch.phase == BEFORE:
         with STATE.lock:
-            if patch.status == PENDING:
+            if patch.settle().status == PENDING:
                 patch.reason = (f"{patch.target!r} was already imported; runs before its body "
                                 f"executes next (reload)")
         return

@@ -91,6 +91,7 @@ def record_of(patch: "RegisteredPatch",
     remember ``target_distribution`` and ``missing_module_hint`` answers across the
     records of one report."""
     with STATE.lock:
+        patch.settle()
         changes = [described_change(change) for context in patch.live
                    for change in context.changes]
         untracked = list(patch.untracked_changes)
