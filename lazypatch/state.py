@@ -131,7 +131,7 @@ class RegisteredPatch:
         # "module.qualname" of each function it put in place -> calls.CallCount; kept
         # after undo, so the report still says whether it was called while applied.
         self.call_counts: "Dict[str, Any]" = _NO_CALLS
-        self.unsettled: "List[tuple]" = _NONE   # applications not yet folded in (settle)
+        self.unsettled: "List[PatchContext]" = _NONE   # applied, not yet folded in (settle)
 
     @property
     def description(self) -> str:
@@ -147,8 +147,8 @@ class RegisteredPatch:
         for context in self.live:
             if context.module is module:
                 return True
-        for record in self.unsettled:   # applied, not folded into ``live`` yet (settle)
-            if record[0].module is module:
+        for context in self.unsettled:   # applied, not folded into ``live`` yet (settle)
+            if context.module is module:
                 return True
         return False
 
@@ -169,19 +169,20 @@ class RegisteredPatch:
         the counts, timings and notes calls this first.
 
         A watched import does not take the lock to write those fields: ``application.
-        apply`` leaves one raw record per application in ``unsettled`` (its context,
-        when its function started and ended, its untracked changes) and the first reader
-        writes them, in order, under the lock (benchmarks/COSTS.md). An application still
+        apply`` leaves each application's context in ``unsettled`` as its raw record
+        (with when its function started and ended and its untracked changes) and the
+        first reader writes them, in order, under the lock (benchmarks/COSTS.md). An application still
         in flight (its patch claimed by that very context) is left for its own thread,
         which rolls it back if the patch was undone or disabled meanwhile."""
         if self.unsettled:
             with STATE.lock:
                 records = self.unsettled
                 settled = 0
-                for context, started, ended, untracked in records:
+                for context in records:
                     if STATE.claims.get(self) is context:
                         break   # still in flight: application.apply decides what it becomes
-                    self.duration_ms = (ended - started) * 1000.0
+                    ended = context.ended
+                    self.duration_ms = (ended - context.started) * 1000.0
                     self.status = APPLIED
                     if self.reason or self.error:
                         self.reason = self.error = ""
@@ -196,6 +197,7 @@ class RegisteredPatch:
                         self.live = [context]
                     self.application_count += 1
                     self.applied_order = ended   # perf_counter: one clock for every thread
+                    untracked = context.untracked_changes
                     if untracked or self.untracked_changes:
                         self.untracked_changes = untracked
                     history = self.history

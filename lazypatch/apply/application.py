@@ -77,38 +77,27 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
     of ``pkg.mod`` (see ``programs.run_program``); an alias (``six.moves.cPickle``)
     is a module imported under a second name (see ``LoaderProxy.exec_module``).
 
-    Runs on every watched import, so the loops are written out here rather
-    than split into helpers: each Python call costs about as much as the
-    work it would do (see benchmarks/COSTS.md for the budget).
+    While the body runs, ``STATE.executing`` marks the module object (a reload's too:
+    it marks no spec as initializing) with ``[this thread, callbacks waiting...]``:
+    another thread's late application waits for the end (``apply_to_imported``);
+    applied to a half-executed module it would record names the body has not set yet
+    as absent, and its undo would delete them. No lock: the marker and its list are
+    handed over with single dict and list operations, which are atomic. Runs on every
+    watched import, so the loops are written out here (benchmarks/COSTS.md).
     """
     name = module.__name__ if target is None else target
-    # While this body runs (a reload's too: it marks no spec as initializing), another
-    # thread's late application to this module object waits for its end (see
-    # apply_to_imported): applied to a half-executed module, it would record names the
-    # body has not set yet as absent, and its undo would delete them. The spec's
-    # _initializing alone is not enough (skipping the marker for imports fails the
-    # threads property test 3 runs in 11). No lock: the marker and its list are handed
-    # over with single dict and list operations, which are atomic, and apply_to_imported
-    # takes back a callback that came too late (the lock cost a watched import 2,000
-    # instructions of its 15,000 budget).
     key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
     outer = _executing.get(key)
-    # [the running thread's ident, callbacks waiting for the end...]
     waiting: "List[Any]" = [get_ident()]
     _executing[key] = waiting
     # The try starts right after that store: no Python code and no check for a pending
     # signal runs between the two, so an interrupt cannot strand the marker.
     try:
-        patches = _by_target.get(name, ())
-        for patch in patches:
-            if (patch.live or patch.unsettled) and patch.is_applied_to(module):
-                # A reload re-executes the same module object: first take back what
-                # our patches did to it, so undo never restores objects of the old body.
-                revert(patch, PENDING, "target re-executed (reload); re-applied after it",
-                       module)
         applied: "Applied" = []
         try:
-            for patch in patches:
+            for patch in _by_target.get(name, ()):
+                if (patch.live or patch.unsettled) and patch.is_applied_to(module):
+                    _revert_for_reload(patch, module)
                 if patch.phase is BEFORE and patch.enabled:
                     apply(patch, module, applied)
             try:
@@ -121,9 +110,8 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
                 _end_scoped_before_patches(applied, name)
             # What sys.modules holds now is what the importer hands out: a module that
             # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
-            # Re-read the catalog: the body may have registered patches on itself.
-            # A program (target given) is patched in its own namespace, even when
-            # its module name was imported separately too.
+            # Re-read the catalog: the body may have registered patches on itself. A
+            # program (target given) is patched in its own namespace.
             received = sys.modules.get(name, module) if target is None else module
             for patch in _by_target.get(name, ()):
                 if patch.phase is AFTER and patch.enabled:
@@ -138,10 +126,23 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
             _executing.pop(key, None)
         else:
             _executing[key] = outer   # a body that imports itself again, nested
-        # Each callback runs once: here, or in apply_to_imported when it finds the
-        # marker gone and takes its callback back before this loop reaches it.
-        while len(waiting) > 1:
-            waiting.pop(1)()   # outside any lock: they apply patches
+        if len(waiting) > 1:
+            _run_waiting(waiting)
+
+
+def _revert_for_reload(patch: "RegisteredPatch", module: "Any") -> None:
+    """A reload re-executes the same module object: first take back what ``patch`` did
+    to it (each patch before its own re-application; the ledger makes the end state
+    independent of that order), so undo never restores objects of the old body."""
+    revert(patch, PENDING, "target re-executed (reload); re-applied after it", module)
+
+
+def _run_waiting(waiting: "List[Any]") -> None:
+    """Run the callbacks that waited for the end of a module body, outside any lock (they
+    apply patches). Each runs once: here, or in apply_to_imported when it finds the
+    marker gone and takes its callback back before this loop reaches it."""
+    while len(waiting) > 1:
+        waiting.pop(1)()
 
 
 def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
@@ -221,7 +222,6 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
             _interrupted(patch, context, error, (started, charged))
             raise
-        record: "Any" = None
         try:
             ended = perf_counter()
             if _one_time_ms:   # a first import of a heavy dependency is not this patch's time
@@ -242,25 +242,28 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
             if context.not_undoable:
                 untracked = untracked + context.not_undoable
             before = None   # the copy goes now: memory follows what changed, not module size
-            # The commit: one raw record, without the lock; the patch's fields are written
-            # from it when first read (RegisteredPatch.settle). The list is only ever
-            # appended to here, by the one thread holding the claim.
-            record = (context, started, ended, untracked)
+            # The commit, without the lock: the context becomes the application's raw
+            # record, and the patch's fields are written from it when first read
+            # (RegisteredPatch.settle). ``unsettled`` is only ever appended to here, by the
+            # one thread holding the claim.
+            context.started = started
+            context.ended = ended
+            context.untracked_changes = untracked
             unsettled = patch.unsettled
             if unsettled.__class__ is list:
-                unsettled.append(record)
+                unsettled.append(context)
             else:   # the shared empty tuple: a first application
-                patch.unsettled = [record]
+                patch.unsettled = [context]
             if patch.generation != generation or not patch.enabled:
                 # Unpatched or disabled by another thread while the function ran: its
                 # application never counts (settle leaves a claimed record alone).
-                _roll_back_in_flight(patch, context, record)
+                _roll_back_in_flight(patch, context)
                 return
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) between the patch
             # function's return and the end of the commit: the changes are in the context,
             # which nothing holds until its record stands, so nothing would ever undo them.
-            _roll_back_in_flight(patch, context, record, quietly=True)
+            _roll_back_in_flight(patch, context, quietly=True)
             raise
         if applied is not None:
             applied.append((patch, context))
@@ -303,15 +306,15 @@ def _unmet_requirement_skips(patch: "RegisteredPatch", module: "Any") -> bool:
     return True
 
 
-def _roll_back_in_flight(patch: "RegisteredPatch", context: PatchContext, record: "Any",
+def _roll_back_in_flight(patch: "RegisteredPatch", context: PatchContext,
                          quietly: bool = False) -> None:
     """Take back an application whose patch was undone or disabled while its function ran
-    (or that was interrupted before its record stood): its record goes, its changes are
+    (or that was interrupted before its commit ended): its record goes, its changes are
     undone. Its thread still holds the claim, so no reader has settled the record."""
     with STATE.lock:
         unsettled = patch.unsettled
         for position in range(len(unsettled) - 1, -1, -1):
-            if unsettled[position] is record:
+            if unsettled[position] is context:
                 del unsettled[position]
                 break
         if not quietly:

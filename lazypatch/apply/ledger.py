@@ -186,7 +186,7 @@ class PatchContext:
 
     __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
                  "notes", "note_providers", "call_codes", "not_undoable", "_ledger",
-                 "__weakref__")
+                 "started", "ended", "untracked_changes", "__weakref__")
 
     # The process's ledger (``state.STATE.ledger``), set by ``process_ledger`` when
     # it creates it, so that a context made by hand (in a test) records where every
@@ -226,6 +226,11 @@ class PatchContext:
             if ledger is None:
                 raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
         self._ledger: Ledger = ledger
+        # ``started``, ``ended`` and ``untracked_changes`` stay unset until application.apply's
+        # commit, where the context becomes the application's raw record (read by
+        # RegisteredPatch.settle): perf_counter() when the patch function started (less
+        # any one-time dependency import) and ended, and the names it changed by plain
+        # assignment or declared not undoable.
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"

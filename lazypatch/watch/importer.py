@@ -209,25 +209,28 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
     loader wrapped in a ``LoaderProxy``. A closure: what it reads on every watched import
     is in its cells, not in attributes of the finder (benchmarks/COSTS.md)."""
     replaced = finder.replaced_names
-    # (thread, name) of the searches in progress. Another finder may call
-    # importlib.util.find_spec from inside its own find_spec (wrapt's does); that walks
-    # sys.meta_path again and comes back here for the same name in the same thread.
-    # Answer None to that inner call.
-    searching: "Dict[tuple, bool]" = {}
+    # name -> the thread searching for it. Another finder may call importlib.util.find_spec
+    # from inside its own find_spec (wrapt's does); that walks sys.meta_path again and
+    # comes back here for the same name in the same thread: answer None to that inner
+    # call. (Another thread's search for the same name, by importlib.util.find_spec, takes
+    # the entry over; its end leaves the name unguarded, and a nested search then goes one
+    # level deeper before it finds its own entry.)
+    searching: "Dict[str, int]" = {}
 
     def find_watched(fullname: str, path: "Any", target: "Any") -> "Any":
+        spec: "Any"
         if replaced and fullname in replaced:
             # A declared replacement (boundaries.replace_module): its real body must never
             # run, so its declaration answers before any other finder is asked.
             spec = finder._boundary_spec(fullname, takes_over=True)
             if spec is not None:
                 return spec
-        key = (get_ident(), fullname)
-        if key in searching:
+        thread = get_ident()
+        if searching.get(fullname) == thread:
             return None
-        searching[key] = True
+        searching[fullname] = thread
         try:
-            spec: "Any" = None
+            spec = None
             # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
             # by item): a finder may insert another while we iterate. Ours is usually
             # first, and then left out by the slice itself.
@@ -246,7 +249,7 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
                 if spec is not None:
                     break
         finally:
-            del searching[key]
+            searching.pop(fullname, None)
         if spec is None:
             # Not installed: a declared stand-in may provide it (boundaries.stand_in).
             return finder._boundary_spec(fullname, takes_over=False)
@@ -258,7 +261,15 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             proxy._lazypatch_loader = loader
             proxy._lazypatch_run_body = finder._run_body
             proxy._lazypatch_name = spec.name
-            proxy.create_module = module_creator(loader)
+            # module_creator(loader), written out
+            create = getattr(loader, "create_module", None)
+            if create is None:
+                proxy.create_module = _default_module
+            elif _IMPORTLIB_CREATE is not None and \
+                    getattr(create, "__func__", None) is _IMPORTLIB_CREATE:
+                proxy.create_module = _NO_MODULE
+            else:
+                proxy.create_module = create
             spec.loader = proxy
             return spec
         return wrap_spec_loader(spec, finder._run_body)
