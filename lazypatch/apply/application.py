@@ -56,8 +56,6 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
     from ..state import RegisteredPatch
     from .ledger import Change
 
-    Applied = List[Tuple[RegisteredPatch, PatchContext]]
-
 # Read on every watched import: bound once here (the state never rebinds them).
 _by_target = STATE.catalog.by_target
 _claims = STATE.claims
@@ -67,6 +65,7 @@ _lock = STATE.lock
 _event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
+_new_context = object.__new__
 
 
 def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
@@ -93,33 +92,36 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
     # The try starts right after that store: no Python code and no check for a pending
     # signal runs between the two, so an interrupt cannot strand the marker.
     try:
-        applied: "Applied" = []
+        received = module
+        before_applied = False
         try:
             for patch in _by_target.get(name, ()):
                 if (patch.live or patch.unsettled) and patch.is_applied_to(module):
                     _revert_for_reload(patch, module)
                 if patch.phase is BEFORE and patch.enabled:
-                    apply(patch, module, applied)
+                    apply(patch, module)
+                    before_applied = True
             try:
                 execute = loader.exec_module
             except AttributeError:
                 execute_with_loader(module, loader)
             else:   # (execute_with_loader, written out: every import)
                 execute(module)
-            if applied:
-                _end_scoped_before_patches(applied, name)
+            if before_applied:
+                _end_scoped_before_patches(name, module)
             # What sys.modules holds now is what the importer hands out: a module that
             # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
             # Re-read the catalog: the body may have registered patches on itself. A
             # program (target given) is patched in its own namespace.
-            received = sys.modules.get(name, module) if target is None else module
+            if target is None:
+                received = sys.modules.get(name, module)
             for patch in _by_target.get(name, ()):
                 if patch.phase is AFTER and patch.enabled:
-                    apply(patch, received, applied)
+                    apply(patch, received)
         except BaseException:
             # The import fails (a strict failure, an error in the body, an interrupt):
             # nothing it applied may stay behind on a module nobody will receive.
-            _roll_back_import(applied, f"the import of {name!r} failed")
+            _roll_back_import(name, module, received)
             raise
     finally:
         if outer is None:
@@ -145,21 +147,32 @@ def _run_waiting(waiting: "List[Any]") -> None:
         waiting.pop(1)()
 
 
-def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
-    for patch, context in applied:
-        if patch.phase == BEFORE and context.revert_after_import_requested:
-            revert_context(patch, context, REVERTED,
-                            f"scoped to the execution of {target!r}; undone when it finished")
+def _end_scoped_before_patches(target: str, module: "Any") -> None:
+    """Undo the applications of ``before_import`` patches that asked for it
+    (``patch.revert_after_import()``) now that the body of ``module`` ran."""
+    for patch in _by_target.get(target, ()):
+        if patch.phase == BEFORE:
+            for context in list(patch.settle().live):
+                if context.module is module and context.revert_after_import_requested:
+                    revert_context(patch, context, REVERTED,
+                                   f"scoped to the execution of {target!r}; undone when it "
+                                   f"finished")
 
 
-def _roll_back_import(applied: "Applied", reason: str) -> None:
+def _roll_back_import(target: str, module: "Any", received: "Any") -> None:
+    """The import of ``target`` failed: undo every application of its patches on the
+    module objects it made (``received``: what sys.modules held after the body), newest
+    patch first; every one is attempted before an interrupt propagates."""
+    reason = f"the import of {target!r} failed"
     interrupt: "Optional[BaseException]" = None
-    for patch, context in reversed(applied):
-        try:
-            revert_context(patch, context, REVERTED, reason)
-        except BaseException as error:  # finish rolling back before anything propagates
-            if interrupt is None and not isinstance(error, Exception):
-                interrupt = error
+    for patch in reversed(_by_target.get(target, ())):
+        for applied_to in (module, received) if received is not module else (module,):
+            try:
+                if (patch.live or patch.unsettled) and patch.is_applied_to(applied_to):
+                    revert(patch, REVERTED, reason, applied_to)
+            except BaseException as error:  # finish rolling back before anything propagates
+                if interrupt is None and not isinstance(error, Exception):
+                    interrupt = error
     if interrupt is not None:
         raise interrupt
 
@@ -171,8 +184,7 @@ def run_patches(target: str, module: "Any", phase: str) -> None:
             apply(patch, module)
 
 
-def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" = None, *,
-          late: bool = False) -> None:
+def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> None:
     """Apply one patch to one module object, at most once, as a transaction.
 
     Never raises for an ordinary failure unless strict mode is on; a
@@ -184,8 +196,18 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
     # these keys), so exactly one caller, in any thread, gets its own token back.
     # A claimed patch is being applied right now, perhaps by this very thread
     # (a plugin loader running the patches of its target): never twice at once.
-    # The token is the new application's context, which this call needs anyway.
-    context = PatchContext(patch.name, module, _ledger)
+    # The token is the new application's context, which this call needs anyway: built
+    # field by field (PatchContext.__init__'s fields, the same empty values), since a
+    # call of a class with a Python __init__ costs a watched import about 650
+    # instructions more (benchmarks/COSTS.md).
+    context = _new_context(PatchContext)
+    context.name = patch.name
+    context.module = module
+    empty: "Any" = ()
+    context.changes = context.conflicts = context.notes = context.note_providers = \
+        context.call_codes = context.not_undoable = empty
+    context.revert_after_import_requested = False
+    context._ledger = _ledger
     if _claims.setdefault(patch, context) is not context:
         return
     try:
@@ -265,9 +287,7 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
             # which nothing holds until its record stands, so nothing would ever undo them.
             _roll_back_in_flight(patch, context, quietly=True)
             raise
-        if applied is not None:
-            applied.append((patch, context))
-        if context.changes:   # after the append: an interrupt here is undone with the import
+        if context.changes:
             _track_calls(patch, context)
             if context.conflicts:
                 for change, others in context.conflicts:

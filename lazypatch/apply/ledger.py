@@ -205,6 +205,8 @@ class PatchContext:
     release_calls: "Optional[Callable[[PatchContext], None]]" = None
 
     def __init__(self, name: str, module: "Any", ledger: "Optional[Ledger]" = None) -> None:
+        # (application.apply builds the engine's contexts field by field, without this
+        # call: a field added here is added there too.)
         self.name = name
         self.module = module
         # Every sequence below is the shared empty tuple until its first entry (a list
