@@ -192,14 +192,11 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
     """
     if not patch.enabled:
         return      # the common case of default-off packs: nothing to claim
-    # Claim it: dict.setdefault is one atomic operation (no Python code runs for
-    # these keys), so exactly one caller, in any thread, gets its own token back.
-    # A claimed patch is being applied right now, perhaps by this very thread
-    # (a plugin loader running the patches of its target): never twice at once.
-    # The token is the new application's context, which this call needs anyway: built
-    # field by field (PatchContext.__init__'s fields, the same empty values), since a
-    # call of a class with a Python __init__ costs a watched import about 650
-    # instructions more (benchmarks/COSTS.md).
+    # Claim it: dict.setdefault is one atomic operation, so exactly one caller, in any
+    # thread, gets its own token back; a claimed patch is being applied right now,
+    # perhaps by this very thread: never twice at once. The token is the application's
+    # context, built field by field (PatchContext.__init__'s fields and empty values):
+    # a class with a Python __init__ costs a watched import 650 instructions more.
     context = _new_context(PatchContext)
     context.name = patch.name
     context.module = module
@@ -213,21 +210,17 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
     try:
         if (patch.live or patch.unsettled) and patch.is_applied_to(module):
             return
-        # The application, written out here rather than in helpers: on every watched
-        # import a Python call costs about as much as the bookkeeping it would separate
-        # (benchmarks/COSTS.md); the rare outcomes are the helpers below.
+        # Written out, not in helpers: on every watched import a Python call costs about
+        # as much as the bookkeeping it would separate (benchmarks/COSTS.md).
         generation = patch.generation
         if patch.requires and _unmet_requirement_skips(patch, module):
             return
-        if type(module) is _ModuleType:
-            namespace: "Any" = module.__dict__
-        else:
-            namespace = _own_namespace(module)
+        namespace: "Any" = module.__dict__ if type(module) is _ModuleType else \
+            _own_namespace(module)
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
         before = namespace.copy() if type(namespace) is dict else None
-        # The clock, written out (see _clock_start): the one-time import tally is
-        # empty until a patch first imports wrapt, so most applications skip it.
+        # The one-time import tally is empty until a patch first imports wrapt.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
         started = perf_counter()
         try:
@@ -248,59 +241,68 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
             ended = perf_counter()
             if _one_time_ms:   # a first import of a heavy dependency is not this patch's time
                 started += (_one_time_ms.get(get_ident(), 0.0) - charged) / 1000.0
-            if context.changes or before is None:
-                untracked = _NOTHING_UNTRACKED if before is None else \
-                    untracked_names(before, namespace, module, context.changes)
-            else:
-                # Nothing recorded (a no-op, or only plain assignments): the namespace
-                # equals its copy unless something was assigned; compared in C, without
-                # the call to untracked_names (the watched import's budget, COSTS.md).
-                try:
-                    unchanged = before == namespace
-                except Exception:   # a changed value whose __eq__ raises: compare by identity
-                    unchanged = False
-                untracked = _NOTHING_UNTRACKED if unchanged else \
-                    untracked_names(before, namespace, module, context.changes)
-            if context.not_undoable:
-                untracked = untracked + context.not_undoable
+            # Nothing recorded and the namespace equal to its copy (compared in C): no
+            # plain assignment, the usual case; untracked_changes() finds any other.
+            try:
+                unchanged = not context.changes and not context.not_undoable and \
+                    before == namespace
+            except Exception:   # a changed value whose __eq__ raises: compare by identity
+                unchanged = False
+            context.untracked_changes = _NOTHING_UNTRACKED if unchanged else \
+                untracked_changes(before, namespace, module, context)
             before = None   # the copy goes now: memory follows what changed, not module size
-            # The commit, without the lock: the context becomes the application's raw
-            # record, and the patch's fields are written from it when first read
-            # (RegisteredPatch.settle). ``unsettled`` is only ever appended to here, by the
-            # one thread holding the claim.
+            # The commit, without the lock: the context is the application's raw record,
+            # written into the patch's fields when first read (RegisteredPatch.settle).
+            # ``unsettled`` is only appended to, here, by the thread holding the claim.
             context.started = started
             context.ended = ended
-            context.untracked_changes = untracked
             unsettled = patch.unsettled
             if unsettled.__class__ is list:
                 unsettled.append(context)
             else:   # the shared empty tuple: a first application
                 patch.unsettled = [context]
             if patch.generation != generation or not patch.enabled:
-                # Unpatched or disabled by another thread while the function ran: its
-                # application never counts (settle leaves a claimed record alone).
+                # Unpatched or disabled by another thread while the function ran.
                 _roll_back_in_flight(patch, context)
                 return
         except BaseException:
-            # An interrupt (KeyboardInterrupt from a signal handler) between the patch
-            # function's return and the end of the commit: the changes are in the context,
-            # which nothing holds until its record stands, so nothing would ever undo them.
+            # An interrupt (KeyboardInterrupt from a signal handler) before the commit
+            # ended: nothing holds the context's changes, so nothing would undo them.
             _roll_back_in_flight(patch, context, quietly=True)
             raise
-        if context.changes:
-            _track_calls(patch, context)
-            if context.conflicts:
-                for change, others in context.conflicts:
-                    _record_conflict(change, others)
-        if STATE.debug_logging:
-            _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
-                   patch.target, len(context.changes), (ended - started) * 1000.0)
-        if late:
-            _warn_late(patch, context)
-        if _event_rules.active:
-            _applied_event(patch, context)
+        if context.changes or late or STATE.debug_logging or _event_rules.active:
+            _after_commit(patch, context, late)
     finally:
         del _claims[patch]
+
+
+def untracked_changes(before: "Optional[Dict[str, Any]]", namespace: "Any", module: "Any",
+                      context: PatchContext) -> "List[str]":
+    """What an application changed that undo cannot reverse: names of ``module`` assigned
+    plainly (``before``: the copy of ``namespace`` taken before the patch function ran,
+    None where the namespace could not be copied), and what the patch declared
+    (``patch.untracked``)."""
+    untracked = _NOTHING_UNTRACKED if before is None else \
+        untracked_names(before, namespace, module, context.changes)
+    if context.not_undoable:
+        untracked = untracked + context.not_undoable
+    return untracked
+
+
+def _after_commit(patch: "RegisteredPatch", context: PatchContext, late: bool) -> None:
+    """What follows an application that changed something, or that is announced: call
+    counting, conflicts, the debug log, the late warning, the apply event."""
+    if context.changes:
+        _track_calls(patch, context)
+        for change, others in context.conflicts:
+            _record_conflict(change, others)
+    if STATE.debug_logging:
+        _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name, patch.target,
+               len(context.changes), (context.ended - context.started) * 1000.0)
+    if late:
+        _warn_late(patch, context)
+    if _event_rules.active:
+        _applied_event(patch, context)
 
 
 def _own_namespace(module: "Any") -> "Any":

@@ -187,6 +187,11 @@ class PatchContext:
     __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
                  "notes", "note_providers", "call_codes", "not_undoable", "_ledger",
                  "started", "ended", "untracked_changes", "__weakref__")
+    # Set by application.apply's commit, where the context becomes the application's raw
+    # record (see __init__); unset before.
+    started: float
+    ended: float
+    untracked_changes: "List[str]"
 
     # The process's ledger (``state.STATE.ledger``), set by ``process_ledger`` when
     # it creates it, so that a context made by hand (in a test) records where every
