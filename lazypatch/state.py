@@ -14,9 +14,10 @@ The lock
 ``STATE.lock`` is one re-entrant lock. There is no second engine lock, so
 there is no lock order to get wrong. The rules:
 
-* Hold it only for short bookkeeping: indexing a registration, claiming a
-  patch for application, committing or discarding the result, one ledger
-  write (read the slot, write it, push the change).
+* Hold it only for short bookkeeping: indexing a registration, settling a
+  patch's applications into its fields (``RegisteredPatch.settle``; a watched
+  import commits without the lock), undoing, one ledger write (read the slot,
+  write it, push the change).
 * Never hold it while user code runs: not a patch function, not an
   ``on_undo`` callback, not a module body. Those can import modules, and an
   import waits for the per-module import lock that another thread may hold
