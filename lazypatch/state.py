@@ -179,40 +179,42 @@ class RegisteredPatch:
             with STATE.lock:
                 records = self.unsettled
                 settled = 0
-                for context in records:
-                    if STATE.claims.get(self) is context:
-                        break   # still in flight: application.apply decides what it becomes
-                    ended = context.ended
-                    self.duration_ms = (ended - context.started) * 1000.0
-                    self.status = APPLIED
-                    if self.reason or self.error:
+                try:
+                    for context in records:
+                        if STATE.claims.get(self) is context:
+                            break   # in flight: application.apply decides what it becomes
+                        # Every new value first; then the stores, with no call and no loop
+                        # between them, where no signal handler can run: an interrupt
+                        # leaves this record either written whole or still unsettled.
+                        history = self.history
+                        if not history:
+                            history = _ONLY_APPLIED   # shared (remember() copies it)
+                        else:
+                            history = [*history, APPLIED][-HISTORY_LENGTH:]
+                        untracked = context.untracked_changes
+                        if not (untracked or self.untracked_changes):
+                            untracked = self.untracked_changes
+                        notes = context.notes if context.notes or self.notes else self.notes
+                        providers = context.note_providers \
+                            if context.note_providers or self.note_providers \
+                            else self.note_providers
+                        live = [*self.live, context]
+                        duration_ms = (context.ended - context.started) * 1000.0
+                        count = self.application_count + 1
+                        self.duration_ms = duration_ms
+                        self.status = APPLIED
                         self.reason = self.error = ""
-                    if context.notes or self.notes:
-                        self.notes = context.notes
-                    if context.note_providers or self.note_providers:
-                        self.note_providers = context.note_providers
-                    live = self.live
-                    if live.__class__ is list:
-                        live.append(context)
-                    else:   # the shared empty tuple: a first application
-                        self.live = [context]
-                    self.application_count += 1
-                    self.applied_order = ended   # perf_counter: one clock for every thread
-                    untracked = context.untracked_changes
-                    if untracked or self.untracked_changes:
+                        self.notes = notes
+                        self.note_providers = providers
+                        self.live = live
+                        self.application_count = count
+                        self.applied_order = context.ended   # perf_counter: every thread's
                         self.untracked_changes = untracked
-                    history = self.history
-                    if not history:
-                        self.history = _ONLY_APPLIED   # shared (remember() copies it)
-                    else:
-                        if history.__class__ is not list:
-                            self.history = history = list(history)
-                        history.append(APPLIED)
-                        if len(history) > HISTORY_LENGTH:
-                            del history[0]
-                    settled += 1
-                # In place, never replaced: an application may append to this very list now.
-                del records[:settled]
+                        self.history = history
+                        settled += 1
+                finally:
+                    # In place, never replaced: an application may append to this list now.
+                    del records[:settled]
         return self
 
     def __repr__(self) -> str:
