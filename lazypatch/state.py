@@ -14,9 +14,10 @@ The lock
 ``STATE.lock`` is one re-entrant lock. There is no second engine lock, so
 there is no lock order to get wrong. The rules:
 
-* Hold it only for short bookkeeping: indexing a registration, claiming a
-  patch for application, committing or discarding the result, one ledger
-  write (read the slot, write it, push the change).
+* Hold it only for short bookkeeping: indexing a registration, settling a
+  patch's applications into its fields (``RegisteredPatch.settle``; a watched
+  import commits without the lock), undoing, one ledger write (read the slot,
+  write it, push the change).
 * Never hold it while user code runs: not a patch function, not an
   ``on_undo`` callback, not a module body. Those can import modules, and an
   import waits for the per-module import lock that another thread may hold
@@ -63,6 +64,8 @@ HISTORY_LENGTH = 20   # the last events of a patch kept for its report: a scope 
 
 # The empty values every new RegisteredPatch shares (immutable: see its __init__).
 _NONE: "Any" = ()
+# The history of a patch applied once and nothing else: one shared tuple, no list.
+_ONLY_APPLIED: "Any" = (APPLIED,)
 _NO_CALLS: "Any" = type(type.__dict__)({})   # an empty read-only mapping (mappingproxy)
 
 
@@ -79,7 +82,7 @@ class RegisteredPatch:
         "reason", "error", "live", "duration_ms", "application_count",
         "conflicts", "late_references", "takes_context", "untracked_changes",
         "history", "applied_order", "notes", "note_providers",
-        "generation", "undoing", "scope_holds", "scope_saved", "call_counts",
+        "generation", "undoing", "scope_holds", "scope_saved", "call_counts", "unsettled",
     )
 
     def __init__(self, name: str, target: str, function: "Callable[..., Any]",
@@ -129,6 +132,7 @@ class RegisteredPatch:
         # "module.qualname" of each function it put in place -> calls.CallCount; kept
         # after undo, so the report still says whether it was called while applied.
         self.call_counts: "Dict[str, Any]" = _NO_CALLS
+        self.unsettled: "List[PatchContext]" = _NONE   # applied, not yet folded in (settle)
 
     @property
     def description(self) -> str:
@@ -144,16 +148,74 @@ class RegisteredPatch:
         for context in self.live:
             if context.module is module:
                 return True
+        for context in self.unsettled:   # applied, not folded into ``live`` yet (settle)
+            if context.module is module:
+                return True
         return False
 
     def remember(self, event: str) -> None:
         """Add an event to the bounded history shown in the report."""
+        if self.unsettled:   # the applications before this event come first
+            self.settle()
         history = self.history
-        if history.__class__ is tuple:   # empty, or application's shared ("applied",)
+        if history.__class__ is tuple:   # empty, or the shared ("applied",)
             self.history = history = list(history)
         history.append(event)
         if len(history) > HISTORY_LENGTH:
             del history[0]
+
+    def settle(self) -> "RegisteredPatch":
+        """This patch, with the applications that finished since it was last read folded
+        into the fields a report reads; every reader of ``status``, ``live``, ``history``,
+        the counts, timings and notes calls this first.
+
+        A watched import does not take the lock to write those fields: ``application.
+        apply`` leaves each application's context in ``unsettled`` as its raw record
+        (with when its function started and ended and its untracked changes) and the
+        first reader writes them, in order, under the lock (benchmarks/COSTS.md). An application still
+        in flight (its patch claimed by that very context) is left for its own thread,
+        which rolls it back if the patch was undone or disabled meanwhile."""
+        if self.unsettled:
+            with STATE.lock:
+                records = self.unsettled
+                settled = 0
+                try:
+                    for context in records:
+                        if STATE.claims.get(self) is context:
+                            break   # in flight: application.apply decides what it becomes
+                        # Every new value first; then the stores, with no call and no loop
+                        # between them, where no signal handler can run: an interrupt
+                        # leaves this record either written whole or still unsettled.
+                        history = self.history
+                        if not history:
+                            history = _ONLY_APPLIED   # shared (remember() copies it)
+                        else:
+                            history = [*history, APPLIED][-HISTORY_LENGTH:]
+                        untracked = context.untracked_changes
+                        if not (untracked or self.untracked_changes):
+                            untracked = self.untracked_changes
+                        notes = context.notes if context.notes or self.notes else self.notes
+                        providers = context.note_providers \
+                            if context.note_providers or self.note_providers \
+                            else self.note_providers
+                        live = [*self.live, context]
+                        duration_ms = (context.ended - context.started) * 1000.0
+                        count = self.application_count + 1
+                        self.duration_ms = duration_ms
+                        self.status = APPLIED
+                        self.reason = self.error = ""
+                        self.notes = notes
+                        self.note_providers = providers
+                        self.live = live
+                        self.application_count = count
+                        self.applied_order = context.ended   # perf_counter: every thread's
+                        self.untracked_changes = untracked
+                        self.history = history
+                        settled += 1
+                finally:
+                    # In place, never replaced: an application may append to this list now.
+                    del records[:settled]
+        return self
 
     def __repr__(self) -> str:
         return f"<RegisteredPatch {self.name!r} on {self.target!r}: {self.status}>"

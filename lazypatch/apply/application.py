@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import sys
 from _thread import get_ident
-from itertools import count
 from time import perf_counter
 
 from ..decide import events as _events
@@ -36,11 +35,9 @@ from ..errors import LatePatchWarning, PatchConflictWarning, SkipPatch
 from ..slots import ATTRIBUTE, describe_exception
 from ..state import (
     AFTER,
-    APPLIED,
     BEFORE,
     DISABLED,
     FAILED,
-    HISTORY_LENGTH,
     PENDING,
     REVERTED,
     SKIPPED,
@@ -59,8 +56,6 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
     from ..state import RegisteredPatch
     from .ledger import Change
 
-    Applied = List[Tuple[RegisteredPatch, PatchContext]]
-
 # Read on every watched import: bound once here (the state never rebinds them).
 _by_target = STATE.catalog.by_target
 _claims = STATE.claims
@@ -70,10 +65,7 @@ _lock = STATE.lock
 _event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
-# The history of a patch applied once and nothing else: one shared tuple, no list.
-_ONLY_APPLIED = ("applied",)
-# Each commit's place in the order of applications, so that undo-all goes newest first.
-_next_order = count(1).__next__
+_new_context = object.__new__
 
 
 def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
@@ -84,88 +76,103 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
     of ``pkg.mod`` (see ``programs.run_program``); an alias (``six.moves.cPickle``)
     is a module imported under a second name (see ``LoaderProxy.exec_module``).
 
-    Runs on every watched import, so the loops are written out here rather
-    than split into helpers: each Python call costs about as much as the
-    work it would do (see benchmarks/COSTS.md for the budget).
+    While the body runs, ``STATE.executing`` marks the module object (a reload's too:
+    it marks no spec as initializing) with ``[this thread, callbacks waiting...]``:
+    another thread's late application waits for the end (``apply_to_imported``);
+    applied to a half-executed module it would record names the body has not set yet
+    as absent, and its undo would delete them. No lock: the marker and its list are
+    handed over with single dict and list operations, which are atomic. Runs on every
+    watched import, so the loops are written out here (benchmarks/COSTS.md).
     """
     name = module.__name__ if target is None else target
-    # While this body runs (a reload's too: it marks no spec as initializing), another
-    # thread's late application to this module object waits for its end (see
-    # apply_to_imported): applied to a half-executed module, it would record names the
-    # body has not set yet as absent, and its undo would delete them. The spec's
-    # _initializing alone is not enough (skipping the marker for imports fails the
-    # threads property test 3 runs in 11). No lock: the marker and its list are handed
-    # over with single dict and list operations, which are atomic, and apply_to_imported
-    # takes back a callback that came too late (the lock cost a watched import 2,000
-    # instructions of its 15,000 budget).
     key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
     outer = _executing.get(key)
-    # [the running thread's ident, callbacks waiting for the end...]
     waiting: "List[Any]" = [get_ident()]
     _executing[key] = waiting
     # The try starts right after that store: no Python code and no check for a pending
     # signal runs between the two, so an interrupt cannot strand the marker.
     try:
-        patches = _by_target.get(name, ())
-        for patch in patches:
-            if patch.live and patch.is_applied_to(module):
-                # A reload re-executes the same module object: first take back what
-                # our patches did to it, so undo never restores objects of the old body.
-                revert(patch, PENDING, "target re-executed (reload); re-applied after it",
-                       module)
-        applied: "Applied" = []
+        received = module
+        before_applied = False
         try:
-            for patch in patches:
+            for patch in _by_target.get(name, ()):
+                if (patch.live or patch.unsettled) and patch.is_applied_to(module):
+                    _revert_for_reload(patch, module)
                 if patch.phase is BEFORE and patch.enabled:
-                    apply(patch, module, applied)
+                    apply(patch, module)
+                    before_applied = True
             try:
                 execute = loader.exec_module
             except AttributeError:
                 execute_with_loader(module, loader)
             else:   # (execute_with_loader, written out: every import)
                 execute(module)
-            if applied:
-                _end_scoped_before_patches(applied, name)
+            if before_applied:
+                _end_scoped_before_patches(name, module)
             # What sys.modules holds now is what the importer hands out: a module that
             # replaced itself (sys.modules[__name__] = ...) is patched as its replacement.
-            # Re-read the catalog: the body may have registered patches on itself.
-            # A program (target given) is patched in its own namespace, even when
-            # its module name was imported separately too.
-            received = sys.modules.get(name, module) if target is None else module
+            # Re-read the catalog: the body may have registered patches on itself. A
+            # program (target given) is patched in its own namespace.
+            if target is None:
+                received = sys.modules.get(name, module)
             for patch in _by_target.get(name, ()):
                 if patch.phase is AFTER and patch.enabled:
-                    apply(patch, received, applied)
+                    apply(patch, received)
         except BaseException:
             # The import fails (a strict failure, an error in the body, an interrupt):
             # nothing it applied may stay behind on a module nobody will receive.
-            _roll_back_import(applied, f"the import of {name!r} failed")
+            _roll_back_import(name, module, received)
             raise
     finally:
         if outer is None:
             _executing.pop(key, None)
         else:
             _executing[key] = outer   # a body that imports itself again, nested
-        # Each callback runs once: here, or in apply_to_imported when it finds the
-        # marker gone and takes its callback back before this loop reaches it.
-        while len(waiting) > 1:
-            waiting.pop(1)()   # outside any lock: they apply patches
+        if len(waiting) > 1:
+            _run_waiting(waiting)
 
 
-def _end_scoped_before_patches(applied: "Applied", target: str) -> None:
-    for patch, context in applied:
-        if patch.phase == BEFORE and context.revert_after_import_requested:
-            revert_context(patch, context, REVERTED,
-                            f"scoped to the execution of {target!r}; undone when it finished")
+def _revert_for_reload(patch: "RegisteredPatch", module: "Any") -> None:
+    """A reload re-executes the same module object: first take back what ``patch`` did
+    to it (each patch before its own re-application; the ledger makes the end state
+    independent of that order), so undo never restores objects of the old body."""
+    revert(patch, PENDING, "target re-executed (reload); re-applied after it", module)
 
 
-def _roll_back_import(applied: "Applied", reason: str) -> None:
+def _run_waiting(waiting: "List[Any]") -> None:
+    """Run the callbacks that waited for the end of a module body, outside any lock (they
+    apply patches). Each runs once: here, or in apply_to_imported when it finds the
+    marker gone and takes its callback back before this loop reaches it."""
+    while len(waiting) > 1:
+        waiting.pop(1)()
+
+
+def _end_scoped_before_patches(target: str, module: "Any") -> None:
+    """Undo the applications of ``before_import`` patches that asked for it
+    (``patch.revert_after_import()``) now that the body of ``module`` ran."""
+    for patch in _by_target.get(target, ()):
+        if patch.phase == BEFORE:
+            for context in list(patch.settle().live):
+                if context.module is module and context.revert_after_import_requested:
+                    revert_context(patch, context, REVERTED,
+                                   f"scoped to the execution of {target!r}; undone when it "
+                                   f"finished")
+
+
+def _roll_back_import(target: str, module: "Any", received: "Any") -> None:
+    """The import of ``target`` failed: undo every application of its patches on the
+    module objects it made (``received``: what sys.modules held after the body), newest
+    patch first; every one is attempted before an interrupt propagates."""
+    reason = f"the import of {target!r} failed"
     interrupt: "Optional[BaseException]" = None
-    for patch, context in reversed(applied):
-        try:
-            revert_context(patch, context, REVERTED, reason)
-        except BaseException as error:  # finish rolling back before anything propagates
-            if interrupt is None and not isinstance(error, Exception):
-                interrupt = error
+    for patch in reversed(_by_target.get(target, ())):
+        for applied_to in (module, received) if received is not module else (module,):
+            try:
+                if (patch.live or patch.unsettled) and patch.is_applied_to(applied_to):
+                    revert(patch, REVERTED, reason, applied_to)
+            except BaseException as error:  # finish rolling back before anything propagates
+                if interrupt is None and not isinstance(error, Exception):
+                    interrupt = error
     if interrupt is not None:
         raise interrupt
 
@@ -177,8 +184,7 @@ def run_patches(target: str, module: "Any", phase: str) -> None:
             apply(patch, module)
 
 
-def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" = None, *,
-          late: bool = False) -> None:
+def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> None:
     """Apply one patch to one module object, at most once, as a transaction.
 
     Never raises for an ordinary failure unless strict mode is on; a
@@ -186,143 +192,157 @@ def apply(patch: "RegisteredPatch", module: "Any", applied: "Optional[Applied]" 
     """
     if not patch.enabled:
         return      # the common case of default-off packs: nothing to claim
-    # Claim it: dict.setdefault is one atomic operation (no Python code runs for
-    # these keys), so exactly one caller, in any thread, gets its own token back.
-    # A claimed patch is being applied right now, perhaps by this very thread
-    # (a plugin loader running the patches of its target): never twice at once.
-    # The token is the new application's context, which this call needs anyway.
-    context = PatchContext(patch.name, module, _ledger)
+    # Claim it: dict.setdefault is one atomic operation, so exactly one caller, in any
+    # thread, gets its own token back; a claimed patch is being applied right now,
+    # perhaps by this very thread: never twice at once. The token is the application's
+    # context, built field by field (PatchContext.__init__'s fields and empty values):
+    # a class with a Python __init__ costs a watched import 650 instructions more.
+    context = _new_context(PatchContext)
+    context.name = patch.name
+    context.module = module
+    empty: "Any" = ()
+    context.changes = context.conflicts = context.notes = context.note_providers = \
+        context.call_codes = context.not_undoable = empty
+    context.revert_after_import_requested = False
+    context._ledger = _ledger
     if _claims.setdefault(patch, context) is not context:
         return
     try:
-        if patch.live and patch.is_applied_to(module):
+        if (patch.live or patch.unsettled) and patch.is_applied_to(module):
             return
-        # The application, written out here rather than in a helper: on every
-        # watched import a Python call costs about as much as the bookkeeping it
-        # would separate (benchmarks/COSTS.md).
+        # Written out, not in helpers: on every watched import a Python call costs about
+        # as much as the bookkeeping it would separate (benchmarks/COSTS.md).
         generation = patch.generation
-        if patch.requires:
-            reason = unmet_requirement(patch, module)
-            if reason is not None:
-                with STATE.lock:
-                    patch.status, patch.reason = SKIPPED, reason
-                    patch.remember(f"skipped: {reason}")
-                _debug("patch %s skipped: %s", patch.name, reason)
-                _events.on_skipped(patch, reason)
-                return
-        if type(module) is _ModuleType:
-            namespace: "Any" = module.__dict__
-        else:
-            # A module subclass may define __getattribute__ (a LazyLoader module loads
-            # itself on any attribute read): read its own namespace without it.
-            try:
-                namespace = object.__getattribute__(module, "__dict__")
-            except (AttributeError, TypeError):
-                namespace = None
+        if patch.requires and _unmet_requirement_skips(patch, module):
+            return
+        namespace: "Any" = module.__dict__ if type(module) is _ModuleType else \
+            _own_namespace(module)
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
         before = namespace.copy() if type(namespace) is dict else None
-        # The clock, written out (see _clock_start): the one-time import tally is
-        # empty until a patch first imports wrapt, so most applications skip it.
+        # The one-time import tally is empty until a patch first imports wrapt.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
-        clock = perf_counter()
+        started = perf_counter()
         try:
             if patch.takes_context:
                 patch.function(module, context)
             else:
                 patch.function(module)
         except SkipPatch as skip:
-            _skipped(patch, context, skip, (clock, charged))
+            _skipped(patch, context, skip, (started, charged))
             return
         except Exception as error:
-            _fail(patch, context, error, (clock, charged))
+            _fail(patch, context, error, (started, charged))
             return
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
-            _interrupted(patch, context, error, (clock, charged))
+            _interrupted(patch, context, error, (started, charged))
             raise
         try:
-            duration_ms = (perf_counter() - clock) * 1000.0
-            if _one_time_ms:
-                duration_ms -= _one_time_ms.get(get_ident(), 0.0) - charged
-            if context.changes or before is None:
-                untracked = _NOTHING_UNTRACKED if before is None else \
-                    untracked_names(before, namespace, module, context.changes)
-            else:
-                # Nothing recorded (a no-op, or only plain assignments): the namespace
-                # equals its copy unless something was assigned; compared in C, without
-                # the call to untracked_names (the watched import's budget, COSTS.md).
-                try:
-                    unchanged = before == namespace
-                except Exception:   # a changed value whose __eq__ raises: compare by identity
-                    unchanged = False
-                untracked = _NOTHING_UNTRACKED if unchanged else \
-                    untracked_names(before, namespace, module, context.changes)
-            if context.not_undoable:
-                untracked = untracked + context.not_undoable
+            ended = perf_counter()
+            if _one_time_ms:   # a first import of a heavy dependency is not this patch's time
+                started += (_one_time_ms.get(get_ident(), 0.0) - charged) / 1000.0
+            # Nothing recorded and the namespace equal to its copy (compared in C): no
+            # plain assignment, the usual case; untracked_changes() finds any other.
+            try:
+                unchanged = not context.changes and not context.not_undoable and \
+                    before == namespace
+            except Exception:   # a changed value whose __eq__ raises: compare by identity
+                unchanged = False
+            context.untracked_changes = _NOTHING_UNTRACKED if unchanged else \
+                untracked_changes(before, namespace, module, context)
             before = None   # the copy goes now: memory follows what changed, not module size
-            with _lock:
-                stale = patch.generation != generation or not patch.enabled
-                if not stale:
-                    # Commit: the fields a report reads, written together under the lock.
-                    # A patch's lists are the shared empty tuple until first written
-                    # (state.py): a first application makes them with their one entry.
-                    patch.duration_ms = duration_ms
-                    patch.status = APPLIED
-                    if patch.reason or patch.error:
-                        patch.reason = patch.error = ""
-                    if context.notes or patch.notes:
-                        patch.notes = context.notes
-                    if context.note_providers or patch.note_providers:
-                        patch.note_providers = context.note_providers
-                    live = patch.live
-                    if live:
-                        live.append(context)
-                    else:
-                        patch.live = [context]
-                    patch.application_count += 1
-                    patch.applied_order = _next_order()
-                    if untracked or patch.untracked_changes:
-                        patch.untracked_changes = untracked
-                    history = patch.history
-                    if not history:
-                        patch.history = _ONLY_APPLIED  # type: ignore[assignment]   # a tuple, shared (remember() copies it)
-                    elif history.__class__ is list:
-                        history.append("applied")
-                        if len(history) > HISTORY_LENGTH:
-                            del history[0]
-                    else:
-                        patch.history = [*history, "applied"]
+            # The commit, without the lock: the context is the application's raw record,
+            # written into the patch's fields when first read (RegisteredPatch.settle).
+            # ``unsettled`` is only appended to, here, by the thread holding the claim.
+            context.started = started
+            context.ended = ended
+            unsettled = patch.unsettled
+            if unsettled.__class__ is list:
+                unsettled.append(context)
+            else:   # the shared empty tuple: a first application
+                patch.unsettled = [context]
+            if patch.generation != generation or not patch.enabled:
+                # Unpatched or disabled by another thread while the function ran.
+                _roll_back_in_flight(patch, context)
+                return
         except BaseException:
-            # An interrupt (KeyboardInterrupt from a signal handler) between the patch
-            # function's return and the commit: the changes are in the context, which the
-            # patch does not hold yet, so nothing would ever undo them. Undo them here
-            # unless the commit got as far as holding the context.
-            if not any(held is context for held in patch.live):
-                _undo_quietly(context)
+            # An interrupt (KeyboardInterrupt from a signal handler) before the commit
+            # ended: nothing holds the context's changes, so nothing would undo them.
+            _roll_back_in_flight(patch, context, quietly=True)
             raise
-        if stale:
-            # Unpatched or disabled by another thread while the function ran.
-            _undo_quietly(context)
-            with STATE.lock:
-                patch.remember("an application in flight was rolled back: the patch was "
-                               "unpatched or disabled meanwhile")
-            return
-        if applied is not None:
-            applied.append((patch, context))
-        if context.changes:   # after the append: an interrupt here is undone with the import
-            _track_calls(patch, context)
-        if context.conflicts:
-            for change, others in context.conflicts:
-                _record_conflict(change, others)
-        if STATE.debug_logging:
-            _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name,
-                   patch.target, len(context.changes), patch.duration_ms)
-        if late:
-            _warn_late(patch, context)
-        if _event_rules.active:
-            _applied_event(patch, context)
+        if context.changes or late or STATE.debug_logging or _event_rules.active:
+            _after_commit(patch, context, late)
     finally:
         del _claims[patch]
+
+
+def untracked_changes(before: "Optional[Dict[str, Any]]", namespace: "Any", module: "Any",
+                      context: PatchContext) -> "List[str]":
+    """What an application changed that undo cannot reverse: names of ``module`` assigned
+    plainly (``before``: the copy of ``namespace`` taken before the patch function ran,
+    None where the namespace could not be copied), and what the patch declared
+    (``patch.untracked``)."""
+    untracked = _NOTHING_UNTRACKED if before is None else \
+        untracked_names(before, namespace, module, context.changes)
+    if context.not_undoable:
+        untracked = untracked + context.not_undoable
+    return untracked
+
+
+def _after_commit(patch: "RegisteredPatch", context: PatchContext, late: bool) -> None:
+    """What follows an application that changed something, or that is announced: call
+    counting, conflicts, the debug log, the late warning, the apply event."""
+    if context.changes:
+        _track_calls(patch, context)
+        for change, others in context.conflicts:
+            _record_conflict(change, others)
+    if STATE.debug_logging:
+        _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name, patch.target,
+               len(context.changes), (context.ended - context.started) * 1000.0)
+    if late:
+        _warn_late(patch, context)
+    if _event_rules.active:
+        _applied_event(patch, context)
+
+
+def _own_namespace(module: "Any") -> "Any":
+    """The namespace of a module object of a subclass, read without its attribute hooks:
+    a LazyLoader module loads itself on any attribute read."""
+    try:
+        return object.__getattribute__(module, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+
+
+def _unmet_requirement_skips(patch: "RegisteredPatch", module: "Any") -> bool:
+    """Whether a requirement of ``patch`` is unmet; then it is reported ``skipped``."""
+    reason = unmet_requirement(patch, module)
+    if reason is None:
+        return False
+    with STATE.lock:
+        patch.settle()
+        patch.status, patch.reason = SKIPPED, reason
+        patch.remember(f"skipped: {reason}")
+    _debug("patch %s skipped: %s", patch.name, reason)
+    _events.on_skipped(patch, reason)
+    return True
+
+
+def _roll_back_in_flight(patch: "RegisteredPatch", context: PatchContext,
+                         quietly: bool = False) -> None:
+    """Take back an application whose patch was undone or disabled while its function ran
+    (or that was interrupted before its commit ended): its record goes, its changes are
+    undone. Its thread still holds the claim, so no reader has settled the record."""
+    with STATE.lock:
+        unsettled = patch.unsettled
+        for position in range(len(unsettled) - 1, -1, -1):
+            if unsettled[position] is context:
+                del unsettled[position]
+                break
+        if not quietly:
+            patch.remember("an application in flight was rolled back: the patch was "
+                           "unpatched or disabled meanwhile")
+    _undo_quietly(context)
 
 
 def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
@@ -375,6 +395,7 @@ def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
     """The patch raised SkipPatch: its changes rolled back, the patch ``skipped``."""
     _undo_quietly(context)
     with STATE.lock:
+        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.notes = list(context.notes)
         patch.status, patch.reason = SKIPPED, skip.reason
@@ -389,6 +410,7 @@ def _interrupted(patch: "RegisteredPatch", context: PatchContext, error: BaseExc
     ``failed``; the caller re-raises."""
     _undo_quietly(context)
     with STATE.lock:
+        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.status = FAILED
         patch.reason = (f"interrupted by {type(error).__name__}; its "
@@ -430,6 +452,7 @@ def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
     except Exception:   # a traceback that cannot be formatted must not fail the import
         trace = describe_exception(error)
     with STATE.lock:
+        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.notes = list(context.notes)
         patch.status = FAILED
@@ -546,7 +569,7 @@ def apply_to_imported(patch: "RegisteredPatch") -> None:
         return  # still executing: never patch a half-built module
     if patch.phase == BEFORE:
         with STATE.lock:
-            if patch.status == PENDING:
+            if patch.settle().status == PENDING:
                 patch.reason = (f"{patch.target!r} was already imported; runs before its body "
                                 f"executes next (reload)")
         return

@@ -186,7 +186,12 @@ class PatchContext:
 
     __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
                  "notes", "note_providers", "call_codes", "not_undoable", "_ledger",
-                 "__weakref__")
+                 "started", "ended", "untracked_changes", "__weakref__")
+    # Set by application.apply's commit, where the context becomes the application's raw
+    # record (see __init__); unset before.
+    started: float
+    ended: float
+    untracked_changes: "List[str]"
 
     # The process's ledger (``state.STATE.ledger``), set by ``process_ledger`` when
     # it creates it, so that a context made by hand (in a test) records where every
@@ -205,6 +210,8 @@ class PatchContext:
     release_calls: "Optional[Callable[[PatchContext], None]]" = None
 
     def __init__(self, name: str, module: "Any", ledger: "Optional[Ledger]" = None) -> None:
+        # (application.apply builds the engine's contexts field by field, without this
+        # call: a field added here is added there too.)
         self.name = name
         self.module = module
         # Every sequence below is the shared empty tuple until its first entry (a list
@@ -226,6 +233,11 @@ class PatchContext:
             if ledger is None:
                 raise RuntimeError("PatchContext needs a ledger; import lazypatch first")
         self._ledger: Ledger = ledger
+        # ``started``, ``ended`` and ``untracked_changes`` stay unset until application.apply's
+        # commit, where the context becomes the application's raw record (read by
+        # RegisteredPatch.settle): perf_counter() when the patch function started (less
+        # any one-time dependency import) and ended, and the names it changed by plain
+        # assignment or declared not undoable.
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"

@@ -402,7 +402,8 @@ def _submodule_declaration(module_name: str) -> "Optional[Boundary]":
     """The enabled stand-in declaration of ``module_name`` that provides submodules."""
     for patch in STATE.catalog.by_target.get(module_name, ()):
         boundary = boundary_of(patch.function)
-        if boundary is not None and boundary.submodules and patch.enabled and patch.live:
+        if boundary is not None and boundary.submodules and patch.enabled and \
+                patch.settle().live:
             return boundary
     return None
 

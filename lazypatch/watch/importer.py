@@ -37,6 +37,7 @@ Two more ways in, both off the path of ordinary imports:
 """
 
 import sys
+from _collections import deque  # built in (``collections`` itself is not on the path)
 from _thread import get_ident
 
 TYPE_CHECKING = False
@@ -58,11 +59,7 @@ class LoaderProxy:
         self._lazypatch_loader = loader
         self._lazypatch_run_body = run_body
         self._lazypatch_name = name     # the name being imported (the spec's)
-        # The real loader's own create_module, called by the import system directly: a
-        # method of ours forwarding to it cost every watched import a Python call
-        # (benchmarks/COSTS.md). A loader without one gets "use the default module".
-        create = getattr(loader, "create_module", None)
-        self.create_module = create if create is not None else _default_module
+        self.create_module = module_creator(loader)
 
     def __getattr__(self, name: str) -> "Any":
         if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
@@ -114,6 +111,29 @@ def _default_module(spec: "Any") -> None:
     return None
 
 
+# importlib's own create_module of file loaders (``_LoaderBasics``), which only says "the
+# default module" (None); None where the import system is of another shape.
+_IMPORTLIB_CREATE = getattr(getattr(sys.modules.get("_frozen_importlib_external"),
+                                    "_LoaderBasics", None), "create_module", None)
+# The same answer from a C function: the import system calls ``create_module(spec)`` once
+# per import, and a Python method costs it a frame (benchmarks/COSTS.md). Appending to a
+# deque that keeps nothing returns None for any spec and keeps no reference to it.
+_NO_MODULE = deque((), 0).append
+
+
+def module_creator(loader: "Any") -> "Callable[[Any], Any]":
+    """What a proxy of ``loader`` answers for ``create_module``: the real loader's own
+    method (called by the import system directly: a method of ours forwarding to it cost
+    every watched import a Python call), or, where that is importlib's default, a C
+    function giving the same None."""
+    create = getattr(loader, "create_module", None)
+    if create is None:
+        return _default_module
+    if _IMPORTLIB_CREATE is not None and getattr(create, "__func__", None) is _IMPORTLIB_CREATE:
+        return _NO_MODULE
+    return create
+
+
 def execute_with_loader(module: "Any", loader: "Any") -> None:
     """Run a module's body with its real loader, including legacy load_module loaders."""
     if hasattr(loader, "exec_module"):
@@ -132,10 +152,11 @@ class LazyPatchFinder:
         # registration is visible to the next import without telling the finder.
         self._watched = watched
         self._run_body = run_body
-        self._searching: Dict[tuple, bool] = {}
         # Names with a replacement declared (boundaries.replace_module): their spec
         # comes from the declaration before any other finder is asked.
         self.replaced_names: Dict[str, bool] = {}
+        # The spec of a watched name: a closure over this finder (watched_spec_finder).
+        self._find_watched = watched_spec_finder(self)
         # The import system looks up ``finder.find_spec`` for every import and calls
         # it: a function in the instance's __dict__ is found without building a bound
         # method, and it reads the watched names from its closure instead of an
@@ -162,58 +183,14 @@ class LazyPatchFinder:
     def declare_replacement(self, fullname: str) -> None:
         """From now on, ask the boundaries declared on ``fullname`` first."""
         self.replaced_names[fullname] = True
-        # Only a finder that knows of a replacement pays for the check on each
-        # watched import (the benchmark's budget): the object changes class once.
-        self.__class__ = _ReplacingFinder
 
     def set_run_body(self, run_body: "Callable[[Any, Any], None]") -> None:
         """What loader proxies made from now on call around a module body."""
         self._run_body = run_body
 
     def forget_replacements(self) -> None:
-        """Back to the plain finder (``lazypatch.reset()``)."""
+        """No replacement declared any more (``lazypatch.reset()``)."""
         self.replaced_names.clear()
-        self.__class__ = LazyPatchFinder
-
-    def _find_watched(self, fullname: str, path: "Any", target: "Any") -> "Any":
-        # Another finder may call importlib.util.find_spec from inside its own
-        # find_spec (wrapt's does); that walks sys.meta_path again and comes back
-        # here for the same name in the same thread. Answer None to that inner call.
-        key = (get_ident(), fullname)
-        searching = self._searching
-        if key in searching:
-            return None
-        searching[key] = True
-        try:
-            spec: "Any" = None
-            # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
-            # by item): a finder may insert another while we iterate. Ours is usually
-            # first, and then left out by the slice itself.
-            meta_path = sys.meta_path
-            if meta_path and meta_path[0] is self:
-                finders = meta_path[1:]
-            else:
-                finders = [finder for finder in meta_path if finder is not self]
-            for finder in finders:
-                try:
-                    spec = finder.find_spec(fullname, path, target)
-                except AttributeError:
-                    if hasattr(finder, "find_spec"):
-                        raise   # raised inside that finder: its error, not a missing method
-                    continue    # a legacy find_module-only finder: left to the import system
-                if spec is not None:
-                    break
-        finally:
-            del searching[key]
-        if spec is None:
-            # Not installed: a declared stand-in may provide it (boundaries.stand_in).
-            return self._boundary_spec(fullname, takes_over=False)
-        loader = spec.loader
-        if loader is not None and type(loader) is not LoaderProxy:
-            # wrap_spec_loader's usual case, written out: every watched import.
-            spec.loader = LoaderProxy(loader, self._run_body, spec.name)
-            return spec
-        return wrap_spec_loader(spec, self._run_body)
 
     def _boundary_spec(self, fullname: str, takes_over: bool) -> "Any":
         """The spec of the first enabled boundary declared on ``fullname`` of that kind."""
@@ -224,11 +201,86 @@ class LazyPatchFinder:
         return None
 
 
+_new_proxy = object.__new__
+
+
+def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any], Any]":
+    """``finder``'s answer for a watched name: the spec the finders after it find, its
+    loader wrapped in a ``LoaderProxy``. A closure: what it reads on every watched import
+    is in its cells, not in attributes of the finder (benchmarks/COSTS.md)."""
+    replaced = finder.replaced_names
+    # name -> the thread searching for it. Another finder may call importlib.util.find_spec
+    # from inside its own find_spec (wrapt's does); that walks sys.meta_path again and
+    # comes back here for the same name in the same thread: answer None to that inner
+    # call. (Another thread's search for the same name, by importlib.util.find_spec, takes
+    # the entry over; its end leaves the name unguarded, and a nested search then goes one
+    # level deeper before it finds its own entry.)
+    searching: "Dict[str, int]" = {}
+
+    def find_watched(fullname: str, path: "Any", target: "Any") -> "Any":
+        spec: "Any"
+        if replaced and fullname in replaced:
+            # A declared replacement (boundaries.replace_module): its real body must never
+            # run, so its declaration answers before any other finder is asked.
+            spec = finder._boundary_spec(fullname, takes_over=True)
+            if spec is not None:
+                return spec
+        thread = get_ident()
+        if searching.get(fullname) == thread:
+            return None
+        searching[fullname] = thread
+        try:
+            spec = None
+            # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
+            # by item): a finder may insert another while we iterate. Ours is usually
+            # first, and then left out by the slice itself.
+            meta_path = sys.meta_path
+            if meta_path and meta_path[0] is finder:
+                finders = meta_path[1:]
+            else:
+                finders = [other for other in meta_path if other is not finder]
+            for other in finders:
+                try:
+                    spec = other.find_spec(fullname, path, target)
+                except AttributeError:
+                    if hasattr(other, "find_spec"):
+                        raise   # raised inside that finder: its error, not a missing method
+                    continue    # a legacy find_module-only finder: left to the import system
+                if spec is not None:
+                    break
+        finally:
+            searching.pop(fullname, None)
+        if spec is None:
+            # Not installed: a declared stand-in may provide it (boundaries.stand_in).
+            return finder._boundary_spec(fullname, takes_over=False)
+        loader = spec.loader
+        if loader is not None and type(loader) is not LoaderProxy:
+            # wrap_spec_loader's usual case, written out, and LoaderProxy's __init__ too:
+            # every watched import pays for a call of a class with a Python __init__.
+            proxy = _new_proxy(LoaderProxy)
+            proxy._lazypatch_loader = loader
+            proxy._lazypatch_run_body = finder._run_body
+            proxy._lazypatch_name = spec.name
+            # module_creator(loader), written out
+            create = getattr(loader, "create_module", None)
+            if create is None:
+                proxy.create_module = _default_module
+            elif _IMPORTLIB_CREATE is not None and \
+                    getattr(create, "__func__", None) is _IMPORTLIB_CREATE:
+                proxy.create_module = _NO_MODULE
+            else:
+                proxy.create_module = create
+            spec.loader = proxy
+            return spec
+        return wrap_spec_loader(spec, finder._run_body)
+    return find_watched
+
+
 def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
                          ) -> "Callable[..., Any]":
-    """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name.
-    A watched name goes to ``finder._find_watched``, looked up on each call, so that
-    the class swap of ``declare_replacement`` takes effect."""
+    """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name;
+    a watched name goes to ``finder._find_watched``."""
+    find_watched = finder._find_watched
     meta_path = sys.meta_path
     if isinstance(meta_path, MetaPath):
         # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
@@ -238,7 +290,7 @@ def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
                       target: "Any" = None) -> "Any":
             if fullname not in watched:
                 return None
-            return finder._find_watched(fullname, path, target)
+            return find_watched(fullname, path, target)
         return find_spec
 
     def checking_find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
@@ -251,7 +303,7 @@ def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
             guard_foreign_finders(finder)
         if fullname not in watched:
             return None
-        return finder._find_watched(fullname, path, target)
+        return find_watched(fullname, path, target)
     return checking_find_spec
 
 
@@ -319,18 +371,6 @@ class GuardedFindSpec:
 
 def _unguarded(original: "Callable[..., Any]") -> "Callable[..., Any]":
     return original
-
-
-class _ReplacingFinder(LazyPatchFinder):
-    """The finder once a module replacement is declared: replaced names are answered
-    by their declaration before the other finders are asked (the real body never runs)."""
-
-    def _find_watched(self, fullname: str, path: "Any", target: "Any") -> "Any":
-        if fullname in self.replaced_names:
-            spec = self._boundary_spec(fullname, takes_over=True)
-            if spec is not None:
-                return spec
-        return LazyPatchFinder._find_watched(self, fullname, path, target)
 
 
 def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "Any":

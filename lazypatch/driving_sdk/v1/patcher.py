@@ -98,8 +98,8 @@ MIGRATION_NOTICE = (
 
 def any_applied(names: "Iterable[str]") -> bool:
     """Whether any of these lazypatch patches is applied now."""
-    return any(getattr(STATE.catalog.by_name.get(name), "status", "") == "applied"
-               for name in names)
+    found = [STATE.catalog.by_name.get(name) for name in names]
+    return any(patch is not None and patch.settle().status == "applied" for patch in found)
 
 
 def as_patch_list(module_name: str, patches: "Any") -> "List[Patch]":
