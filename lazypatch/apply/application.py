@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from _thread import get_ident
+from _weakref import ref as _weak_reference
 from time import perf_counter
 
 from ..decide import events as _events
@@ -199,7 +200,7 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
     # a class with a Python __init__ costs a watched import 650 instructions more.
     context = _new_context(PatchContext)
     context.name = patch.name
-    context.module = module
+    context._module = module   # (the slot: PatchContext.module is a property)
     empty: "Any" = ()
     context.changes = context.conflicts = context.notes = context.note_providers = \
         context.call_codes = context.not_undoable = empty
@@ -249,8 +250,15 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
                     before == namespace
             except Exception:   # a changed value whose __eq__ raises: compare by identity
                 unchanged = False
-            context.untracked_changes = _NOTHING_UNTRACKED if unchanged else \
-                untracked_changes(before, namespace, module, context)
+            if not unchanged:
+                context.untracked_changes = untracked_changes(before, namespace, module, context)
+            else:
+                context.untracked_changes = _NOTHING_UNTRACKED
+                if type(module) is _ModuleType:
+                    # Nothing to undo: the record need not keep the module alive, and
+                    # a module it holds outlives sys.modules at the interpreter's exit,
+                    # to be cleared and traversed on its own (PatchContext.module).
+                    context._module = _weak_reference(module)
             before = None   # the copy goes now: memory follows what changed, not module size
             # The commit, without the lock: the context is the application's raw record,
             # written into the patch's fields when first read (RegisteredPatch.settle).
