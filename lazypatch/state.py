@@ -69,6 +69,18 @@ _ONLY_APPLIED: "Any" = (APPLIED,)
 _NO_CALLS: "Any" = type(type.__dict__)({})   # an empty read-only mapping (mappingproxy)
 
 
+if TYPE_CHECKING:
+    from typing import Generic, TypeVar
+
+    Value = TypeVar("Value")
+
+    class SettledField(Generic[Value]):
+        """How the type checker sees a field made by ``settled_field`` (a property)."""
+
+        def __get__(self, patch: "Any", owner: "Any" = None) -> Value: ...
+        def __set__(self, patch: "Any", value: Value) -> None: ...
+
+
 class RegisteredPatch:
     """One registered patch and everything known about it.
 
@@ -78,11 +90,14 @@ class RegisteredPatch:
 
     __slots__ = (
         "name", "target", "function", "phase", "priority", "sequence",
-        "requires", "tags", "enabled_by_default", "enabled", "status",
-        "reason", "error", "live", "duration_ms", "application_count",
-        "conflicts", "late_references", "takes_context", "untracked_changes",
-        "history", "applied_order", "notes", "note_providers",
+        "requires", "tags", "enabled_by_default", "enabled",
+        "conflicts", "late_references", "takes_context",
         "generation", "undoing", "scope_holds", "scope_saved", "call_counts", "unsettled",
+        # The fields an unsettled application changes (SETTLED_FIELDS), each read and
+        # written through a property of the same name without the underscore, which
+        # settles first: a reader cannot see them stale by forgetting to call settle().
+        "_status", "_reason", "_error", "_live", "_duration_ms", "_application_count",
+        "_untracked_changes", "_history", "_applied_order", "_notes", "_note_providers",
     )
 
     def __init__(self, name: str, target: str, function: "Callable[..., Any]",
@@ -100,9 +115,9 @@ class RegisteredPatch:
         self.tags = tags
         self.enabled_by_default = enabled
         self.enabled = enabled
-        self.status = PENDING if enabled else DISABLED
-        self.reason = "" if enabled else "disabled by default; enable it by name or tag"
-        self.error = ""
+        self._status = PENDING if enabled else DISABLED
+        self._reason = "" if enabled else "disabled by default; enable it by name or tag"
+        self._error = ""
         # The sequences below start as the shared empty tuple and become lists (the
         # mapping a dict) when first written: most patches never apply, and allocating
         # seven lists and a dict per patch made 10,000 registrations cost twice the
@@ -111,21 +126,21 @@ class RegisteredPatch:
         # One context per module object this patch is applied to now: a module
         # re-imported after `del sys.modules[...]` is a second object, and undo
         # must reach both.
-        self.live: "List[PatchContext]" = _NONE
+        self._live: "List[PatchContext]" = _NONE
         # Applications taken off ``live`` to be undone and not yet claimed by the undo
         # (undo.detach / undo_contexts): an interrupt landing in between leaves
         # them here, and the next detach of this patch hands them out again.
         self.undoing: "List[PatchContext]" = _NONE
-        self.duration_ms = 0.0
-        self.application_count = 0
+        self._duration_ms = 0.0
+        self._application_count = 0
         self.conflicts: "List[str]" = _NONE
         self.late_references: "List[str]" = _NONE
-        self.untracked_changes: "List[str]" = _NONE
+        self._untracked_changes: "List[str]" = _NONE
         self.takes_context = takes_context
-        self.history: "List[str]" = _NONE
-        self.applied_order = 0
-        self.notes: "List[str]" = _NONE
-        self.note_providers: "List[Callable[[], Any]]" = _NONE
+        self._history: "List[str]" = _NONE
+        self._applied_order = 0
+        self._notes: "List[str]" = _NONE
+        self._note_providers: "List[Callable[[], Any]]" = _NONE
         self.generation = 0        # bumped by undo/disable: an application in flight is stale
         self.scope_holds = 0       # patched() scopes holding it applied
         self.scope_saved: "Optional[Tuple[bool, bool]]" = None   # (enabled, applied) before them
@@ -145,7 +160,7 @@ class RegisteredPatch:
         return (self.priority, self.sequence)
 
     def is_applied_to(self, module: "Any") -> bool:
-        for context in self.live:
+        for context in self._live:   # raw, with the unsettled below: no settling needed
             if context.module is module:
                 return True
         for context in self.unsettled:   # applied, not folded into ``live`` yet (settle)
@@ -155,19 +170,17 @@ class RegisteredPatch:
 
     def remember(self, event: str) -> None:
         """Add an event to the bounded history shown in the report."""
-        if self.unsettled:   # the applications before this event come first
-            self.settle()
-        history = self.history
+        history = self.history   # settled: the applications before this event come first
         if history.__class__ is tuple:   # empty, or the shared ("applied",)
-            self.history = history = list(history)
+            self._history = history = list(history)
         history.append(event)
         if len(history) > HISTORY_LENGTH:
             del history[0]
 
     def settle(self) -> "RegisteredPatch":
         """This patch, with the applications that finished since it was last read folded
-        into the fields a report reads; every reader of ``status``, ``live``, ``history``,
-        the counts, timings and notes calls this first.
+        into the fields a report reads (SETTLED_FIELDS). Their properties call it on every
+        read and write, so no reader calls it itself.
 
         A watched import does not take the lock to write those fields: ``application.
         apply`` leaves each application's context in ``unsettled`` as its raw record
@@ -186,31 +199,31 @@ class RegisteredPatch:
                         # Every new value first; then the stores, with no call and no loop
                         # between them, where no signal handler can run: an interrupt
                         # leaves this record either written whole or still unsettled.
-                        history = self.history
+                        history = self._history
                         if not history:
                             history = _ONLY_APPLIED   # shared (remember() copies it)
                         else:
                             history = [*history, APPLIED][-HISTORY_LENGTH:]
                         untracked = context.untracked_changes
-                        if not (untracked or self.untracked_changes):
-                            untracked = self.untracked_changes
-                        notes = context.notes if context.notes or self.notes else self.notes
+                        if not (untracked or self._untracked_changes):
+                            untracked = self._untracked_changes
+                        notes = context.notes if context.notes or self._notes else self._notes
                         providers = context.note_providers \
-                            if context.note_providers or self.note_providers \
-                            else self.note_providers
-                        live = [*self.live, context]
+                            if context.note_providers or self._note_providers \
+                            else self._note_providers
+                        live = [*self._live, context]
                         duration_ms = (context.ended - context.started) * 1000.0
-                        count = self.application_count + 1
-                        self.duration_ms = duration_ms
-                        self.status = APPLIED
-                        self.reason = self.error = ""
-                        self.notes = notes
-                        self.note_providers = providers
-                        self.live = live
-                        self.application_count = count
-                        self.applied_order = context.ended   # perf_counter: every thread's
-                        self.untracked_changes = untracked
-                        self.history = history
+                        count = self._application_count + 1
+                        self._duration_ms = duration_ms
+                        self._status = APPLIED
+                        self._reason = self._error = ""
+                        self._notes = notes
+                        self._note_providers = providers
+                        self._live = live
+                        self._application_count = count
+                        self._applied_order = context.ended   # perf_counter: every thread's
+                        self._untracked_changes = untracked
+                        self._history = history
                         settled += 1
                 finally:
                     # In place, never replaced: an application may append to this list now.
@@ -219,6 +232,54 @@ class RegisteredPatch:
 
     def __repr__(self) -> str:
         return f"<RegisteredPatch {self.name!r} on {self.target!r}: {self.status}>"
+
+    if TYPE_CHECKING:   # what the properties made below (settled_field) read and write
+        status = SettledField[str]()
+        reason = SettledField[str]()
+        error = SettledField[str]()
+        live = SettledField["List[PatchContext]"]()
+        duration_ms = SettledField[float]()
+        application_count = SettledField[int]()
+        untracked_changes = SettledField["List[str]"]()
+        history = SettledField["List[str]"]()
+        applied_order = SettledField[float]()
+        notes = SettledField["List[str]"]()
+        note_providers = SettledField["List[Callable[[], Any]]"]()
+
+
+# The fields of a RegisteredPatch that an unsettled application changes (settle writes
+# them). Each is a property over the slot of the same name with a leading underscore,
+# settling before every read and write. Only state.py and the watched import's own
+# checks (application.py, reading ``_live`` beside ``unsettled``) touch the slots:
+# tests/apply/test_settled_fields.py enforces it.
+SETTLED_FIELDS = ("status", "reason", "error", "live", "duration_ms", "application_count",
+                  "untracked_changes", "history", "applied_order", "notes", "note_providers")
+
+
+def settled_field(slot: "Any") -> property:
+    """A property reading and writing ``slot`` (a slot's member descriptor) of a
+    RegisteredPatch, its unsettled applications folded in first."""
+    read_slot = slot.__get__
+    write_slot = slot.__set__
+
+    def read(patch: RegisteredPatch) -> "Any":
+        if patch.unsettled:
+            patch.settle()
+        return read_slot(patch)
+
+    def write(patch: RegisteredPatch, value: "Any") -> None:
+        # Settled first: an application that finished before this write must not
+        # overwrite it when it is folded in later.
+        if patch.unsettled:
+            patch.settle()
+        write_slot(patch, value)
+
+    return property(read, write, doc=f"``{slot.__name__}``, settled first")
+
+
+for _field in SETTLED_FIELDS:
+    setattr(RegisteredPatch, _field, settled_field(RegisteredPatch.__dict__["_" + _field]))
+del _field
 
 
 class Catalog:

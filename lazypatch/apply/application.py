@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from _thread import get_ident
+from _weakref import ref as _weak_reference
 from time import perf_counter
 
 from ..decide import events as _events
@@ -96,7 +97,7 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
         before_applied = False
         try:
             for patch in _by_target.get(name, ()):
-                if (patch.live or patch.unsettled) and patch.is_applied_to(module):
+                if (patch._live or patch.unsettled) and patch.is_applied_to(module):
                     _revert_for_reload(patch, module)
                 if patch.phase is BEFORE and patch.enabled:
                     apply(patch, module)
@@ -152,7 +153,7 @@ def _end_scoped_before_patches(target: str, module: "Any") -> None:
     (``patch.revert_after_import()``) now that the body of ``module`` ran."""
     for patch in _by_target.get(target, ()):
         if patch.phase == BEFORE:
-            for context in list(patch.settle().live):
+            for context in list(patch.live):
                 if context.module is module and context.revert_after_import_requested:
                     revert_context(patch, context, REVERTED,
                                    f"scoped to the execution of {target!r}; undone when it "
@@ -168,7 +169,7 @@ def _roll_back_import(target: str, module: "Any", received: "Any") -> None:
     for patch in reversed(_by_target.get(target, ())):
         for applied_to in (module, received) if received is not module else (module,):
             try:
-                if (patch.live or patch.unsettled) and patch.is_applied_to(applied_to):
+                if (patch._live or patch.unsettled) and patch.is_applied_to(applied_to):
                     revert(patch, REVERTED, reason, applied_to)
             except BaseException as error:  # finish rolling back before anything propagates
                 if interrupt is None and not isinstance(error, Exception):
@@ -199,7 +200,7 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
     # a class with a Python __init__ costs a watched import 650 instructions more.
     context = _new_context(PatchContext)
     context.name = patch.name
-    context.module = module
+    context._module = module   # (the slot: PatchContext.module is a property)
     empty: "Any" = ()
     context.changes = context.conflicts = context.notes = context.note_providers = \
         context.call_codes = context.not_undoable = empty
@@ -208,7 +209,8 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
     if _claims.setdefault(patch, context) is not context:
         return
     try:
-        if (patch.live or patch.unsettled) and patch.is_applied_to(module):
+        # The raw slot (no settling on the import path): is_applied_to reads both.
+        if (patch._live or patch.unsettled) and patch.is_applied_to(module):
             return
         # Written out, not in helpers: on every watched import a Python call costs about
         # as much as the bookkeeping it would separate (benchmarks/COSTS.md).
@@ -248,8 +250,15 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
                     before == namespace
             except Exception:   # a changed value whose __eq__ raises: compare by identity
                 unchanged = False
-            context.untracked_changes = _NOTHING_UNTRACKED if unchanged else \
-                untracked_changes(before, namespace, module, context)
+            if not unchanged:
+                context.untracked_changes = untracked_changes(before, namespace, module, context)
+            else:
+                context.untracked_changes = _NOTHING_UNTRACKED
+                if type(module) is _ModuleType:
+                    # Nothing to undo: the record need not keep the module alive, and
+                    # a module it holds outlives sys.modules at the interpreter's exit,
+                    # to be cleared and traversed on its own (PatchContext.module).
+                    context._module = _weak_reference(module)
             before = None   # the copy goes now: memory follows what changed, not module size
             # The commit, without the lock: the context is the application's raw record,
             # written into the patch's fields when first read (RegisteredPatch.settle).
@@ -320,7 +329,6 @@ def _unmet_requirement_skips(patch: "RegisteredPatch", module: "Any") -> bool:
     if reason is None:
         return False
     with STATE.lock:
-        patch.settle()
         patch.status, patch.reason = SKIPPED, reason
         patch.remember(f"skipped: {reason}")
     _debug("patch %s skipped: %s", patch.name, reason)
@@ -395,7 +403,6 @@ def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
     """The patch raised SkipPatch: its changes rolled back, the patch ``skipped``."""
     _undo_quietly(context)
     with STATE.lock:
-        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.notes = list(context.notes)
         patch.status, patch.reason = SKIPPED, skip.reason
@@ -410,7 +417,6 @@ def _interrupted(patch: "RegisteredPatch", context: PatchContext, error: BaseExc
     ``failed``; the caller re-raises."""
     _undo_quietly(context)
     with STATE.lock:
-        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.status = FAILED
         patch.reason = (f"interrupted by {type(error).__name__}; its "
@@ -452,7 +458,6 @@ def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
     except Exception:   # a traceback that cannot be formatted must not fail the import
         trace = describe_exception(error)
     with STATE.lock:
-        patch.settle()   # the applications before this one come first
         patch.duration_ms = _elapsed_ms(started)
         patch.notes = list(context.notes)
         patch.status = FAILED
@@ -569,7 +574,7 @@ def apply_to_imported(patch: "RegisteredPatch") -> None:
         return  # still executing: never patch a half-built module
     if patch.phase == BEFORE:
         with STATE.lock:
-            if patch.settle().status == PENDING:
+            if patch.status == PENDING:
                 patch.reason = (f"{patch.target!r} was already imported; runs before its body "
                                 f"executes next (reload)")
         return

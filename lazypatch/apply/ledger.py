@@ -18,6 +18,7 @@ objects, never while a patch function or a module body runs.
 from __future__ import annotations
 
 import sys
+from _weakref import ref as _WEAK_REFERENCE  # (the C module: weakref.py is not loaded)
 
 from ..slots import ATTRIBUTE, ITEM, MISSING, describe, own_dict, read_slot, write_slot
 from ..state import STATE
@@ -184,7 +185,7 @@ class PatchContext:
     ``undo()`` reverses all of them, newest first.
     """
 
-    __slots__ = ("name", "module", "changes", "conflicts", "revert_after_import_requested",
+    __slots__ = ("name", "_module", "changes", "conflicts", "revert_after_import_requested",
                  "notes", "note_providers", "call_codes", "not_undoable", "_ledger",
                  "started", "ended", "untracked_changes", "__weakref__")
     # Set by application.apply's commit, where the context becomes the application's raw
@@ -213,7 +214,7 @@ class PatchContext:
         # (application.apply builds the engine's contexts field by field, without this
         # call: a field added here is added there too.)
         self.name = name
-        self.module = module
+        self._module = module
         # Every sequence below is the shared empty tuple until its first entry (a list
         # from then on, made by ``_growing``): most applications record no change and no
         # note, and a watched import pays for every allocation (benchmarks/COSTS.md).
@@ -241,6 +242,22 @@ class PatchContext:
 
     def __repr__(self) -> str:
         return f"<PatchContext {self.name!r}: {len(self.changes)} change(s)>"
+
+    @property
+    def module(self) -> "Any":
+        """The module object this application is on; None once it was freed.
+
+        An application that changed nothing keeps the module only by a weak reference
+        (application.apply, after its commit): its record is kept for the report and for
+        identity checks (``is_applied_to``), and holding the module alive would make the
+        interpreter's exit clear and traverse it separately (benchmarks/COSTS.md). A
+        freed module is no longer any module object, so such a check is still exact."""
+        module = self._module
+        return module() if module.__class__ is _WEAK_REFERENCE else module
+
+    @module.setter
+    def module(self, module: "Any") -> None:
+        self._module = module
 
     def growing_list(self, field: str) -> "List[Any]":
         """The list in ``field``, made in place of the shared empty tuple on first need."""

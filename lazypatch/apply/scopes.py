@@ -34,7 +34,7 @@ def hold(patch: "RegisteredPatch") -> None:
     """Take hold of ``patch`` for a scope: enable it (apply separately)."""
     with STATE.lock:
         if patch.scope_holds == 0:
-            patch.scope_saved = (patch.enabled, bool(patch.settle().live))
+            patch.scope_saved = (patch.enabled, bool(patch.live))
         patch.scope_holds += 1
         set_enabled(patch, True, "")
 
@@ -48,7 +48,7 @@ def release(patch: "RegisteredPatch") -> None:
         patch.scope_holds -= 1
         if patch.scope_holds:
             return
-        was_enabled, was_applied = patch.scope_saved or (patch.enabled, bool(patch.settle().live))
+        was_enabled, was_applied = patch.scope_saved or (patch.enabled, bool(patch.live))
         patch.scope_saved = None
         if not was_applied:
             # Back to the state before the scope: a default-off patch reads "disabled" again.

@@ -31,7 +31,7 @@ def detach(patch: "RegisteredPatch", status: str, reason: str,
     interrupt (KeyboardInterrupt from a signal handler) landing there would lose them. So
     they wait in ``patch.undoing`` until ``undo_contexts`` claims them, and any left there
     unclaimed are handed out again, first, by the next detach of this patch."""
-    patch.settle()   # applications not folded into ``live`` yet are undone too
+    # (reading ``live`` settles: applications not folded in yet are undone too)
     if module is None:
         contexts = patch.live
     else:
@@ -90,7 +90,7 @@ def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> N
         incomplete = [context for context in claimed if context.live_changes()]
         if incomplete:
             with STATE.lock:   # keep what could not be undone reachable for another try
-                patch.live = incomplete + list(patch.settle().live)
+                patch.live = incomplete + list(patch.live)
                 patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
         settled = True
     except BaseException:
@@ -122,7 +122,7 @@ def revert_context(patch: "RegisteredPatch", context: PatchContext, status: str,
                    reason: str) -> None:
     """Undo one application of a patch (a rolled-back or reverted-after-import one)."""
     with STATE.lock:
-        if context not in patch.settle().live:
+        if context not in patch.live:
             return
         patch.undoing = [*patch.undoing, context]   # claimed by undo_contexts below (see detach)
         patch.live.remove(context)
@@ -152,7 +152,7 @@ def unpatch_all(reason: str) -> None:
 
     from ..errors import UndoError
     with STATE.lock:
-        everything = [patch.settle() for patch in STATE.catalog.patches()]
+        everything = STATE.catalog.patches()
         work = []
         for patch in sorted(everything, key=lambda item: item.applied_order, reverse=True):
             set_enabled(patch, False, "unpatched")

@@ -403,7 +403,7 @@ def _submodule_declaration(module_name: str) -> "Optional[Boundary]":
     for patch in STATE.catalog.by_target.get(module_name, ()):
         boundary = boundary_of(patch.function)
         if boundary is not None and boundary.submodules and patch.enabled and \
-                patch.settle().live:
+                patch.live:
             return boundary
     return None
 

@@ -178,7 +178,7 @@ class ClassPatch:
             "patch_class": f"{self.carrier.__module__}.{self.carrier.__qualname__}",
             "members": list(self.members), "replaced": list(self.replaced),
             "skipped": dict(self.skipped),
-            "status": registered.settle().status if registered is not None else "unregistered",
+            "status": registered.status if registered is not None else "unregistered",
         }
 
 

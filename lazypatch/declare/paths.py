@@ -282,7 +282,7 @@ def _alias_change(main: PathPatch, own_change: "Callable[[Any, Any, str], None]"
     def change(patch: "Any", owner: "Any", attribute: str) -> None:
         registered = STATE.catalog.by_name.get(main.patch_name)
         applied = main.applied
-        if applied is None or registered is None or not registered.settle().live:
+        if applied is None or registered is None or not registered.live:
             own_change(patch, owner, attribute)   # the main path is not applied (yet)
             return
         main_owner, main_attribute, original, installed = applied
@@ -400,7 +400,7 @@ def _parents_declared_by_others(patch_name: str, found: "List[Any]") -> "List[An
     parts = patch.target.split(".")
     return [parent for depth in range(1, len(parts))
             for parent in STATE.catalog.by_target.get(".".join(parts[:depth]), ())
-            if ".parent:" in parent.name and parent.settle().status == APPLIED
+            if ".parent:" in parent.name and parent.status == APPLIED
             and parent not in found]
 
 
@@ -409,7 +409,7 @@ def _parent_still_needed(parent: "Any", patch_name: str) -> bool:
     below the stand-in ``parent`` (a parent shared by two stand-ins stays for the other)."""
     below = parent.target + "."
     own = patch_name + "."
-    return any(other.settle().status == APPLIED and other.target.startswith(below)
+    return any(other.status == APPLIED and other.target.startswith(below)
                and other.name != patch_name and not other.name.startswith(own)
                for other in STATE.catalog.by_name.values())
 

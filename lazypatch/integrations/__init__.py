@@ -57,7 +57,7 @@ def keep_report_current(interval: float = 0.5) -> None:
 
     def state_signature() -> tuple:
         return tuple((patch.status, patch.application_count, len(patch.live))
-                     for patch in [each.settle() for each in list(STATE.catalog.by_name.values())])
+                     for patch in list(STATE.catalog.by_name.values()))
 
     def watch() -> None:
         written = None

@@ -111,7 +111,6 @@ def _record_under_lock(patch: "RegisteredPatch") -> "Tuple[PatchRecord, bool]":
     """The facts of the patch's record, read together under the state's lock, and
     whether note providers are to be asked (without the lock) for more."""
     with STATE.lock:
-        patch.settle()
         changes = [described_change(change) for context in patch.live
                    for change in context.changes]
         untracked = list(patch.untracked_changes)

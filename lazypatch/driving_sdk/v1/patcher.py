@@ -99,7 +99,7 @@ MIGRATION_NOTICE = (
 def any_applied(names: "Iterable[str]") -> bool:
     """Whether any of these lazypatch patches is applied now."""
     found = [STATE.catalog.by_name.get(name) for name in names]
-    return any(patch is not None and patch.settle().status == "applied" for patch in found)
+    return any(patch is not None and patch.status == "applied" for patch in found)
 
 
 def as_patch_list(module_name: str, patches: "Any") -> "List[Patch]":

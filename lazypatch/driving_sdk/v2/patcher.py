@@ -405,7 +405,7 @@ class Patcher:
             return
         for patch, group, name in self._declared:
             record = STATE.catalog.by_name.get(name)
-            status = record.settle().status if record is not None else ""
+            status = record.status if record is not None else ""
             where = {"package": patch.module or patch.name.split(".")[0],
                      "patch_name": group or getattr(patch, "_parent_name", None) or patch.name}
             if status == "applied":

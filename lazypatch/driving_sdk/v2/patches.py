@@ -130,7 +130,7 @@ class DeclaredPatch(BasePatch):
         from ...state import STATE
         for name in self.declared_names():
             registered = STATE.catalog.by_name.get(name)
-            for context in registered.settle().live if registered is not None else ():
+            for context in registered.live if registered is not None else ():
                 for change in context.changes:
                     if change.live and change.action == "setattr" and \
                             read_slot(change.kind, change.owner, change.key) is not change.after:

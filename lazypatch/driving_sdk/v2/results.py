@@ -54,7 +54,7 @@ def result_of(patch_name: str, name: str, module: str, what: str = "module") -> 
     patch: Any = STATE.catalog.by_name.get(patch_name)
     if patch is None:
         return PatchResult(PatchStatus.SKIPPED, name, module, "not registered")
-    status = patch.settle().status
+    status = patch.status
     if status == "applied":
         return PatchResult(PatchStatus.APPLIED, name, module)
     if status == "failed":
