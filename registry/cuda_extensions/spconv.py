@@ -117,9 +117,7 @@ class IndiceData:
         if plan is None:
             rows = (self.indices.shape[0], self.out_indices.shape[0])
             if self._pair_lists is not None:
-                lists = kernels.PairLists(*(
-                    part.to(device) if isinstance(part, torch.Tensor) else part
-                    for part in self._pair_lists))
+                lists = kernels.PairLists(*(part.to(device) for part in self._pair_lists))
                 plan = kernels.plan_of_lists(lists, rows, self.is_subm)
             else:
                 plan = kernels.pair_plan(self.indice_pairs.to(device),

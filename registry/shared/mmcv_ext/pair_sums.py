@@ -32,14 +32,12 @@ class PairPlan:
     pairs and by their backward."""
 
     def __init__(self, flat: torch.Tensor, counts: List[int], rows: Tuple[int, int],
-                 identity: Optional[int], mirrored: bool = False) -> None:
+                 identity: Optional[int]) -> None:
         """``flat`` (2, P) int64 (input rows, output rows) of the pairs grouped by offset,
         ``counts[k]`` of them of offset ``k``, ``rows`` the (input, output) site counts;
         ``identity`` an offset, not in ``flat``, that pairs each row with itself (run as
-        a plain product), or None; ``mirrored``: offset ``K - 1 - k`` pairs the sites of
-        offset ``k`` the other way round (a submanifold convolution's centred kernel)."""
+        a plain product), or None."""
         self.flat = flat
-        self.mirrored = mirrored
         self.counts = counts
         self.rows = rows
         self.identity = identity
@@ -100,13 +98,10 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
         size = chunk[-1][2] - first
-        sources = plan.rows_of(source, index)
+        torch.index_select(features, 0, plan.rows_of(source, index), out=gathered[:size])
         for offset, start, stop in chunk:
-            # gathered and multiplied an offset at a time: the rows are still in cache
-            # when the product reads them
-            part = slice(start - first, stop - first)
-            torch.index_select(features, 0, sources[part], out=gathered[part])
-            torch.mm(gathered[part], weights[offset], out=products[part])
+            torch.mm(gathered[start - first:stop - first], weights[offset],
+                     out=products[start - first:stop - first])
         output = _add_sums(output, plan, target, index, products[:size])
     if output is None:
         output = features.new_zeros((plan.rows[target], weights.shape[2]))
@@ -137,45 +132,31 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
                       gathered: Optional[torch.Tensor] = None
                       ) -> Tuple[torch.Tensor, torch.Tensor]:
     """(input gradient, weight gradient (K, C_in, C_out)) of :func:`convolve` for the
-    output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any.
-
-    The input gradient sums ``grad[o] @ W[k]^T`` over the pairs (i, o) of offset k. When
-    offset ``K - 1 - k`` pairs the same sites the other way round (``plan.mirrored``),
-    that is the forward convolution of ``grad`` with the weights flipped and
-    transposed, through the output-side sums the forward already built."""
+    output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any."""
     source, target = (1, 0) if inverse else (0, 1)
     weights_grad = torch.zeros_like(weights)
     input_grad = None
-    if plan.mirrored:
-        flipped = weights.flip(0).transpose(1, 2).contiguous()
-        input_grad = convolve(plan, grad, flipped, inverse)[0]
     if plan.identity is not None:
         torch.mm(features.t(), grad, out=weights_grad[plan.identity])
-        if input_grad is None:
-            input_grad = grad @ weights[plan.identity].t()
+        input_grad = grad @ weights[plan.identity].t()
     # the forward's gathered rows, when it kept them, spare the largest gather
     reuse = gathered is not None
     if gathered is None:
         gathered = features.new_empty((plan.largest, weights.shape[1]))
     grad_rows = grad.new_empty((plan.largest, weights.shape[2]))
-    products = None if plan.mirrored else \
-        features.new_empty((plan.largest, weights.shape[1]))
+    products = features.new_empty((plan.largest, weights.shape[1]))
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
         size = chunk[-1][2] - first
-        targets = plan.rows_of(target, index)
-        sources = None if reuse else plan.rows_of(source, index)
+        torch.index_select(grad, 0, plan.rows_of(target, index), out=grad_rows[:size])
+        if not reuse:
+            torch.index_select(features, 0, plan.rows_of(source, index),
+                               out=gathered[:size])
         for offset, start, stop in chunk:
-            # an offset at a time, the gathered rows still in cache for the products
             part = slice(start - first, stop - first)
-            torch.index_select(grad, 0, targets[part], out=grad_rows[part])
-            if sources is not None:
-                torch.index_select(features, 0, sources[part], out=gathered[part])
             torch.mm(gathered[part].t(), grad_rows[part], out=weights_grad[offset])
-            if products is not None:
-                torch.mm(grad_rows[part], weights[offset].t(), out=products[part])
-        if products is not None:
-            input_grad = _add_sums(input_grad, plan, source, index, products[:size])
+            torch.mm(grad_rows[part], weights[offset].t(), out=products[part])
+        input_grad = _add_sums(input_grad, plan, source, index, products[:size])
     if input_grad is None:
         input_grad = torch.zeros_like(features)
     return input_grad, weights_grad

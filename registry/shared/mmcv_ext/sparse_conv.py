@@ -137,15 +137,12 @@ def _candidates(batch: torch.Tensor, coords: torch.Tensor, kernel_size: Sequence
 
 class PairLists(NamedTuple):
     """The pairs of a sparse convolution as three lists, grouped by kernel offset
-    (ascending), input order within an offset; ``counts[k]`` pairs of offset ``k``.
-    ``mirrored``: offset ``K - 1 - k`` pairs the sites of offset ``k`` the other way
-    round (a submanifold convolution with a centred kernel)."""
+    (ascending), input order within an offset; ``counts[k]`` pairs of offset ``k``."""
     out_indices: torch.Tensor
     offset_id: torch.Tensor
     row: torch.Tensor
     out_row: torch.Tensor
     counts: torch.Tensor
-    mirrored: bool = False
 
 
 def pair_lists(indices: torch.Tensor, batch_size: int, out_shape: Sequence[int],
@@ -165,10 +162,9 @@ def pair_lists(indices: torch.Tensor, batch_size: int, out_shape: Sequence[int],
         nothing = torch.zeros(0, dtype=torch.long, device=device)
         return PairLists(empty, nothing, nothing, nothing,
                          torch.zeros(volume, dtype=torch.long, device=device))
-    mirrored = False
     if subm:
-        offset_id, row, out_row, mirrored = _submanifold_pairs(
-            indices, batch_size, out_shape, kernel_size, padding, dilation)
+        offset_id, row, out_row = _submanifold_pairs(indices, batch_size, out_shape,
+                                                     kernel_size, padding, dilation)
         out_indices = indices
     else:
         batch = indices[:, 0].long()
@@ -184,7 +180,7 @@ def pair_lists(indices: torch.Tensor, batch_size: int, out_shape: Sequence[int],
                                 device=device)
         out_indices = decode_keys(unique_keys, out_grid)
     return PairLists(out_indices, offset_id, row, out_row,
-                     torch.bincount(offset_id, minlength=volume), mirrored)
+                     torch.bincount(offset_id, minlength=volume))
 
 
 def pairs_layout(lists: PairLists, rows: int, dtype: torch.dtype = torch.int32
@@ -223,9 +219,9 @@ def build_indice_pairs(indices: torch.Tensor, batch_size: int,
 def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[int],
                        kernel_size: Sequence[int], padding: Sequence[int],
                        dilation: Sequence[int]
-                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(offset ids, input rows, output rows) of a submanifold convolution, grouped by
-    offset, input order within, and whether they are mirrored (:class:`PairLists`).
+    offset, input order within.
 
     The sites' keys are taken on the grid widened by the kernel's reach on each side,
     so that an offset is one constant added to a key: a neighbour off the grid lands
@@ -256,7 +252,7 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
                         int(kernel_size[-1]), int(dilation[-1]))
     offset_id, row, out_row = _found_pairs(found, count, 0)
     if not centred:
-        return offset_id, row, out_row, False
+        return offset_id, row, out_row
     # offset k pairs (input row, output o); offset K-1-k pairs (o, row), laid out by
     # its input rows to keep the input order within an offset
     place, order = torch.sort((looked_up - 1 - offset_id) * count + out_row)
@@ -268,8 +264,7 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
     mirror_offset += looked_up + 1
     rows = torch.arange(count, device=device)
     return (torch.cat([offset_id, torch.full_like(rows, looked_up), mirror_offset]),
-            torch.cat([row, rows, mirror_row]), torch.cat([out_row, rows, mirror_out]),
-            True)
+            torch.cat([row, rows, mirror_row]), torch.cat([out_row, rows, mirror_out]))
 
 
 def _neighbours(keys: torch.Tensor, shifts: List[int], sites: int, width: int,
@@ -513,7 +508,7 @@ def plan_of_lists(lists: PairLists, rows: Tuple[int, int], subm: bool) -> PairPl
             identity = centre
             flat = torch.cat([flat[:, :start], flat[:, stop:]], 1)
             counts[centre] = 0
-    return PairPlan(flat, counts, rows, identity, lists.mirrored)
+    return PairPlan(flat, counts, rows, identity)
 
 
 def _kernel_weights(filters: torch.Tensor, channels_in: int) -> torch.Tensor:

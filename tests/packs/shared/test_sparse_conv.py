@@ -427,47 +427,6 @@ def test_row_search_finds_each_tap_of_a_kernel_row_or_minus_one(sparse, data):
     assert found.tolist() == expected
 
 
-@pytest.mark.parametrize("chunk_pairs", [50, 1 << 17])
-def test_mirrored_submanifold_backward_equals_the_plain_one(sparse, monkeypatch,
-                                                            chunk_pairs):
-    """A centred submanifold kernel's pairs are mirrored (offset K-1-k runs offset k's
-    the other way round), and its backward takes the input gradient as a forward
-    convolution with flipped, transposed weights: it equals the backward that sums over
-    the pairs' input side, in one chunk or several, and autograd of a scatter-add."""
-    kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
-    pair_sums = sys.modules[kernels.PairPlan.__module__]
-    monkeypatch.setattr(pair_sums, "CHUNK_PAIRS", chunk_pairs)
-    generator = torch.Generator().manual_seed(5)
-    shape = [6, 7, 5]
-    sites = torch.randperm(2 * 6 * 7 * 5, generator=generator)[:90]
-    indices = kernels.decode_keys(sites, torch.tensor(shape))
-    lists = kernels.pair_lists(indices, 2, shape, [3, 3, 3], [1, 1, 1], [1, 1, 1],
-                               [1, 1, 1], True, False)
-    assert lists.mirrored
-    rows = (90, 90)
-    mirrored = kernels.plan_of_lists(lists, rows, True)
-    plain = pair_sums.PairPlan(mirrored.flat, mirrored.counts, rows, mirrored.identity)
-    assert mirrored.mirrored and not plain.mirrored
-    assert len(mirrored.chunks) > 1 if chunk_pairs == 50 else len(mirrored.chunks) == 1
-    features = torch.randn(90, 4, generator=generator, requires_grad=True)
-    weights = torch.randn(27, 4, 3, generator=generator, requires_grad=True)
-    products = torch.bmm(features[lists.row][:, None], weights[lists.offset_id])[:, 0]
-    expected = torch.zeros(90, 3).index_add(0, lists.out_row, products)
-    grad = torch.randn(90, 3, generator=generator)
-    expected_grads = torch.autograd.grad(expected, (features, weights), grad)
-    with torch.no_grad():
-        output, gathered = pair_sums.convolve(mirrored, features, weights, False, True)
-        torch.testing.assert_close(output, expected.detach(), atol=ATOL, rtol=RTOL)
-        for plan in (mirrored, plain):
-            for kept in (gathered, None):
-                input_grad, weights_grad = pair_sums.convolve_backward(
-                    plan, features, weights, grad, False, kept)
-                torch.testing.assert_close(input_grad, expected_grads[0], atol=ATOL,
-                                           rtol=RTOL)
-                torch.testing.assert_close(weights_grad, expected_grads[1], atol=ATOL,
-                                           rtol=RTOL)
-
-
 @pytest.mark.parametrize("inverse", [False, True])
 @pytest.mark.parametrize("chunk_pairs", [7, 1 << 17])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
