@@ -101,7 +101,9 @@ def test_nothing_outside_the_state_reads_a_settled_field_unsettled():
     offenders = []
     for folder in ("lazypatch", "registry", "examples", "benchmarks"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "lazypatch" / "state.py":
+            # state.py owns the slots; hidden folders (the benchmark's .spconv-venv) are not ours.
+            if path == ROOT / "lazypatch" / "state.py" or any(
+                    part.startswith(".") for part in path.relative_to(ROOT).parts):
                 continue
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if RAW_READ.search(line) and ALLOWED_RAW_READ not in line:

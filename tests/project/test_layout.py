@@ -31,8 +31,9 @@ LONG_FUNCTIONS_ALLOWED = frozenset({
     # one call per import to the path the 15,000-instruction budget measures.
     "lazypatch/watch/importer.py::watched_spec_finder",
     "lazypatch/watch/importer.py::watched_spec_finder.<locals>.find_watched",
-    # Folds an application's raw record into the patch's fields under the lock; being
-    # reworked so that every read settles through one place (issue 35).
+    # Folds an application's raw record into the patch's fields under the lock, every
+    # store after every computation with no call between them, so that an interrupt
+    # leaves a record written whole or still pending: one function on purpose.
     "lazypatch/state.py::RegisteredPatch.settle",
     # Kernels: owned by the kernel work on registry/shared/mmcv_ext and
     # registry/cuda_extensions, split when next rewritten.

@@ -256,7 +256,9 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
     # offset k pairs (input row, output o); offset K-1-k pairs (o, row), laid out by
     # its input rows to keep the input order within an offset
     place, order = torch.sort((looked_up - 1 - offset_id) * count + out_row)
-    mirror_offset = torch.div(place, count, rounding_mode="floor")
+    # the mirrored offsets come in reverse order, each with as many pairs
+    sizes = torch.bincount(offset_id, minlength=looked_up).flip(0)
+    mirror_offset = _group_ids(sizes, place.numel())
     mirror_row = place - mirror_offset * count
     mirror_out = row.index_select(0, order)
     mirror_offset += looked_up + 1
@@ -274,6 +276,12 @@ def _neighbours(keys: torch.Tensor, shifts: List[int], sites: int, width: int,
     if sites <= min(TABLE_SITES, max(1 << 20, 16 * queries)):
         return _lookup(keys, _queries(keys, shifts), sites, True)
     if dilation == 1:
+        rows, rest = divmod(len(shifts), width)
+        # a centred kernel's half ends with its centre row's positive taps, which
+        # follow each site's own key
+        if shifts[rows * width:] == list(range(rest, 0, -1)):
+            return row_neighbours(keys, shifts[:rows * width:width], width,
+                                  rest).reshape(-1)
         return row_neighbours(keys, shifts[::width], width)[:len(shifts)].reshape(-1)
     return _lookup(keys, _queries(keys, shifts), sites, False)
 
@@ -288,9 +296,18 @@ def _found_pairs(found: torch.Tensor, count: int, first_offset: int
                  ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(offset ids, input rows, output rows) of the entries >= 0 of ``found``, the
     output row of each (offset, input row) laid out offset by offset."""
-    flat = (found >= 0).nonzero().squeeze(1)
-    offset_id = torch.div(flat, count, rounding_mode="floor")
+    present = (found >= 0).view(-1, count)
+    flat = present.view(-1).nonzero().squeeze(1)
+    offset_id = _group_ids(present.sum(1), flat.numel())
     return offset_id + first_offset, flat - offset_id * count, found.index_select(0, flat)
+
+
+def _group_ids(sizes: torch.Tensor, total: int) -> torch.Tensor:
+    """``i`` repeated ``sizes[i]`` times, ``total`` entries in all: the group of each
+    entry of consecutive groups (an integer division by the group width costs several
+    times more on the CPU)."""
+    groups = torch.arange(sizes.numel(), device=sizes.device)
+    return torch.repeat_interleave(groups, sizes, output_size=total)
 
 
 def _lookup(table_keys: torch.Tensor, keys: torch.Tensor, sites: int,

@@ -416,10 +416,14 @@ def test_row_search_finds_each_tap_of_a_kernel_row_or_minus_one(sparse, data):
         keys.sort()
     width = data.draw(st.integers(1, 4))
     shifts = data.draw(st.lists(st.integers(-60, 60), min_size=1, max_size=5))
-    found = row_search.row_neighbours(torch.tensor(keys), shifts, width)
+    # the keys just above each site's own, found without a search
+    following = data.draw(st.integers(0, width))
+    found = row_search.row_neighbours(torch.tensor(keys), shifts, width, following)
     row_of = {key: row for row, key in enumerate(keys)}
     expected = [[row_of.get(key + shift - tap, -1) for key in keys]
                 for shift in shifts for tap in range(width)]
+    expected += [[row_of.get(key + following - tap, -1) for key in keys]
+                 for tap in range(following)]
     assert found.tolist() == expected
 
 
