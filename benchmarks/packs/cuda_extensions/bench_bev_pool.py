@@ -19,45 +19,15 @@ Sizes follow the projects' camera branches, scaled down to fit a shared 2-core C
 """
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
-import math
 import os
-import statistics
-import subprocess
 import sys
-import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 # The repository (this file lies in benchmarks/packs/<pack>/).
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
-
-Row = Tuple[str, str, float, str, float]
-
-
-def paired_ms(ours: Callable[[], object], theirs: Callable[[], object],
-              repetitions: int) -> Tuple[float, float]:
-    """Median per-thread CPU times in milliseconds of ``ours`` and ``theirs`` (one torch
-    thread runs in the caller's thread), timed in alternation after one warm-up call
-    each, so that the load of a shared machine weighs on both alike."""
-    ours()
-    theirs()
-    times: Tuple[List[float], List[float]] = ([], [])
-    for repetition in range(repetitions):
-        pair = ((0, ours), (1, theirs)) if repetition % 2 == 0 else ((1, theirs), (0, ours))
-        for side, function in pair:
-            started = time.thread_time()
-            function()
-            times[side].append((time.thread_time() - started) * 1e3)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
-def compared(op: str, size: str, ours: Callable[[], object], theirs: Callable[[], object],
-             reference: str, repetitions: int) -> Row:
-    """One table row: ``ours`` against ``theirs`` on the same inputs."""
-    mine, reference_ms = paired_ms(ours, theirs, repetitions)
-    return op, size, mine, reference, reference_ms
+sys.path.insert(0, ROOT)
+from benchmarks.packs.kernel_timing import Row, command_line, compared, rows_of_script  # noqa: E402
 
 
 def _kernels() -> Any:
@@ -190,57 +160,6 @@ def bench(quick: bool) -> List[Row]:
         rows += bev_pool_rows(kernels, 400_000, 80, 128, 1, repetitions, with_loop=False)
         rows += bev_pool_v2_rows(kernels, 6, 59, (16, 44), 80, 128, repetitions)
     return rows
-
-
-def rows_of_script(script: str, quick: bool) -> List[Dict[str, Any]]:
-    """``run.py``'s rows from a kernel benchmark ``script`` (this one, or another that
-    prints ``(op, size, ours, reference, theirs)`` rows with ``--json``), measured in a
-    fresh interpreter: torch never loads into the runner. Every reference of these
-    scripts computes the same arithmetic, so each row has the budget 1.0x."""
-    measured, load = script_output(script, quick)
-    rows = []
-    for op, size, ours, reference, theirs in measured:
-        rows.append({"name": f"{op} [{size}] vs {reference}", "value": ours, "unit": "ms",
-                     "baseline": theirs, "ratio": ours / theirs,
-                     "budget": "≤ 1.0× (the same arithmetic in plain PyTorch)",
-                     "verdict": "met" if ours <= theirs else "missed",
-                     "note": f"baseline: {reference}; per-thread CPU time, both sides "
-                             f"interleaved, one torch thread; {load}"})
-    return rows
-
-
-def script_output(script: str, quick: bool) -> Tuple[List[Any], str]:
-    """The rows a kernel benchmark ``script`` prints with ``--json``, run in a fresh
-    interpreter, and the machine's load while it ran (for the rows' notes: the machine
-    is shared, and CPU time only partly shields a measurement from the others' load)."""
-    command = [sys.executable, os.path.abspath(script), "--json"] + (["--quick"] if quick else [])
-    before = os.getloadavg()[0]
-    output = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    after = os.getloadavg()[0]
-    load = f"load average {before:.1f} before, {after:.1f} after, on {os.cpu_count()} CPUs"
-    return json.loads(output.splitlines()[-1]), load
-
-
-def command_line(bench: "Callable[[bool], List[Row]]", description: str) -> None:
-    """A kernel benchmark's command line: one torch thread, ``bench(quick)``'s rows as
-    one JSON line (``--json``, for ``rows_of_script``) or as a Markdown table."""
-    parser = argparse.ArgumentParser(description=description.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
-    arguments = parser.parse_args()
-    import torch
-    # One thread: on a shared 2-core machine a second thread only adds noise.
-    torch.set_num_threads(1)
-    rows = bench(arguments.quick)
-    if arguments.json:
-        print(json.dumps(rows))
-        return
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
-    print("| op | size | lazypatch (ms) | reference | reference (ms) | reference / lazypatch |")
-    print("|---|---|---:|---|---:|---:|")
-    for op, size, ours, reference, theirs in rows:
-        ratio = "-" if math.isnan(theirs) else f"{theirs / ours:.2f}x"
-        print(f"| {op} | {size} | {ours:.2f} | {reference} | {theirs:.2f} | {ratio} |")
 
 
 def run(quick: bool) -> List[Dict[str, Any]]:

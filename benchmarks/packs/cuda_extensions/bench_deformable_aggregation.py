@@ -25,11 +25,10 @@ import os
 import sys
 from typing import Any, Dict, List, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_bev_pool import Row, command_line, compared, rows_of_script  # noqa: E402
-
 # The repository (this file lies in benchmarks/packs/<pack>/).
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+sys.path.insert(0, ROOT)
+from benchmarks.packs.kernel_timing import Row, command_line, compared, rows_of_script  # noqa: E402
 
 SCALES = ((64, 176), (32, 88), (16, 44), (8, 22))
 

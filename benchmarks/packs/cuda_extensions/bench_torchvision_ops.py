@@ -25,10 +25,7 @@ from typing import Any, Dict, List
 # The repository (this file lies in benchmarks/packs/<pack>/).
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_bev_pool import command_line, rows_of_script  # noqa: E402
-
-from benchmarks.packs.cuda_extensions.bench_bev_pool import Row, compared  # noqa: E402
+from benchmarks.packs.kernel_timing import Row, command_line, compared, rows_of_script  # noqa: E402
 
 
 def _kernels() -> Any:

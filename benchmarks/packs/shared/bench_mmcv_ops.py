@@ -578,7 +578,7 @@ def add_rotated_nms_rows(add, dev, device: str, count: int) -> None:
 def run(quick: bool) -> List[Dict[str, Any]]:
     """Rows for ``benchmarks/run.py``, measured in a fresh interpreter (so that
     torch, mmcv and the provided ``mmcv._ext`` never load into the runner)."""
-    from benchmarks.packs.cuda_extensions.bench_bev_pool import script_output
+    from benchmarks.packs.kernel_timing import script_output
     measured, load = script_output(__file__, quick)
     return [kernel_row(f"{op} [{size}]", ours, reference, theirs, kind, load)
             for op, size, ours, reference, theirs, kind in measured]
