@@ -36,6 +36,7 @@ the one supported way for tests to start clean.
 import os
 import sys
 from _thread import RLock, get_ident
+from _weakref import ref as _WEAK_REFERENCE  # (the C module: weakref.py is not loaded)
 from time import perf_counter
 
 TYPE_CHECKING = False
@@ -64,6 +65,29 @@ HISTORY_LENGTH = 20   # the last events of a patch kept for its report: a scope 
 
 # The empty values every new RegisteredPatch shares (immutable: see its __init__).
 _NONE: "Any" = ()
+
+# The raw record of an application (application.apply): a list, [module, started,
+# ended, untracked changes, context], indexed by these names. A patch that takes only
+# the module has no context there: its function can record no change, note or call,
+# so one would hold only empty values, and building it cost a watched import about
+# 1,500 instructions (benchmarks/COSTS.md); ``context_of_record`` makes it when the patch
+# is first read. The module is held weakly once the application changed nothing
+# (``PatchContext.module``).
+RECORD_MODULE, RECORD_STARTED, RECORD_ENDED, RECORD_UNTRACKED, RECORD_CONTEXT = range(5)
+
+
+def context_of_record(name: str, record: "List[Any]") -> "Any":
+    """The ``PatchContext`` of an application's raw record (made now if it has none),
+    holding what the record holds: the module, its start and end, its untracked changes."""
+    context = record[RECORD_CONTEXT]
+    if context is None:
+        from .apply.ledger import PatchContext  # loaded by the first application already
+        context = record[RECORD_CONTEXT] = PatchContext(name, None, PatchContext.default_ledger)
+    context._module = record[RECORD_MODULE]   # (the slot: a weak reference stays one)
+    context.started = record[RECORD_STARTED]
+    context.ended = record[RECORD_ENDED]
+    context.untracked_changes = record[RECORD_UNTRACKED]
+    return context
 # The history of a patch applied once and nothing else: one shared tuple, no list.
 _ONLY_APPLIED: "Any" = (APPLIED,)
 _NO_CALLS: "Any" = type(type.__dict__)({})   # an empty read-only mapping (mappingproxy)
@@ -163,8 +187,11 @@ class RegisteredPatch:
         for context in self._live:   # raw, with the unsettled below: no settling needed
             if context.module is module:
                 return True
-        for context in self.unsettled:   # applied, not folded into ``live`` yet (settle)
-            if context.module is module:
+        for record in self.unsettled:   # applied, not folded into ``live`` yet (settle)
+            held = record[RECORD_MODULE]
+            if held.__class__ is _WEAK_REFERENCE:
+                held = held()
+            if held is module:
                 return True
         return False
 
@@ -196,6 +223,7 @@ class RegisteredPatch:
                     for context in records:
                         if STATE.claims.get(self) is context:
                             break   # in flight: application.apply decides what it becomes
+                        context = context_of_record(self.name, context)
                         # Every new value first; then the stores, with no call and no loop
                         # between them, where no signal handler can run: an interrupt
                         # leaves this record either written whole or still unsettled.

@@ -40,9 +40,15 @@ from ..state import (
     DISABLED,
     FAILED,
     PENDING,
+    RECORD_CONTEXT,
+    RECORD_ENDED,
+    RECORD_MODULE,
+    RECORD_STARTED,
+    RECORD_UNTRACKED,
     REVERTED,
     SKIPPED,
     STATE,
+    context_of_record,
 )
 from ..watch.importer import execute_with_loader
 from ..watch.unfinished import defer_until_executed, defer_until_import_released, watch_lazy_module
@@ -52,7 +58,7 @@ from .undo import revert, revert_context
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
 
     from ..state import RegisteredPatch
     from .ledger import Change
@@ -196,17 +202,24 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
     # Claim it: dict.setdefault is one atomic operation, so exactly one caller, in any
     # thread, gets its own token back; a claimed patch is being applied right now,
     # perhaps by this very thread: never twice at once. The token is the application's
-    # context, built field by field (PatchContext.__init__'s fields and empty values):
-    # a class with a Python __init__ costs a watched import 650 instructions more.
-    context = _new_context(PatchContext)
-    context.name = patch.name
-    context._module = module   # (the slot: PatchContext.module is a property)
-    empty: "Any" = ()
-    context.changes = context.conflicts = context.notes = context.note_providers = \
-        context.call_codes = context.not_undoable = empty
-    context.revert_after_import_requested = False
-    context._ledger = _ledger
-    if _claims.setdefault(patch, context) is not context:
+    # raw record (state.RECORD_*), a list: [module, started, ended, untracked changes,
+    # context]. A patch that takes only the module gets no context here (its function can
+    # record nothing through one): RegisteredPatch.settle makes it when the patch is read.
+    if patch.takes_context:
+        # PatchContext.__init__'s fields and empty values, field by field: a class with a
+        # Python __init__ costs a watched import 650 instructions more.
+        context = _new_context(PatchContext)
+        context.name = patch.name
+        context._module = module   # (the slot: PatchContext.module is a property)
+        empty: "Any" = ()
+        context.changes = context.conflicts = context.notes = context.note_providers = \
+            context.call_codes = context.not_undoable = empty
+        context.revert_after_import_requested = False
+        context._ledger = _ledger
+    else:
+        context = None
+    record = [module, 0.0, 0.0, _NOTHING_UNTRACKED, context]
+    if _claims.setdefault(patch, record) is not record:
         return
     try:
         # The raw slot (no settling on the import path): is_applied_to reads both.
@@ -226,18 +239,18 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
         started = perf_counter()
         try:
-            if patch.takes_context:
-                patch.function(module, context)
-            else:
+            if context is None:
                 patch.function(module)
+            else:
+                patch.function(module, context)
         except SkipPatch as skip:
-            _skipped(patch, context, skip, (started, charged))
+            _skipped(patch, context_of_record(patch.name, record), skip, (started, charged))
             return
         except Exception as error:
-            _fail(patch, context, error, (started, charged))
+            _fail(patch, context_of_record(patch.name, record), error, (started, charged))
             return
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
-            _interrupted(patch, context, error, (started, charged))
+            _interrupted(patch, context_of_record(patch.name, record), error, (started, charged))
             raise
         try:
             ended = perf_counter()
@@ -246,51 +259,53 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
             # Nothing recorded and the namespace equal to its copy (compared in C): no
             # plain assignment, the usual case; untracked_changes() finds any other.
             try:
-                unchanged = not context.changes and not context.not_undoable and \
-                    before == namespace
+                unchanged = (context is None or not context.changes and
+                             not context.not_undoable) and before == namespace
             except Exception:   # a changed value whose __eq__ raises: compare by identity
                 unchanged = False
             if not unchanged:
-                context.untracked_changes = untracked_changes(before, namespace, module, context)
-            else:
-                context.untracked_changes = _NOTHING_UNTRACKED
-                if type(module) is _ModuleType:
-                    # Nothing to undo: the record need not keep the module alive, and
-                    # a module it holds outlives sys.modules at the interpreter's exit,
-                    # to be cleared and traversed on its own (PatchContext.module).
-                    context._module = _weak_reference(module)
+                record[RECORD_UNTRACKED] = untracked_changes(before, namespace, module, context)
+            elif type(module) is _ModuleType:
+                # Nothing to undo: the record need not keep the module alive, and
+                # a module it holds outlives sys.modules at the interpreter's exit,
+                # to be cleared and traversed on its own (PatchContext.module).
+                record[RECORD_MODULE] = _weak_reference(module)
             before = None   # the copy goes now: memory follows what changed, not module size
-            # The commit, without the lock: the context is the application's raw record,
-            # written into the patch's fields when first read (RegisteredPatch.settle).
-            # ``unsettled`` is only appended to, here, by the thread holding the claim.
-            context.started = started
-            context.ended = ended
+            # The commit, without the lock: the record is written into the patch's
+            # fields when first read (RegisteredPatch.settle). ``unsettled`` is only
+            # appended to, here, by the thread holding the claim.
+            record[RECORD_STARTED] = started
+            record[RECORD_ENDED] = ended
             unsettled = patch.unsettled
             if unsettled.__class__ is list:
-                unsettled.append(context)
+                unsettled.append(record)
             else:   # the shared empty tuple: a first application
-                patch.unsettled = [context]
+                patch.unsettled = [record]
             if patch.generation != generation or not patch.enabled:
                 # Unpatched or disabled by another thread while the function ran.
-                _roll_back_in_flight(patch, context)
+                _roll_back_in_flight(patch, record)
                 return
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) before the commit
             # ended: nothing holds the context's changes, so nothing would undo them.
-            _roll_back_in_flight(patch, context, quietly=True)
+            _roll_back_in_flight(patch, record, quietly=True)
             raise
-        if context.changes or late or STATE.debug_logging or _event_rules.active:
-            _after_commit(patch, context, late)
+        if late or STATE.debug_logging or _event_rules.active or \
+                context is not None and context.changes:
+            _after_commit(patch, context_of_record(patch.name, record), late)
     finally:
         del _claims[patch]
 
 
 def untracked_changes(before: "Optional[Dict[str, Any]]", namespace: "Any", module: "Any",
-                      context: PatchContext) -> "List[str]":
+                      context: "Optional[PatchContext]") -> "List[str]":
     """What an application changed that undo cannot reverse: names of ``module`` assigned
     plainly (``before``: the copy of ``namespace`` taken before the patch function ran,
     None where the namespace could not be copied), and what the patch declared
     (``patch.untracked``)."""
+    if context is None:   # a patch that takes only the module: it declared nothing
+        return _NOTHING_UNTRACKED if before is None else \
+            untracked_names(before, namespace, module, ())
     untracked = _NOTHING_UNTRACKED if before is None else \
         untracked_names(before, namespace, module, context.changes)
     if context.not_undoable:
@@ -336,7 +351,7 @@ def _unmet_requirement_skips(patch: "RegisteredPatch", module: "Any") -> bool:
     return True
 
 
-def _roll_back_in_flight(patch: "RegisteredPatch", context: PatchContext,
+def _roll_back_in_flight(patch: "RegisteredPatch", record: "List[Any]",
                          quietly: bool = False) -> None:
     """Take back an application whose patch was undone or disabled while its function ran
     (or that was interrupted before its commit ended): its record goes, its changes are
@@ -344,13 +359,15 @@ def _roll_back_in_flight(patch: "RegisteredPatch", context: PatchContext,
     with STATE.lock:
         unsettled = patch.unsettled
         for position in range(len(unsettled) - 1, -1, -1):
-            if unsettled[position] is context:
+            if unsettled[position] is record:
                 del unsettled[position]
                 break
         if not quietly:
             patch.remember("an application in flight was rolled back: the patch was "
                            "unpatched or disabled meanwhile")
-    _undo_quietly(context)
+    context = record[RECORD_CONTEXT]
+    if context is not None:   # (a patch that takes only the module changed nothing undoable)
+        _undo_quietly(context)
 
 
 def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
@@ -366,7 +383,7 @@ _NOTHING_UNTRACKED: "List[str]" = []
 
 
 def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", module: "Any",
-                    changes: "List[Any]") -> "List[str]":
+                    changes: "Sequence[Any]") -> "List[str]":
     """Names of ``module`` that a patch function changed by plain assignment (not through
     ``patch``): ``before`` is a copy of ``namespace`` taken before it ran, still alive, so
     no id() compared here can have been reused. Only the names are kept, never the copies:

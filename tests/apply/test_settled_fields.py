@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from lazypatch import state
+from lazypatch.apply.ledger import process_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,12 +117,9 @@ def test_a_setter_settles_first_so_a_later_settle_cannot_overwrite_it():
     patch = state.RegisteredPatch("test.setter", "nowhere", lambda module: None, state.AFTER,
                                   0, (), frozenset(), True, False)
 
-    class Record:   # an application's raw record, as application.apply leaves it
-        module = None
-        untracked_changes = notes = note_providers = ()
-        started, ended = 1.0, 2.0
-
-    patch.unsettled = [Record()]
+    process_ledger()   # (the contexts settle makes record into it)
+    # An application's raw record, as application.apply leaves it (state.RECORD_*).
+    patch.unsettled = [[None, 1.0, 2.0, [], None]]
     patch.status = state.REVERTED
     assert patch.unsettled == [] and patch.application_count == 1
     assert patch.status == state.REVERTED
