@@ -50,7 +50,7 @@ from ..state import (
     STATE,
     context_of_record,
 )
-from ..watch.importer import execute_with_loader
+from ..watch.importer import LoaderProxy, execute_with_loader
 from ..watch.unfinished import defer_until_executed, defer_until_import_released, watch_lazy_module
 from .calls import track as _track_calls
 from .ledger import PatchContext, process_ledger
@@ -75,29 +75,54 @@ _ModuleType = type(sys)
 _new_context = object.__new__
 
 
-def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> None:
+def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> None:
     """Execute ``module`` with ``loader``, running its patches before and after.
 
+    A ``LoaderProxy``'s ``exec_module`` (bound to the real loader): first the real loader
+    goes back in place of the proxy (``importer.put_real_loader_back``, written out).
     ``target`` names the patches to run when it is not the module's own name: a
     program run by ``python -m pkg.mod`` is module ``__main__`` running the code
     of ``pkg.mod`` (see ``programs.run_program``); an alias (``six.moves.cPickle``)
-    is a module imported under a second name (see ``LoaderProxy.exec_module``).
+    is a module imported under a second name (put_real_loader_back says which).
 
-    While the body runs, ``STATE.executing`` marks the module object (a reload's too:
-    it marks no spec as initializing) with ``[this thread, callbacks waiting...]``:
-    another thread's late application waits for the end (``apply_to_imported``);
-    applied to a half-executed module it would record names the body has not set yet
-    as absent, and its undo would delete them. No lock: the marker and its list are
-    handed over with single dict and list operations, which are atomic. Runs on every
-    watched import, so the loops are written out here (benchmarks/COSTS.md).
+    Another thread's late application must wait for the end of the body
+    (``apply_to_imported``): applied to a half-executed module it would record names
+    the body has not set yet as absent, and its undo would delete them. An import marks
+    the body itself (its spec is ``_initializing``: ``unfinished.defer_until_executed``
+    waits for that). Any other execution (a reload, a program run by runpy,
+    ``loader.exec_module`` called by hand) is marked here: ``STATE.executing`` holds the
+    module object's marker, ``[this thread, callbacks waiting...]``. No lock: the marker
+    and its list are handed over with single dict and list operations, which are atomic.
+    Runs on every watched import, so the loops are written out here (benchmarks/COSTS.md).
     """
+    try:   # (read directly: the import system set both)
+        spec = module.__spec__
+        proxy = spec.loader
+    except AttributeError:   # no spec (None: a program run as a script)
+        spec = proxy = None
+    if proxy.__class__ is LoaderProxy and proxy._lazypatch_loader is loader:
+        spec.loader = loader
+        try:
+            if module.__loader__ is proxy:
+                module.__loader__ = loader
+        except AttributeError:
+            pass
+        if module.__name__ != spec.name:   # an alias: the imported name's patches
+            target = spec.name
     name = module.__name__ if target is None else target
-    key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
-    outer = _executing.get(key)
-    waiting: "List[Any]" = [get_ident()]
-    _executing[key] = waiting
+    try:
+        marked = spec._initializing is True   # (a spec being imported)
+    except AttributeError:   # no spec, or one no import is running (_initializing unset)
+        marked = False
+    waiting: "Optional[List[Any]]" = None
+    if not marked:
+        key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
+        outer = _executing.get(key)
+        waiting = [get_ident()]
+        _executing[key] = waiting
     # The try starts right after that store: no Python code and no check for a pending
-    # signal runs between the two, so an interrupt cannot strand the marker.
+    # signal runs between the two (a forward jump checks none), so an interrupt cannot
+    # strand the marker.
     try:
         received = module
         before_applied = False
@@ -131,12 +156,13 @@ def run_body(module: "Any", loader: "Any", target: "Optional[str]" = None) -> No
             _roll_back_import(name, module, received)
             raise
     finally:
-        if outer is None:
-            _executing.pop(key, None)
-        else:
-            _executing[key] = outer   # a body that imports itself again, nested
-        if len(waiting) > 1:
-            _run_waiting(waiting)
+        if waiting is not None:
+            if outer is None:
+                _executing.pop(key, None)
+            else:
+                _executing[key] = outer   # a body that re-executes itself, nested
+            if len(waiting) > 1:
+                _run_waiting(waiting)
 
 
 def _revert_for_reload(patch: "RegisteredPatch", module: "Any") -> None:
@@ -230,11 +256,15 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
         generation = patch.generation
         if patch.requires and _unmet_requirement_skips(patch, module):
             return
-        namespace: "Any" = module.__dict__ if type(module) is _ModuleType else \
-            _own_namespace(module)
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
-        before = namespace.copy() if type(namespace) is dict else None
+        plain_module = type(module) is _ModuleType
+        if plain_module:
+            namespace: "Any" = module.__dict__
+            before = namespace.copy()
+        else:
+            namespace = _own_namespace(module)
+            before = namespace.copy() if type(namespace) is dict else None
         # The one-time import tally is empty until a patch first imports wrapt.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
         started = perf_counter()
@@ -265,7 +295,7 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
                 unchanged = False
             if not unchanged:
                 record[RECORD_UNTRACKED] = untracked_changes(before, namespace, module, context)
-            elif type(module) is _ModuleType:
+            elif plain_module:
                 # Nothing to undo: the record need not keep the module alive, and
                 # a module it holds outlives sys.modules at the interpreter's exit,
                 # to be cleared and traversed on its own (PatchContext.module).

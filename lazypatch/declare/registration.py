@@ -393,9 +393,9 @@ def ensure_finder() -> None:
     install_finder(finder)
 
 
-def _run_body_first_time(module: "Any", loader: "Any", *arguments: "Any") -> None:
+def _run_body_first_time(loader: "Any", module: "Any", *arguments: "Any") -> None:
     """The finder's first watched import loads the application machinery (and the
     ledger) and hands the finder the real ``run_body`` for every later import."""
     from ..apply.application import run_body
     STATE.finder.set_run_body(run_body)
-    run_body(module, loader, *arguments)
+    run_body(loader, module, *arguments)

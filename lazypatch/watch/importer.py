@@ -48,18 +48,24 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 class LoaderProxy:
     """Wraps a module's real loader; runs patches around ``exec_module``.
 
+    Its ``exec_module`` is the body runner (``application.run_body``) bound to the real
+    loader: the import system's call reaches the patches in one Python frame (a method
+    of the proxy forwarding to the runner cost every watched import a frame and three
+    reads through this class's ``__getattr__``: benchmarks/COSTS.md). The runner puts
+    the real loader back on the spec and the module (``put_real_loader_back``).
+
     Every attribute it does not define is forwarded to the real loader
     (``get_code`` for ``runpy``, ``get_resource_reader``, ``is_package``...),
     as wrapt's proxy does.
     """
 
-    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "_lazypatch_name", "create_module")
+    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "create_module", "exec_module")
 
-    def __init__(self, loader: "Any", run_body: "Callable[..., None]", name: str = "") -> None:
+    def __init__(self, loader: "Any", run_body: "Callable[..., None]") -> None:
         self._lazypatch_loader = loader
         self._lazypatch_run_body = run_body
-        self._lazypatch_name = name     # the name being imported (the spec's)
         self.create_module = module_creator(loader)
+        self.exec_module = _bound(run_body, loader)
 
     def __getattr__(self, name: str) -> "Any":
         if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
@@ -76,34 +82,31 @@ class LoaderProxy:
     def __repr__(self) -> str:
         return f"<lazypatch LoaderProxy for {self._lazypatch_loader!r}>"
 
-    def exec_module(self, module: "Any") -> None:
-        loader = self._lazypatch_loader
-        # Put the real loader back before the body runs: pkgutil, importlib.resources
-        # and pickle-style tools look at __loader__ / __spec__.loader, and a reload
-        # must find the real loader again (it re-runs find_spec and gets a new proxy).
-        # (Read directly: the import system set both; an object that refuses them has
-        # nothing to put back.)
-        try:
-            spec = module.__spec__
-        except AttributeError:
-            spec = None
-        if spec is not None and spec.loader is self:
-            spec.loader = loader
-        try:
-            if module.__loader__ is self:
-                module.__loader__ = loader
-        except AttributeError:
-            pass
-        name = self._lazypatch_name
-        if name and module.__name__ != name:   # (run_body reads __name__ too)
-            # An alias: the loader's create_module handed out a module that exists under
-            # another name (six.moves.cPickle is pickle; a module registered under two
-            # names). Its body does not run again, and the patches to run are the
-            # imported name's; the real name's patches stay as they are (before, its
-            # applications were taken for a reload and undone and re-applied).
-            self._lazypatch_run_body(module, loader, name)
-        else:
-            self._lazypatch_run_body(module, loader)
+
+def put_real_loader_back(loader: "Any", module: "Any") -> "Optional[str]":
+    """Before a watched body runs: the real ``loader`` in place of its proxy on the
+    module's spec and ``__loader__`` (pkgutil, importlib.resources and pickle-style tools
+    look at them, and a reload must find the real loader again: it re-runs find_spec and
+    gets a new proxy). Returns the imported name when the module is an alias, one that
+    exists under another name (the loader's create_module handed it out: six.moves.cPickle
+    is pickle): the imported name's patches run on it and its body does not run again;
+    None otherwise. (``application.run_body`` does the same, written out.)"""
+    spec: "Any" = getattr(module, "__spec__", None)
+    proxy = getattr(spec, "loader", None)
+    if proxy.__class__ is not LoaderProxy or proxy._lazypatch_loader is not loader:
+        return None
+    spec.loader = loader
+    try:
+        if module.__loader__ is proxy:
+            module.__loader__ = loader
+    except AttributeError:
+        pass
+    return spec.name if module.__name__ != spec.name else None
+
+
+# A bound method of a function: ``exec_module(module)`` calls ``run_body(loader, module)``
+# (types.MethodType, without importing types).
+_bound: "Any" = type(put_real_loader_back.__get__(0))
 
 
 def _default_module(spec: "Any") -> None:
@@ -155,7 +158,8 @@ class LazyPatchFinder:
         # Names with a replacement declared (boundaries.replace_module): their spec
         # comes from the declaration before any other finder is asked.
         self.replaced_names: Dict[str, bool] = {}
-        # The spec of a watched name: a closure over this finder (watched_spec_finder).
+        # The answer for any name (None unless watched): a closure over this finder
+        # (watched_spec_finder).
         self._find_watched = watched_spec_finder(self)
         # The import system looks up ``finder.find_spec`` for every import and calls
         # it: a function in the instance's __dict__ is found without building a bound
@@ -176,8 +180,6 @@ class LazyPatchFinder:
                   target: "Any" = None) -> "Any":
         """The spec of a watched name, with a loader proxy; None for any other name.
         (Instances answer through the same-named function ``__init__`` gives them.)"""
-        if fullname not in self._watched:
-            return None
         return self._find_watched(fullname, path, target)
 
     def declare_replacement(self, fullname: str) -> None:
@@ -204,10 +206,12 @@ class LazyPatchFinder:
 _new_proxy = object.__new__
 
 
-def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any], Any]":
-    """``finder``'s answer for a watched name: the spec the finders after it find, its
-    loader wrapped in a ``LoaderProxy``. A closure: what it reads on every watched import
-    is in its cells, not in attributes of the finder (benchmarks/COSTS.md)."""
+def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[..., Any]":
+    """``finder``'s answer for any name: None for a name no patch watches; for a watched
+    name, the spec the finders after it find, its loader wrapped in a ``LoaderProxy``.
+    A closure: what it reads on every import is in its cells, not in attributes of the
+    finder; and once activated it is the finder's ``find_spec`` itself, so a watched
+    import runs one frame of ours to find its spec (benchmarks/COSTS.md)."""
     replaced = finder.replaced_names
     # name -> the thread searching for it. Another finder may call importlib.util.find_spec
     # from inside its own find_spec (wrapt's does); that walks sys.meta_path again and
@@ -217,8 +221,12 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
     # level deeper before it finds its own entry.)
     searching: "Dict[str, int]" = {}
 
-    def find_watched(fullname: str, path: "Any", target: "Any") -> "Any":
+    watched = finder._watched
+
+    def find_watched(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
         spec: "Any"
+        if fullname not in watched:   # (the finder's find_spec itself, once activated)
+            return None
         if replaced and fullname in replaced:
             # A declared replacement (boundaries.replace_module): its real body must never
             # run, so its declaration answers before any other finder is asked.
@@ -259,8 +267,8 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             # every watched import pays for a call of a class with a Python __init__.
             proxy = _new_proxy(LoaderProxy)
             proxy._lazypatch_loader = loader
-            proxy._lazypatch_run_body = finder._run_body
-            proxy._lazypatch_name = spec.name
+            run_body = proxy._lazypatch_run_body = finder._run_body
+            proxy.exec_module = _bound(run_body, loader)
             # module_creator(loader), written out
             create = getattr(loader, "create_module", None)
             if create is None:
@@ -279,19 +287,14 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
 def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
                          ) -> "Callable[..., Any]":
     """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name;
-    a watched name goes to ``finder._find_watched``."""
+    a watched name goes on in ``finder._find_watched``."""
     find_watched = finder._find_watched
     meta_path = sys.meta_path
     if isinstance(meta_path, MetaPath):
         # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
-        # beartype's import hook) is guarded as it is put there: nothing to check here.
-
-        def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
-                      target: "Any" = None) -> "Any":
-            if fullname not in watched:
-                return None
-            return find_watched(fullname, path, target)
-        return find_spec
+        # beartype's import hook) is guarded as it is put there: nothing to check here,
+        # and the closure itself answers (its first line is the unwatched name's lookup).
+        return find_watched
 
     def checking_find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
                            target: "Any" = None) -> "Any":
@@ -387,7 +390,7 @@ def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "An
         from importlib.machinery import NamespaceLoader
         loader = NamespaceLoader.__new__(NamespaceLoader)
         loader._path = spec.submodule_search_locations  # type: ignore[attr-defined]
-    spec.loader = LoaderProxy(loader, run_body, spec.name)
+    spec.loader = LoaderProxy(loader, run_body)
     return spec
 
 
@@ -533,7 +536,8 @@ def installed_finder() -> "LazyPatchFinder":
     return LazyPatchFinder({}, _no_body)
 
 
-def _no_body(module: "Any", loader: "Any", name: str = "") -> None:
+def _no_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> None:
+    put_real_loader_back(loader, module)
     execute_with_loader(module, loader)
 
 

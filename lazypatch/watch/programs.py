@@ -104,6 +104,6 @@ def run_program(namespace: "Dict[str, Any]", key: int) -> None:
         exec(code, namespace)
         return
     runner = ProgramRunner(code, namespace)
-    run_body(module, runner, fullname)
+    run_body(runner, module, fullname)
     if runner.exit is not None:
         raise runner.exit
