@@ -158,8 +158,7 @@ class LazyPatchFinder:
         # Names with a replacement declared (boundaries.replace_module): their spec
         # comes from the declaration before any other finder is asked.
         self.replaced_names: Dict[str, bool] = {}
-        # The answer for any name (None unless watched): a closure over this finder
-        # (watched_spec_finder).
+        # The spec of a watched name: a closure over this finder (watched_spec_finder).
         self._find_watched = watched_spec_finder(self)
         # The import system looks up ``finder.find_spec`` for every import and calls
         # it: a function in the instance's __dict__ is found without building a bound
@@ -180,6 +179,8 @@ class LazyPatchFinder:
                   target: "Any" = None) -> "Any":
         """The spec of a watched name, with a loader proxy; None for any other name.
         (Instances answer through the same-named function ``__init__`` gives them.)"""
+        if fullname not in self._watched:
+            return None
         return self._find_watched(fullname, path, target)
 
     def declare_replacement(self, fullname: str) -> None:
@@ -206,12 +207,12 @@ class LazyPatchFinder:
 _new_proxy = object.__new__
 
 
-def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[..., Any]":
-    """``finder``'s answer for any name: None for a name no patch watches; for a watched
-    name, the spec the finders after it find, its loader wrapped in a ``LoaderProxy``.
-    A closure: what it reads on every import is in its cells, not in attributes of the
-    finder; and once activated it is the finder's ``find_spec`` itself, so a watched
-    import runs one frame of ours to find its spec (benchmarks/COSTS.md)."""
+def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any], Any]":
+    """``finder``'s answer for a watched name: the spec the finders after it find, its
+    loader wrapped in a ``LoaderProxy``. A closure: what it reads on every watched import
+    is in its cells, not in attributes of the finder (benchmarks/COSTS.md). (Not the
+    finder's ``find_spec`` itself: that saves a watched import a frame, about 540
+    instructions, but its bigger frame costs every unwatched import about 130.)"""
     replaced = finder.replaced_names
     # name -> the thread searching for it. Another finder may call importlib.util.find_spec
     # from inside its own find_spec (wrapt's does); that walks sys.meta_path again and
@@ -221,12 +222,8 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[..., Any]":
     # level deeper before it finds its own entry.)
     searching: "Dict[str, int]" = {}
 
-    watched = finder._watched
-
-    def find_watched(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+    def find_watched(fullname: str, path: "Any", target: "Any") -> "Any":
         spec: "Any"
-        if fullname not in watched:   # (the finder's find_spec itself, once activated)
-            return None
         if replaced and fullname in replaced:
             # A declared replacement (boundaries.replace_module): its real body must never
             # run, so its declaration answers before any other finder is asked.
@@ -234,9 +231,11 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[..., Any]":
             if spec is not None:
                 return spec
         thread = get_ident()
-        if searching.get(fullname) == thread:
-            return None
-        searching[fullname] = thread
+        searcher = searching.setdefault(fullname, thread)
+        if searcher is not thread:   # (get_ident's int is new at every call)
+            if searcher == thread:
+                return None
+            searching[fullname] = thread
         try:
             spec = None
             # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
@@ -269,15 +268,20 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[..., Any]":
             proxy._lazypatch_loader = loader
             run_body = proxy._lazypatch_run_body = finder._run_body
             proxy.exec_module = _bound(run_body, loader)
-            # module_creator(loader), written out
-            create = getattr(loader, "create_module", None)
+            # module_creator(loader), written out (attributes read directly: a call of
+            # getattr costs more than the read)
+            try:
+                create = loader.create_module
+            except AttributeError:
+                create = None
             if create is None:
                 proxy.create_module = _default_module
-            elif _IMPORTLIB_CREATE is not None and \
-                    getattr(create, "__func__", None) is _IMPORTLIB_CREATE:
-                proxy.create_module = _NO_MODULE
             else:
-                proxy.create_module = create
+                try:   # (_IMPORTLIB_CREATE is None: no method's __func__ is)
+                    default = create.__func__ is _IMPORTLIB_CREATE
+                except AttributeError:   # not a method of the loader's class
+                    default = False
+                proxy.create_module = _NO_MODULE if default else create
             spec.loader = proxy
             return spec
         return wrap_spec_loader(spec, finder._run_body)
@@ -287,14 +291,19 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[..., Any]":
 def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
                          ) -> "Callable[..., Any]":
     """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name;
-    a watched name goes on in ``finder._find_watched``."""
+    a watched name goes to ``finder._find_watched``."""
     find_watched = finder._find_watched
     meta_path = sys.meta_path
     if isinstance(meta_path, MetaPath):
         # A finder put in front of ours later (pytest's assertion rewriter, typeguard's or
-        # beartype's import hook) is guarded as it is put there: nothing to check here,
-        # and the closure itself answers (its first line is the unwatched name's lookup).
-        return find_watched
+        # beartype's import hook) is guarded as it is put there: nothing to check here.
+
+        def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
+                      target: "Any" = None) -> "Any":
+            if fullname not in watched:
+                return None
+            return find_watched(fullname, path, target)
+        return find_spec
 
     def checking_find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
                            target: "Any" = None) -> "Any":
