@@ -226,7 +226,7 @@ def watched(environment: Environment, repetitions: int, count: int,
             budget=f"≤ {NO_OP_PATCH_BUDGET:,} instr and faster than wrapt",
             verdict=harness.verdict(lazypatch_count <= NO_OP_PATCH_BUDGET
                                     and lazypatch_count < wrapt_count),
-            note=f"includes running the patch: its context, timing, status and the snapshot that "
+            note=f"includes running the patch: its raw record, timing, status and the snapshot that "
                  f"detects plain assignments; wrapt's ≈ {wrapt_count / per_us:.1f} µs records "
                  f"nothing",
             raw=counts))
