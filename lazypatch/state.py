@@ -480,10 +480,12 @@ class EngineState:
         # application subtracts from the time of the patch that was running.
         self.one_time_imports: "Dict[str, float]" = {}
         self.one_time_import_ms_by_thread: "Dict[int, float]" = {}
-        # patch -> token of the one call applying it right now (see application.apply)
+        # patch -> the raw record (RECORD_*) of the one call applying it right now (see
+        # application.apply)
         self.claims: "Dict[RegisteredPatch, Any]" = {}
         # id(module) -> [thread running its body through run_body, callbacks waiting for
-        # the end of it...]: a reload marks no spec as initializing (application.run_body)
+        # the end of it...], for a body no import marks (a reload marks no spec as
+        # initializing; application.run_body)
         self.executing: "Dict[int, List[Any]]" = {}
         self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
         # calls.CallTracker: how calls of replacements are counted, and the live
