@@ -50,6 +50,7 @@ from ..state import (
     STATE,
     context_of_record,
 )
+from ..watch.importer import OWN_LOADER_TYPES as _OWN_LOADER_TYPES
 from ..watch.importer import LoaderProxy, execute_with_loader
 from ..watch.unfinished import defer_until_executed, defer_until_import_released, watch_lazy_module
 from .calls import track as _track_calls
@@ -100,7 +101,18 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
         proxy = spec.loader
     except AttributeError:   # no spec (None: a program run as a script)
         spec = proxy = None
-    if proxy.__class__ is LoaderProxy and proxy._lazypatch_loader is loader:
+    if proxy is loader:
+        # An import's own file loader, run_body its exec_module by an attribute of the
+        # instance (importer.OWN_LOADER_TYPES): off first, so that the body runs with the
+        # loader's own method (importer.take_shadow_off, written out).
+        if type(loader) in _OWN_LOADER_TYPES:
+            try:
+                del loader.exec_module
+            except AttributeError:   # not shadowed (called by hand)
+                pass
+        if module.__name__ != spec.name:   # an alias: the imported name's patches
+            target = spec.name
+    elif proxy.__class__ is LoaderProxy and proxy._lazypatch_loader is loader:
         spec.loader = loader
         try:
             if module.__loader__ is proxy:

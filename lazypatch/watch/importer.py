@@ -93,6 +93,9 @@ def put_real_loader_back(loader: "Any", module: "Any") -> "Optional[str]":
     None otherwise. (``application.run_body`` does the same, written out.)"""
     spec: "Any" = getattr(module, "__spec__", None)
     proxy = getattr(spec, "loader", None)
+    if proxy is loader:   # a loader of its own import (OWN_LOADER_TYPES)
+        take_shadow_off(loader)
+        return spec.name if module.__name__ != spec.name else None
     if proxy.__class__ is not LoaderProxy or proxy._lazypatch_loader is not loader:
         return None
     spec.loader = loader
@@ -135,6 +138,32 @@ def module_creator(loader: "Any") -> "Callable[[Any], Any]":
     if _IMPORTLIB_CREATE is not None and getattr(create, "__func__", None) is _IMPORTLIB_CREATE:
         return _NO_MODULE
     return create
+
+
+# The file loaders of the path finder (``FileFinder``), which makes a new one for each spec
+# it returns (``loader_class(fullname, path)``): such an instance is used by that one
+# import only. So for a watched import, ``run_body`` becomes its ``exec_module`` by an
+# attribute of the instance over its class's method (``watched_spec_finder``), cheaper
+# than a ``LoaderProxy``: no object to build, no attribute read through a proxy, and the
+# module's ``__loader__`` and ``__spec__.loader`` are the real loader all along.
+# ``run_body`` takes it off first thing (``take_shadow_off``), so that the body runs with
+# the loader's own method. One attribute only: a second one turns the instance's values
+# into a dict of their own (CPython 3.11 keeps room for one more name), which costs more
+# than the proxy saves (benchmarks/COSTS.md).
+_EXTERNAL = sys.modules.get("_frozen_importlib_external")
+OWN_LOADER_TYPES: "tuple" = tuple(
+    getattr(_EXTERNAL, name) for name in ("SourceFileLoader", "SourcelessFileLoader",
+                                          "ExtensionFileLoader") if hasattr(_EXTERNAL, name))
+
+
+def take_shadow_off(loader: "Any") -> None:
+    """The loader's own ``exec_module`` again (``OWN_LOADER_TYPES``); nothing for a loader
+    without the shadow."""
+    if type(loader) in OWN_LOADER_TYPES:
+        try:
+            del loader.exec_module
+        except AttributeError:   # not shadowed
+            pass
 
 
 def execute_with_loader(module: "Any", loader: "Any") -> None:
@@ -205,6 +234,10 @@ class LazyPatchFinder:
 
 
 _new_proxy = object.__new__
+# name -> weak reference to the import system's lock of a module being imported, whose
+# ``owner`` is the importing thread (importlib._bootstrap._get_module_lock).
+module_locks: "Dict[str, Any]" = getattr(sys.modules.get("_frozen_importlib"),
+                                         "_module_locks", {})
 
 
 def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any], Any]":
@@ -261,6 +294,23 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             # Not installed: a declared stand-in may provide it (boundaries.stand_in).
             return finder._boundary_spec(fullname, takes_over=False)
         loader = spec.loader
+        if type(loader) in OWN_LOADER_TYPES and loader.name == spec.name:
+            # A file loader the path finder made for this spec alone: its exec_module
+            # shadowed on the instance, no proxy (OWN_LOADER_TYPES says why). Once
+            # runpy is loaded (torch loads it), only for the import system's own import of
+            # the name in this thread, which holds the name's module lock while it asks
+            # the finders: runpy (python -m) asks for a spec without it, and then reads
+            # get_code, which only a proxy answers with the patches.
+            if "runpy" not in sys.modules:
+                loader.exec_module = _bound(finder._run_body, loader)
+                return spec
+            try:
+                importing = module_locks[fullname]().owner == thread
+            except Exception:   # no lock (or an import system of another shape)
+                importing = False
+            if importing:
+                loader.exec_module = _bound(finder._run_body, loader)
+                return spec
         if loader is not None and type(loader) is not LoaderProxy:
             # wrap_spec_loader's usual case, written out, and LoaderProxy's __init__ too:
             # every watched import pays for a call of a class with a Python __init__.
