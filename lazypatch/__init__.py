@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .on_demand import (
         activation_info,
         disable,
+        enable,
         event_actions,
         inject,
         install,
@@ -47,11 +48,13 @@ if TYPE_CHECKING:
         registry_entry,
         render_report,
         replace,
+        replace_module,
         report,
         source_drift,
         uninstall,
         unpatch,
         unpatch_all,
+        warn_configuration,
         wrap,
         write_report,
     )
@@ -76,9 +79,10 @@ _LAZY_NAMES = {"PatchRecord": "reports.reporting", "patched": "apply.scopes",
 # The facade's functions that activation never calls live in on_demand.py, loaded when
 # one is first used (its docstring says what they cost here).
 _ON_DEMAND = ("activation_info", "report", "render_report", "write_report", "unpatch",
-              "unpatch_all", "disable", "original", "is_patched", "install", "uninstall",
-              "patches", "source_drift", "inject", "notify_module_loaded", "replace", "wrap",
-              "registry_entry", "event_actions")
+              "unpatch_all", "enable", "disable", "original", "is_patched", "install",
+              "uninstall", "patches", "source_drift", "replace_module", "inject",
+              "notify_module_loaded", "replace", "wrap", "registry_entry", "event_actions",
+              "warn_configuration")
 _LAZY_NAMES.update(dict.fromkeys(_ON_DEMAND, "on_demand"))
 # Modules `import lazypatch` loaded before activation stopped loading them
 # (benchmarks/COSTS.md): still attributes of the package, imported when first asked for.
@@ -112,12 +116,6 @@ def __getattr__(name: str) -> "Any":
 def __dir__() -> "List[str]":
     """Every name of the package, those loaded when first used included."""
     return sorted(set(globals()) | set(_LAZY_NAMES) | set(_LAZY_MODULES))
-
-
-def _application() -> "Any":
-    # Loaded on first use, not at `import lazypatch` (see benchmarks/COSTS.md).
-    from .apply import application
-    return application
 
 
 def _adopt_environment() -> None:
@@ -177,13 +175,6 @@ def before_import(target: str, *, name: "Optional[str]" = None, priority: int = 
     """Decorator: call the function with the new, still empty module object of
     ``target`` just before its body runs. Same arguments as ``when_imported``."""
     return _decorator(target, BEFORE, name, priority, requires, tags, enabled, events)
-
-
-def enable(*selectors: str) -> "List[str]":
-    """Enable the patches chosen by names, globs or tags; apply those whose target
-    is imported. Returns the names enabled; raises KeyError for a selector that
-    matches nothing."""
-    return _application().enable(selectors)
 
 
 def reset() -> None:
@@ -266,24 +257,6 @@ def _deferred_stand_in(module_name: str, attributes: "Dict[str, Any]", patch_nam
     provide_stand_in.__doc__ = f"Stand-in for {module_name}, which is not installed"
     provide_stand_in.lazypatch_deferred = real  # type: ignore[attr-defined]
     return provide_stand_in
-
-
-
-def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]" = None,
-                   tags: "Iterable[str]" = (), enabled: bool = True) -> str:
-    """``import module_name`` gives ``replacement`` (an object, or a "pkg.mod:attr" string
-    resolved at that import); the real module never runs. Returns the patch name."""
-    from .declare.boundaries import replace_module as declare
-    return declare(module_name, replacement, name=name, tags=tags, enabled=enabled)
-
-
-def warn_configuration(message: str) -> None:
-    """Warn about a bad setting the way lazypatch does (``ConfigurationWarning``): at the
-    user's own line (or ``<lazypatch activation>``), once per process tree, and never as
-    an exception, whatever the warnings filters: packs use it for their settings."""
-    from .errors import ConfigurationWarning
-    from .notices import notify
-    notify(str(message), ConfigurationWarning)
 
 
 def driving_sdk_patcher() -> "Dict[str, str]":

@@ -4,7 +4,7 @@
 its ``_ON_DEMAND`` are found here by the facade's ``__getattr__`` (PEP 562) and kept
 as the package's own attributes from then on: each function a module holds costs every
 process its code object and function object at start and again at exit, about 16,000
-instructions, and these 19 were about 0.3M of activation (benchmarks/COSTS.md).
+instructions, and these 22 were about 0.3M of activation (benchmarks/COSTS.md).
 """
 
 from .state import STATE
@@ -216,3 +216,28 @@ def event_actions(name: str) -> "Dict[str, str]":
     ``log[:level]``, ``warn``, ``raise`` or ``exit`` (see ``set_event_action``)."""
     from .decide.events import actions_of
     return actions_of(STATE.catalog.find(name))
+
+
+def enable(*selectors: str) -> "List[str]":
+    """Enable the patches chosen by names, globs or tags; apply those whose target
+    is imported. Returns the names enabled; raises KeyError for a selector that
+    matches nothing."""
+    from .apply import application
+    return application.enable(selectors)
+
+
+def replace_module(module_name: str, replacement: "Any", *, name: "Optional[str]" = None,
+                   tags: "Iterable[str]" = (), enabled: bool = True) -> str:
+    """``import module_name`` gives ``replacement`` (an object, or a "pkg.mod:attr" string
+    resolved at that import); the real module never runs. Returns the patch name."""
+    from .declare.boundaries import replace_module as declare
+    return declare(module_name, replacement, name=name, tags=tags, enabled=enabled)
+
+
+def warn_configuration(message: str) -> None:
+    """Warn about a bad setting the way lazypatch does (``ConfigurationWarning``): at the
+    user's own line (or ``<lazypatch activation>``), once per process tree, and never as
+    an exception, whatever the warnings filters: packs use it for their settings."""
+    from .errors import ConfigurationWarning
+    from .notices import notify
+    notify(str(message), ConfigurationWarning)
