@@ -27,10 +27,12 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
                             axes: int = 3) -> torch.Tensor:
     """(B, Q, axes), (B, N, axes) -> (B, Q, N) squared distances computed as the
     CUDA kernels do: differences squared per axis, summed in axis order."""
-    # One contiguous (B, Q, 1) and (B, 1, N) slice per axis, and the squares and sums
-    # done in place: 2.5x faster than broadcasting the strided coordinates.
-    query_axes = queries.permute(2, 0, 1).unsqueeze(-1).contiguous()
-    point_axes = points.permute(2, 0, 1).unsqueeze(2).contiguous()
+    # Per axis a (B, Q, 1) view of the queries (one value per row: its stride does not
+    # slow the broadcast) and a contiguous (B, 1, N) slice of the points (read along
+    # the rows: 2.5x faster than strided), squares and sums done in place. ``unbind``
+    # gives every axis in one call: at PointNet++'s small sizes, calls are the cost.
+    query_axes = queries.unsqueeze(-1).unbind(-2)
+    point_axes = points.transpose(-1, -2).contiguous().unsqueeze(-2).unbind(-3)
     total = None
     for axis in range(axes):  # per axis: no (B, Q, N, axes) intermediate
         diff = query_axes[axis] - point_axes[axis]
@@ -155,7 +157,11 @@ def nearest_in_rows(distances: torch.Tensor, k: int) -> Tuple[torch.Tensor, torc
     """(..., N) exact squared distances -> the k smallest per row, nearest first and
     equal distances by index: (..., k) distances and indices."""
     index = torch.arange(distances.shape[-1], device=distances.device)
-    return _smallest_keys(_ordering_keys(distances, index), k)
+    best = _ordering_keys(distances, index).topk(k, dim=-1, largest=False, sorted=True).values
+    index = best.bitwise_and_(0xFFFFFFFF)
+    # The distances gathered back: one call where unpacking the keys' high words takes
+    # three (at PointNet++'s small sizes, calls are the cost).
+    return distances.gather(-1, index), index
 
 
 def _ordering_keys(distances: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
