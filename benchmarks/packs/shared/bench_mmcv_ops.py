@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import math
 import os
 import sys
 from typing import Any, Callable, Dict, List
@@ -242,19 +243,27 @@ def add_msda_size(add, reps: int, levels, queries) -> None:
 
 
 #: PointNet++ set abstractions of mmdet3d's configs (configs/_base_/models/): (model,
-#: points in, centres, radius, neighbours, feature channels grouped); ScanNet's 8,192 input points for the SSG
-#: segmentor, VoteNet's 20,000. The radii are the configs' (metres) scaled to a unit
-#: cube (ScanNet rooms are about 5 m across, VoteNet's SUN RGB-D scenes about 8 m).
+#: points in, centres, neighbours, feature channels grouped); ScanNet's 8,192 input
+#: points for the SSG segmentor, VoteNet's 20,000. The configs' radii (metres) are
+#: chosen to hold about ``neighbours`` points of real scenes, whose points lie on
+#: surfaces; in the uniform unit cube here, ``radius_holding`` gives that count.
 SET_ABSTRACTIONS = [
-    ("VoteNet SA1", 20000, 2048, 0.2 / 8, 64, 1),
-    ("VoteNet SA2", 2048, 1024, 0.4 / 8, 32, 128),
-    ("VoteNet SA3", 1024, 512, 0.8 / 8, 16, 256),
-    ("VoteNet SA4", 512, 256, 1.2 / 8, 16, 256),
-    ("PointNet++ SSG SA1", 8192, 1024, 0.1 / 5, 32, 3),
-    ("PointNet++ SSG SA2", 1024, 256, 0.2 / 5, 32, 64),
-    ("PointNet++ SSG SA3", 256, 64, 0.4 / 5, 32, 128),
-    ("PointNet++ SSG SA4", 64, 16, 0.8 / 5, 32, 256),
+    ("VoteNet SA1", 20000, 2048, 64, 1),
+    ("VoteNet SA2", 2048, 1024, 32, 128),
+    ("VoteNet SA3", 1024, 512, 16, 256),
+    ("VoteNet SA4", 512, 256, 16, 256),
+    ("PointNet++ SSG SA1", 8192, 1024, 32, 3),
+    ("PointNet++ SSG SA2", 1024, 256, 32, 64),
+    ("PointNet++ SSG SA3", 256, 64, 32, 128),
+    ("PointNet++ SSG SA4", 64, 16, 32, 256),
 ]
+
+
+def radius_holding(neighbours: int, points: int) -> float:
+    """The radius of a ball holding ``neighbours`` of ``points`` uniform points of the
+    unit cube on average."""
+    return (neighbours / (points * 4 / 3 * math.pi)) ** (1 / 3)
+
 
 #: Feature propagations: (model, coarse points, fine points, coarse channels).
 FEATURE_PROPAGATIONS = [
@@ -267,13 +276,12 @@ FEATURE_PROPAGATIONS = [
 ]
 
 #: PV-RCNN's stacked ball queries (configs/pv_rcnn): its 2,048 keypoints per sample
-#: grouping the raw points (16,384 per sample after sampling, radius 0.4 of a 70 m
-#: scene), and the RoI grid (100 RoIs x 6^3 grid points per sample, at test time)
-#: grouping the keypoints (radius 0.8): (name, centres, points, radius, neighbours)
-#: per sample of a batch of two.
+#: grouping the raw points (16,384 per sample after sampling), and the RoI grid (100
+#: RoIs x 6^3 grid points per sample, at test time) grouping the keypoints: (name,
+#: centres, points, neighbours) per sample of a batch of two, radius as above.
 STACKED_QUERIES = [
-    ("PV-RCNN keypoints", 2048, 16384, 0.4 / 70, 16),
-    ("PV-RCNN RoI grid", 100 * 216, 2048, 0.8 / 70, 16),
+    ("PV-RCNN keypoints", 2048, 16384, 16),
+    ("PV-RCNN RoI grid", 100 * 216, 2048, 16),
 ]
 
 
@@ -286,17 +294,17 @@ def add_point_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
     ext = sys.modules["mmcv.ops.nms"].ext_module
     compare = functools.partial(_compared, add, reps)
     g = torch.Generator().manual_seed(50)
-    for model, n, m, radius, k, channels in SET_ABSTRACTIONS[:1] + SET_ABSTRACTIONS[5:6] \
+    for model, n, m, k, channels in SET_ABSTRACTIONS[:1] + SET_ABSTRACTIONS[5:6] \
             if quick else SET_ABSTRACTIONS:
-        xyz = torch.rand(1, n, 3, generator=g)
+        xyz, radius = torch.rand(1, n, 3, generator=g), radius_holding(k, n)
         size = f"{model}: {n} points, {m} centres"
         add(_sampling_row(ext, xyz, m, size, 3 if n > 10000 else reps))
         add_neighbour_rows(compare, ext, xyz, m, k, radius, size, g)
         add_grouping_rows(compare, ext, n, m, k, channels, size, g)
     for model, m, n, channels in FEATURE_PROPAGATIONS[2:4] if quick else FEATURE_PROPAGATIONS:
         add_propagation_rows(compare, ext, m, n, channels, f"{model}: {m} -> {n} points", g)
-    for name, centres, count, radius, k in [] if quick else STACKED_QUERIES:
-        add_stacked_query_row(compare, ext, centres, count, radius, k, name, g)
+    for name, centres, count, k in [] if quick else STACKED_QUERIES:
+        add_stacked_query_row(compare, ext, centres, count, radius_holding(k, count), k, name, g)
 
 
 def _compared(add, reps: int, op: str, size: str, ours, reference: str, theirs) -> None:
