@@ -149,8 +149,8 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
     b, count, n = queries.shape[0], queries.shape[1], points.shape[1]
     if n <= DENSE_KNN_POINTS:
         for start, stop in _query_chunks(b, count, n, DENSE_CHUNK_ELEMENTS):
-            values, order = nearest_in_rows(
-                exact_squared_distances(queries[:, start:stop], points), k)
+            chunk = queries if stop - start == count else queries[:, start:stop]
+            values, order = nearest_in_rows(exact_squared_distances(chunk, points), k)
             if stop - start == count and k == idx.shape[-1]:
                 # the whole output at once: no slicing, copy_ converts the dtypes
                 idx.copy_(order)

@@ -281,6 +281,30 @@ def test_furthest_point_sampling_at_votenet_sizes_is_the_same_with_and_without_t
     assert torch.equal(results[0][1], results[1][1])
 
 
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), n=st.integers(1, 70),
+       m=st.integers(1, 40), k=st.sampled_from([1, 3, 16]))
+def test_small_knn_and_three_nn_equal_the_exact_search_ties_by_index(ext, kind, n, m, k):
+    # PointNet++'s smallest layers (64 points, 16 centres) take one broadcast difference
+    # and a stable sort (neighbour_search.BROADCAST_ELEMENTS, STABLE_SORT_ELEMENTS);
+    # either side of those limits, the same bits: distances, order, ties by index.
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :1], large_cloud(kind, 1, n + 5)[:, :m]], 1)
+    m = center.shape[1]
+    values, order = exact_order(center, xyz)
+    idx = torch.zeros(1, m, k, dtype=torch.int32)
+    dist2 = torch.zeros(1, m, k)
+    ext.knn_forward(xyz, center, idx, dist2, b=1, n=n, m=m, nsample=k)
+    kk = min(k, n)
+    assert torch.equal(dist2[:, :, :kk], values[:, :, :kk])
+    assert torch.equal(idx[:, :, :kk].long(), order[:, :, :kk])
+    if n >= 3:
+        dist2, idx = torch.empty(1, m, 3), torch.empty(1, m, 3, dtype=torch.int32)
+        ext.three_nn_forward(center, xyz, dist2, idx, b=1, n=m, m=n)
+        assert torch.equal(dist2, values[:, :, :3])
+        assert torch.equal(idx.long(), order[:, :, :3])
+
+
 def points_module():
     """The pack's point kernels (for their size limits), as the ops fixture loaded them."""
     from lazypatch.registry.shared.mmcv_ext import points
