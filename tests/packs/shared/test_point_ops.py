@@ -51,25 +51,26 @@ def ref_fps(xyz, m):
     return out
 
 
+def ref_ball_row(c, points, nsample, inside, fill=0):
+    """The CUDA kernel's loop for one centre: the first ``nsample`` points ``inside``
+    (a test of the squared distance), padded with the first found; ``None`` for none."""
+    row, cnt = [fill] * nsample, 0
+    for k, p in enumerate(points):
+        if inside(d2(c, p)):
+            if cnt == 0:
+                row = [k] * nsample
+            row[cnt] = k
+            cnt += 1
+            if cnt >= nsample:
+                break
+    return row if cnt else None
+
+
 def ref_ball_query(center, xyz, min_r, max_r, nsample):
-    out = []
-    for cs, ps in zip(center, xyz):
-        rows = []
-        for c in cs:
-            row = [0] * nsample
-            cnt = 0
-            for k, p in enumerate(ps):
-                dist = d2(c, p)
-                if dist == 0 or (min_r ** 2 <= dist < max_r ** 2):
-                    if cnt == 0:
-                        row = [k] * nsample
-                    row[cnt] = k
-                    cnt += 1
-                    if cnt >= nsample:
-                        break
-            rows.append(row)
-        out.append(rows)
-    return out
+    def inside(dist):
+        return dist == 0 or (min_r ** 2 <= dist < max_r ** 2)
+    return [[ref_ball_row(c, ps, nsample, inside) or [0] * nsample for c in cs]
+            for cs, ps in zip(center, xyz)]
 
 
 def ref_knn_sets(center, xyz, k):
@@ -486,18 +487,8 @@ def ref_stack_ball_query(center, xyz, centres, counts, radius, nsample, fill=0):
     for n_points, n_centres in zip(counts, centres):
         pts = xyz[p0:p0 + n_points].tolist()
         for c in center[c0:c0 + n_centres].tolist():
-            row, cnt = [fill] * nsample, 0
-            for k, p in enumerate(pts):
-                if d2(c, p) < radius ** 2:
-                    if cnt == 0:
-                        row = [k] * nsample
-                    row[cnt] = k
-                    cnt += 1
-                    if cnt >= nsample:
-                        break
-            if cnt == 0:
-                row[0] = -1
-            want.append(row)
+            row = ref_ball_row(c, pts, nsample, lambda dist: dist < radius ** 2, fill)
+            want.append(row if row is not None else [-1] + [fill] * (nsample - 1))
         p0, c0 = p0 + n_points, c0 + n_centres
     return want
 
