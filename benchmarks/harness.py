@@ -176,3 +176,23 @@ def row(group: str, name: str, value: Optional[float], unit: str, *,
 
 def verdict(ok: bool) -> str:
     return MET if ok else MISSED
+
+
+def rows_command_line(run: Callable[[bool], List[Dict[str, object]]], description: str,
+                      value_column: str, baseline_column: str) -> None:
+    """A benchmark script's command line: ``run(quick)``'s rows as JSON (``--json``) or
+    as a Markdown table whose value and baseline columns have the given headings."""
+    import argparse
+    parser = argparse.ArgumentParser(description=description.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    arguments = parser.parse_args()
+    rows = run(arguments.quick)
+    if arguments.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"| benchmark | {value_column} | {baseline_column} | ratio | unit | note |")
+    print("|---|---|---|---|---|---|")
+    for entry in rows:
+        print(f"| {entry['name']} | {entry['value']} | {entry['baseline']} | {entry['ratio']} "
+              f"| {entry['unit']} | {entry['note']} |")

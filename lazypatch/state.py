@@ -81,8 +81,11 @@ def context_of_record(name: str, record: "List[Any]") -> "Any":
     holding what the record holds: the module, its start and end, its untracked changes."""
     context = record[RECORD_CONTEXT]
     if context is None:
-        from .apply.ledger import PatchContext  # loaded by the first application already
-        context = record[RECORD_CONTEXT] = PatchContext(name, None, PatchContext.default_ledger)
+        # apply.ledger's PatchContext, put in STATE by that module when it loads (the
+        # application that made the record loaded it): this module imports nothing of
+        # apply/, which imports it (tests/project/test_architecture.py: no import cycles).
+        context_type = STATE.context_type
+        context = record[RECORD_CONTEXT] = context_type(name, None, context_type.default_ledger)
     context._module = record[RECORD_MODULE]   # (the slot: a weak reference stays one)
     context.started = record[RECORD_STARTED]
     context.ended = record[RECORD_ENDED]
@@ -460,6 +463,7 @@ class EngineState:
         # The apply.ledger.Ledger of live changes: made and put here by its own module
         # (ledger.process_ledger) on the first application, not at activation.
         self.ledger: "Any" = None
+        self.context_type: "Any" = None          # apply.ledger.PatchContext, set as it loads
         self.finder: "Any" = None                 # the LazyPatchFinder, made on first need
         self.enable_rules: "List[str]" = []       # selectors from configuration, applied to
         self.disable_rules: "List[str]" = []      # patches registered later too

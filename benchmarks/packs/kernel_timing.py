@@ -17,7 +17,12 @@ from typing import Any, Callable, Dict, List, Tuple
 # The repository (this file lies in benchmarks/packs/).
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-Row = Tuple[str, str, float, str, float]
+#: (op, size, ours ms, the baseline's name, baseline ms), and optionally LOWER_BOUND
+#: when the baseline skips work no kernel can skip (reported without a verdict).
+Row = Tuple[Any, ...]
+
+#: A row's optional last element: its baseline is only a lower bound.
+LOWER_BOUND = "lower bound"
 
 
 def paired_ms(ours: Callable[[], object], theirs: Callable[[], object],
@@ -38,27 +43,37 @@ def paired_ms(ours: Callable[[], object], theirs: Callable[[], object],
 
 
 def compared(op: str, size: str, ours: Callable[[], object], theirs: Callable[[], object],
-             reference: str, repetitions: int) -> Row:
-    """One table row: ``ours`` against ``theirs`` on the same inputs."""
+             reference: str, repetitions: int, lower_bound: bool = False) -> Row:
+    """One table row: ``ours`` against ``theirs`` on the same inputs (``lower_bound``:
+    ``theirs`` skips work, so the row has no verdict)."""
     mine, reference_ms = paired_ms(ours, theirs, repetitions)
-    return op, size, mine, reference, reference_ms
+    row: Row = (op, size, mine, reference, reference_ms)
+    return row + (LOWER_BOUND,) if lower_bound else row
 
 
 def rows_of_script(script: str, quick: bool) -> List[Dict[str, Any]]:
     """``run.py``'s rows from a kernel benchmark ``script`` (this one, or another that
     prints ``(op, size, ours, reference, theirs)`` rows with ``--json``), measured in a
-    fresh interpreter: torch never loads into the runner. Every reference of these
-    scripts computes the same arithmetic, so each row has the budget 1.0x."""
+    fresh interpreter: torch never loads into the runner. A reference that computes
+    the same arithmetic gives the row the budget 1.0x; a LOWER_BOUND row is information."""
     measured, load = script_output(script, quick)
     rows = []
-    for op, size, ours, reference, theirs in measured:
-        rows.append({"name": f"{op} [{size}] vs {reference}", "value": ours, "unit": "ms",
-                     "baseline": theirs, "ratio": ours / theirs,
-                     "budget": "≤ 1.0× (the same arithmetic in plain PyTorch)",
-                     "verdict": "met" if ours <= theirs else "missed",
-                     "note": f"baseline: {reference}; per-thread CPU time, both sides "
-                             f"interleaved, one torch thread; {load}"})
+    for op, size, ours, reference, theirs, *kind in measured:
+        row = {"name": f"{op} [{size}] vs {reference}", "value": ours, "unit": "ms",
+               "baseline": theirs, "ratio": ours / theirs,
+               "note": f"baseline: {reference}; {TIMING}; {load}"}
+        if kind == [LOWER_BOUND]:
+            row["note"] = f"baseline (a lower bound, not the same arithmetic): {reference}; " \
+                          f"{TIMING}; {load}"
+        else:
+            row.update(budget="≤ 1.0× (the same arithmetic in plain PyTorch)",
+                       verdict="met" if ours <= theirs else "missed")
+        rows.append(row)
     return rows
+
+
+#: How the rows are timed (said in each row's note).
+TIMING = "per-thread CPU time, both sides interleaved, one torch thread"
 
 
 def script_output(script: str, quick: bool) -> Tuple[List[Any], str]:
@@ -73,23 +88,28 @@ def script_output(script: str, quick: bool) -> Tuple[List[Any], str]:
     return json.loads(output.splitlines()[-1]), load
 
 
-def command_line(bench: "Callable[[bool], List[Row]]", description: str) -> None:
+def command_line(bench: "Callable[..., List[Row]]", description: str,
+                 sections: Tuple[str, ...] = ()) -> None:
     """A kernel benchmark's command line: one torch thread, ``bench(quick)``'s rows as
-    one JSON line (``--json``, for ``rows_of_script``) or as a Markdown table."""
+    one JSON line (``--json``, for ``rows_of_script``) or as a Markdown table; with
+    ``sections``, ``--only`` picks some of them (``bench(quick, only)``)."""
     parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
+    if sections:
+        parser.add_argument("--only", default="",
+                            help=f"comma-separated sections to run: {', '.join(sections)}")
     arguments = parser.parse_args()
     import torch
     # One thread: on a shared 2-core machine a second thread only adds noise.
     torch.set_num_threads(1)
-    rows = bench(arguments.quick)
+    rows = bench(arguments.quick, arguments.only) if sections else bench(arguments.quick)
     if arguments.json:
         print(json.dumps(rows))
         return
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}\n")
     print("| op | size | lazypatch (ms) | reference | reference (ms) | reference / lazypatch |")
     print("|---|---|---:|---|---:|---:|")
-    for op, size, ours, reference, theirs in rows:
+    for op, size, ours, reference, theirs, *_ in rows:
         ratio = "-" if math.isnan(theirs) else f"{theirs / ours:.2f}x"
         print(f"| {op} | {size} | {ours:.2f} | {reference} | {theirs:.2f} | {ratio} |")

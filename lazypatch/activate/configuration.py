@@ -221,78 +221,15 @@ class Configuration:
         self.driver_differences: "Dict[str, Tuple[str, str]]" = {}
 
 
-def _load_toml(path: str, what: str) -> "Optional[dict]":
-    """A TOML file's data, or None (with a warning naming ``what``) when unreadable."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10: the tomli package is tomllib's original
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            alert(f"lazypatch: {what} needs Python 3.11+ (tomllib) or the tomli package; "
-                  f"ignoring {path}")
-            return None
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, ValueError) as error:
-        alert(f"lazypatch: cannot read {what}={path!r}: {error}; ignoring it")
-        return None
-    except RecursionError:
-        # tomllib parses nested arrays and tables recursively: a file nested deeper than
-        # the interpreter's recursion limit must not stop `import lazypatch`.
-        alert(f"lazypatch: cannot read {what}={path!r}: its values are nested too deeply "
-              f"to parse (settings are flat keys and short lists); ignoring it")
-        return None
-
-
-def _settings_of(section: "Dict[str, object]", path: str,
-                 file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]":
-    """A TOML table's settings as LAZYPATCH_<KEY> strings. Keys nobody declared
-    yet are kept: a pack imported later may declare them (``warn_unknown_settings``
-    checks them once activation has loaded the packs)."""
-    settings: "Dict[str, str]" = {}
-    for key, value in section.items():
-        variable = "LAZYPATCH_" + str(key).upper()
-        if isinstance(value, bool):
-            value = "1" if value else "0"
-        elif isinstance(value, (list, tuple)):
-            value = ",".join(str(item) for item in value)
-        elif isinstance(value, dict):
-            alert(f"lazypatch: key {key!r} in {path} is a table; give a string, a number, "
-                  f"a boolean or a list; ignoring it")
-            continue
-        if variable in NOT_IN_FILES:
-            file_keys[variable] = (path, str(key))   # refused by warn_unknown_settings
-            continue
-        settings[variable] = str(value)
-        file_keys[variable] = (path, str(key))
-    return settings
-
-
-def _from_file(path: str, file_keys: "Dict[str, Tuple[str, str]]") -> "Dict[str, str]":
-    """Settings of the LAZYPATCH_CONFIG file (its [lazypatch] table, or the whole file)."""
-    data = _load_toml(path, "LAZYPATCH_CONFIG")
-    if data is None:
-        return {}
-    section = data.get("lazypatch", data)
-    if not isinstance(section, dict):
-        alert(f"lazypatch: LAZYPATCH_CONFIG={path!r}: 'lazypatch' must be a table of "
-              f"settings ([lazypatch] with lines such as disable = [\"name\"]), got a "
-              f"{type(section).__name__}; ignoring the file")
-        return {}
-    return _settings_of(section, path, file_keys)
-
-
 PYPROJECT = "pyproject.toml"
-PYPROJECT_TABLE = "[tool.lazypatch]"
 
 
 def _from_pyproject(configuration: "Configuration") -> "Dict[str, str]":
     """Settings of ``[tool.lazypatch]`` in the current directory's pyproject.toml.
 
     Most projects have a pyproject.toml and most have no such table: the text
-    is searched first, so that tomllib is imported only when there is one.
+    is searched first, so that tomllib and setting_files.py are loaded only when
+    there is one.
     """
     try:
         with open(PYPROJECT, encoding="utf-8") as handle:
@@ -301,70 +238,14 @@ def _from_pyproject(configuration: "Configuration") -> "Dict[str, str]":
         return {}
     if "tool.lazypatch" not in text:
         return {}
-    path = os.path.abspath(PYPROJECT)
-    data = _load_toml(path, "pyproject.toml")
-    if data is None:
-        return {}
-    tool = data.get("tool")
-    section = tool.get("lazypatch") if isinstance(tool, dict) else None
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        alert(f"lazypatch: {path}: tool.lazypatch must be a table ({PYPROJECT_TABLE} with "
-              f"lines such as disable = [\"name\"]); ignoring it")
-        return {}
-    settings = _settings_of(section, path, configuration.file_keys)
-    if not parse_flag("LAZYPATCH_TRUST_PROJECT_CONFIG",
-                      os.environ.get("LAZYPATCH_TRUST_PROJECT_CONFIG")):
-        configuration.untrusted_project = path
-        settings = _untrusted_project_settings(settings, path)
-    return settings
+    from .setting_files import from_pyproject
+    return from_pyproject(os.path.abspath(PYPROJECT), configuration, NOT_IN_FILES,
+                          _trusts_project_file, path_variables, alert)
 
 
-# What a pyproject.toml found in the current directory may not do, since nobody named
-# it: any Python process of an environment where lazypatch is installed site-wide reads
-# it, so a downloaded model folder's file must not import modules, write files outside
-# its own folder, or (see selection.py) enable an unsafe patch. docs/configuration.md.
-PROJECT_FILE_REFUSED = {"LAZYPATCH_MODULES": "imports modules",
-                        "LAZYPATCH_PLUGINS": "chooses which installed code runs"}
-
-
-def _untrusted_project_settings(settings: "Dict[str, str]", path: str) -> "Dict[str, str]":
-    """``settings`` of a project file nobody named, without what only a named file may
-    set; each refusal said, with the way to trust the file. A path setting (every
-    variable whose meaning says "path" or "directory") must stay inside the project;
-    one that a pack declares later is checked when the pack reads it (``setting``)."""
-    kept: "Dict[str, str]" = {}
-    for variable, value in settings.items():
-        what = PROJECT_FILE_REFUSED.get(variable) or _outside_project(variable, value, path)
-        if what:
-            _refuse_from_project(path, variable, what)
-            continue
-        kept[variable] = value
-    return kept
-
-
-def _outside_project(variable: str, value: str, path: str) -> str:
-    """Why a project file's path setting is refused ("" when it is not one, or stays
-    inside the project)."""
-    project = os.path.dirname(path)
-    if variable in path_variables() and value.strip() and not _inside(project, value.strip()):
-        return f"writes outside {project}"
-    return ""
-
-
-def _refuse_from_project(path: str, variable: str, what: str) -> None:
-    alert(f"lazypatch: {path} sets {variable[len('LAZYPATCH_'):].lower()}, which "
-          f"{what}; a project file found in the current directory may not (nobody "
-          f"named it). Ignored: name the file with LAZYPATCH_CONFIG or --config, or "
-          f"set LAZYPATCH_TRUST_PROJECT_CONFIG=1 to trust it")
-
-
-def _inside(directory: str, value: str) -> bool:
-    """Whether path ``value`` (relative to ``directory``) stays inside ``directory``."""
-    target = os.path.realpath(os.path.join(directory, os.path.expanduser(value)))
-    root = os.path.realpath(directory)
-    return target == root or target.startswith(root + os.sep)
+def _trusts_project_file() -> bool:
+    return parse_flag("LAZYPATCH_TRUST_PROJECT_CONFIG",
+                      os.environ.get("LAZYPATCH_TRUST_PROJECT_CONFIG"))
 
 
 # Variables that name the file itself, or that only lazypatch sets.
@@ -470,7 +351,8 @@ def _read(source: "Mapping[str, str]") -> "Configuration":
         merged = _from_pyproject(configuration)
         config_path = environment.get("LAZYPATCH_CONFIG", "").strip()
         if config_path:
-            merged.update(_from_file(config_path, configuration.file_keys))
+            from .setting_files import from_file
+            merged.update(from_file(config_path, configuration.file_keys, NOT_IN_FILES, alert))
         # A file's `enable` travels apart: selection lets it choose no unsafe patch.
         if "LAZYPATCH_ENABLE" in merged:
             merged["LAZYPATCH_ENABLE_FROM_FILE"] = merged.pop("LAZYPATCH_ENABLE")
@@ -582,15 +464,15 @@ def setting(name: str, default: str = "") -> str:
         value = configuration.extra[name]
         origin = configuration.file_keys.get(name)
         if origin is not None and origin[0] == configuration.untrusted_project:
-            what = _outside_project(name, value, origin[0])
+            from .setting_files import outside_project, refusal  # loaded: it read the file
+            what = outside_project(name, value, origin[0], path_variables())
             if what:   # a pack's path setting, declared after the file was read
                 if name not in configuration.refused_from_project:
                     configuration.refused_from_project[name] = True
-                    _refuse_from_project(origin[0], name, what)
+                    alert(refusal(origin[0], name, what))
                 return default
         return _from_files_made_absolute(name, value, {}, configuration.file_keys)
     return default
-
 
 
 def setting_source(name: str) -> str:

@@ -184,7 +184,7 @@ def _resolve(module_name: str, attribute: str) -> "Any":
 
 def _function_loader(entry: "PluginEntry", module_name: str, attribute: str) -> "Any":
     def load_plugin_function(module: "Any", patch: "Any") -> None:
-        from ..declare.registration import takes_context
+        from ..declare.argument_checks import takes_context
         function = _resolve(module_name, attribute)
         if takes_context(function, entry.patch_name):
             function(module, patch)

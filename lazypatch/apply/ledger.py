@@ -567,3 +567,8 @@ def process_ledger() -> Ledger:
                 PatchContext.import_dependency = STATE.import_once
             ledger = STATE.ledger
     return ledger
+
+
+# For state.context_of_record, which makes a context for an application's raw record
+# when a patch is first read and must not import this module (it imports state).
+STATE.context_type = PatchContext

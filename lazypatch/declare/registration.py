@@ -17,9 +17,6 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 
     from ..decide.requirements import Requirement
 
-# Code flags (Include/cpython/code.h) of functions whose call does not run their body.
-_DEFERRED_BODY_FLAGS = {0x20: "a generator function", 0x80: "a coroutine function (async def)",
-                        0x100: "an iterable coroutine", 0x200: "an async generator function"}
 
 _DEFERRED_BODY_MASK = 0x20 | 0x80 | 0x100 | 0x200
 
@@ -125,116 +122,6 @@ def validate_target(target: object) -> str:
     return target
 
 
-def validate_priority(priority: object, name: str) -> int:
-    """An integer priority; integral floats (``2.0``) are accepted as that integer."""
-    if priority.__class__ is int:
-        return priority
-    if isinstance(priority, bool) or not isinstance(priority, (int, float)):
-        raise TypeError(f"patch {name!r}: priority must be an integer (lower runs first), "
-                        f"got {priority!r}")
-    if isinstance(priority, float):
-        # NaN compares false with everything and would corrupt the order of
-        # every other patch on the target; inf is not a position either.
-        if priority != priority or priority in (float("inf"), float("-inf")) \
-                or not priority.is_integer():
-            raise ValueError(f"patch {name!r}: priority must be a finite integer such as 0, "
-                             f"-10 or 10 (lower runs first), got {priority!r}")
-        return int(priority)
-    return priority
-
-
-def _code_of(function: "Any") -> "Any":
-    """The code object a call of ``function`` runs, through partials and callable objects."""
-    seen = 0
-    while seen < 10:
-        seen += 1
-        code = getattr(function, "__code__", None)
-        if code is not None:
-            return code
-        inner = getattr(function, "func", None)          # functools.partial
-        if inner is None and not isinstance(function, type):
-            call = getattr(type(function), "__call__", None)  # noqa: B004 - the method itself
-            inner = getattr(call, "__func__", call) if call is not None else None
-            if inner is not None and getattr(inner, "__code__", None) is None:
-                return None
-        if inner is None or inner is function:
-            return None
-        function = inner
-    return None
-
-
-def _count_positional_parameters(function: "Callable[..., Any]") -> "Tuple[int, int, bool]":
-    """(required, maximum, has *args) for a callable, cheaply.
-
-    ``inspect.signature`` pulls in a large import graph; for plain functions
-    the code object answers the same question.
-    """
-    # A bound method forwards __code__ to its function, whose first parameter
-    # (self) is already supplied: count it out.
-    bound_self = 1 if getattr(function, "__self__", None) is not None and \
-        hasattr(function, "__func__") else 0
-    code = getattr(function, "__code__", None)
-    if code is None:
-        import inspect
-        try:
-            parameters = list(inspect.signature(function).parameters.values())
-        except (TypeError, ValueError):
-            return (0, 2, True)
-        positional = [p for p in parameters
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        required = sum(1 for p in positional if p.default is p.empty)
-        varargs = any(p.kind == p.VAR_POSITIONAL for p in parameters)
-        return (required, len(positional), varargs)
-    count = code.co_argcount - bound_self
-    defaults = getattr(function, "__defaults__", None) or ()
-    varargs = bool(code.co_flags & 0x04)
-    return (count - len(defaults), count, varargs)
-
-
-def takes_context(function: "Callable[..., Any]", name: str) -> bool:
-    """True if ``function`` is called as ``fn(module, patch)``, False for ``fn(module)``.
-
-    Raises TypeError naming the patch when it can be called neither way, or
-    when calling it would not run its body (coroutine and generator functions).
-    """
-    if function.__class__ is _FUNCTION:
-        # The common case, answered from the code object alone.
-        code = function.__code__
-        flags = code.co_flags
-        if not flags & _DEFERRED_BODY_MASK:
-            count = code.co_argcount
-            required = count - len(function.__defaults__ or ())
-            if required <= 2 and (count >= 2 or flags & 0x04):
-                return True
-            if required <= 1 and count >= 1:
-                return False
-    if not callable(function):
-        raise TypeError(f"patch {name!r}: {function!r} is not callable; decorate a "
-                        f"function taking (module) or (module, patch)")
-    code = _code_of(function)
-    if code is not None:
-        for flag, kind in _DEFERRED_BODY_FLAGS.items():
-            if code.co_flags & flag:
-                raise TypeError(f"patch {name!r}: {getattr(function, '__qualname__', function)!r} "
-                                f"is {kind}; calling it does not run its body, so the patch "
-                                f"would never take effect. Write a plain def taking "
-                                f"(module) or (module, patch)")
-    required, maximum, varargs = _count_positional_parameters(function)
-    if required <= 2 and (maximum >= 2 or varargs):
-        return True
-    if required <= 1 and maximum >= 1:
-        return False
-    raise TypeError(f"patch {name!r}: function {getattr(function, '__qualname__', function)!r} "
-                    f"must accept (module) or (module, patch); it takes "
-                    f"{required} required positional argument(s)")
-
-
-def _default_name(function: "Any") -> str:
-    module_name = getattr(function, "__module__", None) or "__main__"
-    qualified = getattr(function, "__qualname__", None) or type(function).__qualname__
-    return f"{module_name}.{qualified}"
-
-
 # What ``RegisteredPatch(...)`` calls, called by ``register`` without the type call.
 _new_patch = RegisteredPatch.__new__
 _init_patch = RegisteredPatch.__init__
@@ -270,12 +157,10 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
     # else takes the full check (10,000 registrations under 30 ms: measure_scale.py).
     if target.__class__ is not str or not (target in _valid_targets or target.isidentifier()):
         target = validate_target(target)   # (its fast path above, without the call)
-    if phase is not AFTER and phase is not BEFORE:
-        phase = _checked_phase(phase)
-    if name.__class__ is not str or not name or name.isspace():
-        name = _checked_name(name, function)
-    if priority.__class__ is not int:
-        priority = validate_priority(priority, name)
+    if phase is not AFTER and phase is not BEFORE or name.__class__ is not str or not name \
+            or name.isspace() or priority.__class__ is not int:
+        from .argument_checks import checked_arguments  # not at activation: COSTS.md
+        phase, name, priority = checked_arguments(function, phase, name, priority)
     if enabled is not True and enabled is not False:
         raise TypeError(f"patch {name!r}: enabled must be True or False, got {enabled!r}")
     tag_set = _NO_TAGS if tags.__class__ is tuple and not tags else _checked_tags(tags, name)
@@ -293,6 +178,7 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
         elif required <= 1 and count >= 1:
             context = False
     if context is None:
+        from .argument_checks import takes_context
         context = takes_context(function, name)
     actions = None
     if events is not None:   # events.py only when asked: activation does not load it
@@ -303,22 +189,6 @@ def register(function: "Callable[..., Any]", target: str, *, phase: str = AFTER,
     _init_patch(patch, name, target, function, phase, priority, requires, tag_set, enabled,
                 context)
     _index(patch, actions)
-    return name
-
-
-def _checked_phase(phase: object) -> str:
-    """The phase constant itself, not an equal string: run_body compares by identity."""
-    if phase not in (AFTER, BEFORE):
-        raise ValueError(f"phase must be {AFTER!r} or {BEFORE!r}, got {phase!r}")
-    return BEFORE if phase == BEFORE else AFTER
-
-
-def _checked_name(name: object, function: "Any") -> str:
-    """The patch's name: the function's qualified name when none is given."""
-    if name is None:
-        return _default_name(function)
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"patch name must be a non-empty string, got {name!r}")
     return name
 
 

@@ -518,23 +518,37 @@ class CallWrapper:
         known = tracker._known
 
         def __call__(module: "Any", *args: "Any", **kwargs: "Any") -> "Any":
-            if tracker._plain:   # _forward_started's short path, inlined: it runs per call
-                entry = known.get(id(module))
-                name = entry[1] if entry is not None and entry[0]() is module \
-                    else tracker._name_new(module)
-                try:
-                    stack = tracker._local.stack
-                except AttributeError:
-                    stack = tracker._local.stack = []
-                stack.append(ModuleCall(name, module, len(stack)))
-            else:
+            if not tracker._plain:
                 started(module, args)
+                try:
+                    output = original(module, *args, **kwargs)
+                except BaseException:
+                    finished(module, args, None)
+                    raise
+                finished(module, args, output)
+                return output
+            # _forward_started's and _forward_finished's short paths, inlined: they run
+            # per module call, and on a small model the calls are most of a step.
+            entry = known.get(id(module))
+            name = entry[1] if entry is not None and entry[0]() is module \
+                else tracker._name_new(module)
+            try:
+                stack = tracker._local.stack
+            except AttributeError:
+                stack = tracker._local.stack = []
+            call = ModuleCall(name, module, len(stack))
+            stack.append(call)
             try:
                 output = original(module, *args, **kwargs)
             except BaseException:
                 finished(module, args, None)
                 raise
-            finished(module, args, output)
+            if tracker._plain and stack and stack[-1] is call:
+                # _forward_finished's short path (after a release, ``stack`` is an
+                # abandoned list: popping it changes nothing anyone reads)
+                stack.pop()
+            else:
+                finished(module, args, output)
             return output
 
         __call__.__wrapped__ = original   # type: ignore[attr-defined]

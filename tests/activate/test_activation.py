@@ -9,10 +9,14 @@ FORBIDDEN = ["torch", "numpy", "wrapt", "mmcv", "mmdet", "mmengine", "re", "typi
              "logging", "json", "importlib.metadata", "argparse", "tomllib",
              # `from __future__ import annotations` imports this module at run time (0.7M
              # instructions): the activation path quotes its annotations instead.
-             "__future__"]
+             "__future__",
+             # built in, but made at import: 0.28M instructions (benchmarks/COSTS.md)
+             "_collections"]
 # Engine and pack modules a plain activation does not run, each loaded when first needed.
 LOADED_WHEN_FIRST_USED = ["lazypatch.notices", "lazypatch.slots", "lazypatch.decide.markers",
-                          "lazypatch.watch.unfinished", "lazypatch.registry.training.settings"]
+                          "lazypatch.watch.unfinished", "lazypatch.registry.training.settings",
+                          "lazypatch.on_demand", "lazypatch.declare.argument_checks",
+                          "lazypatch.activate.setting_files"]
 # And those the plugin scan of a first start loads, but not a start that reads the cache:
 # the packs' requirement strings are checked at registration and parsed when their
 # targets are imported, and with no rule to apply nothing of decide/ is loaded.

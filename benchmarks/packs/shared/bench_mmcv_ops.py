@@ -2,34 +2,37 @@
 
 Every row compares a kernel with a plain formulation of the same arithmetic, on
 the same inputs: MSDA with mmcv's own ``multi_scale_deformable_attn_pytorch``,
-the point-cloud kernels with whole distance matrices and advanced indexing, the
-others with the naive per-box / per-pixel loop references of
-``tests/packs/shared/test_mmcv_ext_kernels.py``. Such a row has the budget "at most 1.0x"
-(``LIKE_FOR_LIKE``); a baseline that skips part of the work (``F.conv2d`` for a
-deformable convolution) is only a lower bound (``LOWER_BOUND``, no verdict). Both
-sides are timed in alternation, in per-thread CPU time on one torch thread, so that
-a shared machine's load weighs on both alike. Prints a Markdown table of medians
-and their ratio.
+the point-cloud kernels with whole distance matrices and advanced indexing at the
+sizes of mmdet3d's PointNet++ configs, the others with the naive per-box /
+per-pixel loop references of ``tests/packs/shared/test_mmcv_ext_kernels.py``. Such
+a row has the budget "at most 1.0x"; a baseline that skips part of the work
+(``F.conv2d`` for a deformable convolution) is only a lower bound (no verdict).
+Timing: benchmarks/packs/kernel_timing.py (both sides in alternation, per-thread
+CPU time, one torch thread). Prints a Markdown table of medians and their ratio.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/packs/shared/bench_mmcv_ops.py [--quick] [--json] [--device cuda]
+    .venv/bin/python benchmarks/packs/shared/bench_mmcv_ops.py [--quick] [--json] [--only points]
 """
 from __future__ import annotations
 
-import argparse
 import functools
+import importlib
 import importlib.util
-import json
 import math
 import os
-import statistics
 import sys
-import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List
 
 # The repository (this file lies in benchmarks/packs/<pack>/).
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+if ROOT not in sys.path:  # run as a script: the benchmarks package lies in ROOT
+    sys.path.insert(0, ROOT)
+
+from benchmarks.packs.kernel_timing import Row, command_line, compared, rows_of_script  # noqa: E402
+
+#: The sections ``--only`` can pick, in the order ``bench`` runs them.
+SECTIONS = ("msda", "nms", "nms_rotated", "roi_align", "deform", "voxel", "boxes3d", "points")
 
 
 def _load_references():
@@ -63,135 +66,70 @@ def _load_stack() -> None:
     ref = _load_references()
 
 
-def median_ms(fn: Callable[[], object], reps: int, device: str) -> float:
-    """Median time of ``fn`` in milliseconds (after warm-up calls): per-thread CPU
-    time on the CPU, wall time with a synchronisation on CUDA."""
-    for _ in range(2 if reps > 1 else 1):
-        fn()
-    return statistics.median(_timed_ms(fn, device) for _ in range(reps))
-
-
-def _timed_ms(fn: Callable[[], object], device: str) -> float:
-    """One call of ``fn``: per-thread CPU time on the CPU (the caller runs one torch
-    thread, so other sessions' load on a shared machine does not count)."""
-    if device == "cuda":
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - start) * 1e3
-    start = time.thread_time()
-    fn()
-    return (time.thread_time() - start) * 1e3
-
-
-def paired_ms(ours: Callable[[], object], theirs: Callable[[], object], pairs: int,
-              device: str = "cpu") -> Tuple[float, float, float]:
-    """Medians (ms) of ``ours`` and ``theirs`` run alternately (A B, then B A, ...), so
-    that a change in the machine's load weighs on both alike, and the median of the
-    ``pairs`` pairs' ratios."""
-    for fn in (ours, theirs):
-        fn()
-    ours_times: List[float] = []
-    theirs_times: List[float] = []
-    for pair in range(pairs):
-        if pair % 2:
-            theirs_times.append(_timed_ms(theirs, device))
-            ours_times.append(_timed_ms(ours, device))
-        else:
-            ours_times.append(_timed_ms(ours, device))
-            theirs_times.append(_timed_ms(theirs, device))
-    ratio = statistics.median(a / b for a, b in zip(ours_times, theirs_times))
-    return statistics.median(ours_times), statistics.median(theirs_times), ratio
-
-
-#: The baseline computes the same arithmetic: the kernel must not lose to it (≤ 1.0x).
-LIKE_FOR_LIKE = "like-for-like"
-#: The baseline skips work no kernel can skip: a lower bound, reported without verdict.
-LOWER_BOUND = "lower bound"
-
-#: (op, size, ours ms, baseline's name, baseline ms or nan, LIKE_FOR_LIKE / LOWER_BOUND)
-Row = Tuple[str, str, float, str, float, str]
-
-
-def add_compared(add: Callable[..., None], pairs: int, device: str, op: str, size: str,
-                 ours: Callable[[], object], reference: str, theirs: Callable[[], object],
-                 kind: str = LIKE_FOR_LIKE) -> None:
-    """``add`` the row of ``ours`` against ``theirs`` (the baseline named ``reference``),
-    both timed ``pairs`` times in alternation."""
-    ours_ms, theirs_ms, _ = paired_ms(ours, theirs, pairs, device)
-    add(op, size, ours_ms, reference, theirs_ms, kind)
-
-
-def bench(device: str, quick: bool, only: str = "") -> List[Row]:
+def bench(quick: bool, only: str = "") -> List[Row]:
+    """The rows of every section (of those named in ``only``, comma-separated)."""
     _load_stack()
-    dev = torch.device(device)
     reps, naive_reps = (5, 1) if quick else (20, 3)
     rows: List[Row] = []
+    wanted = only.split(",") if only else SECTIONS
+    for name in SECTIONS:
+        if name in wanted:
+            SECTION_ROWS[name](rows.append, reps, naive_reps, quick)
+    return rows
 
-    def add(op, size, ours, ref_name, theirs, kind=LIKE_FOR_LIKE):
-        rows.append((op, size, ours, ref_name, theirs, kind))
 
-    compare = functools.partial(add_compared, add, max(naive_reps, 1), device)
-
-    if only:
-        return bench_sections(device, quick, rows, add, dev, reps, only)
-    # -- MSDA at Deformable-DETR-like sizes, vs mmcv's pytorch version --
-    add_msda_rows(add, dev, device, reps, quick)
-
-    # -- NMS family vs naive loops --
+def add_nms_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
+    """nms and soft-nms against the naive greedy loops."""
     boxes = ref.random_boxes(500, seed=1, scale=200)
     scores = torch.rand(500, generator=torch.Generator().manual_seed(2))
     order = scores.sort(0, descending=True)[1].tolist()
     bl = boxes.tolist()
-    compare("nms", "500 boxes", lambda: ops.nms(boxes.to(dev), scores.to(dev), 0.5),
-            "naive loop (greedy, one IoU at a time)",
-            lambda: ref.naive_greedy(500, order, lambda i, j: ref.naive_iou(bl[i], bl[j]) > 0.5))
+    add(compared("nms", "500 boxes", lambda: ops.nms(boxes, scores, 0.5),
+                 lambda: ref.naive_greedy(500, order,
+                                          lambda i, j: ref.naive_iou(bl[i], bl[j]) > 0.5),
+                 "naive loop (greedy, one IoU at a time)", naive_reps))
     sb = ref.random_boxes(200, seed=3, scale=60)
     ss = torch.rand(200, generator=torch.Generator().manual_seed(4))
-    compare("softnms (linear)", "200 boxes",
-            lambda: ops.soft_nms(sb, ss, 0.3, 0.5, 0.001, "linear"),
-            "naive loop (rescore every box after each pick)",
-            lambda: ref.naive_softnms(sb.tolist(), ss.tolist(), 0.3, 0.5, 0.001, 1, 0))
+    add(compared("softnms (linear)", "200 boxes",
+                 lambda: ops.soft_nms(sb, ss, 0.3, 0.5, 0.001, "linear"),
+                 lambda: ref.naive_softnms(sb.tolist(), ss.tolist(), 0.3, 0.5, 0.001, 1, 0),
+                 "naive loop (rescore every box after each pick)", naive_reps))
 
-    # -- rotated boxes --
+
+def add_rotated_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
+    """nms_rotated and box_iou_rotated against polygon clipping loops."""
     rb = ref.random_rotated(200, seed=5, scale=40)
     rs = torch.rand(200, generator=torch.Generator().manual_seed(6))
     rorder = rs.sort(0, descending=True)[1].tolist()
     rl = rb.tolist()
-    compare("nms_rotated", "200 boxes", lambda: ops.nms_rotated(rb.to(dev), rs.to(dev), 0.3),
-            "naive polygon clipping loop",
-            lambda: ref.naive_greedy(200, rorder,
-                                     lambda i, j: ref.naive_rotated_iou(rl[i], rl[j]) > 0.3))
-    add_rotated_nms_rows(add, dev, device, 1000 if quick else 3500)
+    add(compared("nms_rotated", "200 boxes", lambda: ops.nms_rotated(rb, rs, 0.3),
+                 lambda: ref.naive_greedy(
+                     200, rorder, lambda i, j: ref.naive_rotated_iou(rl[i], rl[j]) > 0.3),
+                 "naive polygon clipping loop", naive_reps))
+    add_rotated_nms_rows(add, 1000 if quick else 3500)
     r1, r2 = ref.random_rotated(100, seed=7), ref.random_rotated(100, seed=8)
     l1, l2 = r1.tolist(), r2.tolist()
-    compare("box_iou_rotated", "100x100", lambda: ops.box_iou_rotated(r1.to(dev), r2.to(dev)),
-            "naive polygon clipping loop",
-            lambda: [[ref.naive_rotated_iou(a, b) for b in l2] for a in l1])
+    add(compared("box_iou_rotated", "100x100", lambda: ops.box_iou_rotated(r1, r2),
+                 lambda: [[ref.naive_rotated_iou(a, b) for b in l2] for a in l1],
+                 "naive polygon clipping loop", naive_reps))
 
-    # -- RoIAlign --
+
+def add_roi_align_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
+    """RoIAlign forward, average and max, against the naive per-bin loop."""
     gx = torch.Generator().manual_seed(9)
     x = torch.randn(2, 16, 32, 32, generator=gx)
     xy = torch.rand(32, 2, generator=gx) * 40
     wh = torch.rand(32, 2, generator=gx) * 24 + 4
-    rois = torch.cat([torch.randint(0, 2, (32, 1), generator=gx).float(), xy,
-                      xy + wh], dim=1)
+    rois = torch.cat([torch.randint(0, 2, (32, 1), generator=gx).float(), xy, xy + wh], dim=1)
     for mode in ("avg", "max"):
-        compare(f"roi_align_forward ({mode})", "x2x16x32x32, 32 rois, 7x7, sr2",
-                lambda mode=mode: ops.roi_align(x.to(dev), rois.to(dev), (7, 7), 0.5, 2, mode,
-                                                True),
-                "naive loop (bilinear samples one bin at a time)",
-                lambda mode=mode: ref.naive_roi_align(x, rois, (7, 7), 0.5, 2, mode, True))
-    xg = x.to(dev).requires_grad_()
-    add("roi_align fwd+bwd (avg)", "same",
-        median_ms(lambda: ops.roi_align(xg, rois.to(dev), (7, 7), 0.5, 2,
-                                        "avg", True).sum().backward(), reps,
-                  device), "-", float("nan"))
+        add(compared(f"roi_align_forward ({mode})", "x2x16x32x32, 32 rois, 7x7, sr2",
+                     lambda mode=mode: ops.roi_align(x, rois, (7, 7), 0.5, 2, mode, True),
+                     lambda mode=mode: ref.naive_roi_align(x, rois, (7, 7), 0.5, 2, mode, True),
+                     "naive loop (bilinear samples one bin at a time)", naive_reps))
 
-    add_deform_rows(add, dev, device, reps, naive_reps)
 
-    # -- voxelization / scatter --
+def add_voxel_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
+    """Hard and dynamic voxelization, dynamic scatter, against per-point loops."""
     pts = ref.voxel_points(20000, seed=12)
     pl = pts.tolist()
 
@@ -209,20 +147,24 @@ def bench(device: str, quick: bool, only: str = "") -> List[Row]:
             if cnt[slots[c]] < 35:
                 cnt[slots[c]] += 1
 
-    compare("hard_voxelize_forward", "20000 points",
-            lambda: ops.voxelization(pts.to(dev), ref.VOXEL, ref.RANGE, 35, 20000),
-            "naive loop (one point at a time)", naive_hard)
-    compare("dynamic_voxelize_forward", "20000 points",
-            lambda: ops.voxelization(pts.to(dev), ref.VOXEL, ref.RANGE, -1),
-            "naive loop (one point at a time)", lambda: [ref.naive_voxel_coord(p) for p in pl])
+    add(compared("hard_voxelize_forward", "20000 points",
+                 lambda: ops.voxelization(pts, ref.VOXEL, ref.RANGE, 35, 20000), naive_hard,
+                 "naive loop (one point at a time)", naive_reps))
+    add(compared("dynamic_voxelize_forward", "20000 points",
+                 lambda: ops.voxelization(pts, ref.VOXEL, ref.RANGE, -1),
+                 lambda: [ref.naive_voxel_coord(p) for p in pl],
+                 "naive loop (one point at a time)", naive_reps))
     gs = torch.Generator().manual_seed(13)
     coors = torch.randint(0, 20, (5000, 3), generator=gs, dtype=torch.int32)
     feats = torch.randn(5000, 16, generator=gs)
-    compare("dynamic_point_to_voxel_forward (max)", "5000 points, 16 ch",
-            lambda: dynamic_scatter(feats.to(dev), coors.to(dev), "max"),
-            "naive loop (one point at a time)", lambda: ref.naive_scatter(feats, coors, "max"))
+    add(compared("dynamic_point_to_voxel_forward (max)", "5000 points, 16 ch",
+                 lambda: dynamic_scatter(feats, coors, "max"),
+                 lambda: ref.naive_scatter(feats, coors, "max"),
+                 "naive loop (one point at a time)", naive_reps))
 
-    # -- 3D boxes --
+
+def add_boxes3d_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
+    """3D NMS and points in boxes against polygon and per-point loops."""
     b3 = ref.random_boxes3d(200, seed=14, scale=30)
     s3 = torch.rand(200, generator=torch.Generator().manual_seed(15))
     o3 = s3.sort(0, descending=True)[1].tolist()
@@ -233,17 +175,16 @@ def bench(device: str, quick: bool, only: str = "") -> List[Row]:
         inter = ref.naive_clip_area(ref.naive_rect(p), ref.naive_rect(q))
         return inter / max(p[2] * p[3] + q[2] * q[3] - inter, 1e-8)
 
-    compare("iou3d_nms3d_forward", "200 boxes", lambda: ops.nms3d(b3.to(dev), s3.to(dev), 0.1),
-            "naive polygon clipping loop",
-            lambda: ref.naive_greedy(200, o3, lambda i, j: bev_iou(i, j) > 0.1))
+    add(compared("iou3d_nms3d_forward", "200 boxes", lambda: ops.nms3d(b3, s3, 0.1),
+                 lambda: ref.naive_greedy(200, o3, lambda i, j: bev_iou(i, j) > 0.1),
+                 "naive polygon clipping loop", naive_reps))
     pb = ref.random_boxes3d(10, seed=16, scale=10).view(1, 10, 7)
-    pp = torch.rand(1, 2000, 3, generator=torch.Generator().manual_seed(17)
-                    ) * 10
-    compare("points_in_boxes_cpu_forward", "2000 points, 10 boxes",
-            lambda: ops.points_in_boxes_cpu(pp, pb), "naive loop (one point and box at a time)",
-            lambda: [[ref.naive_in_box(p, b) for b in pb[0].tolist()] for p in pp[0].tolist()])
-    add_point_rows(add, reps, quick)
-    return rows
+    pp = torch.rand(1, 2000, 3, generator=torch.Generator().manual_seed(17)) * 10
+    add(compared("points_in_boxes_cpu_forward", "2000 points, 10 boxes",
+                 lambda: ops.points_in_boxes_cpu(pp, pb),
+                 lambda: [[ref.naive_in_box(p, b) for b in pb[0].tolist()]
+                          for p in pp[0].tolist()],
+                 "naive loop (one point and box at a time)", naive_reps))
 
 
 #: (levels (h, w), queries or None for one query per key) of the MSDA sizes:
@@ -257,41 +198,36 @@ MSDA_SIZES = [
 ]
 
 
-def add_msda_rows(add, dev, device: str, reps: int, quick: bool = False) -> None:
+def add_msda_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
     """MSDA forward and forward+backward against mmcv's own
     ``multi_scale_deformable_attn_pytorch`` (the budget is 1.0x), at each of
-    ``MSDA_SIZES``, on one torch thread; prints lazypatch / mmcv to stderr."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for levels, queries in MSDA_SIZES[:2] if quick else MSDA_SIZES:
-            add_msda_size(add, dev, device, reps, levels, queries)
-    finally:
-        torch.set_num_threads(threads)
+    ``MSDA_SIZES``."""
+    for levels, queries in MSDA_SIZES[:2] if quick else MSDA_SIZES:
+        add_msda_size(add, reps, levels, queries)
 
 
-def add_msda_size(add, dev, device: str, reps: int, levels, queries) -> None:
+def add_msda_size(add, reps: int, levels, queries) -> None:
     g = torch.Generator().manual_seed(0)
     shapes = torch.tensor(levels)
-    starts = torch.cat([shapes.new_zeros(1),
-                        (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
+    starts = torch.cat([shapes.new_zeros(1), (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
     keys = int((shapes[:, 0] * shapes[:, 1]).sum())
     bs, heads, dim, pts = 2, 8, 32, 4
     nq = keys if queries is None else queries
-    value = torch.randn(bs, keys, heads, dim, generator=g).to(dev)
-    loc = torch.rand(bs, nq, heads, len(levels), pts, 2, generator=g).to(dev)
-    attn = torch.rand(bs, nq, heads, len(levels), pts, generator=g).to(dev)
-    shapes, starts = shapes.to(dev), starts.to(dev)
+    value = torch.randn(bs, keys, heads, dim, generator=g)
+    loc = torch.rand(bs, nq, heads, len(levels), pts, 2, generator=g)
+    attn = torch.rand(bs, nq, heads, len(levels), pts, generator=g)
     size = f"bs{bs} q{nq} h{heads} d{dim} L{len(levels)} P{pts}, level 0 {levels[0][0]}x{levels[0][1]}"
-    clock = "wall time" if device == "cuda" else "CPU time"
-    with torch.no_grad():
-        ours, theirs, ratio = paired_ms(
-            lambda: MultiScaleDeformableAttnFunction.apply(value, shapes, starts, loc, attn, 64),
-            lambda: multi_scale_deformable_attn_pytorch(value, shapes, loc, attn), reps, device)
-    add("ms_deform_attn_forward", size, ours, "mmcv multi_scale_deformable_attn_pytorch",
-        theirs)
-    print(f"msda forward [{size}]: lazypatch / mmcv = {ratio:.2f}x "
-          f"(median of paired ratios; 1 torch thread, {clock})", file=sys.stderr)
+
+    def ours_forward():
+        with torch.no_grad():
+            return MultiScaleDeformableAttnFunction.apply(value, shapes, starts, loc, attn, 64)
+
+    def theirs_forward():
+        with torch.no_grad():
+            return multi_scale_deformable_attn_pytorch(value, shapes, loc, attn)
+
+    add(compared("ms_deform_attn_forward", size, ours_forward, theirs_forward,
+                 "mmcv multi_scale_deformable_attn_pytorch", reps))
     leaves = [t.clone().requires_grad_() for t in (value, loc, attn)]
 
     def ours_fb():
@@ -302,120 +238,138 @@ def add_msda_size(add, dev, device: str, reps: int, levels, queries) -> None:
         multi_scale_deformable_attn_pytorch(leaves[0], shapes, leaves[1],
                                             leaves[2]).sum().backward()
 
-    ours, theirs, ratio = paired_ms(ours_fb, theirs_fb, reps, device)
-    add("ms_deform_attn fwd+bwd", size, ours,
-        "mmcv multi_scale_deformable_attn_pytorch (autograd)", theirs)
-    print(f"msda fwd+bwd [{size}]: lazypatch / mmcv = {ratio:.2f}x "
-          f"(median of paired ratios; 1 torch thread, {clock})", file=sys.stderr)
+    add(compared("ms_deform_attn fwd+bwd", size, ours_fb, theirs_fb,
+                 "mmcv multi_scale_deformable_attn_pytorch (autograd)", reps))
 
 
-def bench_sections(device: str, quick: bool, rows: List[Row], add, dev, reps: int,
-                   only: str) -> List[Row]:
-    """Only the named sections (``--only msda,nms_rotated``)."""
-    if "msda" in only:
-        add_msda_rows(add, dev, device, reps, quick)
-    if "nms_rotated" in only:
-        add_rotated_nms_rows(add, dev, device, 1000 if quick else 3500)
-    if "points" in only:
-        add_point_rows(add, reps, quick)
-    if "deform" in only:
-        add_deform_rows(add, dev, device, reps, 1 if quick else 3)
-    return rows
+#: PointNet++ set abstractions of mmdet3d's configs (configs/_base_/models/): (model,
+#: points in, centres, neighbours, feature channels grouped); ScanNet's 8,192 input
+#: points for the SSG segmentor, VoteNet's 20,000. The configs' radii (metres) are
+#: chosen to hold about ``neighbours`` points of real scenes, whose points lie on
+#: surfaces; in the uniform unit cube here, ``radius_holding`` gives that count.
+SET_ABSTRACTIONS = [
+    ("VoteNet SA1", 20000, 2048, 64, 1),
+    ("VoteNet SA2", 2048, 1024, 32, 128),
+    ("VoteNet SA3", 1024, 512, 16, 256),
+    ("VoteNet SA4", 512, 256, 16, 256),
+    ("PointNet++ SSG SA1", 8192, 1024, 32, 3),
+    ("PointNet++ SSG SA2", 1024, 256, 32, 64),
+    ("PointNet++ SSG SA3", 256, 64, 32, 128),
+    ("PointNet++ SSG SA4", 64, 16, 32, 256),
+]
 
 
-def add_point_rows(add, reps: int, quick: bool) -> None:
-    """Point-cloud kernels (registry/shared/mmcv_ext/points.py) at PointNet++ sizes
-    (VoteNet's first set abstraction: 20000 points, 2048 centres, 64 neighbours),
-    against straightforward PyTorch: the whole distance matrix at once, advanced
-    indexing, and furthest point sampling as the obvious loop (each step: every point's
-    distance to the last pick, the running minimum, its argmax)."""
+def radius_holding(neighbours: int, points: int) -> float:
+    """The radius of a ball holding ``neighbours`` of ``points`` uniform points of the
+    unit cube on average."""
+    return (neighbours / (points * 4 / 3 * math.pi)) ** (1 / 3)
+
+
+#: Feature propagations: (model, coarse points, fine points, coarse channels).
+FEATURE_PROPAGATIONS = [
+    ("VoteNet FP1", 256, 512, 256),
+    ("VoteNet FP2", 512, 1024, 256),
+    ("PointNet++ SSG FP1", 16, 64, 512),
+    ("PointNet++ SSG FP2", 64, 256, 256),
+    ("PointNet++ SSG FP3", 256, 1024, 256),
+    ("PointNet++ SSG FP4", 1024, 8192, 128),
+]
+
+#: PV-RCNN's stacked ball queries (configs/pv_rcnn): its 2,048 keypoints per sample
+#: grouping the raw points (16,384 per sample after sampling), and the RoI grid (100
+#: RoIs x 6^3 grid points per sample, at test time) grouping the keypoints: (name,
+#: centres, points, neighbours) per sample of a batch of two, radius as above.
+STACKED_QUERIES = [
+    ("PV-RCNN keypoints", 2048, 16384, 16),
+    ("PV-RCNN RoI grid", 100 * 216, 2048, 16),
+]
+
+
+def add_point_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
+    """Point-cloud kernels (registry/shared/mmcv_ext/points.py) at the sizes of
+    mmdet3d's PointNet++ configs, against straightforward PyTorch: the whole distance
+    matrix at once, advanced indexing, and furthest point sampling as the obvious
+    loop (each step: every point's distance to the last pick, the running minimum,
+    its argmax)."""
     ext = sys.modules["mmcv.ops.nms"].ext_module
-    compare = functools.partial(add_compared, add, reps, "cpu")
-    n, m, k = (4000, 512, 16) if quick else (20000, 2048, 64)
+    compare = functools.partial(_compared, add, reps)
     g = torch.Generator().manual_seed(50)
-    xyz = torch.rand(1, n, 3, generator=g)
-    add_sampling_rows(add, ext, xyz, m, 3 if quick else 5)
-    add_neighbour_rows(compare, ext, xyz, m, k, 0.05, g)
-    if not quick:  # PointNet++ (SSG) first set abstraction: 1024 points, 512 centres, r 0.2
-        small = torch.rand(1, 1024, 3, generator=g)
-        add_neighbour_rows(compare, ext, small, 512, 32, 0.2, g)
-        # PointNet++ MSG second set abstraction: 512 points, 128 centres, r 0.4
-        add_neighbour_rows(compare, ext, torch.rand(1, 512, 3, generator=g), 128, 64, 0.4, g)
-        # ScanNet-size clouds (VoteNet's, knn at 8192 points)
-        add_neighbour_rows(compare, ext, torch.rand(1, 8192, 3, generator=g), 1024, 32, 0.1, g)
-    add_three_nn_row(compare, ext, xyz[:, :m].contiguous(), xyz)
-    add_grouping_rows(compare, ext, n, m, k, g)
+    for model, n, m, k, channels in SET_ABSTRACTIONS[:1] + SET_ABSTRACTIONS[5:6] \
+            if quick else SET_ABSTRACTIONS:
+        xyz, radius = torch.rand(1, n, 3, generator=g), radius_holding(k, n)
+        size = f"{model}: {n} points, {m} centres"
+        add(_sampling_row(ext, xyz, m, size, 3 if n > 10000 else reps))
+        add_neighbour_rows(compare, ext, xyz, m, k, radius, size, g)
+        add_grouping_rows(compare, ext, n, m, k, channels, size, g)
+    for model, m, n, channels in FEATURE_PROPAGATIONS[2:4] if quick else FEATURE_PROPAGATIONS:
+        add_propagation_rows(compare, ext, m, n, channels, f"{model}: {m} -> {n} points", g)
+    for name, centres, count, k in [] if quick else STACKED_QUERIES:
+        add_stacked_query_row(compare, ext, centres, count, radius_holding(k, count), k, name, g)
 
 
-def add_sampling_rows(add, ext, xyz, m: int, pairs: int) -> None:
-    """furthest_point_sampling_forward of ``m`` (and of 256) samples against the
-    obvious loop; the picks must agree."""
+def _compared(add, reps: int, op: str, size: str, ours, reference: str, theirs) -> None:
+    add(compared(op, size, ours, theirs, reference, reps))
+
+
+def _sampling_row(ext, xyz, m: int, size: str, pairs: int) -> Row:
+    """furthest_point_sampling_forward of ``m`` samples against the obvious loop;
+    the picks must agree."""
     n = xyz.shape[1]
-    for samples in sorted({min(m, 256), m}):
-        def ours(samples=samples):
-            out = torch.zeros(1, samples, dtype=torch.int32)
-            ext.furthest_point_sampling_forward(xyz, torch.full((1, n), 1e10), out, b=1, n=n,
-                                                m=samples)
-            return out[0].tolist()
 
-        def plain(samples=samples):
-            points, best, pick, picks = xyz[0], torch.full((n,), 1e10), 0, [0]
-            for _ in range(1, samples):
-                best = torch.minimum(best, ((points - points[pick]) ** 2).sum(1))
-                pick = int(best.argmax())
-                picks.append(pick)
-            return picks
+    def ours():
+        out = torch.zeros(1, m, dtype=torch.int32)
+        ext.furthest_point_sampling_forward(xyz, torch.full((1, n), 1e10), out, b=1, n=n, m=m)
+        return out[0].tolist()
 
-        assert ours() == plain(), "FPS variants disagree"
-        add_compared(add, pairs, "cpu", "furthest_point_sampling_forward",
-                     f"{n} points, {samples} samples", ours,
-                     "the obvious loop: distances to the last pick, running minimum, argmax",
-                     plain)
+    def plain():
+        points, best, pick, picks = xyz[0], torch.full((n,), 1e10), 0, [0]
+        for _ in range(1, m):
+            best = torch.minimum(best, ((points - points[pick]) ** 2).sum(1))
+            pick = int(best.argmax())
+            picks.append(pick)
+        return picks
+
+    assert ours() == plain(), "FPS variants disagree"
+    return compared("furthest_point_sampling_forward", size, ours, plain,
+                    "the obvious loop: distances to the last pick, running minimum, argmax",
+                    pairs)
 
 
-def add_grouping_rows(compare, ext, n: int, m: int, k: int, g) -> None:
-    """group_points, gather_points and three_interpolate against advanced indexing;
-    each side allocates its output (the kernel's with ``torch.empty``, as the
-    baseline's indexing does: mmcv's own zero fill is the caller's, not the kernel's)."""
-    features = torch.rand(1, 64, n, generator=g)
+def add_grouping_rows(compare, ext, n: int, m: int, k: int, channels: int, size: str,
+                      g) -> None:
+    """group_points (the neighbours' features) and gather_points (the centres' ones)
+    against advanced indexing; each side allocates its output (the kernel's with
+    ``torch.empty``, as the baseline's indexing does: mmcv's own zero fill is the
+    caller's, not the kernel's)."""
+    features = torch.rand(1, channels, n, generator=g)
     index = torch.randint(0, n, (1, m, k), generator=g, dtype=torch.int32)
 
     def ours_group():
-        out = torch.empty(1, 64, m, k)
-        ext.group_points_forward(features, index, out, b=1, c=64, n=n, npoints=m, nsample=k)
+        out = torch.empty(1, channels, m, k)
+        ext.group_points_forward(features, index, out, b=1, c=channels, n=n, npoints=m,
+                                 nsample=k)
         return out
 
     assert torch.equal(ours_group()[0], features[0][:, index[0].long()])
-    compare("group_points_forward", f"64 channels, {m}x{k} groups", ours_group,
+    compare("group_points_forward", f"{size}, {k} neighbours, {channels} channels", ours_group,
             "advanced indexing", lambda: features[0][:, index[0].long()])
     picks = torch.randint(0, n, (1, m), generator=g, dtype=torch.int32)
 
     def ours_gather():
-        out = torch.empty(1, 64, m)
-        ext.gather_points_forward(features, picks, out, b=1, c=64, n=n, npoints=m)
+        out = torch.empty(1, channels, m)
+        ext.gather_points_forward(features, picks, out, b=1, c=channels, n=n, npoints=m)
         return out
 
     assert torch.equal(ours_gather()[0], features[0][:, picks[0].long()])
-    compare("gather_points_forward", f"64 channels, {n} -> {m}", ours_gather,
+    compare("gather_points_forward", f"{size}, {channels} channels", ours_gather,
             "advanced indexing", lambda: features[0][:, picks[0].long()])
-    weight = torch.rand(1, n, 3, generator=g)
-    near = torch.randint(0, m, (1, n, 3), generator=g, dtype=torch.int32)
-    coarse = torch.rand(1, 64, m, generator=g)
-
-    def ours_interp():
-        out = torch.empty(1, 64, n)
-        ext.three_interpolate_forward(coarse, near, weight, out, b=1, c=64, m=m, n=n)
-        return out
-
-    compare("three_interpolate_forward", f"64 channels, {m} -> {n}", ours_interp,
-            "advanced indexing, weighted sum",
-            lambda: (coarse[0][:, near[0].long()] * weight[0]).sum(-1))
 
 
-def add_three_nn_row(compare, ext, source, target) -> None:
-    """three_nn_forward (feature propagation: each of the ``target`` points' three
-    nearest ``source`` points) against ``cdist`` + ``topk``; the results must agree."""
-    n, m = target.shape[1], source.shape[1]
+def add_propagation_rows(compare, ext, m: int, n: int, channels: int, size: str, g) -> None:
+    """A feature propagation: three_nn_forward (each of the ``n`` fine points' three
+    nearest of the ``m`` coarse ones) against ``cdist`` + ``topk`` (the results must
+    agree), three_interpolate_forward against advanced indexing and a weighted sum."""
+    source, target = torch.rand(1, m, 3, generator=g), torch.rand(1, n, 3, generator=g)
 
     def ours():
         dist2 = torch.empty(1, n, 3)
@@ -428,16 +382,28 @@ def add_three_nn_row(compare, ext, source, target) -> None:
 
     differing = ours()[0].long().sort(1)[0].ne(plain()[1].sort(1)[0]).any(1).sum()
     assert differing <= n // 1000 + 1, f"three_nn variants disagree on {differing} points"
-    compare("three_nn_forward", f"{m} -> {n} points", ours, "full cdist + topk", plain)
+    compare("three_nn_forward", size, ours, "full cdist + topk", plain)
+    weight = torch.rand(1, n, 3, generator=g)
+    near = torch.randint(0, m, (1, n, 3), generator=g, dtype=torch.int32)
+    coarse = torch.rand(1, channels, m, generator=g)
+
+    def ours_interp():
+        out = torch.empty(1, channels, n)
+        ext.three_interpolate_forward(coarse, near, weight, out, b=1, c=channels, m=m, n=n)
+        return out
+
+    compare("three_interpolate_forward", f"{size}, {channels} channels", ours_interp,
+            "advanced indexing, weighted sum",
+            lambda: (coarse[0][:, near[0].long()] * weight[0]).sum(-1))
 
 
-def add_neighbour_rows(compare, ext, xyz, m: int, k: int, radius: float, g) -> None:
+def add_neighbour_rows(compare, ext, xyz, m: int, k: int, radius: float, size: str,
+                       g) -> None:
     """ball_query_forward and knn_forward on ``xyz`` (1, n, 3) with ``m`` centres picked
     among the points, against the same arithmetic in plain PyTorch: the whole distance
     matrix (``cdist``), then ranks by ``cumsum`` or ``topk``; the results must agree."""
     n = xyz.shape[1]
     centres = xyz[:, torch.randperm(n, generator=g)[:m]].contiguous()
-    size = f"{n} points, {m} centres"
 
     def ours_ball():
         idx = torch.zeros(1, m, k, dtype=torch.int32)
@@ -445,22 +411,13 @@ def add_neighbour_rows(compare, ext, xyz, m: int, k: int, radius: float, g) -> N
                                max_radius=radius, nsample=k)
         return idx
 
-    def plain_ball():
-        d2 = torch.cdist(centres[0], xyz[0]) ** 2
-        hit = d2 < radius ** 2
-        rank = hit.cumsum(1)
-        out = torch.zeros(m, k, dtype=torch.long)
-        rows, cols = torch.nonzero(hit & (rank <= k), as_tuple=True)
-        out[rows, rank[rows, cols] - 1] = cols
-        first = out[:, :1].expand(m, k)
-        return torch.where(torch.arange(k) < rank[:, -1:], out, first)
-
     # cdist rounds differently from the kernels (which round as CUDA does): a point
     # within rounding of the radius may fall on either side, nothing more may differ.
-    differing = ours_ball()[0].long().ne(plain_ball()).any(1).sum()
-    assert differing <= m // 1000 + 1, f"ball query variants disagree on {differing} centres"
-    compare("ball_query_forward", f"{size}, {k} neighbours", ours_ball,
-            "full distance matrix (cdist), cumsum ranks", plain_ball)
+    differing = ours_ball()[0].long().ne(plain_ball_query(centres[0], xyz[0], radius, k)[0]).any(1)
+    assert differing.sum() <= m // 1000 + 1, f"ball query variants disagree on {differing.sum()}"
+    compare("ball_query_forward", f"{size}, radius {radius:.3g}, {k} neighbours", ours_ball,
+            "full distance matrix (cdist), cumsum ranks",
+            lambda: plain_ball_query(centres[0], xyz[0], radius, k))
 
     def ours_knn():
         idx = torch.zeros(1, m, 16, dtype=torch.int32)
@@ -475,40 +432,80 @@ def add_neighbour_rows(compare, ext, xyz, m: int, k: int, radius: float, g) -> N
     compare("knn_forward", f"{size}, k=16", ours_knn, "full cdist + topk", plain_knn)
 
 
-def add_deform_rows(add, dev, device: str, reps: int, naive_reps: int) -> None:
+def plain_ball_query(centres, points, radius: float, k: int):
+    """Ball query in plain PyTorch: (m, 3) centres, (n, 3) points -> (m, k) indices of
+    the first k points within ``radius``, padded with the first, 0 when none; and the
+    (m,) counts of points within ``radius``."""
+    m = centres.shape[0]
+    hit = torch.cdist(centres, points) ** 2 < radius ** 2
+    rank = hit.cumsum(1)
+    out = torch.zeros(m, k, dtype=torch.long)
+    rows, cols = torch.nonzero(hit & (rank <= k), as_tuple=True)
+    out[rows, rank[rows, cols] - 1] = cols
+    return torch.where(torch.arange(k) < rank[:, -1:], out, out[:, :1].expand(m, k)), rank[:, -1]
+
+
+def add_stacked_query_row(compare, ext, centres: int, count: int, radius: float, k: int,
+                          name: str, g) -> None:
+    """stack_ball_query_forward on a batch of two samples stacked, against the plain
+    ball query of each sample (``plain_ball_query``, -1 for a centre with no point);
+    the results must agree."""
+    xyz, centre_xyz = torch.rand(2 * count, 3, generator=g), torch.rand(2 * centres, 3,
+                                                                          generator=g)
+    counts = torch.tensor([count, count], dtype=torch.int32)
+    centre_counts = torch.tensor([centres, centres], dtype=torch.int32)
+
+    def ours():
+        idx = torch.zeros(2 * centres, k, dtype=torch.int32)
+        ext.stack_ball_query_forward(centre_xyz, centre_counts, xyz, counts, idx,
+                                     max_radius=radius, nsample=k)
+        return idx
+
+    def plain():
+        out = []
+        for sample in range(2):
+            found, hits = plain_ball_query(centre_xyz[sample * centres:(sample + 1) * centres],
+                                           xyz[sample * count:(sample + 1) * count], radius, k)
+            found[:, 0].masked_fill_(hits == 0, -1)
+            out.append(found)
+        return torch.cat(out)
+
+    differing = ours().long().ne(plain()).any(1).sum()
+    assert differing <= centres // 500 + 1, f"stacked ball queries disagree on {differing}"
+    compare("stack_ball_query_forward",
+            f"{name}: 2 x {centres} centres, 2 x {count} points, radius {radius:.3g}, "
+            f"{k} neighbours", ours, "plain ball query per sample (cdist, cumsum ranks)", plain)
+
+
+def add_deform_rows(add, reps: int, naive_reps: int, quick: bool) -> None:
     """deform_conv2d and modulated_deform_conv2d: small sizes against the naive loop,
     a detector-size layer against plain PyTorch (like-for-like) and F.conv2d (bound)."""
-    dx, doff, dmask, dw, db = ref.deform_inputs(torch.float32, 10, c=8,
-                                                cout=8, h=12, w=12, groups=1,
-                                                dgroups=1)
-    naive = functools.partial(add_compared, add, max(naive_reps, 1), device)
-    naive("deform_conv_forward", "1x8x12x12 -> 8, k3",
-          lambda: ops.deform_conv2d(dx.to(dev), doff.to(dev), dw.to(dev), 1, 1, 1, 1, 1),
-          "naive loop (one bilinear sample at a time)",
-          lambda: ref.naive_deform_conv(dx, doff, None, dw, None, 1, 1, 1, 1, 1))
-    naive("modulated_deform_conv_forward", "1x8x12x12 -> 8, k3",
-          lambda: ops.modulated_deform_conv2d(dx.to(dev), doff.to(dev), dmask.to(dev),
-                                              dw.to(dev), db.to(dev), 1, 1, 1, 1, 1),
-          "naive loop (one bilinear sample at a time)",
-          lambda: ref.naive_deform_conv(dx, doff, dmask, dw, db, 1, 1, 1, 1, 1))
-    big = [t.to(dev) for t in ref.deform_inputs(
-        torch.float32, 11, b=2, c=64, cout=64, h=64, w=64, groups=1,
-        dgroups=1)]
+    dx, doff, dmask, dw, db = ref.deform_inputs(torch.float32, 10, c=8, cout=8, h=12, w=12,
+                                                groups=1, dgroups=1)
+    add(compared("deform_conv_forward", "1x8x12x12 -> 8, k3",
+                 lambda: ops.deform_conv2d(dx, doff, dw, 1, 1, 1, 1, 1),
+                 lambda: ref.naive_deform_conv(dx, doff, None, dw, None, 1, 1, 1, 1, 1),
+                 "naive loop (one bilinear sample at a time)", naive_reps))
+    add(compared("modulated_deform_conv_forward", "1x8x12x12 -> 8, k3",
+                 lambda: ops.modulated_deform_conv2d(dx, doff, dmask, dw, db, 1, 1, 1, 1, 1),
+                 lambda: ref.naive_deform_conv(dx, doff, dmask, dw, db, 1, 1, 1, 1, 1),
+                 "naive loop (one bilinear sample at a time)", naive_reps))
+    big = ref.deform_inputs(torch.float32, 11, b=2, c=64, cout=64, h=64, w=64, groups=1,
+                            dgroups=1)
     torch.testing.assert_close(ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1, 1, 1),
                                plain_deform_conv(big[0], big[1], big[3]), rtol=1e-4, atol=1e-3)
-    compare = functools.partial(add_compared, add, reps, device)
-    compare("deform_conv_forward", "2x64x64x64 -> 64, k3",
-            lambda: ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1, 1, 1),
-            "plain PyTorch im2col: 4 bilinear corners gathered per tap, weighted, one matmul "
-            "(the same arithmetic)",
-            lambda: plain_deform_conv(big[0], big[1], big[3]))
-    compare("deform_conv_forward", "2x64x64x64 -> 64, k3",
-            lambda: ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1, 1, 1),
-            "F.conv2d (no deformation), same size: a lower bound, not the same arithmetic (the "
-            "same products without sampling 9 offset taps per output, which no deformable "
-            "kernel can skip: the gap is the price of the sampling; the like-for-like row is "
-            "the one above)",
-            lambda: torch.nn.functional.conv2d(big[0], big[3], None, 1, 1), kind=LOWER_BOUND)
+    add(compared("deform_conv_forward", "2x64x64x64 -> 64, k3",
+                 lambda: ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1, 1, 1),
+                 lambda: plain_deform_conv(big[0], big[1], big[3]),
+                 "plain PyTorch im2col: 4 bilinear corners gathered per tap, weighted, one "
+                 "matmul (the same arithmetic)", reps))
+    add(compared("deform_conv_forward", "2x64x64x64 -> 64, k3",
+                 lambda: ops.deform_conv2d(big[0], big[1], big[3], 1, 1, 1, 1, 1),
+                 lambda: torch.nn.functional.conv2d(big[0], big[3], None, 1, 1),
+                 "F.conv2d (no deformation), same size: the same products without sampling "
+                 "9 offset taps per output, which no deformable kernel can skip: the gap is "
+                 "the price of the sampling; the like-for-like row is the one above", reps,
+                 lower_bound=True))
 
 
 def plain_deform_conv(x, offset, weight):
@@ -548,7 +545,7 @@ def all_pairs_nms_rotated(boxes, scores, threshold: float):
     return order[greedy_keep(box_iou_rotated_matrix(ordered, ordered) > threshold)]
 
 
-def add_rotated_nms_rows(add, dev, device: str, count: int) -> None:
+def add_rotated_nms_rows(add, count: int) -> None:
     """nms_rotated on ``count`` overlapping boxes (mmdet3d's FCOS-Mono3D head test
     sends about 3,500 per call), against the previous all-pairs kernel and against
     mmcv's greedy algorithm run one pair at a time (Python polygon clipping)."""
@@ -563,77 +560,30 @@ def add_rotated_nms_rows(add, dev, device: str, count: int) -> None:
     # The three must agree, or the timing compares different work.
     assert kept == previous_kept == plain_kept, "nms_rotated variants disagree"
     size = f"{count} overlapping boxes, {len(kept)} kept"
-    add_compared(add, 1, device, "nms_rotated", size,
-                 lambda: ops.nms_rotated(boxes.to(dev), scores.to(dev), 0.3),
-                 "the plain vectorized formulation (all pairs' rotated IoU in torch, then greedy: "
-                 "the previous kernel)",
-                 lambda: all_pairs_nms_rotated(boxes.to(dev), scores.to(dev), 0.3))
-    add_compared(add, 2, device, "nms_rotated", size,
-                 lambda: ops.nms_rotated(boxes.to(dev), scores.to(dev), 0.3),
-                 "plain greedy, one pair at a time (mmcv's loop)",
+    add(compared("nms_rotated", size, lambda: ops.nms_rotated(boxes, scores, 0.3),
+                 lambda: all_pairs_nms_rotated(boxes, scores, 0.3),
+                 "the plain vectorized formulation (all pairs' rotated IoU in torch, then "
+                 "greedy: the previous kernel)", 1))
+    add(compared("nms_rotated", size, lambda: ops.nms_rotated(boxes, scores, 0.3),
                  lambda: ref.naive_greedy(
-                     count, order, lambda i, j: ref.naive_rotated_iou(listed[i], listed[j]) > 0.3))
+                     count, order,
+                     lambda i, j: ref.naive_rotated_iou(listed[i], listed[j]) > 0.3),
+                 "plain greedy, one pair at a time (mmcv's loop)", 2))
+
+
+#: Each section's rows: ``--only`` names them.
+SECTION_ROWS: Dict[str, Callable[..., None]] = {
+    "msda": add_msda_rows, "nms": add_nms_rows, "nms_rotated": add_rotated_rows,
+    "roi_align": add_roi_align_rows, "deform": add_deform_rows, "voxel": add_voxel_rows,
+    "boxes3d": add_boxes3d_rows, "points": add_point_rows,
+}
 
 
 def run(quick: bool) -> List[Dict[str, Any]]:
     """Rows for ``benchmarks/run.py``, measured in a fresh interpreter (so that
     torch, mmcv and the provided ``mmcv._ext`` never load into the runner)."""
-    from benchmarks.packs.kernel_timing import script_output
-    measured, load = script_output(__file__, quick)
-    return [kernel_row(f"{op} [{size}]", ours, reference, theirs, kind, load)
-            for op, size, ours, reference, theirs, kind in measured]
-
-
-#: How the kernel rows are timed (said in each row's note).
-TIMING = "per-thread CPU time, both sides interleaved, one torch thread"
-
-
-def kernel_row(name: str, ours: float, reference: str, theirs: "float | None",
-               kind: str, load: str) -> Dict[str, Any]:
-    """A row for ``run.py``: like-for-like baselines get the budget ≤ 1.0x and a verdict,
-    a lower bound is reported as information; the note names the baseline and the
-    machine's ``load`` during the run."""
-    from benchmarks import harness
-    if theirs is None or math.isnan(theirs):
-        return {"name": name, "value": ours, "unit": "ms",
-                "note": f"no baseline; {TIMING}; {load}"}
-    row = {"name": name, "value": ours, "unit": "ms", "baseline": theirs, "ratio": ours / theirs,
-           "note": f"baseline: {reference}; {TIMING}; {load}"}
-    if kind == LIKE_FOR_LIKE:
-        row.update(budget="≤ 1.0× (the same arithmetic in plain PyTorch)",
-                   verdict=harness.verdict(ours <= theirs))
-    else:
-        row["note"] = f"baseline ({kind}): {reference}; {TIMING}; {load}"
-    return row
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print the rows as one JSON line")
-    parser.add_argument("--only", default="", help="sections to run: msda, nms_rotated, points, deform")
-    args = parser.parse_args()
-    # Every kernel on one torch thread: on a shared 2-core machine two threads made one
-    # kernel read anywhere from 2.4 to 136 ms (3D NMS), and the ratios meant nothing.
-    _load_stack()  # torch is imported there, not at module import
-    torch.set_num_threads(1)
-    rows = bench(args.device, args.quick, args.only)
-    if args.json:
-        print(json.dumps([[op, size, ours, name, None if math.isnan(theirs) else theirs, kind]
-                          for op, size, ours, name, theirs, kind in rows]))
-        return
-    print(f"device: {args.device}, torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}\n")
-    print("| op | size | lazypatch (ms) | reference | reference (ms) "
-          "| reference / lazypatch |")
-    print("|---|---|---:|---|---:|---:|")
-    for op, size, ours, ref_name, theirs, _ in rows:
-        ratio = "-" if math.isnan(theirs) else f"{theirs / ours:.2f}x"
-        theirs_s = "-" if math.isnan(theirs) else f"{theirs:.2f}"
-        print(f"| {op} | {size} | {ours:.2f} | {ref_name} | {theirs_s} "
-              f"| {ratio} |")
+    return rows_of_script(__file__, quick)
 
 
 if __name__ == "__main__":
-    main()
+    command_line(bench, __doc__ or "", SECTIONS)

@@ -17,9 +17,7 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -35,6 +33,7 @@ import lazypatch.registry.training  # noqa: E402,F401  (declares training.tracin
 import torch  # noqa: E402
 
 import lazypatch  # noqa: E402
+from benchmarks import harness  # noqa: E402
 from benchmarks.baselines import pyprof_style  # noqa: E402
 
 TRACING = "training.tracing"
@@ -70,10 +69,10 @@ def recording() -> Iterator[None]:
 
 
 def per_call_us(call: Callable[[], object], calls: int) -> float:
-    start = time.perf_counter()
+    start = time.thread_time()   # this thread's CPU time: a shared machine's waits are not costs
     for _ in range(calls):
         call()
-    return (time.perf_counter() - start) / calls * 1e6
+    return (time.thread_time() - start) / calls * 1e6
 
 
 def measure(call_for: Dict[str, Callable[[], Callable[[], object]]],
@@ -127,21 +126,5 @@ def run(quick: bool) -> List[Dict[str, object]]:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls and repeats")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    arguments = parser.parse_args()
-    rows = run(arguments.quick)
-    if arguments.json:
-        print(json.dumps(rows, indent=2))
-        return
-    print("| benchmark | lazypatch | PyProf-style | ratio | unit | note |")
-    print("|---|---|---|---|---|---|")
-    for entry in rows:
-        print(f"| {entry['name']} | {entry['value']} | {entry['baseline']} | {entry['ratio']} "
-              f"| {entry['unit']} | {entry['note']} |")
-
-
 if __name__ == "__main__":
-    main()
+    harness.rows_command_line(run, __doc__ or "", "lazypatch", "PyProf-style")

@@ -21,7 +21,7 @@ repeat, as a ratio to the same step untracked:
   per-module-call cost shows most): the idle tracker (budget 1.05) and
   tracing applied with no profiler recording (budget 1.2).
 
-Times are the process's CPU time (``time.process_time``, torch on one
+Times are the thread's CPU time (``time.thread_time``, torch on one
 thread), not wall time: on a shared machine, waiting for a core is not a
 cost of the step.
 
@@ -32,9 +32,7 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import random
 import statistics
@@ -54,6 +52,7 @@ from torch import nn  # noqa: E402
 from torch.distributed._tools.mod_tracker import ModTracker  # noqa: E402
 
 import lazypatch  # noqa: E402
+from benchmarks import harness  # noqa: E402
 from benchmarks.baselines import pyprof_style  # noqa: E402
 
 IDLE_BUDGET = 1.05
@@ -176,11 +175,12 @@ def tracing_recording() -> Iterator[None]:
 
 
 def per_step_ms(step: Callable[[], None], steps: int) -> float:
-    """CPU milliseconds of this process per step."""
-    start = time.process_time()
+    """CPU milliseconds of this thread per step (torch on one thread: a CPU backward
+    runs in the calling thread), as the kernel benchmarks time (kernel_timing.py)."""
+    start = time.thread_time()
     for _ in range(steps):
         step()
-    return (time.process_time() - start) / steps * 1e3
+    return (time.thread_time() - start) / steps * 1e3
 
 
 def measure(variants: Dict[str, Callable[[], contextlib.AbstractContextManager]],
@@ -245,7 +245,6 @@ def run(quick: bool) -> List[Dict[str, object]]:
             profiled["profiler"], "training.tracing forward and backward ranges, "
             "torch.profiler CPU with shapes"),
     ]
-    from benchmarks import harness
     rows[0]["budget"] = f"ratio <= {IDLE_BUDGET}"
     rows[0]["verdict"] = harness.verdict(plain["idle"] / bare <= IDLE_BUDGET)
     return rows + tiny_mlp_rows(steps * 10, repeats)
@@ -274,7 +273,6 @@ def tiny_mlp_rows(steps: int, repeats: int) -> List[Dict[str, object]]:
         row("tracing applied, no profiler, vs untracked step, tiny MLP", times["tracing"], bare,
             "the operator mode is entered only while a profiler records"),
     ]
-    from benchmarks import harness
     for entry, budget in zip(rows, (IDLE_BUDGET, TRACING_BUDGET)):
         entry["budget"] = f"ratio <= {budget}"
         entry["verdict"] = harness.verdict(float(entry["value"]) / float(entry["baseline"])
@@ -282,21 +280,5 @@ def tiny_mlp_rows(steps: int, repeats: int) -> List[Dict[str, object]]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    arguments = parser.parse_args()
-    rows = run(arguments.quick)
-    if arguments.json:
-        print(json.dumps(rows, indent=2))
-        return
-    print("| benchmark | variant | baseline | ratio | unit | note |")
-    print("|---|---|---|---|---|---|")
-    for entry in rows:
-        print(f"| {entry['name']} | {entry['value']} | {entry['baseline']} | {entry['ratio']} "
-              f"| {entry['unit']} | {entry['note']} |")
-
-
 if __name__ == "__main__":
-    main()
+    harness.rows_command_line(run, __doc__ or "", "variant", "baseline")

@@ -55,7 +55,7 @@ class Patch:
         if options is not None and not isinstance(options, dict):
             raise TypeError(f"Patch({getattr(func, '__name__', func)}): options must be a dict "
                             f"or None, got {type(options).__name__}")
-        from ...declare.registration import validate_priority
+        from ...declare.argument_checks import validate_priority
         priority = validate_priority(priority, f"Patch({getattr(func, '__name__', func)})")
         self.func = func
         self.options: "Dict[str, Any]" = options if options is not None else {}

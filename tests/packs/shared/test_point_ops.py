@@ -51,25 +51,26 @@ def ref_fps(xyz, m):
     return out
 
 
+def ref_ball_row(c, points, nsample, inside, fill=0):
+    """The CUDA kernel's loop for one centre: the first ``nsample`` points ``inside``
+    (a test of the squared distance), padded with the first found; ``None`` for none."""
+    row, cnt = [fill] * nsample, 0
+    for k, p in enumerate(points):
+        if inside(d2(c, p)):
+            if cnt == 0:
+                row = [k] * nsample
+            row[cnt] = k
+            cnt += 1
+            if cnt >= nsample:
+                break
+    return row if cnt else None
+
+
 def ref_ball_query(center, xyz, min_r, max_r, nsample):
-    out = []
-    for cs, ps in zip(center, xyz):
-        rows = []
-        for c in cs:
-            row = [0] * nsample
-            cnt = 0
-            for k, p in enumerate(ps):
-                dist = d2(c, p)
-                if dist == 0 or (min_r ** 2 <= dist < max_r ** 2):
-                    if cnt == 0:
-                        row = [k] * nsample
-                    row[cnt] = k
-                    cnt += 1
-                    if cnt >= nsample:
-                        break
-            rows.append(row)
-        out.append(rows)
-    return out
+    def inside(dist):
+        return dist == 0 or (min_r ** 2 <= dist < max_r ** 2)
+    return [[ref_ball_row(c, ps, nsample, inside) or [0] * nsample for c in cs]
+            for cs, ps in zip(center, xyz)]
 
 
 def ref_knn_sets(center, xyz, k):
@@ -246,6 +247,65 @@ def test_ball_query_matches_loop_reference_either_side_of_the_dense_limit(ext, k
     assert idx.tolist() == ref_ball_query(center.tolist(), xyz.tolist(), *shell, nsample)
 
 
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), b=st.integers(1, 2),
+       n=st.integers(1, 120), m=st.integers(1, 12), whole=st.booleans())
+def test_furthest_point_sampling_matches_loop_reference_with_and_without_the_matrix(
+        ext, kind, b, n, m, whole):
+    # Small clouds take the whole distance matrix (FPS_MATRIX_ELEMENTS), larger ones the
+    # per-pick loop: both must pick as the CUDA kernel, and leave the same distances.
+    from unittest import mock
+    m = min(m, n)
+    xyz = large_cloud(kind, b, n)
+    temp = torch.full((b, n), 1e10)
+    out = torch.zeros(b, m, dtype=torch.int32)
+    with mock.patch.object(points_module(), "FPS_MATRIX_ELEMENTS", 1 << 22 if whole else 0):
+        ext.furthest_point_sampling_forward(xyz, temp, out, b=b, n=n, m=m)
+    assert out.tolist() == ref_fps(xyz.tolist(), m)
+    # temp: each point's distance to the picks but the last (the loop's last update)
+    picked = xyz[torch.arange(b)[:, None], out.long()[:, :m - 1]]
+    want = exact_order(xyz, picked)[0][:, :, 0] if m > 1 else torch.full((b, n), 1e10)
+    assert torch.equal(temp, want)
+
+
+def test_furthest_point_sampling_at_votenet_sizes_is_the_same_with_and_without_the_matrix(ext):
+    # 2,048 -> 1,024 points (VoteNet's second set abstraction) takes the matrix.
+    from unittest import mock
+    xyz = large_cloud("repeated", 1, 2048)
+    results = []
+    for limit in (1 << 22, 0):
+        temp, out = torch.full((1, 2048), 1e10), torch.zeros(1, 1024, dtype=torch.int32)
+        with mock.patch.object(points_module(), "FPS_MATRIX_ELEMENTS", limit):
+            ext.furthest_point_sampling_forward(xyz, temp, out, b=1, n=2048, m=1024)
+        results.append((out, temp))
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+
+
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), n=st.integers(1, 70),
+       m=st.integers(1, 40), k=st.sampled_from([1, 3, 16]))
+def test_small_knn_and_three_nn_equal_the_exact_search_ties_by_index(ext, kind, n, m, k):
+    # PointNet++'s smallest layers (64 points, 16 centres) take one broadcast difference
+    # and a stable sort (neighbour_search.BROADCAST_ELEMENTS, STABLE_SORT_ELEMENTS);
+    # either side of those limits, the same bits: distances, order, ties by index.
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :1], large_cloud(kind, 1, n + 5)[:, :m]], 1)
+    m = center.shape[1]
+    values, order = exact_order(center, xyz)
+    idx = torch.zeros(1, m, k, dtype=torch.int32)
+    dist2 = torch.zeros(1, m, k)
+    ext.knn_forward(xyz, center, idx, dist2, b=1, n=n, m=m, nsample=k)
+    kk = min(k, n)
+    assert torch.equal(dist2[:, :, :kk], values[:, :, :kk])
+    assert torch.equal(idx[:, :, :kk].long(), order[:, :, :kk])
+    if n >= 3:
+        dist2, idx = torch.empty(1, m, 3), torch.empty(1, m, 3, dtype=torch.int32)
+        ext.three_nn_forward(center, xyz, dist2, idx, b=1, n=m, m=n)
+        assert torch.equal(dist2, values[:, :, :3])
+        assert torch.equal(idx.long(), order[:, :, :3])
+
+
 def points_module():
     """The pack's point kernels (for their size limits), as the ops fixture loaded them."""
     from lazypatch.registry.shared.mmcv_ext import points
@@ -397,24 +457,7 @@ def test_stack_ball_query_and_grouping_match_loop_reference(ext, counts, centres
     idx = torch.zeros(sum(centres), nsample, dtype=torch.int32)
     ext.stack_ball_query_forward(center, center_cnt, xyz, xyz_cnt, idx, max_radius=radius,
                                  nsample=nsample)
-    want, p0, c0 = [], 0, 0
-    for n_points, n_centres in zip(counts, centres):
-        pts = xyz[p0:p0 + n_points].tolist()
-        for c in center[c0:c0 + n_centres].tolist():
-            row, cnt = [0] * nsample, 0
-            for k, p in enumerate(pts):
-                if d2(c, p) < radius ** 2:
-                    if cnt == 0:
-                        row = [k] * nsample
-                    row[cnt] = k
-                    cnt += 1
-                    if cnt >= nsample:
-                        break
-            if cnt == 0:
-                row[0] = -1
-            want.append(row)
-        p0, c0 = p0 + n_points, c0 + n_centres
-    assert idx.tolist() == want
+    assert idx.tolist() == ref_stack_ball_query(center, xyz, centres, counts, radius, nsample)
     # grouping with those (in-range) indices, and its backward
     idx = idx.clamp(min=0)
     features = cloud(seed + 2, sum(counts), 4)
@@ -434,6 +477,39 @@ def test_stack_ball_query_and_grouping_match_loop_reference(ext, counts, centres
             j += 1
         p0 += n_points
     assert torch.allclose(grad, want_grad, atol=1e-6)
+
+
+def ref_stack_ball_query(center, xyz, centres, counts, radius, nsample, fill=0):
+    """The CUDA kernel's loop on stacked batches: per centre its own batch's first
+    ``nsample`` points closer than ``radius`` (local indices, padded with the first),
+    slot 0 -1 when none and the others left at ``fill`` (as the caller allocated)."""
+    want, p0, c0 = [], 0, 0
+    for n_points, n_centres in zip(counts, centres):
+        pts = xyz[p0:p0 + n_points].tolist()
+        for c in center[c0:c0 + n_centres].tolist():
+            row = ref_ball_row(c, pts, nsample, lambda dist: dist < radius ** 2, fill)
+            want.append(row if row is not None else [-1] + [fill] * (nsample - 1))
+        p0, c0 = p0 + n_points, c0 + n_centres
+    return want
+
+
+@pytest.mark.parametrize("kind", ["uniform", "grid", "repeated", "far"])
+def test_stack_ball_query_on_large_batches_matches_loop_reference(ext, kind):
+    # Batches either side of DENSE_BALL_QUERY_POINTS (whole rows below, candidates by
+    # matrix product above), an empty batch of points, centres with no point in range
+    # (their rows keep the caller's fill but for slot 0's -1), and zero distances.
+    limit = points_module().DENSE_BALL_QUERY_POINTS
+    counts, centres = [limit + 90, 0, limit - 1], [20, 3, 25]
+    xyz = large_cloud(kind, 1, sum(counts))[0]
+    center = torch.cat([xyz[:4], large_cloud(kind, 1, 77)[0, :16] + 0.3, xyz[-3:],
+                        large_cloud(kind, 1, 78)[0, :25]])
+    nsample, radius = 32, 0.3
+    idx = torch.full((sum(centres), nsample), 7, dtype=torch.int32)
+    ext.stack_ball_query_forward(center, torch.tensor(centres, dtype=torch.int32), xyz,
+                                 torch.tensor(counts, dtype=torch.int32), idx,
+                                 max_radius=radius, nsample=nsample)
+    assert idx.tolist() == ref_stack_ball_query(center, xyz, centres, counts, radius, nsample,
+                                                fill=7)
 
 
 def ref_point_in_quad(px, py, quad):
