@@ -79,7 +79,9 @@ _new_context = object.__new__
 def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> None:
     """Execute ``module`` with ``loader``, running its patches before and after.
 
-    A ``LoaderProxy``'s ``exec_module`` (bound to the real loader): first the real loader
+    The ``exec_module`` of a watched import's loader, bound to the real loader: an
+    attribute of a file loader made for that import alone, taken off first
+    (``importer.OWN_LOADER_TYPES``), or a ``LoaderProxy``'s, and then the real loader
     goes back in place of the proxy (``importer.put_real_loader_back``, written out).
     ``target`` names the patches to run when it is not the module's own name: a
     program run by ``python -m pkg.mod`` is module ``__main__`` running the code

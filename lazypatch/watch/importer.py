@@ -6,9 +6,12 @@ How an import reaches a patch:
    ``sys.modules``. For names no patch watches it returns None after one dict
    lookup, so unwatched imports cost about one Python call.
 2. For a watched name it asks the finders *after* itself for the real spec
-   (walking ``sys.meta_path`` itself) and swaps ``spec.loader`` for a
-   ``LoaderProxy``.
-3. The import system calls ``LoaderProxy.exec_module``, which runs the
+   (walking ``sys.meta_path`` itself). A file loader the path finder made for
+   that spec alone gets the body runner as its ``exec_module``, an attribute of
+   the instance (``OWN_LOADER_TYPES``); any other loader is swapped for a
+   ``LoaderProxy`` on ``spec.loader``.
+3. The import system calls that ``exec_module`` (``application.run_body``),
+   which takes the attribute off (or puts the real loader back), runs the
    ``before_import`` patches, the real loader's ``exec_module`` (the module
    body), and then the ``when_imported`` patches on what ``sys.modules``
    holds at that moment, which is what the importer will hand out.
