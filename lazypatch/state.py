@@ -108,6 +108,37 @@ if TYPE_CHECKING:
         def __set__(self, patch: "Any", value: Value) -> None: ...
 
 
+# The fields of a RegisteredPatch that an unsettled application changes (settle writes
+# them). Each is a property over the slot of the same name with a leading underscore,
+# settling before every read and write. Only state.py and the watched import's own
+# checks (application.py, reading ``_live`` beside ``unsettled``) touch the slots:
+# tests/apply/test_settled_fields.py enforces it.
+SETTLED_FIELDS = ("status", "reason", "error", "live", "duration_ms", "application_count",
+                  "untracked_changes", "history", "applied_order", "notes", "note_providers")
+
+
+def settled_field(slot: str) -> property:
+    """A property reading and writing the slot named ``slot`` of a RegisteredPatch, its
+    unsettled applications folded in first."""
+    # Made in the class body, by name: set on the class afterwards, each property cost
+    # activation a type attribute write and a cache invalidation (about 0.1M
+    # instructions for the eleven: benchmarks/COSTS.md).
+
+    def read(patch: "RegisteredPatch") -> "Any":
+        if patch.unsettled:
+            patch.settle()
+        return getattr(patch, slot)
+
+    def write(patch: "RegisteredPatch", value: "Any") -> None:
+        # Settled first: an application that finished before this write must not
+        # overwrite it when it is folded in later.
+        if patch.unsettled:
+            patch.settle()
+        setattr(patch, slot, value)
+
+    return property(read, write, doc=f"``{slot}``, settled first")
+
+
 class RegisteredPatch:
     """One registered patch and everything known about it.
 
@@ -264,7 +295,7 @@ class RegisteredPatch:
     def __repr__(self) -> str:
         return f"<RegisteredPatch {self.name!r} on {self.target!r}: {self.status}>"
 
-    if TYPE_CHECKING:   # what the properties made below (settled_field) read and write
+    if TYPE_CHECKING:   # what the properties (settled_field) read and write
         status = SettledField[str]()
         reason = SettledField[str]()
         error = SettledField[str]()
@@ -276,41 +307,20 @@ class RegisteredPatch:
         applied_order = SettledField[float]()
         notes = SettledField["List[str]"]()
         note_providers = SettledField["List[Callable[[], Any]]"]()
+    else:
+        status = settled_field("_status")
+        reason = settled_field("_reason")
+        error = settled_field("_error")
+        live = settled_field("_live")
+        duration_ms = settled_field("_duration_ms")
+        application_count = settled_field("_application_count")
+        untracked_changes = settled_field("_untracked_changes")
+        history = settled_field("_history")
+        applied_order = settled_field("_applied_order")
+        notes = settled_field("_notes")
+        note_providers = settled_field("_note_providers")
 
 
-# The fields of a RegisteredPatch that an unsettled application changes (settle writes
-# them). Each is a property over the slot of the same name with a leading underscore,
-# settling before every read and write. Only state.py and the watched import's own
-# checks (application.py, reading ``_live`` beside ``unsettled``) touch the slots:
-# tests/apply/test_settled_fields.py enforces it.
-SETTLED_FIELDS = ("status", "reason", "error", "live", "duration_ms", "application_count",
-                  "untracked_changes", "history", "applied_order", "notes", "note_providers")
-
-
-def settled_field(slot: "Any") -> property:
-    """A property reading and writing ``slot`` (a slot's member descriptor) of a
-    RegisteredPatch, its unsettled applications folded in first."""
-    read_slot = slot.__get__
-    write_slot = slot.__set__
-
-    def read(patch: RegisteredPatch) -> "Any":
-        if patch.unsettled:
-            patch.settle()
-        return read_slot(patch)
-
-    def write(patch: RegisteredPatch, value: "Any") -> None:
-        # Settled first: an application that finished before this write must not
-        # overwrite it when it is folded in later.
-        if patch.unsettled:
-            patch.settle()
-        write_slot(patch, value)
-
-    return property(read, write, doc=f"``{slot.__name__}``, settled first")
-
-
-for _field in SETTLED_FIELDS:
-    setattr(RegisteredPatch, _field, settled_field(RegisteredPatch.__dict__["_" + _field]))
-del _field
 
 
 class Catalog:
