@@ -491,7 +491,10 @@ def pair_plan(indicePairs: torch.Tensor, indiceNum: torch.Tensor, rows: Tuple[in
         torch.zeros((2, 0), dtype=torch.long, device=indicePairs.device)
     if identity is not None:
         counts[identity] = 0
-    return PairPlan(flat, counts, rows, identity)
+    # an identity at the centre of an odd kernel: the kernel is centred, its pairs mirrored
+    return PairPlan(flat, counts, rows, identity,
+                    mirrored=identity is not None and identity == len(counts) // 2
+                    and len(counts) % 2 == 1)
 
 
 def plan_of_lists(lists: PairLists, rows: Tuple[int, int], subm: bool) -> PairPlan:
@@ -508,7 +511,9 @@ def plan_of_lists(lists: PairLists, rows: Tuple[int, int], subm: bool) -> PairPl
             identity = centre
             flat = torch.cat([flat[:, :start], flat[:, stop:]], 1)
             counts[centre] = 0
-    return PairPlan(flat, counts, rows, identity)
+    # an identity at the centre of an odd kernel: the kernel is centred, its pairs mirrored
+    return PairPlan(flat, counts, rows, identity,
+                    mirrored=identity is not None and len(counts) % 2 == 1)
 
 
 def _kernel_weights(filters: torch.Tensor, channels_in: int) -> torch.Tensor:
