@@ -276,6 +276,8 @@ def _neighbours(keys: torch.Tensor, shifts: List[int], sites: int, width: int,
     if sites <= min(TABLE_SITES, max(1 << 20, 16 * queries)):
         return _lookup(keys, _queries(keys, shifts), sites, True)
     if dilation == 1:
+        if sites < 1 << 31:
+            keys = keys.int()       # half the memory traffic of the search and its taps
         rows, rest = divmod(len(shifts), width)
         # a centred kernel's half ends with its centre row's positive taps, which
         # follow each site's own key
@@ -299,7 +301,8 @@ def _found_pairs(found: torch.Tensor, count: int, first_offset: int
     present = (found >= 0).view(-1, count)
     flat = present.view(-1).nonzero().squeeze(1)
     offset_id = _group_ids(present.sum(1), flat.numel())
-    return offset_id + first_offset, flat - offset_id * count, found.index_select(0, flat)
+    return (offset_id + first_offset, flat - offset_id * count,
+            found.index_select(0, flat).long())
 
 
 def _group_ids(sizes: torch.Tensor, total: int) -> torch.Tensor:
