@@ -105,6 +105,9 @@ def _candidates(batch: torch.Tensor, coords: torch.Tensor, kernel_size: Sequence
     """
     count, ndim = coords.shape
     valid = torch.ones((1,) * ndim + (count,), dtype=torch.bool, device=coords.device)
+    # int32 keys when the output grid fits: half the memory traffic, and a faster sort
+    grid = math.prod(int(size) for size in out_shape) * (int(batch.max()) + 1 if count else 1)
+    dtype = torch.int32 if grid < 1 << 31 else torch.long
     terms = []
     multiplier = 1
     for axis in range(ndim - 1, -1, -1):
@@ -114,18 +117,20 @@ def _candidates(batch: torch.Tensor, coords: torch.Tensor, kernel_size: Sequence
         view = [1] * ndim + [count]
         view[axis] = int(kernel_size[axis])
         valid = valid & ok.view(view)
-        terms.append((axis, position * multiplier))
+        terms.append((axis, (position * multiplier).to(dtype)))
         multiplier *= int(out_shape[axis])
-    valid = valid.reshape(-1, count)
-    offset_id, row = valid.nonzero(as_tuple=True)
-    if valid.numel() <= BROADCAST_KEYS:
+    present = valid.reshape(-1, count)
+    flat = present.view(-1).nonzero().squeeze(1)
+    offset_id = _group_ids(present.sum(1), flat.numel())
+    row = flat - offset_id * count
+    if present.numel() <= BROADCAST_KEYS:
         # every candidate's key by broadcasting (no gather), then the valid ones
-        key = (batch * multiplier).view([1] * ndim + [count])
+        key = (batch * multiplier).to(dtype).view([1] * ndim + [count])
         for axis, term in terms:
             view = [1] * ndim + [count]
             view[axis] = int(kernel_size[axis])
             key = key + term.view(view)
-        return offset_id, row, key.reshape(-1, count)[valid]
+        return offset_id, row, key.view(-1).index_select(0, flat)
     key = batch[row] * multiplier
     rest = offset_id
     for axis, term in terms:           # last axis first: the fastest-varying index
@@ -402,7 +407,7 @@ def _number_sites(keys: torch.Tensor, sites: int, direct: bool
     if not direct:
         return torch.unique(keys, sorted=True, return_inverse=True)
     present = torch.zeros(sites, dtype=torch.bool, device=keys.device)
-    present.index_fill_(0, keys, True)
+    present.index_fill_(0, keys.long(), True)      # (index_fill_ takes int64 only)
     rank = torch.cumsum(present, 0, dtype=torch.int32) - 1
     return present.nonzero().squeeze(1), rank.index_select(0, keys).long()
 
