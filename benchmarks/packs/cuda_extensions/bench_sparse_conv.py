@@ -332,7 +332,9 @@ def spconv_cases(stand_in, real, shape):
         if before is not None:          # the inverse conv runs the pairs of a conv
             first_mine, first_theirs = layer_pair(before)
             for sp, first in ((stand_in, first_mine), (real, first_theirs)):
-                with torch.no_grad():
+                # on one thread: spconv's CPU kernels race on more, and its inverse
+                # conv would start from wrong features
+                with torch.no_grad(), _threads(1):
                     prepared[sp] = first(sp.SparseConvTensor(base, sites, shape, 2))
 
         def step(sp, layer, backward):

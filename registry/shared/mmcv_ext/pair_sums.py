@@ -143,7 +143,8 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
                       gathered: Optional[torch.Tensor] = None
                       ) -> Tuple[torch.Tensor, torch.Tensor]:
     """(input gradient, weight gradient (K, C_in, C_out)) of :func:`convolve` for the
-    output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any."""
+    output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any (used
+    up: overwritten)."""
     source, target = (1, 0) if inverse else (0, 1)
     weights_grad = torch.zeros_like(weights)
     input_grad = None
@@ -155,7 +156,9 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
     features_rows = features.new_empty((plan.widest if gathered is None else 0,
                                         weights.shape[1]))
     grad_rows = grad.new_empty((plan.widest, weights.shape[2]))
-    products = None if plan.mirrored else \
+    # the kept rows of an offset are read once, by its weight gradient: its input
+    # gradient's products overwrite them (no second buffer of every pair to allocate)
+    products = None if plan.mirrored else gathered if gathered is not None else \
         features.new_empty((plan.largest, weights.shape[1]))
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
