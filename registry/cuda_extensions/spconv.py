@@ -260,12 +260,12 @@ class _IndiceConv(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, features: torch.Tensor, weights: torch.Tensor,
-                plan: kernels.PairPlan, inverse: bool) -> torch.Tensor:
+                plan: kernels.PairPlan, inverse: bool, keep: bool) -> torch.Tensor:
+        """``keep``: a backward will follow (the caller knows: grad mode is off here)."""
         ctx.save_for_backward(features, weights)
         ctx.plan, ctx.inverse = plan, inverse
         # a training step gathers the same input rows again in its backward: keep them
         # when they are one chunk (memory bounded by pair_sums.CHUNK_PAIRS)
-        keep = any(ctx.needs_input_grad[:2])
         output, ctx.gathered = kernels.convolve(plan, features, weights, inverse, keep)
         return output
 
@@ -275,7 +275,7 @@ class _IndiceConv(torch.autograd.Function):
         input_grad, weights_grad = kernels.convolve_backward(
             ctx.plan, features, weights, grad.contiguous(), ctx.inverse, ctx.gathered)
         ctx.gathered = None
-        return input_grad, weights_grad, None, None
+        return input_grad, weights_grad, None, None, None
 
 
 class _IndiceMaxPool(torch.autograd.Function):
@@ -298,7 +298,9 @@ def _planned_conv(features: torch.Tensor, filters: torch.Tensor, plan: kernels.P
                   inverse: bool, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """The convolution over ``plan`` with spconv 2's (out, *kernel, in) ``filters``."""
     weights = filters.movedim(0, -1).reshape(-1, filters.shape[-1], filters.shape[0])
-    output = _IndiceConv.apply(features, weights, plan, inverse)
+    # under no_grad (inference) the forward's gathered rows are not kept for a backward
+    keep = torch.is_grad_enabled() and (features.requires_grad or filters.requires_grad)
+    output = _IndiceConv.apply(features, weights, plan, inverse, keep)
     return output if bias is None else output + bias
 
 

@@ -21,7 +21,7 @@ threads made single kernels vary tenfold):
   each thread count of ``--threads``. The numerics are compared first (output sites,
   values, gradients); a case where they disagree gets no time. Each row's ratio is the
   median of per-round ratios, the two sides run back to back in alternating order: CPU
-  time on one thread, wall time on two. Real spconv needs a one-line fix for its
+  time (on two threads, that of both). Real spconv needs a one-line fix for its
   backward on a CPU torch (:data:`SPCONV_CPU_STREAM_PATCH`, applied through lazypatch)
   and is only correct on one thread: on two its results change from run to run (its
   CPU kernels race), so there the stand-in is checked against spconv on one thread and
@@ -332,7 +332,9 @@ def spconv_cases(stand_in, real, shape):
         if before is not None:          # the inverse conv runs the pairs of a conv
             first_mine, first_theirs = layer_pair(before)
             for sp, first in ((stand_in, first_mine), (real, first_theirs)):
-                with torch.no_grad():
+                # on one thread: spconv's CPU kernels race on more, and its inverse
+                # conv would start from wrong features
+                with torch.no_grad(), _threads(1):
                     prepared[sp] = first(sp.SparseConvTensor(base, sites, shape, 2))
 
         def step(sp, layer, backward):
@@ -466,7 +468,7 @@ def spconv_rows(quick: bool, threads: Sequence[int] = (1,)) -> List[Row]:
                 mine_ms, theirs_ms, ratio, measure = paired_ms(
                     lambda step=mine, backward=backward: step(backward),
                     lambda step=theirs, backward=backward: step(backward), repetitions,
-                    cpu=count == 1)
+                    count)
                 rows.append(["spconv", f"{name}, {'fwd+bwd' if backward else 'fwd'}, "
                              f"{count} thread(s)", mine_ms,
                              f"spconv 2.3.8 CPU ({agreement}; {measure})", theirs_ms, ratio])
@@ -490,14 +492,15 @@ class _threads:
 
 
 def paired_ms(first: Callable[[], object], second: Callable[[], object],
-              repetitions: int, cpu: bool) -> "tuple[float, float, float, str]":
+              repetitions: int, threads: int = 1) -> "tuple[float, float, float, str]":
     """(median ms of ``first``, of ``second``, median of the per-round ratios, what was
     measured): the two steps run back to back each round, in alternating order, after
     one warm-up call of each, so that a shared machine's load falls on both alike.
-    ``cpu``: the process's CPU time (one thread: what a step costs, whatever the
-    machine's load makes it wait), else wall time (two threads: the CPU time would
-    count the work of both threads, not how soon the step is done)."""
-    clock = time.process_time if cpu else time.perf_counter
+    The clock is the process's CPU time, that of every thread it runs on ``threads``
+    (what a step costs, whatever the machine's load makes it wait: on a shared 2-core
+    machine the wall time of a two-thread step is mostly how long one thread waited for
+    the other)."""
+    clock = time.process_time
     first()
     second()
     times: "tuple[List[float], List[float]]" = ([], [])
@@ -509,8 +512,9 @@ def paired_ms(first: Callable[[], object], second: Callable[[], object],
             step()
             times[bucket].append((clock() - started) * 1e3)
     ratios = [mine / theirs for mine, theirs in zip(*times)]
-    measure = (f"median of {repetitions} paired ratios of "
-               f"{'CPU time' if cpu else 'wall time'}")
+    measure = (f"median of {repetitions} paired ratios of CPU time"
+               + (" (both threads)" if threads == 2 else
+                  f" ({threads} threads)" if threads > 2 else ""))
     return (statistics.median(times[0]), statistics.median(times[1]),
             statistics.median(ratios), measure)
 

@@ -32,11 +32,12 @@ class PairPlan:
     pairs and by their backward."""
 
     def __init__(self, flat: torch.Tensor, counts: List[int], rows: Tuple[int, int],
-                 identity: Optional[int]) -> None:
+                 identity: Optional[int], mirrored: bool = False) -> None:
         """``flat`` (2, P) int64 (input rows, output rows) of the pairs grouped by offset,
         ``counts[k]`` of them of offset ``k``, ``rows`` the (input, output) site counts;
         ``identity`` an offset, not in ``flat``, that pairs each row with itself (run as
-        a plain product), or None."""
+        a plain product), or None; ``mirrored``: offset ``K - 1 - k`` has the pairs of
+        offset ``k`` reversed (a centred submanifold kernel's)."""
         self.flat = flat
         self.counts = counts
         self.rows = rows
@@ -54,6 +55,8 @@ class PairPlan:
                 chunk_start = start
             start += count
         self.largest = max((chunk[-1][2] - chunk[0][1] for chunk in self.chunks), default=0)
+        self.widest = max(counts, default=0)
+        self.mirrored = mirrored
         self._matrices: Dict[Tuple[int, int, torch.dtype], torch.Tensor] = {}
 
     def sum_matrix(self, side: int, chunk: int, dtype: torch.dtype) -> torch.Tensor:
@@ -93,20 +96,28 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     (at most :data:`CHUNK_PAIRS` rows), for :func:`convolve_backward`; else None."""
     source, target = (1, 0) if inverse else (0, 1)
     output = features @ weights[plan.identity] if plan.identity is not None else None
-    gathered = features.new_empty((plan.largest, weights.shape[1]))
+    keep = keep_gathered and len(plan.chunks) == 1
+    # kept: one buffer for every pair; else one offset's rows, reused offset after offset
+    gathered = features.new_empty((plan.largest if keep else plan.widest,
+                                   weights.shape[1]))
     products = features.new_empty((plan.largest, weights.shape[2]))
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
-        size = chunk[-1][2] - first
-        torch.index_select(features, 0, plan.rows_of(source, index), out=gathered[:size])
+        rows = plan.rows_of(source, index)
+        if keep:
+            torch.index_select(features, 0, rows, out=gathered[:rows.numel()])
         for offset, start, stop in chunk:
-            torch.mm(gathered[start - first:stop - first], weights[offset],
-                     out=products[start - first:stop - first])
-        output = _add_sums(output, plan, target, index, products[:size])
+            part = slice(start - first, stop - first)
+            rows_in = gathered[part] if keep else gathered[:stop - start]
+            if not keep:
+                # gathered offset by offset, the rows are still in cache when the
+                # product reads them
+                torch.index_select(features, 0, rows[part], out=rows_in)
+            torch.mm(rows_in, weights[offset], out=products[part])
+        output = _add_sums(output, plan, target, index, products[:rows.numel()])
     if output is None:
         output = features.new_zeros((plan.rows[target], weights.shape[2]))
-    kept = gathered if keep_gathered and len(plan.chunks) == 1 else None
-    return output, kept
+    return output, gathered if keep else None
 
 
 #: dtypes whose sums over pairs go through torch's sparse CSR product (its CPU kernel
@@ -132,31 +143,44 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
                       gathered: Optional[torch.Tensor] = None
                       ) -> Tuple[torch.Tensor, torch.Tensor]:
     """(input gradient, weight gradient (K, C_in, C_out)) of :func:`convolve` for the
-    output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any."""
+    output gradient ``grad``; ``gathered``: the rows :func:`convolve` kept, if any (used
+    up: overwritten)."""
     source, target = (1, 0) if inverse else (0, 1)
     weights_grad = torch.zeros_like(weights)
     input_grad = None
     if plan.identity is not None:
         torch.mm(features.t(), grad, out=weights_grad[plan.identity])
-        input_grad = grad @ weights[plan.identity].t()
-    # the forward's gathered rows, when it kept them, spare the largest gather
-    reuse = gathered is not None
-    if gathered is None:
-        gathered = features.new_empty((plan.largest, weights.shape[1]))
-    grad_rows = grad.new_empty((plan.largest, weights.shape[2]))
-    products = features.new_empty((plan.largest, weights.shape[1]))
+        if not plan.mirrored:
+            input_grad = grad @ weights[plan.identity].t()
+    # offset by offset, the gathered rows are multiplied while still in cache
+    features_rows = features.new_empty((plan.widest if gathered is None else 0,
+                                        weights.shape[1]))
+    grad_rows = grad.new_empty((plan.widest, weights.shape[2]))
+    # the kept rows of an offset are read once, by its weight gradient: its input
+    # gradient's products overwrite them (no second buffer of every pair to allocate)
+    products = None if plan.mirrored else gathered if gathered is not None else \
+        features.new_empty((plan.largest, weights.shape[1]))
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
-        size = chunk[-1][2] - first
-        torch.index_select(grad, 0, plan.rows_of(target, index), out=grad_rows[:size])
-        if not reuse:
-            torch.index_select(features, 0, plan.rows_of(source, index),
-                               out=gathered[:size])
+        sources, targets = plan.rows_of(source, index), plan.rows_of(target, index)
         for offset, start, stop in chunk:
             part = slice(start - first, stop - first)
-            torch.mm(gathered[part].t(), grad_rows[part], out=weights_grad[offset])
-            torch.mm(grad_rows[part], weights[offset].t(), out=products[part])
-        input_grad = _add_sums(input_grad, plan, source, index, products[:size])
-    if input_grad is None:
+            grad_in = grad_rows[:stop - start]
+            torch.index_select(grad, 0, targets[part], out=grad_in)
+            rows_in = features_rows[:stop - start] if gathered is None else gathered[part]
+            if gathered is None:
+                torch.index_select(features, 0, sources[part], out=rows_in)
+            torch.mm(rows_in.t(), grad_in, out=weights_grad[offset])
+            if products is not None:
+                torch.mm(grad_in, weights[offset].t(), out=products[part])
+        if products is not None:
+            input_grad = _add_sums(input_grad, plan, source, index,
+                                   products[:sources.numel()])
+    if plan.mirrored:
+        # offset K-1-k pairs the sites of offset k the other way round: the input
+        # gradient runs the same pairs forward with the mirrored offsets' weights
+        # transposed, and sums into the side whose matrix the forward built
+        input_grad = convolve(plan, grad, weights.transpose(1, 2).flip(0), inverse)[0]
+    elif input_grad is None:
         input_grad = torch.zeros_like(features)
     return input_grad, weights_grad

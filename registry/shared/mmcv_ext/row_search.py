@@ -20,12 +20,13 @@ import torch
 
 def row_neighbours(keys: torch.Tensor, highest_shifts: Sequence[int], width: int,
                    following: int = 0) -> torch.Tensor:
-    """(len(highest_shifts) * width + following, N) int64: entry ``(c * width + j, i)``
+    """(len(highest_shifts) * width + following, N) int32: entry ``(c * width + j, i)``
     is the row of the site whose key is ``keys[i] + highest_shifts[c] - j``, then entry
     ``(len(highest_shifts) * width + j, i)`` that of ``keys[i] + following - j``; -1 where
     there is none.
 
-    ``keys`` are distinct and non-negative, in input order; ``following <= width``."""
+    ``keys`` are distinct and non-negative, in input order, int32 when every key plus
+    every shift fits (half the memory traffic of int64); ``following <= width``."""
     count = keys.numel()
     # the sites of a layer after a regular convolution come sorted: no sort to run
     in_order = count < 2 or bool((keys[1:] > keys[:-1]).all())
@@ -33,7 +34,7 @@ def row_neighbours(keys: torch.Tensor, highest_shifts: Sequence[int], width: int
     # sentinels past the end: -1 equals no key
     padded_keys = torch.cat([sorted_keys, sorted_keys.new_full((width,), -1)])
     padded_order = None if order is None else \
-        torch.cat([order, order.new_full((width,), -1)])
+        torch.cat([order.int(), order.new_full((width,), -1, dtype=torch.int32)])
     # every kernel row at once: (rows, N) lowest keys reached, and where they would sit
     lowest_shifts = torch.tensor([int(shift) - (width - 1) for shift in highest_shifts],
                                  dtype=keys.dtype, device=keys.device)
@@ -45,13 +46,13 @@ def row_neighbours(keys: torch.Tensor, highest_shifts: Sequence[int], width: int
         # back in input order
         found_sorted = _search_sorted(
             sorted_keys, (sorted_keys[None, :] + lowest_shifts[:, None]).view(-1))
-        start = torch.empty_like(lowest).index_copy_(
-            1, order, found_sorted.view_as(lowest)).view(-1)
+        start = torch.empty(lowest.shape, dtype=torch.int32, device=keys.device) \
+            .index_copy_(1, order, found_sorted.view_as(lowest)).view(-1)
     found = _taps(padded_keys, padded_order, lowest, start, width)
     if not following:
         return found
     # the keys above a site's own sit right after it in sorted order
-    own = torch.arange(count, device=keys.device)
+    own = torch.arange(count, dtype=torch.int32, device=keys.device)
     if order is not None:
         own = torch.empty_like(own).index_copy_(0, order, own)
     after = _taps(padded_keys, padded_order, (keys + 1)[None, :], own + 1, following)
@@ -69,9 +70,9 @@ def _taps(padded_keys: torch.Tensor, padded_order: Optional[torch.Tensor],
                   for step in range(width)]
     rows = [start + step if padded_order is None else
             padded_order.index_select(0, start + step) for step in range(width)]
-    found = torch.empty((lowest.shape[0], width, count), dtype=torch.long,
+    found = torch.empty((lowest.shape[0], width, count), dtype=torch.int32,
                         device=lowest.device)
-    missing = torch.full((1,), -1, dtype=torch.long, device=lowest.device)
+    missing = torch.full((1,), -1, dtype=torch.int32, device=lowest.device)
     for above in range(width):
         # key lowest + above is among the first above + 1 candidates, if present; it is
         # reached by tap width - 1 - above of the kernel row
@@ -84,9 +85,10 @@ def _taps(padded_keys: torch.Tensor, padded_order: Optional[torch.Tensor],
 
 
 def _search_sorted(sorted_keys: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
-    """``torch.searchsorted(sorted_keys, queries)``; on the CPU numpy's, which starts
-    each search from the previous result while the queries increase (they do here, a
-    kernel row at a time): about 1.4x faster on SECOND's grid."""
+    """``torch.searchsorted(sorted_keys, queries)`` as int32; on the CPU numpy's, which
+    starts each search from the previous result while the queries increase (they do
+    here, a kernel row at a time): about 1.4x faster on SECOND's grid."""
     if sorted_keys.device.type != "cpu":
-        return torch.searchsorted(sorted_keys, queries)
-    return torch.from_numpy(np.searchsorted(sorted_keys.numpy(), queries.numpy()))
+        return torch.searchsorted(sorted_keys, queries, out_int32=True)
+    return torch.from_numpy(
+        np.searchsorted(sorted_keys.numpy(), queries.numpy()).astype(np.int32))
