@@ -112,8 +112,13 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
                 del loader.exec_module
             except AttributeError:   # not shadowed (called by hand)
                 pass
-        if module.__name__ != spec.name:   # an alias: the imported name's patches
-            target = spec.name
+        # The module's name read once (a read of a module's attribute does not specialize):
+        # where it is the spec's, the patches of the target, if given, else of that name.
+        name = spec.name
+        if module.__name__ != name:   # an alias: the imported name's patches
+            target = name
+        elif target is not None:
+            name = target
     elif proxy.__class__ is LoaderProxy and proxy._lazypatch_loader is loader:
         spec.loader = loader
         try:
@@ -123,7 +128,9 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
             pass
         if module.__name__ != spec.name:   # an alias: the imported name's patches
             target = spec.name
-    name = module.__name__ if target is None else target
+        name = module.__name__ if target is None else target
+    else:
+        name = module.__name__ if target is None else target
     try:
         marked = spec._initializing is True   # (a spec being imported)
     except AttributeError:   # no spec, or one no import is running (_initializing unset)
@@ -231,7 +238,7 @@ def run_patches(target: str, module: "Any", phase: str) -> None:
             apply(patch, module)
 
 
-def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> None:
+def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
     """Apply one patch to one module object, at most once, as a transaction.
 
     Never raises for an ordinary failure unless strict mode is on; a
@@ -283,10 +290,11 @@ def apply(patch: "RegisteredPatch", module: "Any", *, late: bool = False) -> Non
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
         started = perf_counter()
         try:
+            function = patch.function   # (a slot read: a method lookup would not specialize)
             if context is None:
-                patch.function(module)
+                function(module)
             else:
-                patch.function(module, context)
+                function(module, context)
         except SkipPatch as skip:
             _skipped(patch, context_of_record(patch.name, record), skip, (started, charged))
             return

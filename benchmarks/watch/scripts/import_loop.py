@@ -5,11 +5,13 @@ Run by the benchmarks in the clean venv with one JSON argument::
     {"modules": dir, "count": N, "lazypatch": "none" | "auto" | "core",
      "finder": true, "watch": "none" | "lazypatch" | "lazypatch-disabled" | "wrapt",
      "extra_patches": K, "import": true, "wrapt": false,
-     "trivial_finder": false}
+     "trivial_finder": false, "finder_after": false}
 
 and prints ``{"register_s": ..., "import_s": ...}`` as its last line: the
 seconds spent registering the K extra patches, and importing the N modules
 (both timed inside the process, so that start-up noise stays out).
+``"finder_after": true`` puts a do-nothing finder after lazypatch's, before the
+import system's own, where setuptools' ``_distutils_hack`` sits in most venvs.
 Setting ``"import": false`` runs the same set-up without the imports, which
 callgrind runs subtract to count the imports' instructions alone.
 """
@@ -17,6 +19,7 @@ callgrind runs subtract to count the imports' instructions alone.
 import gc
 import os
 import sys
+from importlib.machinery import BuiltinImporter
 from time import perf_counter
 
 
@@ -69,6 +72,10 @@ def main(options):
         # The application machinery (and the ledger) load once, on the first watched
         # import, not at activation; that one-time load is set-up, not a per-import cost.
         import lazypatch.apply.application  # noqa: F401
+    if options.get("finder_after"):
+        # A plain import asks each finder inside the import lock; lazypatch's finder asks
+        # those after it directly: each one there widens the plain side more (COSTS.md).
+        sys.meta_path.insert(sys.meta_path.index(BuiltinImporter), DoNothingFinder())
     if options.get("trivial_finder"):
         sys.meta_path.insert(0, DoNothingFinder())
     # The collector would run at points that depend on how many objects each
