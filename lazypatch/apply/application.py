@@ -51,6 +51,7 @@ from ..state import (
     context_of_record,
 )
 from ..watch.importer import OWN_LOADER_TYPES as _OWN_LOADER_TYPES
+from ..watch.importer import SPEC_LOADER as _SPEC_LOADER
 from ..watch.importer import LoaderProxy, execute_with_loader
 from ..watch.unfinished import defer_until_executed, defer_until_import_released, watch_lazy_module
 from .calls import track as _track_calls
@@ -79,10 +80,11 @@ _new_context = object.__new__
 def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> None:
     """Execute ``module`` with ``loader``, running its patches before and after.
 
-    The ``exec_module`` of a watched import's loader, bound to the real loader: an
-    attribute of a file loader made for that import alone, taken off first
-    (``importer.OWN_LOADER_TYPES``), or a ``LoaderProxy``'s, and then the real loader
-    goes back in place of the proxy (``importer.put_real_loader_back``, written out).
+    The ``exec_module`` of a watched import's loader: an attribute of a file loader made
+    for that import alone, bound to ``importer.SPEC_LOADER`` (the loader is the one the
+    module's spec names) and taken off first (``importer.OWN_LOADER_TYPES``), or a
+    ``LoaderProxy``'s, bound to the real loader, which then goes back in place of the
+    proxy (``importer.put_real_loader_back``, written out).
     ``target`` names the patches to run when it is not the module's own name: a
     program run by ``python -m pkg.mod`` is module ``__main__`` running the code
     of ``pkg.mod`` (see ``programs.run_program``); an alias (``six.moves.cPickle``)
@@ -103,15 +105,22 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
         proxy = spec.loader
     except AttributeError:   # no spec (None: a program run as a script)
         spec = proxy = None
-    if proxy is loader:
+    if loader is _SPEC_LOADER:
         # An import's own file loader, run_body its exec_module by an attribute of the
-        # instance (importer.OWN_LOADER_TYPES): off first, so that the body runs with the
-        # loader's own method (importer.take_shadow_off, written out).
-        if type(loader) in _OWN_LOADER_TYPES:
-            try:
-                del loader.exec_module
-            except AttributeError:   # not shadowed (called by hand)
-                pass
+        # instance (importer.OWN_LOADER_TYPES, SPEC_LOADER): the spec's loader; the shadow
+        # off first, so that the body runs with the loader's own method
+        # (importer.take_shadow_off, written out).
+        loader = proxy
+        if type(loader) not in _OWN_LOADER_TYPES:
+            raise ImportError(f"lazypatch: a file loader's exec_module was called for "
+                              f"module {module.__name__!r}, whose spec names another loader "
+                              f"({loader!r}); call exec_module of the loader its spec names",
+                              name=module.__name__)
+        try:
+            del loader.exec_module
+        except AttributeError:   # not shadowed any more (called again by hand)
+            pass
+    if proxy is loader:   # (an own loader, or any loader its spec names, given directly)
         # The module's name read once (a read of a module's attribute does not specialize):
         # where it is the spec's, the patches of the target, if given, else of that name.
         name = spec.name

@@ -147,7 +147,8 @@ def module_creator(loader: "Any") -> "Callable[[Any], Any]":
 
 # The file loaders of the path finder (``FileFinder``), which makes a new one for each spec
 # it returns (``loader_class(fullname, path)``): such an instance is used by that one
-# import only. So for a watched import, ``run_body`` becomes its ``exec_module`` by an
+# import only. So for a watched import, ``run_body`` becomes its ``exec_module`` (bound to
+# ``SPEC_LOADER``: one method object for every import) by an
 # attribute of the instance over its class's method (``watched_spec_finder``), cheaper
 # than a ``LoaderProxy``: no object to build, no attribute read through a proxy, and the
 # module's ``__loader__`` and ``__spec__.loader`` are the real loader all along.
@@ -159,6 +160,22 @@ _EXTERNAL = sys.modules.get("_frozen_importlib_external")
 OWN_LOADER_TYPES: "tuple" = tuple(
     getattr(_EXTERNAL, name) for name in ("SourceFileLoader", "SourcelessFileLoader",
                                           "ExtensionFileLoader") if hasattr(_EXTERNAL, name))
+
+
+class _SpecLoader:
+    """The type of ``SPEC_LOADER``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the loader of the module's own spec>"
+
+
+# The ``loader`` a file loader's shadow ``exec_module`` passes to ``run_body``: "the loader
+# the module's spec names", which is that loader. One bound method serves every import
+# (``LazyPatchFinder._run_own_body``): binding ``run_body`` to each loader made a method
+# object per watched import, about 1,000 instructions with its deallocation.
+SPEC_LOADER: "Any" = _SpecLoader()
 
 
 def take_shadow_off(loader: "Any") -> None:
@@ -189,6 +206,7 @@ class LazyPatchFinder:
         # registration is visible to the next import without telling the finder.
         self._watched = watched
         self._run_body = run_body
+        self._run_own_body = _bound(run_body, SPEC_LOADER)
         # Names with a replacement declared (boundaries.replace_module): their spec
         # comes from the declaration before any other finder is asked.
         self.replaced_names: Dict[str, bool] = {}
@@ -222,8 +240,9 @@ class LazyPatchFinder:
         self.replaced_names[fullname] = True
 
     def set_run_body(self, run_body: "Callable[[Any, Any], None]") -> None:
-        """What loader proxies made from now on call around a module body."""
+        """What loader proxies and shadows made from now on call around a module body."""
         self._run_body = run_body
+        self._run_own_body = _bound(run_body, SPEC_LOADER)
 
     def forget_replacements(self) -> None:
         """No replacement declared any more (``lazypatch.reset()``)."""
@@ -307,14 +326,14 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             # the finders: runpy (python -m) asks for a spec without it, and then reads
             # get_code, which only a proxy answers with the patches.
             if "runpy" not in sys.modules:
-                loader.exec_module = _bound(finder._run_body, loader)
+                loader.exec_module = finder._run_own_body
                 return spec
             try:
                 importing = module_locks[fullname]().owner == thread
             except Exception:   # no lock (or an import system of another shape)
                 importing = False
             if importing:
-                loader.exec_module = _bound(finder._run_body, loader)
+                loader.exec_module = finder._run_own_body
                 return spec
         if loader is not None and type(loader) is not LoaderProxy:
             # wrap_spec_loader's usual case, written out, and LoaderProxy's __init__ too:

@@ -178,6 +178,33 @@ print(json.dumps({"shadowed": shadowed, "proxy": proxy, "source": "VALUE = 1" in
     assert result["calls"] == ["plain_target", "plain_target"]
 
 
+def test_a_shadow_called_for_a_module_of_another_spec_says_which_loader_to_call(interpreter):
+    # The shadow is one method object shared by every own loader (importer.SPEC_LOADER):
+    # it runs the body with the loader the module's spec names. Called for a module whose
+    # spec names another loader, it refuses, naming the module and the loader to call,
+    # and runs no patch; the module's own spec then imports it with its patches.
+    interpreter.write(dict(RECORDER))
+    result = interpreter.run_json("""
+import importlib.util, json, sys, types, patches_mod
+spec = importlib.util.find_spec("plain_target")
+stranger = types.ModuleType("plain_target")     # no spec of its own
+try:
+    spec.loader.exec_module(stranger)
+    error = None
+except ImportError as caught:
+    error = [str(caught), caught.name]
+by_hand = importlib.util.module_from_spec(spec)
+sys.modules["plain_target"] = by_hand
+spec.loader.exec_module(by_hand)
+print(json.dumps({"error": error, "calls": patches_mod.CALLS, "patched": by_hand.PATCHED}))
+""")
+    message, name = result["error"]
+    assert name == "plain_target"
+    assert "spec names another loader (None)" in message
+    assert "call exec_module of the loader its spec names" in message
+    assert result["calls"] == ["plain_target"] and result["patched"] is True
+
+
 def test_threads_importing_different_watched_modules_at_once_each_get_their_patches_once(
         interpreter):
     files = {f"worker_{index}.py": "import time\ntime.sleep(0.05)\nimport recorder\n"
