@@ -10,10 +10,26 @@ get theirs exactly once.
 
 from __future__ import annotations
 
+import importlib.util
 import py_compile
 import sys
 
 import pytest
+
+# Standard modules that CPython builds as extension files (ExtensionFileLoader); a
+# distribution may build some in (Debian's 3.13 and 3.14 have ``array`` built in, served
+# by BuiltinImporter): extension_module() takes the first that is a file here.
+EXTENSION_CANDIDATES = ("array", "cmath", "mmap", "_bisect", "_lzma")
+
+
+def extension_module() -> str:
+    """A standard module this interpreter loads from an extension file."""
+    for name in EXTENSION_CANDIDATES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and type(spec.loader).__name__ == "ExtensionFileLoader":
+            return name
+    pytest.skip(f"none of {EXTENSION_CANDIDATES} is an extension file in this interpreter")
+
 
 RECORDER = {
     # Each watched body records, while it runs, what it sees of its loader.
@@ -28,7 +44,7 @@ RECORDER = {
                 "shadow": "exec_module" in vars(loader)}
             return loader
     """,
-    "patches_mod.py": """
+    "patches_mod.py": f"""
         import lazypatch
         CALLS = []
 
@@ -36,7 +52,7 @@ RECORDER = {
             CALLS.append(module.__name__)
             module.PATCHED = True
 
-        for target in ("plain_target", "compiled_target", "array"):
+        for target in ("plain_target", "compiled_target") + {EXTENSION_CANDIDATES!r}:
             lazypatch.when_imported(target, name="mark." + target)(mark)
     """,
     "plain_target.py": "import recorder\nrecorder.look(globals())\nVALUE = 1\n",
@@ -63,12 +79,13 @@ def test_source_sourceless_and_extension_modules_see_their_real_loader_during_an
     source.write_text("import recorder\nrecorder.look(globals())\nVALUE = 2\n")
     py_compile.compile(str(source), cfile=str(interpreter.root / "compiled_target.pyc"))
     source.unlink()
-    result = interpreter.run_json(("import runpy\n" if runpy_loaded else "") + """
+    extension = extension_module()
+    result = interpreter.run_json(("import runpy\n" if runpy_loaded else "") + f"""
 import json, sys, patches_mod, recorder
-assert "array" not in sys.modules
-import plain_target, compiled_target, array
-after = {}
-""" + after_import("plain_target") + after_import("compiled_target") + after_import("array")
+assert {extension!r} not in sys.modules
+import plain_target, compiled_target, {extension}
+after = {{}}
+""" + after_import("plain_target") + after_import("compiled_target") + after_import(extension)
         + """
 print(json.dumps({"during": recorder.SEEN, "after": after, "calls": patches_mod.CALLS}))
 """)
@@ -79,8 +96,8 @@ print(json.dumps({"during": recorder.SEEN, "after": after, "calls": patches_mod.
     assert result["after"] == {
         "plain_target": dict(real, loader="SourceFileLoader", patched=True),
         "compiled_target": dict(real, loader="SourcelessFileLoader", patched=True),
-        "array": dict(real, loader="ExtensionFileLoader", patched=True)}
-    assert result["calls"] == ["plain_target", "compiled_target", "array"]
+        extension: dict(real, loader="ExtensionFileLoader", patched=True)}
+    assert result["calls"] == ["plain_target", "compiled_target", extension]
 
 
 FAILING_BODIES = {
