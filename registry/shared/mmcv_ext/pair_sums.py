@@ -16,9 +16,10 @@ takes 6 ms and ``index_add_`` as long; with one row per bag it is also a faster 
 than ``index_select`` (1 ms against 2 ms for the same rows), so every gather of rows goes
 through it too (:func:`gather_rows`).
 
-:class:`PairPlan` holds the pairs flattened and cut into chunks of at most
-:data:`CHUNK_PAIRS` pairs (whole offsets), so that a gathered chunk stays a few tens of
-MB whatever the layer: memory stays that of a per-offset loop.
+:class:`PairPlan` holds the pairs flattened and, above :data:`CHUNK_PAIRS` pairs, cut
+into chunks of about that many, each the pairs of a block of consecutive output rows
+grouped by offset, so that a gathered chunk stays a few tens of MB whatever the layer
+(memory stays that of a per-offset loop) and each output row is written once.
 """
 from __future__ import annotations
 
@@ -44,38 +45,45 @@ class PairPlan:
         ``identity`` an offset, not in ``flat``, that pairs each row with itself (run as
         a plain product), or None; ``mirrored``: offset ``K - 1 - k`` has the pairs of
         offset ``k`` reversed (a centred submanifold kernel's)."""
-        self.flat = flat
-        self.counts = counts
         self.rows = rows
         self.identity = identity
         self.device = flat.device
+        # the output rows each chunk sums into: [starts[c], starts[c + 1])
+        self.output_starts = [0, rows[1]]
+        blocks = [counts]
+        if sum(counts) > CHUNK_PAIRS:
+            flat, blocks, self.output_starts = _output_blocks(flat, counts, rows[1])
+        self.flat = flat
         self.chunks: List[List[Tuple[int, int, int]]] = []   # (offset, start, stop)
-        start, chunk_start = 0, 0
-        for offset, count in enumerate(counts):
-            if count == 0:
-                continue
-            if self.chunks and start + count - chunk_start <= CHUNK_PAIRS:
-                self.chunks[-1].append((offset, start, start + count))
-            else:
-                self.chunks.append([(offset, start, start + count)])
-                chunk_start = start
-            start += count
+        start = 0
+        for block in blocks:
+            self.chunks.append([])
+            for offset, count in enumerate(block):
+                if count:
+                    self.chunks[-1].append((offset, start, start + count))
+                    start += count
+        if not self.chunks[-1]:
+            self.chunks.pop()                   # no pairs at all
         self.largest = max((chunk[-1][2] - chunk[0][1] for chunk in self.chunks), default=0)
-        self.widest = max(counts, default=0)
         self.mirrored = mirrored
         self._bags: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
         self._singles = torch.zeros(0, dtype=torch.long, device=self.device)
 
+    def first_row(self, side: int, chunk: int) -> int:
+        """The first ``side`` row :meth:`sum_bags` of ``chunk`` sums into."""
+        return self.output_starts[chunk] if side == 1 else 0
+
     def sum_bags(self, side: int, chunk: int) -> Tuple[torch.Tensor, torch.Tensor]:
         """(pairs of ``chunk`` ordered by their ``side`` row (0 input, 1 output), bag
-        bounds): row r sums the pairs ``order[bounds[r]:bounds[r + 1]]``, in offset
-        order."""
+        bounds): row ``first_row + r`` sums the pairs ``order[bounds[r]:bounds[r + 1]]``,
+        in offset order; on the output side, the chunk's rows only."""
         key = (side, chunk)
         bags = self._bags.get(key)
         if bags is None:
             first, last = self.chunks[chunk][0][1], self.chunks[chunk][-1][2]
-            targets = self.flat[side, first:last]
-            rows = self.rows[side]
+            first_row = self.first_row(side, chunk)
+            targets = self.flat[side, first:last] - first_row
+            rows = self.output_starts[chunk + 1] - first_row if side == 1 else self.rows[0]
             bounds = torch.zeros(rows + 1, dtype=torch.long, device=self.device)
             torch.cumsum(torch.bincount(targets, minlength=rows), 0, out=bounds[1:])
             # stable: the pairs of one row keep their offset order (a fixed summation
@@ -106,6 +114,7 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     output = features @ weights[plan.identity] if plan.identity is not None else None
     keep = keep_gathered and len(plan.chunks) == 1
     gathered = None
+    fresh = output is None
     products = features.new_empty((plan.largest, weights.shape[2]))
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
@@ -119,10 +128,40 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
             rows_in = gathered[part] if gathered is not None else \
                 gather_rows(plan, features, rows[part])
             torch.mm(rows_in, weights[offset], out=products[part])
-        output = _add_sums(output, plan, target, index, products[:rows.numel()])
+        output = _add_sums(output, plan, target, index, products[:rows.numel()], fresh)
     if output is None:
         output = features.new_zeros((plan.rows[target], weights.shape[2]))
     return output, gathered
+
+
+def _output_blocks(flat: torch.Tensor, counts: List[int], rows: int
+                   ) -> Tuple[torch.Tensor, List[List[int]], List[int]]:
+    """``flat`` regrouped by blocks of consecutive output rows with about
+    :data:`CHUNK_PAIRS` pairs each (a row's pairs in one block), by offset within a
+    block, input order within an offset; the pair count per (block, offset); and the
+    first output row of each block, then ``rows``.
+
+    Why: summed chunk by chunk, every chunk of whole offsets reaches most output rows,
+    so each would add a full-size sum into the output; a chunk of output rows writes
+    its rows once, and its gathered rows are neighbours of each other.
+    """
+    volume = len(counts)
+    offset_id = torch.repeat_interleave(torch.arange(volume, device=flat.device),
+                                        torch.tensor(counts, device=flat.device),
+                                        output_size=flat.shape[1])
+    per_row = torch.bincount(flat[1], minlength=rows)
+    block_of_row = (torch.cumsum(per_row, 0) - per_row).div_(CHUNK_PAIRS,
+                                                             rounding_mode="floor")
+    _, block_of_row = torch.unique_consecutive(block_of_row, return_inverse=True)
+    key = block_of_row.index_select(0, flat[1]) * volume + offset_id
+    order = torch.argsort(key, stable=True)
+    blocks = int(block_of_row[-1]) + 1
+    per_block = torch.bincount(key, minlength=blocks * volume).view(blocks, volume)
+    starts = torch.searchsorted(block_of_row, torch.arange(blocks, device=flat.device))
+    # a block whose rows have no pairs (the last rows) joins the block before it
+    kept = [block for block, total in enumerate(per_block.sum(1).tolist()) if total]
+    first_rows = [0] + [int(starts[block]) for block in kept[1:]] + [rows]
+    return flat.index_select(1, order), per_block[kept].tolist(), first_rows
 
 
 def gather_rows(plan: PairPlan, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -132,13 +171,23 @@ def gather_rows(plan: PairPlan, table: torch.Tensor, rows: torch.Tensor) -> torc
 
 
 def _add_sums(total: Optional[torch.Tensor], plan: PairPlan, side: int, chunk: int,
-              products: torch.Tensor) -> torch.Tensor:
+              products: torch.Tensor, fresh: bool) -> torch.Tensor:
     """``total`` plus the products of ``chunk``'s pairs summed into their ``side`` rows,
     in place; the sums alone when ``total`` is None (no zero-filled tensor to read and
-    write)."""
+    write). ``fresh``: ``total`` started as None, the chunks' output rows are written,
+    not added to (they do not overlap)."""
     order, bounds = plan.sum_bags(side, chunk)
     sums = embedding_bag(order, products, bounds, mode="sum", include_last_offset=True)
-    return sums if total is None else total.add_(sums)
+    if total is None and sums.shape[0] == plan.rows[side]:
+        return sums
+    if total is None:
+        total = sums.new_empty((plan.rows[side], sums.shape[1]))
+    rows = total.narrow(0, plan.first_row(side, chunk), sums.shape[0])
+    if fresh and side == 1:
+        rows.copy_(sums)
+    else:
+        rows.add_(sums)
+    return total
 
 
 def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
@@ -160,6 +209,7 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
     # products overwrite them (no second buffer of every pair to allocate)
     products = None if plan.mirrored else gathered if gathered is not None else \
         features.new_empty((plan.largest, weights.shape[1]))
+    fresh = input_grad is None
     for index, chunk in enumerate(plan.chunks):
         first = chunk[0][1]
         sources, targets = plan.rows_of(source, index), plan.rows_of(target, index)
@@ -168,12 +218,13 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
             grad_in = gather_rows(plan, grad, targets[part])
             rows_in = gathered[part] if gathered is not None else \
                 gather_rows(plan, features, sources[part])
-            torch.mm(rows_in.t(), grad_in, out=weights_grad[offset])
+            # an offset's pairs may span several chunks: accumulated
+            weights_grad[offset].addmm_(rows_in.t(), grad_in)
             if products is not None:
                 torch.mm(grad_in, weights[offset].t(), out=products[part])
         if products is not None:
             input_grad = _add_sums(input_grad, plan, source, index,
-                                   products[:sources.numel()])
+                                   products[:sources.numel()], fresh)
     if plan.mirrored:
         # offset K-1-k pairs the sites of offset k the other way round: the input
         # gradient runs the same pairs forward with the mirrored offsets' weights
