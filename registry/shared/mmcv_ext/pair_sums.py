@@ -166,7 +166,9 @@ def _output_blocks(flat: torch.Tensor, counts: List[int], rows: int
 
 def gather_rows(plan: PairPlan, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``table[rows]`` (module docstring: why a bag of one row each)."""
-    return embedding_bag(rows, table, plan.singles(rows.numel()), mode="sum",
+    # detached: for a table that requires grad, embedding_bag takes its slower variant
+    # that also records what its own backward needs (not needed: ours is explicit)
+    return embedding_bag(rows, table.detach(), plan.singles(rows.numel()), mode="sum",
                          include_last_offset=True)
 
 
