@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 import torch
-from torch.nn.functional import embedding_bag
 
 #: Pairs gathered and multiplied per chunk (at least one whole offset): 2^17 rows of 64
 #: float32 channels are 32 MB.
@@ -68,6 +67,7 @@ class PairPlan:
         self.mirrored = mirrored
         self._bags: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
         self._singles = torch.zeros(0, dtype=torch.long, device=self.device)
+        self._pieces: Dict[Tuple[int, int], Tuple[torch.Tensor, ...]] = {}
 
     def first_row(self, side: int, chunk: int) -> int:
         """The first ``side`` row :meth:`sum_bags` of ``chunk`` sums into."""
@@ -102,6 +102,19 @@ class PairPlan:
         """The ``side`` rows of the pairs of ``chunk``."""
         return self.flat[side, self.chunks[chunk][0][1]:self.chunks[chunk][-1][2]]
 
+    def sizes(self, chunk: int) -> List[int]:
+        """The pair count of each offset of ``chunk``, in order."""
+        return [stop - start for _, start, stop in self.chunks[chunk]]
+
+    def pieces(self, side: int, chunk: int) -> Tuple[torch.Tensor, ...]:
+        """:meth:`rows_of` cut by offset, kept: the loops over offsets index nothing
+        (a few microseconds per tensor slice, times offsets, chunks and layers)."""
+        key = (side, chunk)
+        pieces = self._pieces.get(key)
+        if pieces is None:
+            pieces = self._pieces[key] = self.rows_of(side, chunk).split(self.sizes(chunk))
+        return pieces
+
 
 def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
              inverse: bool, keep_gathered: bool = False
@@ -116,19 +129,20 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     gathered = None
     fresh = output is None
     products = features.new_empty((plan.largest, weights.shape[2]))
+    matrices = weights.unbind(0)
     for index, chunk in enumerate(plan.chunks):
-        first = chunk[0][1]
-        rows = plan.rows_of(source, index)
+        sizes = plan.sizes(index)
+        count = sum(sizes)
+        pieces = plan.pieces(source, index)
         if keep:
-            gathered = gather_rows(plan, features, rows)
-        for offset, start, stop in chunk:
-            part = slice(start - first, stop - first)
+            gathered = gather_rows(plan, features, plan.rows_of(source, index))
+            pieces = gathered.split(sizes)
+        for (offset, _, _), piece, out in zip(chunk, pieces, products[:count].split(sizes)):
             # unless kept, gathered offset by offset: the rows are still in cache when
             # the product reads them
-            rows_in = gathered[part] if gathered is not None else \
-                gather_rows(plan, features, rows[part])
-            torch.mm(rows_in, weights[offset], out=products[part])
-        output = _add_sums(output, plan, target, index, products[:rows.numel()], fresh)
+            rows_in = piece if keep else gather_rows(plan, features, piece)
+            torch.mm(rows_in, matrices[offset], out=out)
+        output = _add_sums(output, plan, target, index, products[:count], fresh)
     if output is None:
         output = features.new_zeros((plan.rows[target], weights.shape[2]))
     return output, gathered
@@ -168,8 +182,9 @@ def gather_rows(plan: PairPlan, table: torch.Tensor, rows: torch.Tensor) -> torc
     """``table[rows]`` (module docstring: why a bag of one row each)."""
     # detached: for a table that requires grad, embedding_bag takes its slower variant
     # that also records what its own backward needs (not needed: ours is explicit)
-    return embedding_bag(rows, table.detach(), plan.singles(rows.numel()), mode="sum",
-                         include_last_offset=True)
+    # torch.embedding_bag: the same kernel as torch.nn.functional's, without its checks
+    return torch.embedding_bag(table.detach(), rows, plan.singles(rows.numel()), False, 0,
+                               False, None, True)[0]
 
 
 def _add_sums(total: Optional[torch.Tensor], plan: PairPlan, side: int, chunk: int,
@@ -179,7 +194,7 @@ def _add_sums(total: Optional[torch.Tensor], plan: PairPlan, side: int, chunk: i
     write). ``fresh``: ``total`` started as None, the chunks' output rows are written,
     not added to (they do not overlap)."""
     order, bounds = plan.sum_bags(side, chunk)
-    sums = embedding_bag(order, products, bounds, mode="sum", include_last_offset=True)
+    sums = torch.embedding_bag(products, order, bounds, False, 0, False, None, True)[0]
     if total is None and sums.shape[0] == plan.rows[side]:
         return sums
     if total is None:
@@ -212,21 +227,24 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
     products = None if plan.mirrored else gathered if gathered is not None else \
         features.new_empty((plan.largest, weights.shape[1]))
     fresh = input_grad is None
+    transposed, grads = weights.transpose(1, 2).unbind(0), weights_grad.unbind(0)
     for index, chunk in enumerate(plan.chunks):
-        first = chunk[0][1]
-        sources, targets = plan.rows_of(source, index), plan.rows_of(target, index)
-        for offset, start, stop in chunk:
-            part = slice(start - first, stop - first)
-            grad_in = gather_rows(plan, grad, targets[part])
-            rows_in = gathered[part] if gathered is not None else \
-                gather_rows(plan, features, sources[part])
+        sizes = plan.sizes(index)
+        count = sum(sizes)
+        sources = gathered.split(sizes) if gathered is not None else \
+            plan.pieces(source, index)
+        outs = products[:count].split(sizes) if products is not None else sources
+        for (offset, _, _), targets, piece, out in zip(chunk, plan.pieces(target, index),
+                                                       sources, outs):
+            grad_in = gather_rows(plan, grad, targets)
+            rows_in = piece if gathered is not None else gather_rows(plan, features, piece)
             # an offset's pairs may span several chunks: accumulated
-            weights_grad[offset].addmm_(rows_in.t(), grad_in)
+            grads[offset].addmm_(rows_in.t(), grad_in)
             if products is not None:
-                torch.mm(grad_in, weights[offset].t(), out=products[part])
+                torch.mm(grad_in, transposed[offset], out=out)
         if products is not None:
-            input_grad = _add_sums(input_grad, plan, source, index,
-                                   products[:sources.numel()], fresh)
+            input_grad = _add_sums(input_grad, plan, source, index, products[:count],
+                                   fresh)
     if plan.mirrored:
         # offset K-1-k pairs the sites of offset k the other way round: the input
         # gradient runs the same pairs forward with the mirrored offsets' weights
