@@ -117,18 +117,22 @@ class PairPlan:
 
 
 def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
-             inverse: bool, keep_gathered: bool = False
+             inverse: bool, keep_gathered: bool = False,
+             scratch: Optional[torch.Tensor] = None
              ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """(destination rows, C_out) sum over pairs of ``features[source] @ weights[k]``;
     ``weights`` is (K, C_in, C_out); ``inverse`` runs the pairs from output to input.
     Second: with ``keep_gathered``, the gathered input rows when the plan is one chunk
-    (at most :data:`CHUNK_PAIRS` rows), for :func:`convolve_backward`; else None."""
+    (at most :data:`CHUNK_PAIRS` rows), for :func:`convolve_backward`; else None.
+    ``scratch``: a contiguous tensor of at least ``plan.largest * C_out`` elements that
+    is not needed any more, written over instead of allocating a buffer of products."""
     source, target = (1, 0) if inverse else (0, 1)
     output = features @ weights[plan.identity] if plan.identity is not None else None
     keep = keep_gathered and len(plan.chunks) == 1
     gathered = None
     fresh = output is None
-    products = features.new_empty((plan.largest, weights.shape[2]))
+    products = features.new_empty((plan.largest, weights.shape[2])) if scratch is None \
+        else scratch.view(-1)[:plan.largest * weights.shape[2]].view(-1, weights.shape[2])
     matrices = weights.unbind(0)
     for index, chunk in enumerate(plan.chunks):
         sizes = plan.sizes(index)
@@ -249,7 +253,9 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
         # offset K-1-k pairs the sites of offset k the other way round: the input
         # gradient runs the same pairs forward with the mirrored offsets' weights
         # transposed, and sums into the side whose bags the forward built
-        input_grad = convolve(plan, grad, weights.transpose(1, 2).flip(0), inverse)[0]
+        # (into the kept rows' buffer: C_in wide too, read for the last time above)
+        input_grad = convolve(plan, grad, weights.transpose(1, 2).flip(0), inverse,
+                              scratch=gathered)[0]
     elif input_grad is None:
         input_grad = torch.zeros_like(features)
     return input_grad, weights_grad
