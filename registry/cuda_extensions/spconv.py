@@ -15,12 +15,12 @@ What code written for spconv 2 relies on, with spconv 2's conventions:
   ignore stride and padding; ``SparseMaxPool`` starts from 0, like spconv's;
 * ``algo``, ``fp32_accum``, ``name``, ``record_voxel_count``, ``benchmark``,
   ``enable_timer`` are accepted; there is one algorithm here (gather and GEMM per
-  kernel offset, sums over pairs as sparse-matrix products), so they change nothing.
+  kernel offset, sums over pairs as bags of rows), so they change nothing.
   A fused activation (``act_type``) is refused, as spconv refuses it in training.
 
 The indice pairs kept in ``indice_dict`` are this implementation's, not spconv's:
 lists grouped by kernel offset, laid out once for the kernels (a ``PairPlan``, with
-its sum matrices); ``IndiceData.indice_pairs`` gives mmcv's (K, 2, N) int64 layout,
+its sum bags); ``IndiceData.indice_pairs`` gives mmcv's (K, 2, N) int64 layout,
 built when read. Every layer sharing an ``indice_key`` (an inverse conv included) and
 every backward reuses the plan; nothing is recomputed.
 """

@@ -32,8 +32,8 @@ for grids above :data:`TABLE_SITES`, numbers the output sites of a regular or
 transposed convolution and finds the neighbours of a submanifold one (on large
 grids one binary search per kernel row, :mod:`.row_search`; a hash table,
 :class:`KeyTable`, when the last axis is dilated). The convolution gathers and
-multiplies offset by offset and sums into the outputs by sparse-matrix products
-(:mod:`.pair_sums`).
+multiplies offset by offset and sums into the outputs by bags of rows
+(``embedding_bag``, :mod:`.pair_sums`).
 """
 from __future__ import annotations
 

@@ -433,10 +433,10 @@ def test_row_search_finds_each_tap_of_a_kernel_row_or_minus_one(sparse, data):
 def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monkeypatch,
                                                                     inverse, chunk_pairs,
                                                                     dtype):
-    """The CSR sums of a plan cut into several chunks (a small CHUNK_PAIRS) or one (whose
+    """The bag sums of a plan cut into several chunks (a small CHUNK_PAIRS) or one (whose
     gathered rows the backward reuses) give the scatter-add of every pair's product,
-    forward and backward (autograd of the plain formulation is the reference); bfloat16,
-    which torch's CPU sparse product lacks, scatter-adds."""
+    forward and backward (autograd of the plain formulation is the reference), in
+    float32 and bfloat16."""
     kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
     pair_sums = sys.modules[kernels.PairPlan.__module__]
     monkeypatch.setattr(pair_sums, "CHUNK_PAIRS", chunk_pairs)
