@@ -715,5 +715,13 @@ def _debug(message: str, *arguments: "Any") -> None:
             logger.debug(message, *arguments)
 
 
+# A finder made before this module loaded calls run_body through registration's
+# ``_run_body_first_time``, which imports this module and hands it over at the first
+# watched import; loaded by anything else first, this module hands itself over now, so
+# that the first watched import pays no import statement, bound method or extra frame.
+if STATE.finder is not None and STATE.finder._run_body is not run_body:
+    STATE.finder.set_run_body(run_body)
+
+
 __all__ = ["run_body", "run_patches", "apply", "enable", "disable", "apply_to_imported",
            "DISABLED"]
