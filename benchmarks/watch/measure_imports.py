@@ -24,6 +24,7 @@ from typing import Dict, List, Mapping, Optional
 
 from benchmarks import harness
 from benchmarks.environment import BENCHMARKS, Environment
+from benchmarks.watch import measure_single_import
 
 GROUP_UNWATCHED = "2. Unwatched imports"
 GROUP_WATCHED = "3. Watched imports"
@@ -233,6 +234,9 @@ def watched(environment: Environment, repetitions: int, count: int,
     if instruction_count:
         rows.append(with_finder_after(environment, instruction_count))
         rows.append(once_with_exit(environment))
+        rows.extend(measure_single_import.rows(environment.clean_python,
+                                               environment.root / "outside", GROUP_WATCHED,
+                                               NO_OP_PATCH_BUDGET))
     machinery_extra = per_import_us(samples["machinery"], count) - plain_us
     rows.append(harness.row(
         GROUP_WATCHED, "watched import before its patches run (wall)", machinery_extra,

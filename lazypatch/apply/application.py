@@ -23,15 +23,14 @@ lock, so the patches of one import never race each other. A patch is
 once; the function itself runs without the lock (see ``state`` for why).
 """
 
-from __future__ import annotations
-
+# (No ``from __future__ import annotations``: that statement imports the ``__future__``
+# module at run time, 0.55M instructions of a process's first watched import; the
+# annotations here are strings or names imported at run time.)
 import sys
 from _thread import get_ident
 from _weakref import ref as _weak_reference
 from time import perf_counter
 
-from ..decide import events as _events
-from ..decide.selection import select, set_enabled, unmet_requirement
 from ..errors import LatePatchWarning, PatchConflictWarning, SkipPatch
 from ..slots import ATTRIBUTE, describe_exception
 from ..state import (
@@ -53,10 +52,14 @@ from ..state import (
 from ..watch.importer import OWN_LOADER_TYPES as _OWN_LOADER_TYPES
 from ..watch.importer import SPEC_LOADER as _SPEC_LOADER
 from ..watch.importer import LoaderProxy, execute_with_loader
-from ..watch.unfinished import defer_until_executed, defer_until_import_released, watch_lazy_module
-from .calls import track as _track_calls
 from .ledger import PatchContext, process_ledger
-from .undo import revert, revert_context
+
+# Loaded where first needed, not with this module: a process's first watched import
+# loads this module, and a no-op application needs none of them (benchmarks/COSTS.md,
+# the eighth pass): events.py with selection.py, requirements.py and versions.py (3.9M
+# instructions; the rules are ``STATE.events``, None until events.py is loaded), undo.py
+# (a reload, a rollback), calls.py with itertools (an application that changed
+# something) and unfinished.py (a late application).
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
@@ -71,7 +74,6 @@ _claims = STATE.claims
 _executing = STATE.executing
 _ledger = process_ledger()
 _lock = STATE.lock
-_event_rules = _events.RULES
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
 _new_context = object.__new__
@@ -199,6 +201,7 @@ def _revert_for_reload(patch: "RegisteredPatch", module: "Any") -> None:
     """A reload re-executes the same module object: first take back what ``patch`` did
     to it (each patch before its own re-application; the ledger makes the end state
     independent of that order), so undo never restores objects of the old body."""
+    from .undo import revert
     revert(patch, PENDING, "target re-executed (reload); re-applied after it", module)
 
 
@@ -213,6 +216,7 @@ def _run_waiting(waiting: "List[Any]") -> None:
 def _end_scoped_before_patches(target: str, module: "Any") -> None:
     """Undo the applications of ``before_import`` patches that asked for it
     (``patch.revert_after_import()``) now that the body of ``module`` ran."""
+    from .undo import revert_context
     for patch in _by_target.get(target, ()):
         if patch.phase == BEFORE:
             for context in list(patch.live):
@@ -226,6 +230,7 @@ def _roll_back_import(target: str, module: "Any", received: "Any") -> None:
     """The import of ``target`` failed: undo every application of its patches on the
     module objects it made (``received``: what sys.modules held after the body), newest
     patch first; every one is attempted before an interrupt propagates."""
+    from .undo import revert
     reason = f"the import of {target!r} failed"
     interrupt: "Optional[BaseException]" = None
     for patch in reversed(_by_target.get(target, ())):
@@ -351,8 +356,8 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
             # ended: nothing holds the context's changes, so nothing would undo them.
             _roll_back_in_flight(patch, record, quietly=True)
             raise
-        if late or STATE.debug_logging or _event_rules.active or \
-                context is not None and context.changes:
+        if late or STATE.debug_logging or STATE.events is not None and STATE.events.active \
+                or context is not None and context.changes:
             _after_commit(patch, context_of_record(patch.name, record), late)
     finally:
         del _claims[patch]
@@ -374,6 +379,28 @@ def untracked_changes(before: "Optional[Dict[str, Any]]", namespace: "Any", modu
     return untracked
 
 
+def _load_call_tracking(value: "Any") -> "Any":
+    """``PatchContext.value_hook`` until calls.py is loaded: the first value a patch puts
+    in place loads it (its import sets the ledger's two hooks, as it did when this module
+    imported it) and goes through the hook it chose."""
+    from . import calls  # noqa: F401  (its import sets PatchContext.value_hook, release_calls)
+    hook = PatchContext.value_hook
+    return value if hook is None else hook(value)
+
+
+if PatchContext.value_hook is None:   # calls.py not loaded yet
+    PatchContext.value_hook = _load_call_tracking
+
+
+def _track_calls(patch: "RegisteredPatch", context: PatchContext) -> None:
+    """``calls.track``, loaded by the first application that changed something (then it
+    is this module's ``_track_calls``)."""
+    global _track_calls
+    from .calls import track
+    _track_calls = track
+    track(patch, context)
+
+
 def _after_commit(patch: "RegisteredPatch", context: PatchContext, late: bool) -> None:
     """What follows an application that changed something, or that is announced: call
     counting, conflicts, the debug log, the late warning, the apply event."""
@@ -386,7 +413,7 @@ def _after_commit(patch: "RegisteredPatch", context: PatchContext, late: bool) -
                len(context.changes), (context.ended - context.started) * 1000.0)
     if late:
         _warn_late(patch, context)
-    if _event_rules.active:
+    if STATE.events is not None and STATE.events.active:
         _applied_event(patch, context)
 
 
@@ -401,6 +428,8 @@ def _own_namespace(module: "Any") -> "Any":
 
 def _unmet_requirement_skips(patch: "RegisteredPatch", module: "Any") -> bool:
     """Whether a requirement of ``patch`` is unmet; then it is reported ``skipped``."""
+    from ..decide import events as _events
+    from ..decide.selection import unmet_requirement
     reason = unmet_requirement(patch, module)
     if reason is None:
         return False
@@ -433,6 +462,8 @@ def _roll_back_in_flight(patch: "RegisteredPatch", record: "List[Any]",
 
 def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
     """The apply event (events.py); ``raise``/``exit`` undo this application first."""
+    from ..decide import events as _events
+    from .undo import revert_context
     action = _events.on_applied(patch, len(context.changes))
     if action is not None:
         message = _events.applied_message(patch, len(context.changes))
@@ -486,6 +517,7 @@ def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
         patch.status, patch.reason = SKIPPED, skip.reason
         patch.remember(f"skipped: {skip.reason}")
     if not getattr(skip, "lazypatch_waiting", False):
+        from ..decide import events as _events
         _events.on_skipped(patch, skip.reason)
 
 
@@ -542,6 +574,7 @@ def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
         patch.reason = describe_exception(error) + rollback_note
         patch.error = trace
         patch.remember(f"failed: {patch.reason}")
+    from ..decide import events as _events
     action = _events.action_for(patch, _events.FAILURE)
     message = (f"lazypatch: patch {patch.name!r} on {patch.target!r} failed and was rolled "
                f"back ({len(context.changes)} change(s) undone): {patch.reason}. "
@@ -591,6 +624,7 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
 # --- switching patches on and off ------------------------------------------
 
 def _select_or_raise(selectors: "Tuple[str, ...]", caller: str) -> "List[RegisteredPatch]":
+    from ..decide.selection import select
     chosen, unmatched = select(selectors)
     if unmatched:
         from ..decide.unmatched_selectors import unmatched_message
@@ -600,6 +634,7 @@ def _select_or_raise(selectors: "Tuple[str, ...]", caller: str) -> "List[Registe
 
 def enable(selectors: "Tuple[str, ...]") -> "List[str]":
     """Enable the chosen patches and apply those whose target is imported; their names."""
+    from ..decide.selection import set_enabled
     chosen = _select_or_raise(selectors, "enable()")
     with STATE.lock:
         for patch in chosen:
@@ -611,6 +646,7 @@ def enable(selectors: "Tuple[str, ...]") -> "List[str]":
 
 def disable(selectors: "Tuple[str, ...]") -> "List[str]":
     """Keep the chosen patches from applying from now on; their names."""
+    from ..decide.selection import set_enabled
     chosen = _select_or_raise(selectors, "disable()")
     with STATE.lock:
         for patch in chosen:
@@ -624,6 +660,11 @@ def apply_to_imported(patch: "RegisteredPatch") -> None:
     """Apply ``patch`` now if its target is already imported, as the import would have."""
     if not patch.enabled:
         return
+    from ..watch.unfinished import (
+        defer_until_executed,
+        defer_until_import_released,
+        watch_lazy_module,
+    )
     module = sys.modules.get(patch.target)
     if module is None:
         # Another thread may be importing it, past our finder but before the module
@@ -672,6 +713,14 @@ def _debug(message: str, *arguments: "Any") -> None:
         logger = logging_module.getLogger("lazypatch")
         if logger.isEnabledFor(logging_module.DEBUG):
             logger.debug(message, *arguments)
+
+
+# A finder made before this module loaded calls run_body through registration's
+# ``_run_body_first_time``, which imports this module and hands it over at the first
+# watched import; loaded by anything else first, this module hands itself over now, so
+# that the first watched import pays no import statement, bound method or extra frame.
+if STATE.finder is not None and STATE.finder._run_body is not run_body:
+    STATE.finder.set_run_body(run_body)
 
 
 __all__ = ["run_body", "run_patches", "apply", "enable", "disable", "apply_to_imported",

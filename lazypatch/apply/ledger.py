@@ -15,8 +15,8 @@ original. The lock is held only around those few operations on the user's
 objects, never while a patch function or a module body runs.
 """
 
-from __future__ import annotations
-
+# (No ``from __future__ import annotations``: it imports the ``__future__`` module at run
+# time, and this module loads with a process's first watched import: application.py.)
 import sys
 from _weakref import ref as _WEAK_REFERENCE  # (the C module: weakref.py is not loaded)
 

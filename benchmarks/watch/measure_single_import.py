@@ -1,0 +1,205 @@
+"""One watched import with a no-op patch, counted as an outside judge would count it.
+
+Independent of the import loops (``scripts/import_loop.py``, ``scripts/import_once.py``):
+each variant is a small program written next to a one-line module ``m`` in a temporary
+directory and run as ``python program.py`` in a fresh interpreter of a clean venv (this
+checkout's lazypatch copied in as the distribution ships it), under callgrind, whole
+process counted, the interpreter's exit included. Every program turns the collector off
+first thing (``gc.disable()``), runs with a fixed ``PYTHONHASHSEED``, and was run once
+before the counted run, so that every cache (``m``'s ``.pyc``) is written. A variant's
+import costs what its program counts over the same program without ``import m``.
+
+Variants (``VARIANTS``): ``watched``, lazypatch activated (``import lazypatch.auto``)
+with a no-op ``when_imported`` patch on ``m``; ``unwatched``, the same activation and a
+no-op patch on a module never imported, ``m`` unwatched; ``plain``, no lazypatch at
+all; and ``watched-after-20`` / ``unwatched-after-20``, the same after 20 other
+watched imports in the process. The judged figure is ``watched`` over ``plain`` or over
+``unwatched`` (both shown); the spread over directories of different name lengths is
+where the exit's allocations fall (benchmarks/COSTS.md).
+
+Run ``python -m benchmarks.watch.measure_single_import [--places N]`` from the
+repository root; it prints one line per directory and the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Tuple
+
+from benchmarks import harness
+from benchmarks.environment import _purelib, base_interpreter, copy_lazypatch
+
+MODULE_SOURCE = "VALUE = 1\n\n\ndef function():\n    return VALUE\n"
+WARM_UP = 20
+# The application machinery (lazypatch.apply.application and what it imports) loads on a
+# process's first watched import, not at activation: "loaded" variants load it first,
+# as a judge's warm-up or an earlier watched import would.
+LOAD_MACHINERY = "import lazypatch.apply.application"
+# variant -> (lazypatch activated, patched target, machinery loaded first, earlier
+# watched imports). The plain process imports ``string`` first, so that, as in every
+# lazypatch process (whose activation looks there first), the program's directory is
+# listed before ``import m``.
+VARIANTS: Dict[str, Tuple[bool, str, bool, int]] = {
+    "plain": (False, "", False, 0),
+    "unwatched": (True, "never_imported", True, 0),
+    "watched": (True, "m", True, 0),
+    "watched-first": (True, "m", False, 0),
+    "unwatched-after-20": (True, "never_imported", True, WARM_UP),
+    "watched-after-20": (True, "m", True, WARM_UP),
+}
+# figure -> (variant, baseline variant): each an import's cost over the other's
+FIGURES: Dict[str, Tuple[str, str]] = {
+    "watched over unwatched": ("watched", "unwatched"),
+    "watched over plain": ("watched", "plain"),
+    "after 20, watched over unwatched": ("watched-after-20", "unwatched-after-20"),
+    "after 20, watched over plain": ("watched-after-20", "plain"),
+    "first watched import (machinery loading) over unwatched": ("watched-first", "unwatched"),
+    "unwatched over plain": ("unwatched", "plain"),
+}
+JUDGED = "watched over unwatched"
+AFTER_20 = "after 20, watched over unwatched"
+FIGURES_OVER_PLAIN = {JUDGED: "watched over plain", AFTER_20: "after 20, watched over plain"}
+
+
+def program(variant: str, with_import: bool) -> str:
+    """The source of one variant's program, with or without the counted ``import m``."""
+    activated, target, machinery, earlier = VARIANTS[variant]
+    lines = ["import gc", "gc.disable()"]
+    if activated:
+        lines += ["import lazypatch.auto", "import lazypatch", "",
+                  "def no_op(module):", "    pass", "",
+                  f"lazypatch.when_imported({target!r}, name='judge.no_op')(no_op)"]
+        if machinery:
+            lines.append(LOAD_MACHINERY)
+        if earlier:
+            lines += [f"for index in range({earlier}):",
+                      "    lazypatch.when_imported('w%d' % index, name='judge.w%d' % index)(no_op)",
+                      "    __import__('w%d' % index)"]
+    else:
+        lines.append("import string")
+    lines.append("import m" if with_import else "pass")
+    return "\n".join(lines) + "\n"
+
+
+def clean_venv(root: Path) -> Path:
+    """A venv without pip holding a copy of this checkout's lazypatch; its python."""
+    venv = root / "venv"
+    harness.run_process([base_interpreter(), "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    site = _purelib(python)
+    copy_lazypatch(site)
+    harness.run_process([str(python), "-m", "compileall", "-q", str(site / "lazypatch")])
+    return python
+
+
+def write_directory(path: Path) -> None:
+    """The module ``m``, the warm-up modules and every variant's two programs."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "m.py").write_text(MODULE_SOURCE)
+    for index in range(WARM_UP):
+        (path / f"w{index}.py").write_text(MODULE_SOURCE)
+    for variant in VARIANTS:
+        for with_import in (False, True):
+            (path / program_name(variant, with_import)).write_text(program(variant, with_import))
+
+
+def program_name(variant: str, with_import: bool) -> str:
+    return f"{variant.replace('-', '_')}_{'import' if with_import else 'none'}.py"
+
+
+def count_directory(python: Path, path: Path) -> Dict[str, int]:
+    """Each variant's ``import m`` in ``path``: its program's count minus the count of the
+    same program without the import (caches written by a first, uncounted run)."""
+    environment = dict(harness.process_environment())
+    environment.pop("PYTHONSAFEPATH")   # the program's directory on sys.path, as usual
+    costs = {}
+    for variant in VARIANTS:
+        counts = {}
+        for with_import in (False, True):
+            command = [str(python), program_name(variant, with_import)]
+            harness.run_process(command, env=environment, cwd=str(path))
+            counts[with_import] = harness.instructions(command, environment, cwd=str(path))
+        costs[variant] = counts[True] - counts[False]
+    return costs
+
+
+def figures(costs: Mapping[str, int]) -> Dict[str, int]:
+    return {name: costs[variant] - costs[baseline]
+            for name, (variant, baseline) in FIGURES.items()}
+
+
+def measure(python: Path, places: int, root: Path) -> List[Dict[str, Any]]:
+    """Per directory under ``root`` (names of ``places`` different lengths): its name,
+    each variant's import cost and each figure, counted with ``python``."""
+    results = []
+    for place in range(places):
+        path = root / ("judge_" + "d" * (1 + 5 * place))
+        if not (path / "m.py").exists():
+            write_directory(path)
+        costs = count_directory(python, path)
+        results.append({"directory": path.name, "costs": costs, "figures": figures(costs)})
+    return results
+
+
+def medians(results: List[Dict[str, Any]]) -> Dict[str, float]:
+    return {name: statistics.median(result["figures"][name] for result in results)
+            for name in FIGURES}
+
+
+def rows(python: Path, root: Path, group: str, budget: int,
+         places: int = 5) -> List[Dict[str, object]]:
+    """The harness's rows (``measure_imports.watched``): the one watched import after 20
+    others (its verdict decides), and the first watched import of a process with the
+    machinery loaded, each over the unwatched import of the same activated process."""
+    results = measure(python, places, root)
+    middle = medians(results)
+
+    def spread(name: str) -> str:
+        return ", ".join(f"{result['figures'][name]:,}" for result in results)
+    shown = []
+    for name, title in ((AFTER_20, "after 20 other watched imports"),
+                        (JUDGED, "the process's first watched import, machinery loaded")):
+        variant, baseline = FIGURES[name]
+        over_plain = FIGURES_OVER_PLAIN[name]
+        shown.append(harness.row(
+            group, f"watched import, no-op patch, outside measurement: {title} "
+            "(instructions, exit included)", middle[name], "instr",
+            baseline=statistics.median(result["costs"][baseline] for result in results),
+            budget=f"≤ {budget:,} instr", verdict=harness.verdict(middle[name] <= budget),
+            note=f"measure_single_import.py: `python program.py` per variant in a clean venv, "
+                 f"`import lazypatch.auto` and a no-op `when_imported` patch, gc.disable() first, "
+                 f"whole process counted; value: the import over the same program without it, "
+                 f"less the unwatched import's likewise (baseline: that import), median over "
+                 f"{places} directories ({spread(name)}); over a process without lazypatch: "
+                 f"median {middle[over_plain]:,.0f} ({spread(over_plain)})",
+            raw={"results": results}))
+    return shown
+
+
+def main(arguments: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--places", type=int, default=5,
+                        help="directories of different name lengths (default 5)")
+    options = parser.parse_args(arguments)
+    if not harness.valgrind_available():
+        print("valgrind is not installed: nothing counted")
+        return 1
+    root = Path(tempfile.mkdtemp(prefix="lazypatch-judge-"))
+    try:
+        results = measure(clean_venv(root), options.places, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    for result in results:
+        print(result["directory"], result["costs"], result["figures"])
+    for name, value in medians(results).items():
+        print(f"{name}: median {value:,.0f} instructions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

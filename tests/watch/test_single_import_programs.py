@@ -1,0 +1,67 @@
+"""The programs of benchmarks/watch/measure_single_import.py measure what their names say:
+each is run (without callgrind) in a fresh interpreter, and lazypatch's report says which
+of ``m``'s patches applied, and whether the machinery was loaded before ``import m``."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.watch import measure_single_import
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+# Appended to a program: what the measurement relies on, as JSON.
+PROBE = """
+import json, sys
+statuses = {}
+if "lazypatch" in sys.modules:
+    import lazypatch
+    statuses = {entry["name"]: entry["status"] for entry in lazypatch.report()}
+print(json.dumps({"m": "m" in sys.modules, "statuses": statuses}))
+"""
+
+
+def run_program(directory: Path, variant: str, with_import: bool) -> dict:
+    source = (directory / measure_single_import.program_name(variant, with_import)).read_text()
+    result = subprocess.run([sys.executable, "-c", source + PROBE], cwd=directory,
+                            capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": str(REPOSITORY), "PYTHONHASHSEED": "0",
+                                 "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory):
+    path = tmp_path_factory.mktemp("judge")
+    measure_single_import.write_directory(path)
+    return path
+
+
+@pytest.mark.parametrize("variant", sorted(measure_single_import.VARIANTS))
+def test_each_variant_imports_m_only_in_its_counted_program(directory, variant):
+    activated, target, _, earlier = measure_single_import.VARIANTS[variant]
+    with_import = run_program(directory, variant, True)
+    without = run_program(directory, variant, False)
+    assert with_import["m"] and not without["m"]
+    if not activated:
+        assert with_import["statuses"] == {}
+        return
+    # A no-op patch on m applies exactly when the variant watches m.
+    expected = "applied" if target == "m" else "pending"
+    assert with_import["statuses"]["judge.no_op"] == expected
+    assert without["statuses"]["judge.no_op"] == "pending"
+    warmed = [name for name in with_import["statuses"] if name.startswith("judge.w")]
+    assert len(warmed) == earlier
+    assert all(with_import["statuses"][name] == "applied" for name in warmed)
+
+
+def test_figures_subtract_the_named_baselines():
+    costs = {variant: 1000 * index for index, variant in
+             enumerate(measure_single_import.VARIANTS)}
+    figures = measure_single_import.figures(costs)
+    for name, (variant, baseline) in measure_single_import.FIGURES.items():
+        assert figures[name] == costs[variant] - costs[baseline]
