@@ -12,7 +12,7 @@ loops over the *samples*, each step vectorised over all points.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator, Tuple
+from typing import Callable, ContextManager, Iterator, Tuple
 
 import torch
 
@@ -52,6 +52,20 @@ FPS_MATRIX_POINTS_PER_PICK = 8192
 #: Elements of one product-search chunk: small enough that the product's output is
 #: still in cache when the selection reads it (measured faster than 1 << 18 and 1 << 22).
 PRODUCT_CHUNK_ELEMENTS = 1 << 20
+
+
+def untracked() -> ContextManager[None]:
+    """A guard under which a kernel's own tensors skip autograd's bookkeeping (inference
+    mode: no version counters or view records; the caller's tensors keep theirs).
+
+    At PointNet++'s smallest layers a search is about twelve calls on a few thousand
+    elements, and the bookkeeping is a sixth of each call (measured 28.5 -> 23.1 us
+    for knn's 64 points, 16 centres); the public ``torch.inference_mode()`` object
+    costs 3.4 us to enter and leave, the guard it wraps 0.5. Nothing made inside may
+    leave the guard but through the caller's tensors (copy_, ``out=``): a tensor made in
+    inference mode cannot join an autograd graph later.
+    """
+    return torch._C._InferenceMode(True)
 
 
 def _query_chunks(b: int, queries: int, points: int,
@@ -140,7 +154,8 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     k = min(nsample, n)
-    _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
+    with untracked():
+        _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
     if k < nsample:
         idx[:, :, k:] = 0
         dist2[:, :, k:] = 1e10
@@ -153,16 +168,21 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
     three_nn): whole exact rows up to DENSE_KNN_POINTS points, the block search above."""
     b, count, n = queries.shape[0], queries.shape[1], points.shape[1]
     if n <= DENSE_KNN_POINTS:
+        if b * count * n <= DENSE_CHUNK_ELEMENTS and k == idx.shape[-1] \
+                and dist2.is_contiguous() and dist2.dtype == torch.float32:
+            # One chunk, the whole outputs at once (PointNet++'s small layers, where the
+            # calls are the cost): the distances gathered straight into the caller's
+            # tensor, copy_ converts the indices to its dtype; no slicing.
+            distances = exact_squared_distances(queries, points)
+            order = nearest_in_rows(distances, k)
+            idx.copy_(order)
+            torch.gather(distances, 2, order, out=dist2)
+            return
         for start, stop in _query_chunks(b, count, n, DENSE_CHUNK_ELEMENTS):
-            chunk = queries if stop - start == count else queries[:, start:stop]
-            values, order = nearest_in_rows(exact_squared_distances(chunk, points), k)
-            if stop - start == count and k == idx.shape[-1]:
-                # the whole output at once: no slicing, copy_ converts the dtypes
-                idx.copy_(order)
-                dist2.copy_(values)
-            else:
-                idx[:, start:stop, :k] = order
-                dist2[:, start:stop, :k] = values
+            distances = exact_squared_distances(queries[:, start:stop], points)
+            order = nearest_in_rows(distances, k)
+            idx[:, start:stop, :k] = order
+            dist2[:, start:stop, :k] = distances.gather(2, order)
         return
     for batch in range(b):
         blocked = BlockedPoints(points[batch])
@@ -179,7 +199,8 @@ def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     k = min(3, m)
-    _write_nearest(target.float(), source.float(), k, dist2, idx)
+    with untracked():
+        _write_nearest(target.float(), source.float(), k, dist2, idx)
     if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
         dist2[:, :, k:] = 1e40
         idx[:, :, k:] = 0
