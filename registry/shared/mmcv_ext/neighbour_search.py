@@ -40,7 +40,8 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
     if queries.shape[-2] * points.shape[-2] <= BROADCAST_ELEMENTS and axes == 3:
         # Small: one (B, Q, N, 3) difference, squared at once, then summed in axis
         # order: seven calls where the per-axis form takes fourteen.
-        diff = queries.unsqueeze(-2) - points.unsqueeze(-3)
+        # One batch broadcasts as it is: a (1, N, 3) cloud lines up with (1, Q, 1, 3).
+        diff = queries.unsqueeze(-2) - (points if points.shape[0] == 1 else points.unsqueeze(-3))
         x, y, z = diff.mul_(diff).unbind(-1)
         return (x + y).add_(z)
     query_axes = queries.unsqueeze(-1).unbind(-2)
@@ -172,7 +173,7 @@ def nearest_in_rows(distances: torch.Tensor, k: int) -> torch.Tensor:
     """(..., N) exact squared distances -> the (..., k) indices of the k smallest per
     row, nearest first and equal distances by index (gather the distances back)."""
     keys = ordering_keys(distances, column_indices(distances.shape[-1], distances.device))
-    return keys.topk(k, dim=-1, largest=False, sorted=True).indices
+    return keys.topk(k, -1, False, True).indices   # smallest first, sorted
 
 
 @functools.lru_cache(maxsize=16)

@@ -12,7 +12,8 @@ loops over the *samples*, each step vectorised over all points.
 """
 from __future__ import annotations
 
-from typing import Callable, ContextManager, Iterator, Tuple
+import functools
+from typing import Callable, Iterator, Tuple
 
 import torch
 
@@ -54,18 +55,22 @@ FPS_MATRIX_POINTS_PER_PICK = 8192
 PRODUCT_CHUNK_ELEMENTS = 1 << 20
 
 
-def untracked() -> ContextManager[None]:
-    """A guard under which a kernel's own tensors skip autograd's bookkeeping (inference
-    mode: no version counters or view records; the caller's tensors keep theirs).
+def untracked(kernel: Callable[..., None]) -> Callable[..., None]:
+    """``kernel`` run in inference mode: its own tensors skip autograd's bookkeeping
+    (version counters, view records); the caller's tensors keep theirs.
 
     At PointNet++'s smallest layers a search is about twelve calls on a few thousand
-    elements, and the bookkeeping is a sixth of each call (measured 28.5 -> 23.1 us
-    for knn's 64 points, 16 centres); the public ``torch.inference_mode()`` object
-    costs 3.4 us to enter and leave, the guard it wraps 0.5. Nothing made inside may
-    leave the guard but through the caller's tensors (copy_, ``out=``): a tensor made in
-    inference mode cannot join an autograd graph later.
+    elements, and the bookkeeping is a sixth of each call (measured 28.5 -> 23.1 us for
+    knn's 64 points, 16 centres); the public ``torch.inference_mode()`` costs 3.4 us
+    to enter and leave, the guard it wraps 0.5. A kernel so run returns nothing: its
+    results reach the caller only through the caller's tensors (a tensor made in
+    inference mode could not join an autograd graph later).
     """
-    return torch._C._InferenceMode(True)
+    @functools.wraps(kernel)
+    def run(*args: object, **kwargs: object) -> None:
+        with torch._C._InferenceMode(True):
+            kernel(*args, **kwargs)
+    return run
 
 
 def _query_chunks(b: int, queries: int, points: int,
@@ -76,6 +81,7 @@ def _query_chunks(b: int, queries: int, points: int,
         yield start, min(queries, start + step)
 
 
+@untracked
 def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor,
                                     output: torch.Tensor, b: int, n: int,
                                     m: int) -> None:
@@ -115,6 +121,7 @@ def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor
     _sample_furthest(squared_distance_to, temp, output, b, m, flat.device)
 
 
+@untracked
 def furthest_point_sampling_with_dist_forward(points_dist: torch.Tensor,
                                               temp: torch.Tensor,
                                               output: torch.Tensor, b: int,
@@ -144,6 +151,7 @@ def _sample_furthest(distance_to: "Callable[[torch.Tensor, torch.Tensor], torch.
     output.copy_(torch.stack(picks, dim=1).to(output.dtype))
 
 
+@untracked
 def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
                 dist2: torch.Tensor, b: int, n: int, m: int,
                 nsample: int) -> None:
@@ -154,8 +162,7 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     k = min(nsample, n)
-    with untracked():
-        _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
+    _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
     if k < nsample:
         idx[:, :, k:] = 0
         dist2[:, :, k:] = 1e10
@@ -193,19 +200,20 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
             dist2[batch, start:stop, :k] = values.to(dist2.dtype)
 
 
+@untracked
 def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
                      dist2: torch.Tensor, idx: torch.Tensor, b: int, n: int,
                      m: int) -> None:
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     k = min(3, m)
-    with untracked():
-        _write_nearest(target.float(), source.float(), k, dist2, idx)
+    _write_nearest(target.float(), source.float(), k, dist2, idx)
     if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
         dist2[:, :, k:] = 1e40
         idx[:, :, k:] = 0
 
 
+@untracked
 def three_interpolate_forward(features: torch.Tensor, indices: torch.Tensor,
                               weight: torch.Tensor, output: torch.Tensor,
                               b: int, c: int, m: int, n: int) -> None:
@@ -256,6 +264,7 @@ def _scatter_add_columns(target: torch.Tensor, index: torch.Tensor,
                         values.to(target.dtype))
 
 
+@untracked
 def gather_points_forward(features: torch.Tensor, indices: torch.Tensor,
                           output: torch.Tensor, b: int, c: int, n: int,
                           npoints: int) -> None:
@@ -270,6 +279,7 @@ def gather_points_backward(grad_out: torch.Tensor, idx: torch.Tensor,
     _scatter_add_columns(grad_features, idx.long(), grad_out)
 
 
+@untracked
 def group_points_forward(features: torch.Tensor, indices: torch.Tensor,
                          output: torch.Tensor, b: int, c: int, n: int,
                          npoints: int, nsample: int) -> None:
@@ -313,6 +323,7 @@ def _in_shell(d2: torch.Tensor, min2: float, max2: float) -> torch.Tensor:
     return (d2 == 0) | ((d2 >= min2) & (d2 < max2))
 
 
+@untracked
 def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
                        idx: torch.Tensor, b: int, n: int, m: int,
                        min_radius: float, max_radius: float,
@@ -380,6 +391,7 @@ def _starts(counts: torch.Tensor) -> torch.Tensor:
     return torch.cumsum(counts.long(), 0) - counts.long()
 
 
+@untracked
 def stack_ball_query_forward(center_xyz: torch.Tensor, center_xyz_batch_cnt: torch.Tensor,
                              xyz: torch.Tensor, xyz_batch_cnt: torch.Tensor,
                              idx: torch.Tensor, max_radius: float, nsample: int) -> None:
