@@ -12,8 +12,7 @@ loops over the *samples*, each step vectorised over all points.
 """
 from __future__ import annotations
 
-import functools
-from typing import Callable, Iterator, Tuple
+from typing import Callable, ContextManager, Iterator, Tuple
 
 import torch
 
@@ -55,22 +54,18 @@ FPS_MATRIX_POINTS_PER_PICK = 8192
 PRODUCT_CHUNK_ELEMENTS = 1 << 20
 
 
-def untracked(kernel: Callable[..., None]) -> Callable[..., None]:
-    """``kernel`` run in inference mode: its own tensors skip autograd's bookkeeping
-    (version counters, view records); the caller's tensors keep theirs.
+def untracked() -> ContextManager[None]:
+    """A guard under which a kernel's own tensors skip autograd's bookkeeping (inference
+    mode: no version counters or view records); the caller's tensors keep theirs.
 
     At PointNet++'s smallest layers a search is about twelve calls on a few thousand
     elements, and the bookkeeping is a sixth of each call (measured 28.5 -> 23.1 us for
-    knn's 64 points, 16 centres); the public ``torch.inference_mode()`` costs 3.4 us
-    to enter and leave, the guard it wraps 0.5. A kernel so run returns nothing: its
-    results reach the caller only through the caller's tensors (a tensor made in
-    inference mode could not join an autograd graph later).
+    knn's 64 points, 16 centres). The public ``torch.inference_mode()`` costs 3.4 us to
+    enter and leave, the guard it wraps 0.6, a decorator around the kernel 1.8 more. A
+    kernel so run returns nothing: its results reach the caller only through the
+    caller's tensors (a tensor made in inference mode could not join an autograd graph).
     """
-    @functools.wraps(kernel)
-    def run(*args: object, **kwargs: object) -> None:
-        with torch._C._InferenceMode(True):
-            kernel(*args, **kwargs)
-    return run
+    return torch._C._InferenceMode(True)
 
 
 def _query_chunks(b: int, queries: int, points: int,
@@ -81,7 +76,6 @@ def _query_chunks(b: int, queries: int, points: int,
         yield start, min(queries, start + step)
 
 
-@untracked
 def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor,
                                     output: torch.Tensor, b: int, n: int,
                                     m: int) -> None:
@@ -90,47 +84,48 @@ def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor
     ``temp`` (B, N) holds each point's squared distance to the chosen set and
     is updated in place, as in the CUDA kernel; ``output`` (B, m) gets indices.
     """
-    if m <= 0 or n <= 0:
-        return
-    if b * n * n <= FPS_MATRIX_ELEMENTS and n * n <= FPS_MATRIX_POINTS_PER_PICK * m:
-        # Every distance at once, then three calls per pick instead of eleven: at
-        # PointNet++'s small clouds the loop's calls, not its arithmetic, are the cost.
-        # Same rounding: (p - q)^2 is (q - p)^2, summed in axis order either way.
-        points = points_xyz.float()
-        # A chunk of rows at a time, each computed in cache (3.8x faster than whole).
-        chunks = [exact_squared_distances(points[:, start:stop], points)
-                  for start, stop in _query_chunks(b, n, n, DENSE_CHUNK_ELEMENTS)]
-        flat = (chunks[0] if len(chunks) == 1 else torch.cat(chunks, 1)).view(b * n, n)
-        # index_select of the (B * N, N) rows: half the cost of matrix[rows, chosen]
-        offsets = torch.arange(b, device=flat.device) * n
+    with untracked():
+        if m <= 0 or n <= 0:
+            return
+        if b * n * n <= FPS_MATRIX_ELEMENTS and n * n <= FPS_MATRIX_POINTS_PER_PICK * m:
+            # Every distance at once, then three calls per pick instead of eleven: at
+            # PointNet++'s small clouds the loop's calls, not its arithmetic, are the cost.
+            # Same rounding: (p - q)^2 is (q - p)^2, summed in axis order either way.
+            points = points_xyz.float()
+            # A chunk of rows at a time, each computed in cache (3.8x faster than whole).
+            chunks = [exact_squared_distances(points[:, start:stop], points)
+                      for start, stop in _query_chunks(b, n, n, DENSE_CHUNK_ELEMENTS)]
+            flat = (chunks[0] if len(chunks) == 1 else torch.cat(chunks, 1)).view(b * n, n)
+            # index_select of the (B * N, N) rows: half the cost of matrix[rows, chosen]
+            offsets = torch.arange(b, device=flat.device) * n
 
-        def rows_of(rows: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
-            return flat.index_select(0, chosen if b == 1 else chosen + offsets)
-        _sample_furthest(rows_of, temp, output, b, m, flat.device)
-        return
-    # One contiguous (B, N) slab per axis, squares and sums in place: each step is a
-    # few passes over N floats (3x faster than (B, N, 3) differences summed per row).
-    coordinates = points_xyz.float().permute(2, 0, 1).contiguous()
-    flat = coordinates.view(3, b * n)
-    batch_start = torch.arange(b, device=flat.device) * n
+            def rows_of(rows: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+                return flat.index_select(0, chosen if b == 1 else chosen + offsets)
+            _sample_furthest(rows_of, temp, output, b, m, flat.device)
+            return
+        # One contiguous (B, N) slab per axis, squares and sums in place: each step is a
+        # few passes over N floats (3x faster than (B, N, 3) differences summed per row).
+        coordinates = points_xyz.float().permute(2, 0, 1).contiguous()
+        flat = coordinates.view(3, b * n)
+        batch_start = torch.arange(b, device=flat.device) * n
 
-    def squared_distance_to(rows: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
-        diff = coordinates - flat.index_select(1, batch_start + chosen)[:, :, None]
-        diff.mul_(diff)
-        return diff[0].add_(diff[1]).add_(diff[2])   # summed in axis order, as CUDA does
-    _sample_furthest(squared_distance_to, temp, output, b, m, flat.device)
+        def squared_distance_to(rows: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+            diff = coordinates - flat.index_select(1, batch_start + chosen)[:, :, None]
+            diff.mul_(diff)
+            return diff[0].add_(diff[1]).add_(diff[2])   # summed in axis order, as CUDA does
+        _sample_furthest(squared_distance_to, temp, output, b, m, flat.device)
 
 
-@untracked
 def furthest_point_sampling_with_dist_forward(points_dist: torch.Tensor,
                                               temp: torch.Tensor,
                                               output: torch.Tensor, b: int,
                                               n: int, m: int) -> None:
     """Furthest point sampling from a (B, N, N) distance matrix."""
-    if m <= 0 or n <= 0:
-        return
-    dist = points_dist.float()
-    _sample_furthest(lambda rows, chosen: dist[rows, chosen], temp, output, b, m, dist.device)
+    with untracked():
+        if m <= 0 or n <= 0:
+            return
+        dist = points_dist.float()
+        _sample_furthest(lambda rows, chosen: dist[rows, chosen], temp, output, b, m, dist.device)
 
 
 def _sample_furthest(distance_to: "Callable[[torch.Tensor, torch.Tensor], torch.Tensor]",
@@ -151,7 +146,6 @@ def _sample_furthest(distance_to: "Callable[[torch.Tensor, torch.Tensor], torch.
     output.copy_(torch.stack(picks, dim=1).to(output.dtype))
 
 
-@untracked
 def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
                 dist2: torch.Tensor, b: int, n: int, m: int,
                 nsample: int) -> None:
@@ -161,11 +155,12 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     ``idx``/``dist2`` are (B, m, nsample); when N < nsample the remaining
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
-    k = min(nsample, n)
-    _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
-    if k < nsample:
-        idx[:, :, k:] = 0
-        dist2[:, :, k:] = 1e10
+    with untracked():
+        k = min(nsample, n)
+        _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
+        if k < nsample:
+            idx[:, :, k:] = 0
+            dist2[:, :, k:] = 1e10
 
 
 def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
@@ -200,31 +195,31 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
             dist2[batch, start:stop, :k] = values.to(dist2.dtype)
 
 
-@untracked
 def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
                      dist2: torch.Tensor, idx: torch.Tensor, b: int, n: int,
                      m: int) -> None:
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
-    k = min(3, m)
-    _write_nearest(target.float(), source.float(), k, dist2, idx)
-    if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
-        dist2[:, :, k:] = 1e40
-        idx[:, :, k:] = 0
+    with untracked():
+        k = min(3, m)
+        _write_nearest(target.float(), source.float(), k, dist2, idx)
+        if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
+            dist2[:, :, k:] = 1e40
+            idx[:, :, k:] = 0
 
 
-@untracked
 def three_interpolate_forward(features: torch.Tensor, indices: torch.Tensor,
                               weight: torch.Tensor, output: torch.Tensor,
                               b: int, c: int, m: int, n: int) -> None:
     """output[b, :, j] = sum_k weight[b, j, k] * features[b, :, indices[b, j, k]]."""
-    gathered = _gather_columns(
-        features, indices.long().reshape(b, n * 3)).view(b, c, n, 3)
-    weighted = gathered.mul_(weight[:, None, :, :].to(gathered.dtype))
-    if output.is_contiguous() and output.dtype == weighted.dtype:
-        torch.sum(weighted, -1, out=output)   # no (B, c, n) result to copy over
-    else:
-        output.copy_(weighted.sum(-1))
+    with untracked():
+        gathered = _gather_columns(
+            features, indices.long().reshape(b, n * 3)).view(b, c, n, 3)
+        weighted = gathered.mul_(weight[:, None, :, :].to(gathered.dtype))
+        if output.is_contiguous() and output.dtype == weighted.dtype:
+            torch.sum(weighted, -1, out=output)   # no (B, c, n) result to copy over
+        else:
+            output.copy_(weighted.sum(-1))
 
 
 def three_interpolate_backward(grad_out: torch.Tensor, idx: torch.Tensor,
@@ -329,7 +324,6 @@ def _in_shell(d2: torch.Tensor, min2: float, max2: float) -> torch.Tensor:
     return (d2 == 0) | ((d2 >= min2) & (d2 < max2))
 
 
-@untracked
 def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
                        idx: torch.Tensor, b: int, n: int, m: int,
                        min_radius: float, max_radius: float,
@@ -338,18 +332,19 @@ def ball_query_forward(center_xyz: torch.Tensor, xyz: torch.Tensor,
     (in index order) with ``d == 0`` or ``min_radius <= d < max_radius``;
     missing slots repeat the first hit, 0 when there is none (as the CUDA kernel).
     """
-    min2, max2 = float(min_radius) ** 2, float(max_radius) ** 2
-    points, centres = xyz.float(), center_xyz.float()
-    if n <= DENSE_BALL_QUERY_POINTS:
-        for start, stop in _query_chunks(b, m, n, DENSE_CHUNK_ELEMENTS):
-            d2 = exact_squared_distances(centres[:, start:stop], points)
-            result, _ = _first_hits(_in_shell(d2, min2, max2), nsample)
-            idx[:, start:stop] = result.to(idx.dtype)
-        return
-    for batch in range(b):
-        for start, stop, result, _ in _ball_rows(centres[batch], points[batch], min2, max2,
-                                                 nsample):
-            idx[batch, start:stop] = result.to(idx.dtype)
+    with untracked():
+        min2, max2 = float(min_radius) ** 2, float(max_radius) ** 2
+        points, centres = xyz.float(), center_xyz.float()
+        if n <= DENSE_BALL_QUERY_POINTS:
+            for start, stop in _query_chunks(b, m, n, DENSE_CHUNK_ELEMENTS):
+                d2 = exact_squared_distances(centres[:, start:stop], points)
+                result, _ = _first_hits(_in_shell(d2, min2, max2), nsample)
+                idx[:, start:stop] = result.to(idx.dtype)
+            return
+        for batch in range(b):
+            for start, stop, result, _ in _ball_rows(centres[batch], points[batch], min2, max2,
+                                                     nsample):
+                idx[batch, start:stop] = result.to(idx.dtype)
 
 
 def _ball_rows(centres: torch.Tensor, points: torch.Tensor, min2: float, max2: float,
@@ -397,32 +392,32 @@ def _starts(counts: torch.Tensor) -> torch.Tensor:
     return torch.cumsum(counts.long(), 0) - counts.long()
 
 
-@untracked
 def stack_ball_query_forward(center_xyz: torch.Tensor, center_xyz_batch_cnt: torch.Tensor,
                              xyz: torch.Tensor, xyz_batch_cnt: torch.Tensor,
                              idx: torch.Tensor, max_radius: float, nsample: int) -> None:
     """Ball query on stacked batches: per centre, the first ``nsample`` points of
     its own batch with ``d < max_radius`` as indices local to that batch; when none,
     slot 0 is -1 (the rest left as the caller allocated them), as the CUDA kernel."""
-    radius2 = float(max_radius) ** 2
-    centres, points = center_xyz.float(), xyz.float()
-    centre_start = point_start = 0
-    # Batch by batch, each against its own points only (the distances to the other
-    # batches' points, masked out, were most of the work), by ball query's own search.
-    for centre_count, point_count in zip(center_xyz_batch_cnt.tolist(), xyz_batch_cnt.tolist()):
-        batch_idx = idx[centre_start:centre_start + centre_count]
-        if radius2 <= 0 or point_count == 0:   # nothing lies closer than 0
-            batch_idx[:, 0] = -1
-        else:
-            for start, stop, first, count in _ball_rows(
-                    centres[centre_start:centre_start + centre_count],
-                    points[point_start:point_start + point_count], 0.0, radius2, nsample):
-                chunk = batch_idx[start:stop]
-                found = count > 0
-                chunk[found] = first[found].to(idx.dtype)
-                chunk[~found, 0] = -1
-        centre_start += centre_count
-        point_start += point_count
+    with untracked():
+        radius2 = float(max_radius) ** 2
+        centres, points = center_xyz.float(), xyz.float()
+        centre_start = point_start = 0
+        # Batch by batch, each against its own points only (the distances to the other
+        # batches' points, masked out, were most of the work), by ball query's own search.
+        for centre_count, point_count in zip(center_xyz_batch_cnt.tolist(), xyz_batch_cnt.tolist()):
+            batch_idx = idx[centre_start:centre_start + centre_count]
+            if radius2 <= 0 or point_count == 0:   # nothing lies closer than 0
+                batch_idx[:, 0] = -1
+            else:
+                for start, stop, first, count in _ball_rows(
+                        centres[centre_start:centre_start + centre_count],
+                        points[point_start:point_start + point_count], 0.0, radius2, nsample):
+                    chunk = batch_idx[start:stop]
+                    found = count > 0
+                    chunk[found] = first[found].to(idx.dtype)
+                    chunk[~found, 0] = -1
+            centre_start += centre_count
+            point_start += point_count
 
 
 def _stack_group_index(features_batch_cnt: torch.Tensor, indices: torch.Tensor,
