@@ -213,6 +213,12 @@ def radius_hits(queries: torch.Tensor, points: torch.Tensor, product: ProductDis
         possible &= (approximate >= min_squared - bound) | (approximate <= bound)
     del approximate
     rows, columns = possible.nonzero(as_tuple=True)
-    d = exact_pair_distances(queries[rows], points[columns])
-    hit = (d == 0) | ((d >= min_squared) & (d < max_squared))
-    return rows[hit], columns[hit]
+    # index_select, where advanced indexing costs twice as much; one list of the kept
+    # pairs for both tensors (a boolean mask is a nonzero per tensor it indexes).
+    d = exact_pair_distances(queries.index_select(0, rows), points.index_select(0, columns))
+    if min_squared <= 0 < max_squared:   # a zero distance is inside any positive radius
+        hit = d < max_squared
+    else:
+        hit = (d == 0) | ((d >= min_squared) & (d < max_squared))
+    kept = hit.nonzero().view(-1)
+    return rows.index_select(0, kept), columns.index_select(0, kept)

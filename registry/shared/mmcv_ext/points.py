@@ -372,10 +372,10 @@ def _first_listed(rows: torch.Tensor, columns: torch.Tensor, queries: int,
     each row's count of pairs."""
     count = torch.bincount(rows, minlength=queries)
     first_pair = torch.cumsum(count, 0) - count
-    rank = torch.arange(rows.numel(), device=rows.device) - first_pair[rows]
-    keep = rank < nsample
+    rank = torch.arange(rows.numel(), device=rows.device) - first_pair.index_select(0, rows)
+    keep = (rank < nsample).nonzero().view(-1)   # one list for the three tensors
     result = torch.zeros(queries, nsample, dtype=torch.long, device=rows.device)
-    result[rows[keep], rank[keep]] = columns[keep]
+    result[rows.index_select(0, keep), rank.index_select(0, keep)] = columns.index_select(0, keep)
     slot = torch.arange(nsample, device=rows.device)
     return torch.where(slot < count[:, None], result, result[:, :1]), count
 
