@@ -170,7 +170,7 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
     three_nn): whole exact rows up to DENSE_KNN_POINTS points, the block search above."""
     b, count, n = queries.shape[0], queries.shape[1], points.shape[1]
     if n <= DENSE_KNN_POINTS:
-        if b * count * n <= DENSE_CHUNK_ELEMENTS and k == idx.shape[-1] \
+        if b * count * n <= DENSE_CHUNK_ELEMENTS and k == idx.shape[-1] == dist2.shape[-1] \
                 and dist2.is_contiguous() and dist2.dtype == torch.float32:
             # One chunk, the whole outputs at once (PointNet++'s small layers, where the
             # calls are the cost): the distances gathered straight into the caller's
