@@ -38,12 +38,9 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
     # the rows: 2.5x faster than strided), squares and sums done in place. ``unbind``
     # gives every axis in one call: at PointNet++'s small sizes, calls are the cost.
     if queries.shape[-2] * points.shape[-2] <= BROADCAST_ELEMENTS and axes == 3:
-        # Small: one (B, Q, N, 3) difference, squared at once, then summed in axis
-        # order: seven calls where the per-axis form takes fourteen.
         # One batch broadcasts as it is: a (1, N, 3) cloud lines up with (1, Q, 1, 3).
-        diff = queries.unsqueeze(-2) - (points if points.shape[0] == 1 else points.unsqueeze(-3))
-        x, y, z = diff.mul_(diff).unbind(-1)
-        return (x + y).add_(z)
+        return broadcast_squared_distances(
+            queries, points if points.shape[0] == 1 else points.unsqueeze(-3))
     query_axes = queries.unsqueeze(-1).unbind(-2)
     point_axes = points.transpose(-1, -2).contiguous().unsqueeze(-2).unbind(-3)
     total = None
@@ -52,6 +49,16 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
         diff.mul_(diff)
         total = diff if total is None else total.add_(diff)
     return total
+
+
+def broadcast_squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """:func:`exact_squared_distances` of small inputs: (B, Q, 3) queries and (B, 1, N, 3)
+    points (or (1, N, 3) for one batch) -> (B, Q, N), from one (B, Q, N, 3) difference
+    squared at once, then summed in axis order (seven calls where the per-axis form
+    takes fourteen: at PointNet++'s small sizes, calls are the cost)."""
+    diff = queries.unsqueeze(-2) - points
+    x, y, z = diff.mul_(diff).unbind(-1)
+    return (x + y).add_(z)
 
 
 def exact_pair_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
