@@ -12,6 +12,7 @@ identical to the exact formulation.
 """
 from __future__ import annotations
 
+import functools
 from typing import Tuple
 
 import torch
@@ -37,11 +38,9 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
     # the rows: 2.5x faster than strided), squares and sums done in place. ``unbind``
     # gives every axis in one call: at PointNet++'s small sizes, calls are the cost.
     if queries.shape[-2] * points.shape[-2] <= BROADCAST_ELEMENTS and axes == 3:
-        # Small: one (B, Q, N, 3) difference, squared at once, then summed in axis
-        # order: seven calls where the per-axis form takes fourteen.
-        diff = queries.unsqueeze(-2) - points.unsqueeze(-3)
-        x, y, z = diff.mul_(diff).unbind(-1)
-        return (x + y).add_(z)
+        # One batch broadcasts as it is: a (1, N, 3) cloud lines up with (1, Q, 1, 3).
+        return broadcast_squared_distances(
+            queries, points if points.shape[0] == 1 else points.unsqueeze(-3))
     query_axes = queries.unsqueeze(-1).unbind(-2)
     point_axes = points.transpose(-1, -2).contiguous().unsqueeze(-2).unbind(-3)
     total = None
@@ -50,6 +49,16 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
         diff.mul_(diff)
         total = diff if total is None else total.add_(diff)
     return total
+
+
+def broadcast_squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """:func:`exact_squared_distances` of small inputs: (B, Q, 3) queries and (B, 1, N, 3)
+    points (or (1, N, 3) for one batch) -> (B, Q, N), from one (B, Q, N, 3) difference
+    squared at once, then summed in axis order (seven calls where the per-axis form
+    takes fourteen: at PointNet++'s small sizes, calls are the cost)."""
+    diff = queries.unsqueeze(-2) - points
+    x, y, z = diff.mul_(diff).unbind(-1)
+    return (x + y).add_(z)
 
 
 def exact_pair_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
@@ -153,56 +162,47 @@ def nearest_candidates(queries: torch.Tensor, points: torch.Tensor,
         block_index = torch.arange(blocks, device=points.device).expand(count, blocks)
     gathered = blocked.coordinates[block_index].view(count, -1, 3)
     exact = exact_pair_distances(queries[:, None, :], gathered)
-    columns = block_index[:, :, None] * BLOCK_POINTS + blocked.offsets
-    values, index = _smallest_keys(_ordering_keys(exact, columns.flatten(1)), k)
+    columns = (block_index[:, :, None] * BLOCK_POINTS + blocked.offsets).flatten(1)
+    chosen_columns = ordering_keys(exact, columns).topk(k, dim=1, largest=False,
+                                                        sorted=True).indices
+    values, index = exact.gather(1, chosen_columns), columns.gather(1, chosen_columns)
     if nearest_blocks is not None:
         unproven = nearest_blocks.values.amax(1) <= values[:, k - 1] + bound
         if bool(unproven.any()):
             rows = unproven.nonzero()[:, 0]
             full = exact_squared_distances(queries[None, rows], points[None])[0]
-            values[rows], index[rows] = nearest_in_rows(full, k)
+            index[rows] = nearest = nearest_in_rows(full, k)
+            values[rows] = full.gather(1, nearest)
     return values, index
 
 
-def nearest_in_rows(distances: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(..., N) exact squared distances -> the k smallest per row, nearest first and
-    equal distances by index: (..., k) distances and indices."""
-    if distances.numel() <= STABLE_SORT_ELEMENTS:
-        values, index = distances.sort(dim=-1, stable=True)   # ties by index, 3 calls
-        return values[..., :k], index[..., :k]
-    index = torch.arange(distances.shape[-1], device=distances.device)
-    best = _ordering_keys(distances, index).topk(k, dim=-1, largest=False, sorted=True).values
-    index = best.bitwise_and_(INDEX_MASK)
-    # The distances gathered back: one call where unpacking the keys takes three (at
-    # PointNet++'s small sizes, calls are the cost).
-    return distances.gather(-1, index), index
+def nearest_in_rows(distances: torch.Tensor, k: int) -> torch.Tensor:
+    """(..., N) exact squared distances -> the (..., k) indices of the k smallest per
+    row, nearest first and equal distances by index (gather the distances back)."""
+    keys = ordering_keys(distances, column_indices(distances.shape[-1], distances.device))
+    return keys.topk(k, -1, False, True).indices   # smallest first, sorted
 
 
-#: Up to this many distances, whole rows are ordered by a stable sort: three calls
-#: where the keys take seven, and at such sizes the calls are the cost (measured
-#: faster up to 64 x 16; at 256 x 32 the sort costs twice the keys).
-STABLE_SORT_ELEMENTS = 1 << 11
+@functools.lru_cache(maxsize=16)
+def column_indices(count: int, device: torch.device) -> torch.Tensor:
+    """``arange(count)`` as int64, made once per size: at PointNet++'s smallest layers a
+    call of a whole search costs about 25 us, and an ``arange`` 1.7 of them. Read only."""
+    return torch.arange(count, device=device)
+
 
 #: The bits of an ordering key that hold the index: a float32 converted to float64
 #: leaves the 29 low bits of its significand zero.
 INDEX_BITS = 29
-INDEX_MASK = (1 << INDEX_BITS) - 1
 
 
-def _ordering_keys(distances: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """int64 keys that order by (distance, index) with no ties, for indices below
-    2 ** INDEX_BITS: the bits of a non-negative float64 order as the float does, and
-    a float32 distance widened to float64 (exactly) leaves room for the index in the
-    low bits: three calls, where shifting the float32 bits up takes four."""
+def ordering_keys(distances: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """int64 keys that order by (distance, index) with no ties, for float32 distances
+    >= 0 and int64 indices below 2 ** INDEX_BITS: the bits of a non-negative float64
+    order as the float does, and a float32 widened to float64 (exactly) leaves room for
+    the index in the low bits. A ``topk`` of these keys orders equal distances by index
+    (one of the distances leaves their order unspecified) and is faster. Widening
+    beats shifting the int32 bits up (int64 products are not vectorised: 2.5x slower)."""
     return distances.to(torch.float64).view(torch.int64).bitwise_or_(index)
-
-
-def _smallest_keys(keys: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(distances, indices) of the k smallest keys per row, smallest first (a topk
-    of int64 keys: faster than one of the float distances, and it orders ties)."""
-    best = keys.topk(k, dim=-1, largest=False, sorted=True).values
-    index = best & INDEX_MASK
-    return best.bitwise_and_(~INDEX_MASK).view(torch.float64).to(torch.float32), index
 
 
 def radius_hits(queries: torch.Tensor, points: torch.Tensor, product: ProductDistances,
@@ -220,6 +220,12 @@ def radius_hits(queries: torch.Tensor, points: torch.Tensor, product: ProductDis
         possible &= (approximate >= min_squared - bound) | (approximate <= bound)
     del approximate
     rows, columns = possible.nonzero(as_tuple=True)
-    d = exact_pair_distances(queries[rows], points[columns])
-    hit = (d == 0) | ((d >= min_squared) & (d < max_squared))
-    return rows[hit], columns[hit]
+    # index_select, where advanced indexing costs twice as much; one list of the kept
+    # pairs for both tensors (a boolean mask is a nonzero per tensor it indexes).
+    d = exact_pair_distances(queries.index_select(0, rows), points.index_select(0, columns))
+    if min_squared <= 0 < max_squared:   # a zero distance is inside any positive radius
+        hit = d < max_squared
+    else:
+        hit = (d == 0) | ((d >= min_squared) & (d < max_squared))
+    kept = hit.nonzero().view(-1)
+    return rows.index_select(0, kept), columns.index_select(0, kept)

@@ -287,8 +287,8 @@ def test_furthest_point_sampling_at_votenet_sizes_is_the_same_with_and_without_t
        m=st.integers(1, 40), k=st.sampled_from([1, 3, 16]))
 def test_small_knn_and_three_nn_equal_the_exact_search_ties_by_index(ext, kind, n, m, k):
     # PointNet++'s smallest layers (64 points, 16 centres) take one broadcast difference
-    # and a stable sort (neighbour_search.BROADCAST_ELEMENTS, STABLE_SORT_ELEMENTS);
-    # either side of those limits, the same bits: distances, order, ties by index.
+    # (neighbour_search.BROADCAST_ELEMENTS) and a topk of (distance, index) keys; either
+    # side of that limit, the same bits: distances, order, ties by index.
     xyz = large_cloud(kind, 1, n)
     center = torch.cat([xyz[:, :1], large_cloud(kind, 1, n + 5)[:, :m]], 1)
     m = center.shape[1]
@@ -304,6 +304,66 @@ def test_small_knn_and_three_nn_equal_the_exact_search_ties_by_index(ext, kind, 
         ext.three_nn_forward(center, xyz, dist2, idx, b=1, n=m, m=n)
         assert torch.equal(dist2, values[:, :, :3])
         assert torch.equal(idx.long(), order[:, :, :3])
+
+
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), b=st.integers(2, 3),
+       n=st.integers(1, 70), m=st.integers(1, 40), k=st.sampled_from([1, 3, 16]))
+def test_batched_small_knn_and_three_nn_equal_the_exact_search(ext, kind, b, n, m, k):
+    # Several clouds at once: one batch broadcasts without a view, more take one; each
+    # batch's answer is its own cloud's, bit for bit, ties by index.
+    xyz = large_cloud(kind, b, n)
+    center = torch.cat([xyz[:, :1], large_cloud(kind, b, n + 5)[:, :m]], 1)
+    m = center.shape[1]
+    values, order = exact_order(center, xyz)
+    idx = torch.zeros(b, m, k, dtype=torch.int32)
+    dist2 = torch.zeros(b, m, k)
+    ext.knn_forward(xyz, center, idx, dist2, b=b, n=n, m=m, nsample=k)
+    kk = min(k, n)
+    assert torch.equal(dist2[:, :, :kk], values[:, :, :kk])
+    assert torch.equal(idx[:, :, :kk].long(), order[:, :, :kk])
+    if n >= 3:
+        dist2, idx = torch.empty(b, m, 3), torch.empty(b, m, 3, dtype=torch.int32)
+        ext.three_nn_forward(center, xyz, dist2, idx, b=b, n=m, m=n)
+        assert torch.equal(dist2, values[:, :, :3])
+        assert torch.equal(idx.long(), order[:, :, :3])
+
+
+@EXAMPLES
+@given(rows=st.integers(1, 6), n=st.integers(1, 90), k=st.integers(1, 90),
+       levels=st.integers(1, 6), seed=st.integers(0, 999))
+def test_nearest_in_rows_is_a_stable_sort_of_the_distances(rows, n, k, levels, seed):
+    # The (distance, index) keys against the plain formulation: a stable sort. Few
+    # distinct levels (zeros among them) make ties at every position, the boundary too.
+    from lazypatch.registry.shared.mmcv_ext.neighbour_search import nearest_in_rows
+    g = torch.Generator().manual_seed(seed)
+    distances = torch.randint(0, levels, (rows, n), generator=g).float() * 0.37
+    k = min(k, n)
+    want = distances.sort(dim=1, stable=True).indices[:, :k]
+    assert torch.equal(nearest_in_rows(distances, k), want)
+
+
+def test_point_kernels_leave_no_inference_tensors_behind(ext):
+    # The kernels run in inference mode, the caller's tensors stay ordinary: usable in
+    # an autograd graph afterwards, with inputs that require grad, and from a caller
+    # that is itself in inference mode.
+    xyz = cloud(1, 1, 40, 3).requires_grad_()
+    center = cloud(2, 1, 8, 3)
+    idx, dist2 = torch.zeros(1, 8, 4, dtype=torch.int32), torch.zeros(1, 8, 4)
+    ext.knn_forward(xyz, center, idx, dist2, b=1, n=40, m=8, nsample=4)
+    assert not idx.is_inference() and not dist2.is_inference()
+    weight = torch.ones(1, 8, 4, requires_grad=True)
+    (dist2 * weight).sum().backward()
+    assert torch.equal(weight.grad, dist2)
+    out = torch.zeros(1, 3, 8)
+    ext.gather_points_forward(xyz.detach().transpose(1, 2).contiguous(), idx[:, :, 0], out,
+                              b=1, c=3, n=40, npoints=8)
+    assert not out.is_inference()
+    with torch.inference_mode():
+        inner_idx, inner_dist2 = torch.zeros(1, 8, 4, dtype=torch.int32), torch.zeros(1, 8, 4)
+        ext.knn_forward(xyz, center, inner_idx, inner_dist2, b=1, n=40, m=8, nsample=4)
+    assert torch.equal(inner_idx, idx) and torch.equal(inner_dist2, dist2)
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
 
 
 def points_module():
