@@ -361,6 +361,14 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
             _after_commit(patch, context_of_record(patch.name, record), late)
     finally:
         del _claims[patch]
+    # Reached by a committed application only. An unpatch() between the check above and
+    # the end of the claim passed this record over as in flight (RegisteredPatch.settle),
+    # and this thread had already decided to keep it: without this second check it would
+    # stay live after unpatch() returned (tests/trust/test_threads.py found it). One that
+    # came after the claim ended found the record itself; _take_back_passed_over tells
+    # the two apart under the lock.
+    if patch.generation != generation or not patch.enabled:
+        _take_back_passed_over(patch, record)
 
 
 def untracked_changes(before: "Optional[Dict[str, Any]]", namespace: "Any", module: "Any",
@@ -442,22 +450,43 @@ def _unmet_requirement_skips(patch: "RegisteredPatch", module: "Any") -> bool:
 
 
 def _roll_back_in_flight(patch: "RegisteredPatch", record: "List[Any]",
-                         quietly: bool = False) -> None:
+                         quietly: bool = False, claimed: bool = True) -> bool:
     """Take back an application whose patch was undone or disabled while its function ran
-    (or that was interrupted before its commit ended): its record goes, its changes are
-    undone. Its thread still holds the claim, so no reader has settled the record."""
+    (or that was interrupted before its commit ended, perhaps before its record was
+    appended): its record goes, its changes are undone. While its thread holds the claim
+    no reader settles the record; after the claim (``claimed`` False) one may have, and a
+    record no longer unsettled is left alone. Whether it was taken back."""
     with STATE.lock:
         unsettled = patch.unsettled
         for position in range(len(unsettled) - 1, -1, -1):
             if unsettled[position] is record:
                 del unsettled[position]
                 break
+        else:
+            if not claimed:
+                return False
         if not quietly:
             patch.remember("an application in flight was rolled back: the patch was "
                            "unpatched or disabled meanwhile")
     context = record[RECORD_CONTEXT]
     if context is not None:   # (a patch that takes only the module changed nothing undoable)
         _undo_quietly(context)
+    return True
+
+
+def _take_back_passed_over(patch: "RegisteredPatch", record: "List[Any]") -> None:
+    """``patch`` was undone or disabled after its application's last check, and the claim
+    has ended since. Still unsettled: an undo passed the record over as in flight, so it
+    is rolled back here. Settled into ``live`` by a reader since: taken back from there.
+    Neither: the undo found it after the claim ended and took it itself."""
+    if _roll_back_in_flight(patch, record, claimed=False):
+        return
+    context = record[RECORD_CONTEXT]
+    if context is not None:   # (revert_context does nothing for one no longer live)
+        from .undo import revert_context
+        revert_context(patch, context, REVERTED,
+                       "an application in flight was rolled back: the patch was "
+                       "unpatched or disabled meanwhile")
 
 
 def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
