@@ -167,6 +167,10 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     with untracked():
+        if b == 1 and m * n <= BROADCAST_ELEMENTS and nsample <= n \
+                and _takes_small_search(center_xyz, xyz, dist2, idx, nsample):
+            _write_small_search(center_xyz, xyz, nsample, dist2, idx)
+            return
         k = min(nsample, n)
         _write_nearest(as_float(center_xyz), as_float(xyz), k, dist2, idx)
         if k < nsample:
@@ -181,19 +185,6 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
     three_nn): whole exact rows up to DENSE_KNN_POINTS points, the block search above."""
     b, count, _ = queries.shape
     n = points.shape[1]
-    if b == 1 and count * n <= BROADCAST_ELEMENTS and k == idx.shape[-1] == dist2.shape[-1] \
-            and dist2.dtype == torch.float32 and dist2.is_contiguous():
-        # PointNet++'s smallest layers (64 points, 16 centres), where a search is about
-        # fourteen torch calls of about 1 us each and the Python around them counts too
-        # (measured 4 us of 42 through the general path's layers): the same calls, in
-        # one place. Distances gathered into the caller's tensor, copy_ converts the
-        # indices to its dtype.
-        distances = broadcast_squared_distances(queries, points)
-        order = ordering_keys(distances, column_indices_of(distances)).topk(
-            k, -1, False, True).indices
-        idx.copy_(order)
-        torch.gather(distances, 2, order, out=dist2)
-        return
     if n <= DENSE_KNN_POINTS:
         if b * count * n <= DENSE_CHUNK_ELEMENTS and k == idx.shape[-1] == dist2.shape[-1] \
                 and dist2.is_contiguous() and dist2.dtype == torch.float32:
@@ -220,12 +211,41 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
             dist2[batch, start:stop, :k] = values.to(dist2.dtype)
 
 
+def _takes_small_search(queries: torch.Tensor, points: torch.Tensor, dist2: torch.Tensor,
+                        idx: torch.Tensor, k: int) -> bool:
+    """Whether :func:`_write_small_search` may answer: float32 clouds, whole (1, Q, k)
+    outputs, the distances' one contiguous float32."""
+    return queries.dtype is points.dtype is dist2.dtype is torch.float32 \
+        and dist2.shape[-1] == idx.shape[-1] == k and dist2.is_contiguous()
+
+
+def _write_small_search(queries: torch.Tensor, points: torch.Tensor, k: int,
+                        dist2: torch.Tensor, idx: torch.Tensor) -> None:
+    """The k nearest of one (1, N, 3) cloud's ``points`` to each (1, Q, 3) query into the
+    whole ``dist2`` and ``idx``, for Q * N up to BROADCAST_ELEMENTS (PointNet++'s
+    smallest layers: 64 points, 16 centres).
+
+    There a search is about fourteen torch calls of about 1.5 us each, and the Python
+    around them counts too: the caller's sizes decide, with none read from the tensors
+    and no layer between (the general path's layers cost 2.3 us of 26 measured). The
+    distances are gathered into the caller's tensor, copy_ converts the indices."""
+    distances = broadcast_squared_distances(queries, points)
+    order = ordering_keys(distances, column_indices_of(distances)).topk(
+        k, -1, False, True).indices
+    idx.copy_(order)
+    torch.gather(distances, 2, order, out=dist2)
+
+
 def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
                      dist2: torch.Tensor, idx: torch.Tensor, b: int, n: int,
                      m: int) -> None:
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     with untracked():
+        if b == 1 and n * m <= BROADCAST_ELEMENTS and m >= 3 \
+                and _takes_small_search(target, source, dist2, idx, 3):
+            _write_small_search(target, source, 3, dist2, idx)
+            return
         k = min(3, m)
         _write_nearest(as_float(target), as_float(source), k, dist2, idx)
         if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
