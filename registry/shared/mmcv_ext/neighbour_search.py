@@ -13,7 +13,7 @@ identical to the exact formulation.
 from __future__ import annotations
 
 import functools
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -56,14 +56,17 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torc
     return total
 
 
-def broadcast_squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+def broadcast_squared_distances(queries: torch.Tensor, points: torch.Tensor,
+                                differences: Optional[torch.Tensor] = None,
+                                out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """:func:`exact_squared_distances` of small inputs: (B, Q, 3) queries and (B, 1, N, 3)
     points (or (1, N, 3) for one batch) -> (B, Q, N), from one (B, Q, N, 3) difference
     squared at once, then summed in axis order (seven calls where the per-axis form
-    takes fourteen: at PointNet++'s small sizes, calls are the cost)."""
-    diff = queries.unsqueeze(-2) - points
+    takes fourteen: at PointNet++'s small sizes, calls are the cost). ``differences``
+    and ``out``, when given, receive the (B, Q, N, 3) differences and the result."""
+    diff = torch.sub(queries.unsqueeze(-2), points, out=differences)
     x, y, z = diff.mul_(diff).unbind(-1)
-    return (x + y).add_(z)
+    return torch.add(x, y, out=out).add_(z)
 
 
 def exact_pair_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
@@ -220,6 +223,13 @@ def ordering_keys(distances: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     (one of the distances leaves their order unspecified) and is faster. Widening
     beats shifting the int32 bits up (int64 products are not vectorised: 2.5x slower)."""
     return distances.to(torch.float64).view(torch.int64).bitwise_or_(index)
+
+
+def ordering_keys_into(widened: torch.Tensor, distances: torch.Tensor,
+                       index: torch.Tensor) -> torch.Tensor:
+    """:func:`ordering_keys` made in a float64 tensor of the distances' shape
+    (``widened``, overwritten; the keys are its int64 view)."""
+    return widened.copy_(distances).view(torch.int64).bitwise_or_(index)
 
 
 def radius_hits(queries: torch.Tensor, points: torch.Tensor, product: ProductDistances,

@@ -21,13 +21,13 @@ from .neighbour_search import (
     BlockedPoints,
     ProductDistances,
     broadcast_squared_distances,
-    column_indices_of,
     exact_squared_distances,
     nearest_candidates,
     nearest_in_rows,
-    ordering_keys,
+    ordering_keys_into,
     radius_hits,
 )
+from .scratch import small_search_scratch
 
 #: Upper bound on elements of one (batch, queries, points) distance chunk.
 CHUNK_ELEMENTS = 1 << 24
@@ -169,7 +169,7 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     with untracked():
         if b == 1 and m * n <= BROADCAST_ELEMENTS and nsample <= n \
                 and _takes_small_search(center_xyz, xyz, dist2, idx, nsample):
-            _write_small_search(center_xyz, xyz, nsample, dist2, idx)
+            _write_small_search(center_xyz, xyz, nsample, m, n, dist2, idx)
             return
         k = min(nsample, n)
         _write_nearest(as_float(center_xyz), as_float(xyz), k, dist2, idx)
@@ -213,25 +213,28 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
 
 def _takes_small_search(queries: torch.Tensor, points: torch.Tensor, dist2: torch.Tensor,
                         idx: torch.Tensor, k: int) -> bool:
-    """Whether :func:`_write_small_search` may answer: float32 clouds, whole (1, Q, k)
-    outputs, the distances' one contiguous float32."""
-    return queries.dtype is points.dtype is dist2.dtype is torch.float32 \
-        and dist2.shape[-1] == idx.shape[-1] == k and dist2.is_contiguous()
+    """Whether :func:`_write_small_search` may answer: float32 clouds on the CPU (its
+    scratch's device), whole (1, Q, k) outputs, the distances' one contiguous float32."""
+    return queries.dtype is points.dtype is dist2.dtype is torch.float32 and queries.is_cpu \
+        and points.is_cpu and dist2.shape[-1] == idx.shape[-1] == k and dist2.is_contiguous()
 
 
-def _write_small_search(queries: torch.Tensor, points: torch.Tensor, k: int,
-                        dist2: torch.Tensor, idx: torch.Tensor) -> None:
+def _write_small_search(queries: torch.Tensor, points: torch.Tensor, k: int, count: int,
+                        n: int, dist2: torch.Tensor, idx: torch.Tensor) -> None:
     """The k nearest of one (1, N, 3) cloud's ``points`` to each (1, Q, 3) query into the
     whole ``dist2`` and ``idx``, for Q * N up to BROADCAST_ELEMENTS (PointNet++'s
     smallest layers: 64 points, 16 centres).
 
     There a search is about fourteen torch calls of about 1.5 us each, and the Python
     around them counts too: the caller's sizes decide, with none read from the tensors
-    and no layer between (the general path's layers cost 2.3 us of 26 measured). The
+    and no layer between (the general path's layers cost 2.3 us of 26 measured), the
+    intermediates written into this thread's scratch of the size (scratch.py). The
     distances are gathered into the caller's tensor, copy_ converts the indices."""
-    distances = broadcast_squared_distances(queries, points)
-    order = ordering_keys(distances, column_indices_of(distances)).topk(
-        k, -1, False, True).indices
+    scratch = small_search_scratch(count, n, k)
+    distances = broadcast_squared_distances(queries, points, scratch.differences,
+                                            scratch.distances)
+    keys = ordering_keys_into(scratch.widened, distances, scratch.columns)
+    order = torch.topk(keys, k, -1, False, True, out=scratch.top)[1]
     idx.copy_(order)
     torch.gather(distances, 2, order, out=dist2)
 
@@ -244,7 +247,7 @@ def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
     with untracked():
         if b == 1 and n * m <= BROADCAST_ELEMENTS and m >= 3 \
                 and _takes_small_search(target, source, dist2, idx, 3):
-            _write_small_search(target, source, 3, dist2, idx)
+            _write_small_search(target, source, 3, n, m, dist2, idx)
             return
         k = min(3, m)
         _write_nearest(as_float(target), as_float(source), k, dist2, idx)
