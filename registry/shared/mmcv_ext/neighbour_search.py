@@ -33,14 +33,18 @@ BROADCAST_ELEMENTS = 1 << 11
 NO_REDUCTION = 0
 
 
-def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
+                            squares: Optional[torch.Tensor] = None,
+                            out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """(B, Q, D), (B, N, D) -> (B, Q, N) squared distances computed as the CUDA kernels
     do: differences squared per axis, summed in axis order. Above BROADCAST_ELEMENTS
-    pairs a view whose batches lie D slabs apart (contiguous for one batch)."""
+    pairs a view whose batches lie D slabs apart (contiguous for one batch). ``squares``
+    (of :func:`squares_shape`) and ``out`` (B, Q, N), when given, receive the squared
+    differences and, up to BROADCAST_ELEMENTS pairs, the result."""
     if queries.shape[-2] * points.shape[-2] <= BROADCAST_ELEMENTS and queries.shape[-1] == 3:
         # One batch broadcasts as it is: a (1, N, 3) cloud lines up with (1, Q, 1, 3).
         return broadcast_squared_distances(
-            queries, points if points.shape[0] == 1 else points.unsqueeze(-3))
+            queries, points if points.shape[0] == 1 else points.unsqueeze(-3), squares, out)
     # Every axis's squared differences in one call: ``mse_loss`` without reduction is
     # ``(a - b) * (a - b)`` element by element (a difference squared, rounded as the
     # per-axis form rounds it), broadcast from a (B, D, Q, 1) view of the queries (one
@@ -49,11 +53,18 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor) -> torc
     # the first axis's slab. Four calls where a subtraction, a square and a sum per axis
     # take eight (knn at 256 points, 64 centres: 0.97x -> 0.91x cdist + topk).
     squares = torch._C._nn.mse_loss(queries.mT.unsqueeze(-1),
-                                    points.mT.contiguous().unsqueeze(-2), NO_REDUCTION)
+                                    points.mT.contiguous().unsqueeze(-2), NO_REDUCTION,
+                                    out=squares)
     total, *others = squares.unbind(1)
     for square in others:
         total.add_(square)
     return total
+
+
+def squares_shape(count: int, n: int) -> Tuple[int, int, int, int]:
+    """The shape of the squared differences :func:`exact_squared_distances` computes for
+    one batch of ``count`` queries and ``n`` points."""
+    return (1, count, n, 3) if count * n <= BROADCAST_ELEMENTS else (1, 3, count, n)
 
 
 def broadcast_squared_distances(queries: torch.Tensor, points: torch.Tensor,

@@ -17,17 +17,15 @@ from typing import Callable, ContextManager, Iterator, Tuple
 import torch
 
 from .neighbour_search import (
-    BROADCAST_ELEMENTS,
     BlockedPoints,
     ProductDistances,
-    broadcast_squared_distances,
     exact_squared_distances,
     nearest_candidates,
     nearest_in_rows,
     ordering_keys_into,
     radius_hits,
 )
-from .scratch import small_search_scratch
+from .scratch import SCRATCH_ELEMENTS, search_scratch
 
 #: Upper bound on elements of one (batch, queries, points) distance chunk.
 CHUNK_ELEMENTS = 1 << 24
@@ -167,7 +165,7 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     with untracked():
-        if b == 1 and m * n <= BROADCAST_ELEMENTS and nsample <= n \
+        if b == 1 and m * n <= SCRATCH_ELEMENTS and nsample <= n \
                 and _takes_small_search(center_xyz, xyz, dist2, idx, nsample):
             _write_small_search(center_xyz, xyz, nsample, m, n, dist2, idx)
             return
@@ -222,17 +220,16 @@ def _takes_small_search(queries: torch.Tensor, points: torch.Tensor, dist2: torc
 def _write_small_search(queries: torch.Tensor, points: torch.Tensor, k: int, count: int,
                         n: int, dist2: torch.Tensor, idx: torch.Tensor) -> None:
     """The k nearest of one (1, N, 3) cloud's ``points`` to each (1, Q, 3) query into the
-    whole ``dist2`` and ``idx``, for Q * N up to BROADCAST_ELEMENTS (PointNet++'s
-    smallest layers: 64 points, 16 centres).
+    whole ``dist2`` and ``idx``, for Q * N up to SCRATCH_ELEMENTS (PointNet++'s small
+    layers: 64 points, 16 centres; 256 points, 64 centres).
 
     There a search is about fourteen torch calls of about 1.5 us each, and the Python
     around them counts too: the caller's sizes decide, with none read from the tensors
     and no layer between (the general path's layers cost 2.3 us of 26 measured), the
     intermediates written into this thread's scratch of the size (scratch.py). The
     distances are gathered into the caller's tensor, copy_ converts the indices."""
-    scratch = small_search_scratch(count, n, k)
-    distances = broadcast_squared_distances(queries, points, scratch.differences,
-                                            scratch.distances)
+    scratch = search_scratch(count, n, k)
+    distances = exact_squared_distances(queries, points, scratch.squares, scratch.distances)
     keys = ordering_keys_into(scratch.widened, distances, scratch.columns)
     order = torch.topk(keys, k, -1, False, True, out=scratch.top)[1]
     idx.copy_(order)
@@ -245,7 +242,7 @@ def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     with untracked():
-        if b == 1 and n * m <= BROADCAST_ELEMENTS and m >= 3 \
+        if b == 1 and n * m <= SCRATCH_ELEMENTS and m >= 3 \
                 and _takes_small_search(target, source, dist2, idx, 3):
             _write_small_search(target, source, 3, n, m, dist2, idx)
             return
