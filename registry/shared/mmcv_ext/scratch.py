@@ -15,15 +15,16 @@ from typing import Dict, Tuple
 
 import torch
 
-from .neighbour_search import squares_shape
+from .neighbour_search import ONE_CALL_ELEMENTS, squares_shape
 
 #: Sizes whose scratch a thread keeps (the oldest dropped first): a model has a few
 #: small layers.
 KEPT_SIZES = 8
 
-#: Largest search (queries x points) given a scratch: 400 KB of tensors at most, so a
-#: thread keeps at most about 3 MB.
-SCRATCH_ELEMENTS = 1 << 14
+#: Largest search (queries x points) given a scratch: the largest whose distances take
+#: one call (its squared differences then have one shape); 400 KB of tensors at most,
+#: so a thread keeps at most about 3 MB.
+SCRATCH_ELEMENTS = ONE_CALL_ELEMENTS
 
 _THREAD = threading.local()
 
