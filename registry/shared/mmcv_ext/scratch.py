@@ -32,17 +32,16 @@ _THREAD = threading.local()
 class SearchScratch:
     """The intermediates of one (Q, N, k) search of one (1, N, 3) CPU cloud: the squared
     differences in the layout :func:`exact_squared_distances` writes them for the size,
-    the (1, Q, N) float32 distances, their float64 widening (``keys`` is its int64 view),
-    the topk's (1, Q, k) values and columns, and the (N,) column indices. Used under
-    the kernels' inference-mode guard, never returned."""
+    the (1, Q, N) float32 distances, their float64 widening (the keys' storage), the
+    topk's (1, Q, k) values and columns, and the (N,) column indices. Used under the
+    kernels' inference-mode guard, never returned."""
 
-    __slots__ = ("squares", "distances", "widened", "keys", "top", "columns")
+    __slots__ = ("squares", "distances", "widened", "top", "columns")
 
     def __init__(self, count: int, n: int, k: int) -> None:
         self.squares = torch.empty(squares_shape(count, n))
         self.distances = torch.empty(1, count, n)
         self.widened = torch.empty(1, count, n, dtype=torch.float64)
-        self.keys = self.widened.view(torch.int64)
         self.top = (torch.empty(1, count, k, dtype=torch.int64),
                     torch.empty(1, count, k, dtype=torch.int64))
         self.columns = torch.arange(n)
