@@ -24,11 +24,11 @@ from .points import _query_chunks
 
 def _nearest(queries: torch.Tensor, points: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """(B, Q, D), (B, P, D) -> squared distance to and index of each query's nearest point."""
-    b, q, axes = queries.shape
+    b, q = queries.shape[:2]
     best = queries.new_empty((b, q))
     index = torch.empty((b, q), dtype=torch.long, device=queries.device)
     for start, stop in _query_chunks(b, q, points.shape[1]):
-        values, arg = exact_squared_distances(queries[:, start:stop], points, axes).min(dim=2)
+        values, arg = exact_squared_distances(queries[:, start:stop], points).min(dim=2)
         best[:, start:stop], index[:, start:stop] = values, arg
     return best, index
 

@@ -17,17 +17,15 @@ from typing import Callable, ContextManager, Iterator, Tuple
 import torch
 
 from .neighbour_search import (
-    BROADCAST_ELEMENTS,
     BlockedPoints,
     ProductDistances,
-    broadcast_squared_distances,
-    column_indices,
     exact_squared_distances,
     nearest_candidates,
     nearest_in_rows,
-    ordering_keys,
+    ordering_keys_into,
     radius_hits,
 )
+from .scratch import SCRATCH_ELEMENTS, search_scratch
 
 #: Upper bound on elements of one (batch, queries, points) distance chunk.
 CHUNK_ELEMENTS = 1 << 24
@@ -72,6 +70,12 @@ def untracked() -> ContextManager[None]:
     return torch._C._InferenceMode(True)
 
 
+def as_float(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as float32: itself when it is already (``.float()`` costs a call, about
+    a thirtieth of a search at PointNet++'s smallest layers)."""
+    return tensor if tensor.dtype is torch.float32 else tensor.float()
+
+
 def _query_chunks(b: int, queries: int, points: int,
                   elements: int = CHUNK_ELEMENTS) -> Iterator[Tuple[int, int]]:
     """(start, stop) ranges over the query axis keeping chunks under ``elements``."""
@@ -99,7 +103,8 @@ def furthest_point_sampling_forward(points_xyz: torch.Tensor, temp: torch.Tensor
             # A chunk of rows at a time, each computed in cache (3.8x faster than whole).
             chunks = [exact_squared_distances(points[:, start:stop], points)
                       for start, stop in _query_chunks(b, n, n, DENSE_CHUNK_ELEMENTS)]
-            flat = (chunks[0] if len(chunks) == 1 else torch.cat(chunks, 1)).view(b * n, n)
+            # (reshape: a single chunk of several batches is a view with gaps)
+            flat = (chunks[0] if len(chunks) == 1 else torch.cat(chunks, 1)).reshape(b * n, n)
             # index_select of the (B * N, N) rows: half the cost of matrix[rows, chosen]
             offsets = torch.arange(b, device=flat.device) * n
 
@@ -160,8 +165,12 @@ def knn_forward(xyz: torch.Tensor, center_xyz: torch.Tensor, idx: torch.Tensor,
     slots keep index 0 and distance 1e10, as the CUDA kernel's heap leaves them.
     """
     with untracked():
+        if b == 1 and m * n <= SCRATCH_ELEMENTS and nsample <= n \
+                and _takes_small_search(center_xyz, xyz, dist2, idx, nsample):
+            _write_small_search(center_xyz, xyz, nsample, m, n, dist2, idx)
+            return
         k = min(nsample, n)
-        _write_nearest(center_xyz.float(), xyz.float(), k, dist2, idx)
+        _write_nearest(as_float(center_xyz), as_float(xyz), k, dist2, idx)
         if k < nsample:
             idx[:, :, k:] = 0
             dist2[:, :, k:] = 1e10
@@ -174,19 +183,6 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
     three_nn): whole exact rows up to DENSE_KNN_POINTS points, the block search above."""
     b, count, _ = queries.shape
     n = points.shape[1]
-    if b == 1 and count * n <= BROADCAST_ELEMENTS and k == idx.shape[-1] == dist2.shape[-1] \
-            and dist2.dtype == torch.float32 and dist2.is_contiguous():
-        # PointNet++'s smallest layers (64 points, 16 centres), where a search is about
-        # fourteen torch calls of about 1 us each and the Python around them counts too
-        # (measured 4 us of 42 through the general path's layers): the same calls, in
-        # one place. Distances gathered into the caller's tensor, copy_ converts the
-        # indices to its dtype.
-        distances = broadcast_squared_distances(queries, points)
-        order = ordering_keys(distances, column_indices(n, distances.device)).topk(
-            k, -1, False, True).indices
-        idx.copy_(order)
-        torch.gather(distances, 2, order, out=dist2)
-        return
     if n <= DENSE_KNN_POINTS:
         if b * count * n <= DENSE_CHUNK_ELEMENTS and k == idx.shape[-1] == dist2.shape[-1] \
                 and dist2.is_contiguous() and dist2.dtype == torch.float32:
@@ -213,14 +209,45 @@ def _write_nearest(queries: torch.Tensor, points: torch.Tensor, k: int,
             dist2[batch, start:stop, :k] = values.to(dist2.dtype)
 
 
+def _takes_small_search(queries: torch.Tensor, points: torch.Tensor, dist2: torch.Tensor,
+                        idx: torch.Tensor, k: int) -> bool:
+    """Whether :func:`_write_small_search` may answer: float32 clouds on the CPU (its
+    scratch's device), whole (1, Q, k) outputs, the distances' one contiguous float32."""
+    return queries.dtype is points.dtype is dist2.dtype is torch.float32 and queries.is_cpu \
+        and points.is_cpu and dist2.shape[-1] == idx.shape[-1] == k and dist2.is_contiguous()
+
+
+def _write_small_search(queries: torch.Tensor, points: torch.Tensor, k: int, count: int,
+                        n: int, dist2: torch.Tensor, idx: torch.Tensor) -> None:
+    """The k nearest of one (1, N, 3) cloud's ``points`` to each (1, Q, 3) query into the
+    whole ``dist2`` and ``idx``, for Q * N up to SCRATCH_ELEMENTS (PointNet++'s small
+    layers: 64 points, 16 centres; 256 points, 64 centres).
+
+    There a search is about fourteen torch calls of about 1.5 us each, and the Python
+    around them counts too: the caller's sizes decide, with none read from the tensors
+    and no layer between (the general path's layers cost 2.3 us of 26 measured), the
+    intermediates written into this thread's scratch of the size (scratch.py). The
+    distances are gathered into the caller's tensor, copy_ converts the indices."""
+    scratch = search_scratch(count, n, k)
+    distances = exact_squared_distances(queries, points, scratch.squares, scratch.distances)
+    keys = ordering_keys_into(scratch.widened, distances, scratch.columns)
+    order = torch.topk(keys, k, -1, False, True, out=scratch.top)[1]
+    idx.copy_(order)
+    torch.gather(distances, 2, order, out=dist2)
+
+
 def three_nn_forward(target: torch.Tensor, source: torch.Tensor,
                      dist2: torch.Tensor, idx: torch.Tensor, b: int, n: int,
                      m: int) -> None:
     """Three nearest (B, m, 3) ``source`` points of each (B, n, 3) target, nearest
     first (equal distances by index, as the CUDA kernel's strict comparisons keep them)."""
     with untracked():
+        if b == 1 and n * m <= SCRATCH_ELEMENTS and m >= 3 \
+                and _takes_small_search(target, source, dist2, idx, 3):
+            _write_small_search(target, source, 3, n, m, dist2, idx)
+            return
         k = min(3, m)
-        _write_nearest(target.float(), source.float(), k, dist2, idx)
+        _write_nearest(as_float(target), as_float(source), k, dist2, idx)
         if k < 3:  # the CUDA kernel leaves unmatched slots at index 0, 1e40
             dist2[:, :, k:] = 1e40
             idx[:, :, k:] = 0

@@ -343,6 +343,84 @@ def test_nearest_in_rows_is_a_stable_sort_of_the_distances(rows, n, k, levels, s
     assert torch.equal(nearest_in_rows(distances, k), want)
 
 
+@EXAMPLES
+@given(b=st.integers(1, 3), q=st.integers(1, 90), n=st.integers(1, 300), axes=st.sampled_from([2, 3]),
+       kind=st.sampled_from(["uniform", "grid", "far"]))
+def test_exact_squared_distances_equal_the_per_axis_formulation(b, q, n, axes, kind):
+    # Either form (one broadcast difference up to BROADCAST_ELEMENTS pairs, one mse_loss
+    # call of every axis above) against the plain formulation: per axis a difference
+    # squared, summed in axis order; the same bits, with or without scratch tensors.
+    from lazypatch.registry.shared.mmcv_ext.neighbour_search import (
+        exact_squared_distances,
+        squares_shape,
+    )
+    queries = large_cloud(kind, b, q + 3)[:, 3:, :axes].contiguous()
+    points = large_cloud(kind, b, n)[:, :, :axes].contiguous()
+    diff = queries[:, :, None, :] - points[:, None, :, :]
+    want = diff[..., 0] * diff[..., 0]
+    for axis in range(1, axes):
+        want = want + diff[..., axis] * diff[..., axis]
+    assert torch.equal(exact_squared_distances(queries, points), want)
+    if b == 1 and axes == 3:
+        squares, out = torch.empty(squares_shape(q, n)), torch.empty(1, q, n)
+        assert torch.equal(exact_squared_distances(queries, points, squares, out), want)
+
+
+@BOUNDARY
+@given(kind=st.sampled_from(["uniform", "grid", "repeated", "far"]), offset=st.integers(-1, 1),
+       k=st.sampled_from([1, 3, 16]))
+def test_knn_and_three_nn_equal_the_exact_search_either_side_of_the_scratch_limit(
+        ext, kind, offset, k):
+    # One cloud of up to scratch.SCRATCH_ELEMENTS (query, point) pairs is searched with
+    # per-thread scratch tensors, a larger one without: the same bits either side,
+    # ties by index, with sizes changing from call to call (the scratch of each kept).
+    from lazypatch.registry.shared.mmcv_ext.scratch import SCRATCH_ELEMENTS
+    n = 256 + offset
+    m = SCRATCH_ELEMENTS // 256
+    xyz = large_cloud(kind, 1, n)
+    center = torch.cat([xyz[:, :1], large_cloud(kind, 1, m + 5)[:, :m - 1]], 1)
+    values, order = exact_order(center, xyz)
+    for _ in range(2):
+        idx, dist2 = torch.zeros(1, m, k, dtype=torch.int32), torch.zeros(1, m, k)
+        ext.knn_forward(xyz, center, idx, dist2, b=1, n=n, m=m, nsample=k)
+        assert torch.equal(dist2, values[:, :, :k])
+        assert torch.equal(idx.long(), order[:, :, :k])
+        dist2, idx = torch.empty(1, m, 3), torch.empty(1, m, 3, dtype=torch.int32)
+        ext.three_nn_forward(center, xyz, dist2, idx, b=1, n=m, m=n)
+        assert torch.equal(dist2, values[:, :, :3])
+        assert torch.equal(idx.long(), order[:, :, :3])
+
+
+def test_small_searches_in_threads_and_many_sizes_equal_the_exact_search(ext):
+    # Each thread has its own scratch tensors, a few sizes each (the oldest dropped):
+    # threads searching the same and different sizes at once, over more sizes than a
+    # thread keeps, all get the exact answer.
+    import threading
+
+    from lazypatch.registry.shared.mmcv_ext.scratch import KEPT_SIZES
+    clouds = [(large_cloud("grid", 1, 20 + size), large_cloud("uniform", 1, 8 + size))
+              for size in range(KEPT_SIZES + 3)]
+    wanted = [exact_order(center, xyz) for xyz, center in clouds]
+    failures = []
+
+    def search(rounds: int) -> None:
+        for _ in range(rounds):
+            for (xyz, center), (values, order) in zip(clouds, wanted):
+                m, n = center.shape[1], xyz.shape[1]
+                idx, dist2 = torch.zeros(1, m, 4, dtype=torch.int32), torch.zeros(1, m, 4)
+                ext.knn_forward(xyz, center, idx, dist2, b=1, n=n, m=m, nsample=4)
+                if not (torch.equal(dist2, values[:, :, :4])
+                        and torch.equal(idx.long(), order[:, :, :4])):
+                    failures.append((m, n))
+
+    threads = [threading.Thread(target=search, args=(20,)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+
+
 def test_point_kernels_leave_no_inference_tensors_behind(ext):
     # The kernels run in inference mode, the caller's tensors stay ordinary: usable in
     # an autograd graph afterwards, with inputs that require grad, and from a caller
