@@ -571,30 +571,44 @@ def check_each_import(guarded: "Any") -> None:
     list(sys.meta_path)``) and then put a finder in front of ours: MetaPath is gone, and
     that finder would serve the very next watched import unpatched. The import system
     asks the finders in ``_frozen_importlib._find_spec``, which its own Python code
-    (``_find_and_load_unlocked``, ``importlib.util.find_spec``) looks up on that module
-    at each call; ours compares the list with ``guarded`` and, for another list, checks
-    its front, then calls the original. Called from Python code and comparing one
-    object, it costs about 450 instructions per import that loads a module
-    (benchmarks/COSTS.md); wrapping ``_find_and_load`` (called from C) and checking the
-    front on every import cost about 1,700, and making ``sys`` a module subclass that
-    intercepts the assignment 6,200 (the import system's reads of ``sys.modules``,
-    ``sys.path_hooks``... are no longer specialised then). ``uninstall_finder`` takes it
-    off again.
-    Its code carries importlib's own file name, so that the import system trims it from
-    tracebacks as it trims its own frames."""
+    (``_find_and_load_unlocked``, ``importlib.util.find_spec``) calls at each import that
+    looks for a module. That function gets the check written into its own code
+    (``find_spec_code``: three bytecodes while ``sys.meta_path`` is ``guarded``, no frame);
+    where its code is not of the shape expected (another Python), a wrapper of it does
+    the same at the price of a frame, about 415 instructions per import (benchmarks/COSTS.md:
+    wrapping ``_find_and_load`` cost about 1,700, making ``sys`` a module subclass that
+    intercepts the assignment 6,200). ``uninstall_finder`` takes either off again."""
     bootstrap = sys.modules.get("_frozen_importlib")
     current = getattr(bootstrap, "_find_spec", None)
     original = getattr(current, "__lazypatch_original__", current)
     code = getattr(original, "__code__", None)
     if code is None or code.co_argcount != 3:
         return   # an import system of another shape: MetaPath alone
+    if current is original:
+        from . import find_spec_code
+        if find_spec_code.install(bootstrap, _check_front, guarded):
+            return
     if current is not original and getattr(current, "__lazypatch_guarded__", None) is guarded:
         return   # done already, for this list
     checking = _checking_find_spec(original, guarded)  # type: ignore[arg-type]
+    # importlib's own file name, so that the import system trims it from tracebacks
+    # as it trims its own frames.
     checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
     checking.__lazypatch_original__ = original  # type: ignore[attr-defined]
     checking.__lazypatch_guarded__ = guarded  # type: ignore[attr-defined]
     bootstrap._find_spec = checking  # type: ignore[union-attr]
+
+
+def _check_front() -> None:
+    """What the import system's ``_find_spec`` calls (``find_spec_code``) when
+    ``sys.meta_path`` is not the guarded list: its own error for None, else the check of
+    the front."""
+    meta_path = sys.meta_path
+    if meta_path is None:
+        from .find_spec_code import SHUT_DOWN_MESSAGE
+        raise ImportError(SHUT_DOWN_MESSAGE)
+    if _installed and (not meta_path or meta_path[0] is not _installed[0]):
+        _keep_promises(meta_path)
 
 
 def _checking_find_spec(find_spec: "Callable[..., Any]", guarded: "Any"
@@ -648,6 +662,9 @@ def uninstall_finder(finder: "LazyPatchFinder") -> None:
 def stop_checking_imports() -> None:
     """Give the import system back its own ``_find_spec`` (undoes ``check_each_import``)."""
     bootstrap = sys.modules.get("_frozen_importlib")
+    finder_code = sys.modules.get(__package__ + ".find_spec_code")
+    if finder_code is not None:   # loaded only by check_each_import
+        finder_code.restore(bootstrap)
     original = getattr(getattr(bootstrap, "_find_spec", None), "__lazypatch_original__", None)
     if original is not None:
         bootstrap._find_spec = original  # type: ignore[union-attr]
