@@ -1,5 +1,5 @@
 """The check of ``sys.meta_path``'s front written into the import system's ``_find_spec``
-(lazypatch/watch/find_spec_code.py): the code it makes, and what an activated process does
+(lazypatch/watch/importer.py, ``checked_code``): the code it makes, and what an activated process does
 with it."""
 
 import _frozen_importlib  # type: ignore[import-not-found]
@@ -7,15 +7,18 @@ import sys
 
 import pytest
 
-from lazypatch.watch import find_spec_code
+from lazypatch.watch import importer as find_spec_code
 
 ORIGINAL = _frozen_importlib._find_spec.__code__
 
 
 def _region_ends() -> "tuple":
-    opcode = find_spec_code._original_template.__code__.co_code[2]
-    return (find_spec_code._region_end(find_spec_code._original_template.__code__, opcode),
-            find_spec_code._region_end(find_spec_code._checked_template.__code__, opcode))
+    ends = []
+    for template in (find_spec_code._original_template, find_spec_code._checked_template):
+        code = template.__code__
+        ends.append(find_spec_code._instruction(
+            code.co_code, code.co_code[2], code.co_names.index("_lazypatch_region_end") << 1 | 1))
+    return tuple(ends)
 
 
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's import system")
@@ -34,12 +37,24 @@ def test_the_checked_code_is_the_original_but_for_its_first_lines():
     assert [line for _, _, line in checked.co_lines() if line is not None][-20:] == lines[-20:]
 
 
-def test_the_tables_are_unchanged_when_nothing_is_inserted():
+def test_the_exception_table_is_unchanged_when_nothing_is_inserted():
     end, _ = _region_ends()
     assert find_spec_code._shifted_exception_table(ORIGINAL.co_exceptiontable, end // 2, 0) \
         == ORIGINAL.co_exceptiontable
-    assert find_spec_code._locations_with_gap(ORIGINAL.co_linetable, end // 2, 0) \
-        == ORIGINAL.co_linetable
+
+
+def test_every_handler_of_the_checked_code_covers_the_same_instructions():
+    checked = find_spec_code.checked_code(ORIGINAL)
+    assert checked is not None
+    end, new_end = _region_ends()
+    shift = new_end - end
+    dis = pytest.importorskip("dis")
+    original_handlers = [(entry.start, entry.end, entry.target, entry.depth, entry.lasti)
+                         for entry in dis._parse_exception_table(ORIGINAL)]
+    checked_handlers = [(entry.start - shift, entry.end - shift, entry.target - shift,
+                         entry.depth, entry.lasti)
+                        for entry in dis._parse_exception_table(checked)]
+    assert checked_handlers == original_handlers and original_handlers
 
 
 def test_code_of_another_shape_is_left_alone():
