@@ -86,7 +86,7 @@ def _activate(configuration: "_configuration.Configuration") -> None:
         from ..apply.application import apply_to_imported
         for patch in newly_enabled:
             apply_to_imported(patch)
-    guard_the_front(STATE.finder)   # before the program: see importer.MetaPath
+    guard_the_front(STATE.finder, write_check_in=False)   # before the program: importer.MetaPath
     ensure_finder()
     _registering("built-in", lambda: _import_modules([_configuration.BUILTIN_PACKS], "built-in packs"))
     if configuration.plugins:
@@ -102,6 +102,9 @@ def _activate(configuration: "_configuration.Configuration") -> None:
     if configuration.report_path:
         from ..reports.reporting import write_report_at_exit
         write_report_at_exit(configuration.report_path)
+    # The check of sys.meta_path's front now written into the import system's own code
+    # (importer.check_each_import): activation's imports above ran with the wrapper.
+    guard_the_front(STATE.finder)
     modules = sys.modules
     STATE.activation.imported_before[:] = sorted(
         target for target in STATE.catalog.by_target if target in modules)

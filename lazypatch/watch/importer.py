@@ -44,7 +44,7 @@ from _thread import get_ident
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Dict, List, Optional, Sequence
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 
 class LoaderProxy:
@@ -477,6 +477,24 @@ def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "An
     return spec
 
 
+def _keeping_promises(name: str) -> "Callable[..., Any]":
+    """``MetaPath``'s ``name``: the list's own method, then ``_keep_promises``."""
+    method = getattr(list, name)
+
+    def changed(self: "List[Any]", *arguments: "Any", **keywords: "Any") -> "Any":
+        result = method(self, *arguments, **keywords)
+        _keep_promises(self)
+        return result
+    changed.__name__ = changed.__qualname__ = name
+    changed.__doc__ = method.__doc__
+    return changed
+
+
+# The list's methods that change it: MetaPath's own run _keep_promises after each.
+_CHANGING_METHODS = ("insert", "append", "extend", "__iadd__", "__imul__", "__setitem__",
+                     "__delitem__", "remove", "pop", "clear", "sort", "reverse")
+
+
 class MetaPath(list):
     """``sys.meta_path`` once lazypatch is activated: to the import system a list like
     any other (it iterates it with C list iteration, so imports cost the same) that
@@ -500,24 +518,12 @@ class MetaPath(list):
     def __reduce_ex__(self, protocol: "Any") -> "Any":
         return list, (list(self),)
 
-
-def _keeping_promises(name: str) -> "Callable[..., Any]":
-    """``MetaPath``'s ``name``: the list's own method, then ``_keep_promises``."""
-    method = getattr(list, name)
-
-    def changed(self: "List[Any]", *arguments: "Any", **keywords: "Any") -> "Any":
-        result = method(self, *arguments, **keywords)
-        _keep_promises(self)
-        return result
-    changed.__name__ = changed.__qualname__ = name
-    changed.__doc__ = method.__doc__
-    return changed
-
-
-for _name in ("insert", "append", "extend", "__iadd__", "__imul__", "__setitem__",
-              "__delitem__", "remove", "pop", "clear", "sort", "reverse"):
-    setattr(MetaPath, _name, _keeping_promises(_name))
-del _name
+    # Put in the class body's namespace, not set on the class afterwards: each type
+    # attribute write costs activation a cache invalidation (about 9,000 instructions
+    # for the twelve).
+    for _name in _CHANGING_METHODS:
+        locals()[_name] = _keeping_promises(_name)
+    del _name
 
 
 _installed: "List[LazyPatchFinder]" = []   # the finder install_finder put on sys.meta_path
@@ -547,54 +553,76 @@ def _remove_after(meta_path: "List[Any]", finder: "Any", position: int) -> None:
             return
 
 
-def guard_the_front(finder: "Optional[LazyPatchFinder]") -> None:
+def guard_the_front(finder: "Optional[LazyPatchFinder]", write_check_in: bool = True) -> None:
     """At activation, before the program runs: ``sys.meta_path`` becomes a ``MetaPath``
     holding the same finders, and each import checks, as it starts, the list the program
-    may have put in its place (``check_each_import``); ``finder`` (if made already)
-    reads it from now on. Only activation does this (the user asked lazypatch to take
-    part in every import); a library use of lazypatch leaves the list object the
-    program has."""
+    may have put in its place (``check_each_import``, ``write_check_in`` passed on);
+    ``finder`` (if made already) reads it from now on. Only activation does this (the
+    user asked lazypatch to take part in every import); a library use of lazypatch
+    leaves the list object the program has."""
     if type(sys.meta_path) is list:
         sys.meta_path = MetaPath(sys.meta_path)
         if finder is not None:
             finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
     meta_path = sys.meta_path
-    check_each_import(meta_path if isinstance(meta_path, MetaPath) else None)
+    check_each_import(meta_path if isinstance(meta_path, MetaPath) else None, write_check_in)
 
 
-def check_each_import(guarded: "Any") -> None:
+def check_each_import(guarded: "Any", write_check_in: bool = True) -> None:
     """Make every import that looks for a module check ``sys.meta_path`` first
     (``_keep_promises``), unless it is ``guarded``, the ``MetaPath`` that checks each
-    change itself.
-
-    A program may assign a new list to ``sys.meta_path`` (``sys.meta_path =
-    list(sys.meta_path)``) and then put a finder in front of ours: MetaPath is gone, and
-    that finder would serve the very next watched import unpatched. The import system
-    asks the finders in ``_frozen_importlib._find_spec``, which its own Python code
-    (``_find_and_load_unlocked``, ``importlib.util.find_spec``) looks up on that module
-    at each call; ours compares the list with ``guarded`` and, for another list, checks
-    its front, then calls the original. Called from Python code and comparing one
-    object, it costs about 450 instructions per import that loads a module
-    (benchmarks/COSTS.md); wrapping ``_find_and_load`` (called from C) and checking the
-    front on every import cost about 1,700, and making ``sys`` a module subclass that
-    intercepts the assignment 6,200 (the import system's reads of ``sys.modules``,
-    ``sys.path_hooks``... are no longer specialised then). ``uninstall_finder`` takes it
-    off again.
-    Its code carries importlib's own file name, so that the import system trims it from
-    tracebacks as it trims its own frames."""
+    change itself: the check written into the import system's ``_find_spec``
+    (``checked_code``), or, for another shape of it or without ``write_check_in``, a
+    wrapper of it. ``uninstall_finder`` takes either off again."""
+    # A program may assign a new list to sys.meta_path (sys.meta_path =
+    # list(sys.meta_path)) and then put a finder in front of ours: MetaPath is gone, and
+    # that finder would serve the very next watched import unpatched. The import system
+    # asks the finders in _frozen_importlib._find_spec, which its own Python code
+    # (_find_and_load_unlocked, importlib.util.find_spec) calls at each import that looks
+    # for a module. Written into its code, the check costs three bytecodes while
+    # sys.meta_path is ``guarded``, no frame; the wrapper costs a frame, about 415
+    # instructions per import (benchmarks/COSTS.md: wrapping _find_and_load cost about
+    # 1,700, making sys a module subclass that intercepts the assignment 6,200).
+    # Activation passes write_check_in=False until its own imports are done: a new code
+    # object runs its first calls unspecialised, which its dozen imports would pay.
     bootstrap = sys.modules.get("_frozen_importlib")
     current = getattr(bootstrap, "_find_spec", None)
     original = getattr(current, "__lazypatch_original__", current)
     code = getattr(original, "__code__", None)
     if code is None or code.co_argcount != 3:
         return   # an import system of another shape: MetaPath alone
+    if write_check_in or CHECK_NAME in code.co_names:
+        namespace = bootstrap.__dict__   # (the checked code's globals)
+        namespace[GUARDED_NAME] = guarded
+        namespace[CHECK_NAME] = _check_front
+        checked = code if CHECK_NAME in code.co_names else checked_code(code)
+        if checked is not None:
+            if checked is not code:
+                _originals[:] = [(original, code)]
+                original.__code__ = checked  # type: ignore[union-attr]
+            bootstrap._find_spec = original  # type: ignore[union-attr]  # (our wrapper off)
+            return
+        del namespace[GUARDED_NAME], namespace[CHECK_NAME]
     if current is not original and getattr(current, "__lazypatch_guarded__", None) is guarded:
         return   # done already, for this list
     checking = _checking_find_spec(original, guarded)  # type: ignore[arg-type]
-    checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
+    if write_check_in:
+        # importlib's own file name, so that the import system trims it from tracebacks
+        # as it trims its own frames (activation's wrapper lasts only its own imports).
+        checking.__code__ = checking.__code__.replace(co_filename=code.co_filename)
     checking.__lazypatch_original__ = original  # type: ignore[attr-defined]
     checking.__lazypatch_guarded__ = guarded  # type: ignore[attr-defined]
     bootstrap._find_spec = checking  # type: ignore[union-attr]
+
+
+def _check_front() -> None:
+    """``_find_spec``'s error for a None ``sys.meta_path``, else the check of its front."""
+    # (What the checked code calls when sys.meta_path is not the guarded list.)
+    meta_path = sys.meta_path
+    if meta_path is None:
+        raise ImportError(SHUT_DOWN_MESSAGE)
+    if _installed and (not meta_path or meta_path[0] is not _installed[0]):
+        _keep_promises(meta_path)
 
 
 def _checking_find_spec(find_spec: "Callable[..., Any]", guarded: "Any"
@@ -648,9 +676,150 @@ def uninstall_finder(finder: "LazyPatchFinder") -> None:
 def stop_checking_imports() -> None:
     """Give the import system back its own ``_find_spec`` (undoes ``check_each_import``)."""
     bootstrap = sys.modules.get("_frozen_importlib")
+    for function, code in _originals:   # (check_each_import's)
+        function.__code__ = code
+    del _originals[:]
+    namespace = getattr(bootstrap, "__dict__", {})
+    namespace.pop(GUARDED_NAME, None)
+    namespace.pop(CHECK_NAME, None)
     original = getattr(getattr(bootstrap, "_find_spec", None), "__lazypatch_original__", None)
     if original is not None:
         bootstrap._find_spec = original  # type: ignore[union-attr]
+
+
+# --- the check of the front written into the import system's own _find_spec ------------
+# ``check_each_import`` must see, at the start of every import that looks for a module,
+# whether a new list was assigned to ``sys.meta_path``. A Python function wrapping
+# ``_frozen_importlib._find_spec`` does that at the price of one more frame per import,
+# about 415 instructions. Here the check goes into ``_find_spec``'s own code instead: its
+# first lines are
+#
+#     meta_path = sys.meta_path
+#     if meta_path is None:
+#         raise ImportError("sys.meta_path is None, Python is likely shutting down")
+#
+# and the new code object has, in their place,
+#
+#     meta_path = sys.meta_path
+#     if meta_path is not _lazypatch_front_guarded:
+#         _lazypatch_check_front()   # raises that ImportError for None, else checks the front
+#
+# so an import whose ``sys.meta_path`` is still the guarded list runs three bytecodes more
+# (a global read, ``is not``, a jump), no frame.
+#
+# Both versions of those lines are compiled here, by the running interpreter, as the
+# templates below: the original's template must equal ``_find_spec``'s first bytes exactly
+# (the same opcodes, caches, constants, names and locals), else the code is left alone and
+# ``check_each_import`` falls back to the wrapper. The rest of ``_find_spec`` is copied unchanged;
+# its jumps are relative, so only the exception table (absolute offsets) and the location
+# table (the inserted units) need shifting. The two names live in ``_frozen_importlib``'s
+# namespace because that is where the code's globals are; ``stop_checking_imports``
+# removes them. (Here, not in a module of its own: a module more costs activation about
+# 310,000 instructions, benchmarks/COSTS.md.)
+
+GUARDED_NAME = "_lazypatch_front_guarded"
+CHECK_NAME = "_lazypatch_check_front"
+_END_NAME = "_lazypatch_region_end"
+# The import system's message for a meta_path of None (the original's template has it).
+SHUT_DOWN_MESSAGE = "sys.meta_path is None, Python is likely shutting down"
+
+
+def _original_template(name, path, target=None):
+    """Find a module's spec."""
+    meta_path = sys.meta_path
+    if meta_path is None:
+        raise ImportError("sys.meta_path is None, Python is likely shutting down")
+    # Marks the region's end; the None keeps the constants numbered as in _find_spec,
+    # whose later code uses None.
+    return _lazypatch_region_end(None)  # noqa: F821
+
+
+def _checked_template(name, path, target=None):
+    meta_path = sys.meta_path
+    if meta_path is not _lazypatch_front_guarded:  # noqa: F821
+        _lazypatch_check_front()  # noqa: F821
+    return _lazypatch_region_end(None)  # noqa: F821
+
+
+def checked_code(original: "Any") -> "Optional[Any]":
+    """``_find_spec``'s code with the front check written in, or None (another shape)."""
+    template = _original_template.__code__
+    checked = _checked_template.__code__
+    expected = template.co_code
+    global_opcode = expected[2]   # the LOAD_GLOBAL of ``sys`` after RESUME
+    # Where each template's region ends: its LOAD_GLOBAL (NULL + _lazypatch_region_end).
+    end = _instruction(expected, global_opcode, template.co_names.index(_END_NAME) << 1 | 1)
+    replacement = checked.co_code
+    new_end = _instruction(replacement, global_opcode, checked.co_names.index(_END_NAME) << 1 | 1)
+    code = original.co_code
+    # The same bytes mean the same names, constants and locals at the same indices: the
+    # checked region reads them by those indices too.
+    if (end <= 0 or new_end < end or code[:end] != expected[:end]
+            or len(original.co_names) > 125):   # a name index needing EXTENDED_ARG
+        return None
+    names = original.co_names + (GUARDED_NAME, CHECK_NAME)
+    # The checked region, its two names numbered as in ``names`` (the other is sys, 0):
+    # the guarded list is loaded alone, the check with a NULL for its call (low bit 1).
+    region = bytearray(replacement[:new_end])
+    for index, name, null in ((len(names) - 2, GUARDED_NAME, 0), (len(names) - 1, CHECK_NAME, 1)):
+        offset = _instruction(region, global_opcode, checked.co_names.index(name) << 1 | null)
+        if offset <= 0:
+            return None
+        region[offset + 1] = index << 1 | null
+    shift = (new_end - end) // 2   # in code units
+    exceptions = _shifted_exception_table(original.co_exceptiontable, end // 2, shift)
+    if exceptions is None or not 0 < shift <= 8:
+        return None
+    # The location table gets an entry of ``shift`` units in front, on the first line
+    # ("no column", line + 0): every later unit keeps its line, and the region's units
+    # are labelled a few units off, harmlessly (no loop over the table at activation).
+    locations = bytes((128 | 13 << 3 | shift - 1, 0)) + original.co_linetable
+    return original.replace(co_code=bytes(region) + code[end:], co_names=names,
+                            co_exceptiontable=exceptions, co_linetable=locations,
+                            co_stacksize=max(original.co_stacksize, checked.co_stacksize))
+
+
+def _instruction(raw: "Any", opcode: int, argument: int) -> int:
+    """Byte offset of the first instruction ``opcode argument`` in ``raw``, or -1."""
+    # (An even offset is an instruction, an odd one an operand; a cache unit is 0 0.)
+    pair = bytes((opcode, argument))
+    offset = raw.find(pair)
+    while offset > 0 and offset % 2:
+        offset = raw.find(pair, offset + 1)
+    return offset
+
+
+# 1 where a byte starts an entry of the exception table (its bit 128).
+_ENTRY_STARTS = b"\x00" * 128 + b"\x01" * 128
+
+
+def _shifted_exception_table(table: bytes, end: int, shift: int) -> "Optional[bytes]":
+    """Every start and target moved by ``shift`` units, or None (one before ``end``)."""
+    # None too for a value not of two 6-bit chunks: the table keeps its length.
+    # An entry: start, size, target, depth and lasti, each big-endian 6-bit chunks with 64
+    # meaning "more"; 128 marks an entry's first byte. One loop per entry, its start found
+    # in C: this runs at activation (benchmarks/COSTS.md).
+    marks = table.translate(_ENTRY_STARTS)
+    shifted = bytearray(table)
+    position = -1
+    for _ in range(marks.count(1)):
+        position = marks.index(1, position + 1)
+        at = position
+        while True:   # the start, then the target after the size (one or two bytes)
+            high, low = table[at], table[at + 1]
+            value = (high & 63) << 6 | low & 63
+            moved = value + shift
+            if not high & 64 or low & 64 or value < end or moved > 4095:
+                return None
+            shifted[at] = high & 192 | moved >> 6
+            shifted[at + 1] = moved & 63
+            if at != position:
+                break
+            at += 4 if table[at + 2] & 64 else 3
+    return bytes(shifted)
+
+
+_originals: "List[Tuple[Any, Any]]" = []   # (the function, its own code) while installed
 
 
 # --- stand-ins declared without loading boundaries.py ---------------------------------

@@ -1,0 +1,125 @@
+"""The check of ``sys.meta_path``'s front written into the import system's ``_find_spec``
+(lazypatch/watch/importer.py, ``checked_code``): the code it makes, and what an activated process does
+with it."""
+
+import _frozen_importlib  # type: ignore[import-not-found]
+import sys
+
+import pytest
+
+from lazypatch.watch import importer as find_spec_code
+
+ORIGINAL = _frozen_importlib._find_spec.__code__
+
+
+def _region_ends() -> "tuple":
+    ends = []
+    for template in (find_spec_code._original_template, find_spec_code._checked_template):
+        code = template.__code__
+        ends.append(find_spec_code._instruction(
+            code.co_code, code.co_code[2], code.co_names.index("_lazypatch_region_end") << 1 | 1))
+    return tuple(ends)
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's import system")
+def test_the_checked_code_is_the_original_but_for_its_first_lines():
+    checked = find_spec_code.checked_code(ORIGINAL)
+    assert checked is not None, "the shape of _find_spec changed: the wrapper is used"
+    end, new_end = _region_ends()
+    assert checked.co_code[new_end:] == ORIGINAL.co_code[end:]
+    assert checked.co_names[:len(ORIGINAL.co_names)] == ORIGINAL.co_names
+    assert checked.co_names[len(ORIGINAL.co_names):] == (find_spec_code.GUARDED_NAME,
+                                                         find_spec_code.CHECK_NAME)
+    assert (checked.co_consts, checked.co_varnames, checked.co_filename, checked.co_argcount) == (
+        ORIGINAL.co_consts, ORIGINAL.co_varnames, ORIGINAL.co_filename, ORIGINAL.co_argcount)
+    # Every line of the original keeps its number for the code it still has.
+    lines = [line for _, _, line in ORIGINAL.co_lines() if line is not None]
+    assert [line for _, _, line in checked.co_lines() if line is not None][-20:] == lines[-20:]
+
+
+def test_the_exception_table_is_unchanged_when_nothing_is_inserted():
+    end, _ = _region_ends()
+    assert find_spec_code._shifted_exception_table(ORIGINAL.co_exceptiontable, end // 2, 0) \
+        == ORIGINAL.co_exceptiontable
+
+
+def test_every_handler_of_the_checked_code_covers_the_same_instructions():
+    checked = find_spec_code.checked_code(ORIGINAL)
+    assert checked is not None
+    end, new_end = _region_ends()
+    shift = new_end - end
+    dis = pytest.importorskip("dis")
+    original_handlers = [(entry.start, entry.end, entry.target, entry.depth, entry.lasti)
+                         for entry in dis._parse_exception_table(ORIGINAL)]
+    checked_handlers = [(entry.start - shift, entry.end - shift, entry.target - shift,
+                         entry.depth, entry.lasti)
+                        for entry in dis._parse_exception_table(checked)]
+    assert checked_handlers == original_handlers and original_handlers
+
+
+def test_code_of_another_shape_is_left_alone():
+    def find_spec(name, path, target=None):
+        return None
+    assert find_spec_code.checked_code(find_spec.__code__) is None
+    assert find_spec_code.checked_code(_frozen_importlib._find_and_load.__code__) is None
+
+
+ACTIVATED_PROGRAM = """
+import _frozen_importlib, importlib.machinery, json, sys, threading
+original_function = _frozen_importlib._find_spec
+original_code = original_function.__code__
+import lazypatch.auto, lazypatch
+
+@lazypatch.when_imported("claimed_target", name="claimed.value")
+def value(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+class Claiming:
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "claimed_target":
+            return importlib.machinery.PathFinder.find_spec(fullname, path)
+        return None
+
+class Raising:
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "raising_target":
+            raise ValueError("raised by a finder")
+        return None
+
+result = {"same_function": _frozen_importlib._find_spec is original_function,
+          "rewritten": "_lazypatch_check_front" in _frozen_importlib._find_spec.__code__.co_names}
+sys.meta_path = list(sys.meta_path)      # a new list: no MetaPath any more
+sys.meta_path.insert(0, Claiming())
+sys.meta_path.insert(0, Raising())
+import claimed_target
+result["value"] = claimed_target.VALUE
+try:
+    import raising_target
+except ValueError as error:
+    result["raised"] = str(error)
+# The finder raised inside the import lock: its handler must have released it.
+thread = threading.Thread(target=__import__, args=("plain_target",))
+thread.start()
+thread.join(10)
+result["thread_imported"] = "plain_target" in sys.modules
+saved, sys.meta_path = sys.meta_path, None
+try:
+    import never_found
+except ImportError as error:
+    result["none_message"] = str(error)
+sys.meta_path = saved
+lazypatch.uninstall()
+result["restored"] = _frozen_importlib._find_spec.__code__ is original_code
+result["names_gone"] = not hasattr(_frozen_importlib, "_lazypatch_check_front")
+print(json.dumps(result))
+"""
+
+
+def test_an_activated_process_checks_the_front_in_the_import_systems_own_code(interpreter):
+    interpreter.write({"claimed_target.py": "VALUE = 'original'\n",
+                       "raising_target.py": "", "plain_target.py": ""})
+    result = interpreter.run_json(ACTIVATED_PROGRAM)
+    assert result == {"same_function": True, "rewritten": True, "value": "patched",
+                      "raised": "raised by a finder", "thread_imported": True,
+                      "none_message": find_spec_code.SHUT_DOWN_MESSAGE,
+                      "restored": True, "names_gone": True}, result
