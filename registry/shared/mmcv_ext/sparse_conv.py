@@ -121,7 +121,7 @@ def _candidates(batch: torch.Tensor, coords: torch.Tensor, kernel_size: Sequence
         multiplier *= int(out_shape[axis])
     present = valid.reshape(-1, count)
     flat = present.view(-1).nonzero().squeeze(1)
-    offset_id = _group_ids(present.sum(1), flat.numel())
+    offset_id = _group_ids(_group_sizes(flat, present.shape[0], count), flat.numel())
     row = flat - offset_id * count
     if present.numel() <= BROADCAST_KEYS:
         # every candidate's key by broadcasting (no gather), then the valid ones
@@ -305,9 +305,18 @@ def _found_pairs(found: torch.Tensor, count: int, first_offset: int
     output row of each (offset, input row) laid out offset by offset."""
     present = (found >= 0).view(-1, count)
     flat = present.view(-1).nonzero().squeeze(1)
-    offset_id = _group_ids(present.sum(1), flat.numel())
+    offset_id = _group_ids(_group_sizes(flat, present.shape[0], count), flat.numel())
     return (offset_id + first_offset, flat - offset_id * count,
             found.index_select(0, flat).long())
+
+
+def _group_sizes(flat: torch.Tensor, groups: int, width: int) -> torch.Tensor:
+    """How many of the increasing positions ``flat`` fall in each of ``groups``
+    consecutive groups of ``width``: the row sums of the mask ``flat`` came from."""
+    # one search per group in the positions, not a pass over the whole mask (a row sum
+    # of a bool mask converts all of it to int64 first: about 10x the time here)
+    ends = torch.searchsorted(flat, torch.arange(1, groups + 1, device=flat.device) * width)
+    return torch.diff(ends, prepend=ends.new_zeros(1))
 
 
 def _group_ids(sizes: torch.Tensor, total: int) -> torch.Tensor:
