@@ -494,9 +494,9 @@ class _threads:
 
 
 #: Longer than an OpenMP worker spins after a parallel region before it sleeps
-#: (libgomp's default of 300,000 spins: about 9 ms on this machine, measured), so that
-#: after this long idle the workers of the step before are asleep.
-SETTLE_SECONDS = 0.03
+#: (libgomp's default of 300,000 spins: about 8.6 ms on this machine, measured), so
+#: that after this long idle the workers of the step before are asleep.
+SETTLE_SECONDS = 0.02
 
 
 def paired_ms(first: Callable[[], object], second: Callable[[], object],
@@ -509,14 +509,15 @@ def paired_ms(first: Callable[[], object], second: Callable[[], object],
     machine the wall time of a two-thread step is mostly how long one thread waited for
     the other). The note adds the median wall times.
 
-    On more than one thread each step is timed from idle workers to idle workers: an
-    OpenMP worker spins for several ms after every parallel region (CPU time), so with
-    one step right after the other, the spin after the first step's last region was
-    charged to the second step, the stand-in's tail to spconv in one round and
-    spconv's to the stand-in in the next: per-round ratios of steps of 5-50 ms swung by
-    tens of percent. Now each step starts after :data:`SETTLE_SECONDS` idle, and its
-    clock runs on for as long after it ends (the main thread sleeping, no CPU time):
-    each step pays its own tail, and only its own."""
+    On more than one thread each step starts with idle workers: an OpenMP worker spins
+    for several ms after every parallel region (CPU time), so with one step right
+    after the other, the spin after the first step's last region was charged to the
+    second, the stand-in's tail to spconv in one round and spconv's to the stand-in in
+    the next: per-round ratios of steps of 5-50 ms swung by tens of percent. Now each
+    step starts after :data:`SETTLE_SECONDS` idle and its clock stops when it returns:
+    neither side pays the other's tail. (Keeping the clock running through a sleep
+    after the step, to charge each its own tail, spread the ratios several-fold on a
+    loaded machine: a sleeping process comes back to a busy CPU.)"""
     clock = time.process_time
     settle = SETTLE_SECONDS if threads > 1 else 0.0
     for step in (first, second, first, second):
@@ -531,14 +532,12 @@ def paired_ms(first: Callable[[], object], second: Callable[[], object],
                 time.sleep(settle)
             started, wall_started = clock(), time.perf_counter()
             step()
-            walls[bucket].append((time.perf_counter() - wall_started) * 1e3)
-            if settle:
-                time.sleep(settle)
             times[bucket].append((clock() - started) * 1e3)
+            walls[bucket].append((time.perf_counter() - wall_started) * 1e3)
     ratios = [mine / theirs for mine, theirs in zip(*times)]
     measure = (f"median of {repetitions} paired ratios of CPU time"
-               + (" (both threads, idle to idle)" if threads == 2 else
-                  f" ({threads} threads, idle to idle)" if threads > 2 else "")
+               + (" (both threads, from idle workers)" if threads == 2 else
+                  f" ({threads} threads, from idle workers)" if threads > 2 else "")
                + f"; wall {statistics.median(walls[0]):.1f} vs "
                f"{statistics.median(walls[1]):.1f} ms")
     return (statistics.median(times[0]), statistics.median(times[1]),
