@@ -236,7 +236,6 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
     the other way round, and the centre pairs every site with itself: only the
     first half of the offsets is looked up.
     """
-    device = indices.device
     count = indices.shape[0]
     ndim = len(kernel_size)
     low = [max(0, (int(k) - 1) * int(d) - int(p))
@@ -258,6 +257,15 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
     offset_id, row, out_row = _found_pairs(found, count, 0)
     if not centred:
         return offset_id, row, out_row
+    return _with_mirrored_pairs(offset_id, row, out_row, looked_up, count)
+
+
+def _with_mirrored_pairs(offset_id: torch.Tensor, row: torch.Tensor, out_row: torch.Tensor,
+                         looked_up: int, count: int
+                         ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The pairs of a centred kernel's first ``looked_up`` offsets, then its centre (every
+    one of ``count`` sites with itself), then the other offsets: offset ``K - 1 - k``
+    pairs the sites of offset ``k`` the other way round."""
     # offset k pairs (input row, output o); offset K-1-k pairs (o, row), laid out by
     # its input rows to keep the input order within an offset
     mirror_key = (looked_up - 1 - offset_id) * count + out_row
@@ -272,7 +280,7 @@ def _submanifold_pairs(indices: torch.Tensor, batch_size: int, shape: Sequence[i
     mirror_row = place - mirror_offset * count
     mirror_out = row.index_select(0, order)
     mirror_offset += looked_up + 1
-    rows = torch.arange(count, device=device)
+    rows = torch.arange(count, device=row.device)
     return (torch.cat([offset_id, torch.full_like(rows, looked_up), mirror_offset]),
             torch.cat([row, rows, mirror_row]), torch.cat([out_row, rows, mirror_out]))
 
