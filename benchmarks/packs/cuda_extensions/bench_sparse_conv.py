@@ -449,9 +449,11 @@ def spconv_rows(quick: bool, threads: Sequence[int] = (1,)) -> List[Row]:
     says how far spconv's own result is; the times are compared all the same."""
     stand_in, real = _spconv_pair()
     shape = [41, 400, 352] if quick else [41, 1600, 1408]
-    repetitions = 3 if quick else 7
     rows: List[Row] = []
     for count in threads:
+        # more rounds on more threads: their per-round ratios spread wider (the workers'
+        # spin depends on when the OS runs them)
+        repetitions = 3 if quick else 7 if count == 1 else 11
         torch.set_num_threads(count)
         for name, mine, theirs, check in spconv_cases(stand_in, real, shape):
             difference, agreement = check(1)
@@ -491,30 +493,53 @@ class _threads:
         torch.set_num_threads(self.before)
 
 
+#: Longer than an OpenMP worker spins after a parallel region before it sleeps
+#: (libgomp's default of 300,000 spins: about 8.6 ms on this machine, measured), so
+#: that after this long idle the workers of the step before are asleep.
+SETTLE_SECONDS = 0.02
+
+
 def paired_ms(first: Callable[[], object], second: Callable[[], object],
               repetitions: int, threads: int = 1) -> "tuple[float, float, float, str]":
     """(median ms of ``first``, of ``second``, median of the per-round ratios, what was
     measured): the two steps run back to back each round, in alternating order, after
-    one warm-up call of each, so that a shared machine's load falls on both alike.
+    two warm-up calls of each, so that a shared machine's load falls on both alike.
     The clock is the process's CPU time, that of every thread it runs on ``threads``
     (what a step costs, whatever the machine's load makes it wait: on a shared 2-core
     machine the wall time of a two-thread step is mostly how long one thread waited for
-    the other)."""
+    the other). The note adds the median wall times.
+
+    On more than one thread each step starts with idle workers: an OpenMP worker spins
+    for several ms after every parallel region (CPU time), so with one step right
+    after the other, the spin after the first step's last region was charged to the
+    second, the stand-in's tail to spconv in one round and spconv's to the stand-in in
+    the next: per-round ratios of steps of 5-50 ms swung by tens of percent. Now each
+    step starts after :data:`SETTLE_SECONDS` idle and its clock stops when it returns:
+    neither side pays the other's tail. (Keeping the clock running through a sleep
+    after the step, to charge each its own tail, spread the ratios several-fold on a
+    loaded machine: a sleeping process comes back to a busy CPU.)"""
     clock = time.process_time
-    first()
-    second()
+    settle = SETTLE_SECONDS if threads > 1 else 0.0
+    for step in (first, second, first, second):
+        step()
     times: "tuple[List[float], List[float]]" = ([], [])
+    walls: "tuple[List[float], List[float]]" = ([], [])
     for round_index in range(repetitions):
         order = ((first, 0), (second, 1)) if round_index % 2 == 0 else \
             ((second, 1), (first, 0))
         for step, bucket in order:
-            started = clock()
+            if settle:
+                time.sleep(settle)
+            started, wall_started = clock(), time.perf_counter()
             step()
             times[bucket].append((clock() - started) * 1e3)
+            walls[bucket].append((time.perf_counter() - wall_started) * 1e3)
     ratios = [mine / theirs for mine, theirs in zip(*times)]
     measure = (f"median of {repetitions} paired ratios of CPU time"
-               + (" (both threads)" if threads == 2 else
-                  f" ({threads} threads)" if threads > 2 else ""))
+               + (" (both threads, from idle workers)" if threads == 2 else
+                  f" ({threads} threads, from idle workers)" if threads > 2 else "")
+               + f"; wall {statistics.median(walls[0]):.1f} vs "
+               f"{statistics.median(walls[1]):.1f} ms")
     return (statistics.median(times[0]), statistics.median(times[1]),
             statistics.median(ratios), measure)
 

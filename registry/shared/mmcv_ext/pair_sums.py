@@ -67,6 +67,7 @@ class PairPlan:
         self.mirrored = mirrored
         self._bags: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
         self._singles = torch.zeros(0, dtype=torch.long, device=self.device)
+        self._single_bounds: Dict[int, torch.Tensor] = {}
         self._pieces: Dict[Tuple[int, int], Tuple[torch.Tensor, ...]] = {}
 
     def first_row(self, side: int, chunk: int) -> int:
@@ -94,9 +95,15 @@ class PairPlan:
 
     def singles(self, count: int) -> torch.Tensor:
         """Bag bounds 0, 1, ..., ``count``: one row per bag (a gather)."""
-        if self._singles.numel() <= count:
-            self._singles = torch.arange(max(count, self.largest) + 1, device=self.device)
-        return self._singles[:count + 1]
+        # kept per count: the loops over offsets ask for the same few counts in every
+        # layer that shares the plan, and a slice is a dispatched op
+        bounds = self._single_bounds.get(count)
+        if bounds is None:
+            if self._singles.numel() <= count:
+                self._singles = torch.arange(max(count, self.largest) + 1,
+                                             device=self.device)
+            bounds = self._single_bounds[count] = self._singles[:count + 1]
+        return bounds
 
     def rows_of(self, side: int, chunk: int) -> torch.Tensor:
         """The ``side`` rows of the pairs of ``chunk``."""
@@ -128,6 +135,7 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     is not needed any more, written over instead of allocating a buffer of products."""
     source, target = (1, 0) if inverse else (0, 1)
     output = features @ weights[plan.identity] if plan.identity is not None else None
+    features = _detached(features)
     keep = keep_gathered and len(plan.chunks) == 1
     gathered = None
     fresh = output is None
@@ -184,11 +192,17 @@ def _output_blocks(flat: torch.Tensor, counts: List[int], rows: int
 
 def gather_rows(plan: PairPlan, table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``table[rows]`` (module docstring: why a bag of one row each)."""
-    # detached: for a table that requires grad, embedding_bag takes its slower variant
-    # that also records what its own backward needs (not needed: ours is explicit)
     # torch.embedding_bag: the same kernel as torch.nn.functional's, without its checks
-    return torch.embedding_bag(table.detach(), rows, plan.singles(rows.numel()), False, 0,
-                               False, None, True)[0]
+    return torch.embedding_bag(_detached(table), rows, plan.singles(rows.numel()), False,
+                               0, False, None, True)[0]
+
+
+def _detached(table: torch.Tensor) -> torch.Tensor:
+    """``table`` without its autograd history, if it has any."""
+    # for a table that requires grad, embedding_bag takes its slower variant that also
+    # records what its own backward needs (not needed: ours is explicit); detached once
+    # per convolution, not per gather
+    return table.detach() if table.requires_grad else table
 
 
 def _add_sums(total: Optional[torch.Tensor], plan: PairPlan, side: int, chunk: int,
@@ -230,6 +244,7 @@ def convolve_backward(plan: PairPlan, features: torch.Tensor, weights: torch.Ten
     # products overwrite them (no second buffer of every pair to allocate)
     products = None if plan.mirrored else gathered if gathered is not None else \
         features.new_empty((plan.largest, weights.shape[1]))
+    features, grad = _detached(features), _detached(grad)
     fresh = input_grad is None
     transposed, grads = weights.transpose(1, 2).unbind(0), weights_grad.unbind(0)
     for index, chunk in enumerate(plan.chunks):
