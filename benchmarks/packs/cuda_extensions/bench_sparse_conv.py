@@ -34,6 +34,9 @@ Run from the repository root::
     .venv/bin/python benchmarks/packs/cuda_extensions/bench_sparse_conv.py [--quick] [--json]
     <venv with spconv>/bin/python benchmarks/packs/cuda_extensions/bench_sparse_conv.py \
         --only spconv --threads 1,2
+
+(the venv with spconv: benchmarks/.spconv-venv once ``run.py`` has built it; its copy of
+lazypatch is refreshed from this checkout first).
 """
 from __future__ import annotations
 
@@ -600,6 +603,21 @@ def _table_row(row: Row) -> Dict[str, Any]:
     return table
 
 
+def _refresh_copied_lazypatch() -> None:
+    """In the spconv venv, whose lazypatch is a copy of a checkout (benchmarks/environment.py
+    spconv_interpreter), copy this checkout's again first: run by hand after a change, the
+    script measured the copy an earlier ``run.py`` left there."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.find_spec("lazypatch")
+    package = Path(spec.origin).parent if spec and spec.origin else None
+    if package is None or package.parent == Path(ROOT) or not (package / "registry").is_dir():
+        return   # this checkout itself, or an editable install (registry/ mapped, not copied)
+    sys.path.insert(0, ROOT)
+    from benchmarks.environment import copy_lazypatch
+    copy_lazypatch(package.parent)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -609,6 +627,7 @@ def main() -> None:
                         help="torch thread counts for the spconv section, e.g. 1,2 "
                              "(the others run on one thread)")
     args = parser.parse_args()
+    _refresh_copied_lazypatch()
     _load_stack()
     torch.set_num_threads(1)
     chosen = [name for name in SECTIONS if not args.only or name in args.only.split(",")]
