@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 UNSAFE = "openmmlab.mmengine_checkpoint_load_unsafe"
 
 # A Runner with what real OpenMMLab configs put in a checkpoint: dataset
@@ -192,6 +194,9 @@ def _train(interpreter, work, epochs, *resume, env=None, check=True):
                                    env=env, check=check)
 
 
+# slow (about 20 s: a real Runner trains, saves and resumes): the --all tier (CI runs it);
+# the scenarios below keep the allowed globals in the quick tier.
+@pytest.mark.slow
 def test_real_runner_checkpoint_lists_exactly_the_allowed_globals_and_resumes(interpreter):
     interpreter.write({"richrun.py": RICH_RUN})
     work = interpreter.root / "work"

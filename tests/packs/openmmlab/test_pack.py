@@ -367,6 +367,9 @@ def test_legacy_numpy_calls_in_mmdet3d_and_mmdet_fail_without_lazypatch(interpre
         assert f"module 'numpy' has no attribute '{name}'" in result.stderr
 
 
+# slow (about 22 s: two real Runner trainings and resumes): the --all tier (CI runs it), as
+# test_checkpoint.py's real-runner test; test_checkpoint.py's other scenarios stay quick.
+@pytest.mark.slow
 def test_mmengine_resumes_its_checkpoints_under_torch_2_6_only_with_the_pack(interpreter):
     from packs.training.training_programs import MMENGINE_RUN
     interpreter.write({"tinyrun.py": MMENGINE_RUN})
