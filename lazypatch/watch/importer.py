@@ -789,34 +789,43 @@ def _instruction(raw: "Any", opcode: int, argument: int) -> int:
     return offset
 
 
-# 1 where a byte starts an entry of the exception table (its bit 128).
+# Translation tables over a byte's value: 1 where it starts an entry of the exception
+# table (bit 128), where its chunk says "more" (bit 64), where its 6-bit chunk is 0.
 _ENTRY_STARTS = b"\x00" * 128 + b"\x01" * 128
+_HAS_MORE = (b"\x00" * 64 + b"\x01" * 64) * 2
+_ZERO_CHUNK = (b"\x01" + b"\x00" * 63) * 4
 
 
 def _shifted_exception_table(table: bytes, end: int, shift: int) -> "Optional[bytes]":
-    """Every start and target moved by ``shift`` units, or None (one before ``end``)."""
+    """Every start and target moved by ``shift`` units, or None (``end`` past 63, where
+    one could be before it)."""
     # None too for a value not of two 6-bit chunks: the table keeps its length.
     # An entry: start, size, target, depth and lasti, each big-endian 6-bit chunks with 64
-    # meaning "more"; 128 marks an entry's first byte. One loop per entry, its start found
-    # in C: this runs at activation (benchmarks/COSTS.md).
-    marks = table.translate(_ENTRY_STARTS)
-    shifted = bytearray(table)
-    position = -1
-    for _ in range(marks.count(1)):
-        position = marks.index(1, position + 1)
-        at = position
-        while True:   # the start, then the target after the size (one or two bytes)
-            high, low = table[at], table[at + 1]
-            value = (high & 63) << 6 | low & 63
-            moved = value + shift
-            if not high & 64 or low & 64 or value < end or moved > 4095:
-                return None
-            shifted[at] = high & 192 | moved >> 6
-            shifted[at + 1] = moved & 63
-            if at != position:
-                break
-            at += 4 if table[at + 2] & 64 else 3
-    return bytes(shifted)
+    # meaning "more"; 128 marks an entry's first byte. This runs once, at activation,
+    # unspecialised: a Python loop over the entries cost about 100,000 instructions, so
+    # the whole table is one big-endian integer and each step a C operation on all of
+    # its entries at once (a byte is 8 bits: ``>> 8`` names the next byte).
+    starts = int.from_bytes(table.translate(_ENTRY_STARTS), "big")
+    more = int.from_bytes(table.translate(_HAS_MORE), "big")
+    two_byte_sizes = starts & more << 16
+    lows = starts >> 8 | two_byte_sizes >> 40 | (starts ^ two_byte_sizes) >> 32
+    highs = lows << 8   # each start's and target's chunks: 64 + high chunk, low chunk
+    zero_chunks = int.from_bytes(table.translate(_ZERO_CHUNK), "big")
+    # (A high chunk is never 0, so every value is 64 or more: none before ``end``.)
+    if (end >= 64 and starts) or more & highs != highs or more & lows or zero_chunks & highs:
+        return None
+    size = len(table)
+    moved = int.from_bytes(table, "big") + lows * shift
+    # A low chunk past 63 now has bit 64: 192 more carries it into its high chunk.
+    carries = int.from_bytes(moved.to_bytes(size, "big").translate(_HAS_MORE), "big") & lows
+    moved += carries * 192
+    if moved >> 8 * size:
+        return None
+    shifted = moved.to_bytes(size, "big")
+    more = int.from_bytes(shifted.translate(_HAS_MORE), "big")
+    if more & highs != highs or more & lows:   # a value moved past 4095
+        return None
+    return shifted
 
 
 _originals: "List[Tuple[Any, Any]]" = []   # (the function, its own code) while installed
