@@ -799,7 +799,8 @@ _ZERO_CHUNK = (b"\x01" + b"\x00" * 63) * 4
 def _shifted_exception_table(table: bytes, end: int, shift: int) -> "Optional[bytes]":
     """Every start and target moved by ``shift`` units, or None (``end`` past 63, where
     one could be before it)."""
-    # None too for a value not of two 6-bit chunks: the table keeps its length.
+    # None too for a start or target not of two 6-bit chunks (the table keeps its length)
+    # and for a size of more than two (the target is looked for one or two bytes after it).
     # An entry: start, size, target, depth and lasti, each big-endian 6-bit chunks with 64
     # meaning "more"; 128 marks an entry's first byte. This runs once, at activation,
     # unspecialised: a Python loop over the entries cost about 100,000 instructions, so
