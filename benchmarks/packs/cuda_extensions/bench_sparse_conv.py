@@ -613,8 +613,13 @@ def _refresh_copied_lazypatch() -> None:
     package = Path(spec.origin).parent if spec and spec.origin else None
     if package is None or package.parent == Path(ROOT) or not (package / "registry").is_dir():
         return   # this checkout itself, or an editable install (registry/ mapped, not copied)
+    # ROOT on the path only for this import: left there, it would put the checkout's
+    # lazypatch (no registry/ inside it) before the copy
     sys.path.insert(0, ROOT)
-    from benchmarks.environment import copy_lazypatch
+    try:
+        from benchmarks.environment import copy_lazypatch
+    finally:
+        sys.path.remove(ROOT)
     copy_lazypatch(package.parent)
 
 
