@@ -627,14 +627,11 @@ def _check_front() -> None:
 
 def _checking_find_spec(find_spec: "Callable[..., Any]", guarded: "Any"
                         ) -> "Callable[..., Any]":
-    installed = _installed
-    keep_promises = _keep_promises
+    check_front = _check_front   # the written-in check's own (one front check, two ways in)
 
     def _find_spec(name: str, path: "Any", target: "Any" = None) -> "Any":
-        meta_path = sys.meta_path
-        if meta_path is not guarded and installed:
-            if not meta_path or meta_path[0] is not installed[0]:
-                keep_promises(meta_path)
+        if sys.meta_path is not guarded:
+            check_front()
         return find_spec(name, path, target)
     return _find_spec
 
