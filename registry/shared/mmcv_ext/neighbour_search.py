@@ -38,6 +38,25 @@ ONE_CALL_ELEMENTS = 1 << 14
 NO_REDUCTION = 0
 
 
+def subtract_and_square(first: torch.Tensor, second: torch.Tensor, reduction: int,
+                        out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``(first - second) ** 2`` broadcast, element by element, into ``out`` when given:
+    what ``torch._C._nn.mse_loss`` computes without reduction, in two calls instead of one
+    (the same rounding: a difference, then its square). ``reduction`` must be
+    NO_REDUCTION (the signature is the private function's)."""
+    if reduction != NO_REDUCTION:
+        raise ValueError(f"subtract_and_square keeps every element: reduction must be "
+                         f"NO_REDUCTION ({NO_REDUCTION}), got {reduction!r}")
+    difference = torch.sub(first, second, out=out)
+    return difference.mul_(difference)
+
+
+#: The squared differences in one call where torch has it: ``mse_loss`` of
+#: ``torch._C._nn`` is private (torch.nn.functional's public one takes no ``out`` and
+#: warns on broadcast), so a torch without it gets the same numbers from two public calls.
+squared_differences = getattr(getattr(torch._C, "_nn", None), "mse_loss", None) or subtract_and_square
+
+
 def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
                             squares: Optional[torch.Tensor] = None,
                             out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -60,9 +79,8 @@ def exact_squared_distances(queries: torch.Tensor, points: torch.Tensor,
     # points made contiguous along the rows; then the sums in axis order, in place in
     # the first axis's slab. Four calls where a subtraction, a square and a sum per axis
     # take eight (knn at 256 points, 64 centres: 0.97x -> 0.91x cdist + topk).
-    squares = torch._C._nn.mse_loss(queries.mT.unsqueeze(-1),
-                                    points.mT.contiguous().unsqueeze(-2), NO_REDUCTION,
-                                    out=squares)
+    squares = squared_differences(queries.mT.unsqueeze(-1),
+                                  points.mT.contiguous().unsqueeze(-2), NO_REDUCTION, out=squares)
     total, *others = squares.unbind(1)
     for square in others:
         total.add_(square)

@@ -345,15 +345,25 @@ def test_nearest_in_rows_is_a_stable_sort_of_the_distances(rows, n, k, levels, s
 
 @EXAMPLES
 @given(b=st.integers(1, 3), q=st.integers(1, 90), n=st.integers(1, 300), axes=st.sampled_from([2, 3]),
-       kind=st.sampled_from(["uniform", "grid", "far"]))
-def test_exact_squared_distances_equal_the_per_axis_formulation(b, q, n, axes, kind):
+       kind=st.sampled_from(["uniform", "grid", "far"]), public=st.booleans())
+def test_exact_squared_distances_equal_the_per_axis_formulation(b, q, n, axes, kind, public):
     # Either form (one broadcast difference up to BROADCAST_ELEMENTS pairs, one mse_loss
     # call of every axis above) against the plain formulation: per axis a difference
-    # squared, summed in axis order; the same bits, with or without scratch tensors.
+    # squared, summed in axis order; the same bits, with or without scratch tensors, and
+    # with the public calls that stand in for the private mse_loss (``public``).
+    from lazypatch.registry.shared.mmcv_ext import neighbour_search
     from lazypatch.registry.shared.mmcv_ext.neighbour_search import (
         exact_squared_distances,
         squares_shape,
+        subtract_and_square,
     )
+    with pytest.MonkeyPatch.context() as patch:
+        if public:
+            patch.setattr(neighbour_search, "squared_differences", subtract_and_square)
+        check_exact_squared_distances(exact_squared_distances, squares_shape, b, q, n, axes, kind)
+
+
+def check_exact_squared_distances(exact_squared_distances, squares_shape, b, q, n, axes, kind):
     queries = large_cloud(kind, b, q + 3)[:, 3:, :axes].contiguous()
     points = large_cloud(kind, b, n)[:, :, :axes].contiguous()
     diff = queries[:, :, None, :] - points[:, None, :, :]
@@ -364,6 +374,12 @@ def test_exact_squared_distances_equal_the_per_axis_formulation(b, q, n, axes, k
     if b == 1 and axes == 3:
         squares, out = torch.empty(squares_shape(q, n)), torch.empty(1, q, n)
         assert torch.equal(exact_squared_distances(queries, points, squares, out), want)
+
+
+def test_subtract_and_square_refuses_a_reduction():
+    from lazypatch.registry.shared.mmcv_ext.neighbour_search import subtract_and_square
+    with pytest.raises(ValueError, match="reduction must be NO_REDUCTION"):
+        subtract_and_square(torch.ones(2), torch.zeros(2), 1)
 
 
 @BOUNDARY
