@@ -223,10 +223,13 @@ def test_site_install_activates_a_fresh_interpreter_and_uninstall_removes_it(int
 def test_pip_uninstall_takes_the_site_activation_files_with_the_package(tmp_path):
     """`lazypatch site install` names its files in lazypatch's RECORD, so that
     `pip uninstall lazypatch` removes them: no .pth line outlives the package."""
+    # Without PYTHONPATH: pointed at a checkout, it would put that checkout's lazypatch
+    # before the venv's installed one.
+    environment = clean_environment()
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--no-build-isolation", "--wheel-dir", str(wheels), str(REPOSITORY)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=300, env=environment)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
@@ -234,16 +237,16 @@ def test_pip_uninstall_takes_the_site_activation_files_with_the_package(tmp_path
     (wheel,) = wheels.glob("lazypatch-*.whl")
     # --no-deps --no-index: nothing is downloaded; `site install` needs no wrapt.
     subprocess.run(pip + ["install", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=300, env=environment)
     site_packages = Path(subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True).stdout.strip())
     subprocess.run([python, "-m", "lazypatch", "site", "install"], check=True,
-                   capture_output=True, timeout=120)
+                   capture_output=True, timeout=120, env=environment)
     assert (site_packages / "lazypatch-activate.pth").exists()
     assert (site_packages / "lazypatch-activate.start").exists()
     subprocess.run(pip + ["uninstall", "--yes", "lazypatch"], check=True, capture_output=True,
-                   timeout=300)
+                   timeout=300, env=environment)
     assert not (site_packages / "lazypatch-activate.pth").exists()
     assert not (site_packages / "lazypatch-activate.start").exists()
     assert not list(site_packages.glob("lazypatch*"))
