@@ -174,7 +174,7 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
         return _kept_convolve(plan, features, weights, source, output)
     # on one thread, offset by offset: the gathered rows are still in cache when the
     # product reads them; on more, a few batched products per chunk (offset_batches: why)
-    batched = batches_pay(plan)
+    batched = batches_pay()
     buffer = None if batched else _scratch(scratch, features, plan.largest, weights.shape[2])
     for index in range(len(plan.chunks)):
         if batched:
@@ -190,9 +190,10 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     return output, None
 
 
-def batches_pay(plan: PairPlan) -> bool:
-    """Whether :func:`convolve` gathers and multiplies a chunk at once (offset_batches)
-    rather than offset by offset: on more than one torch thread."""
+def batches_pay() -> bool:
+    """Whether :func:`convolve` gathers and multiplies a chunk's offsets in padded
+    groups (:mod:`.offset_batches`) rather than offset by offset: on more than one torch
+    thread (on one, the loop is as fast or faster)."""
     return torch.get_num_threads() > 1
 
 
