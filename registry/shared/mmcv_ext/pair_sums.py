@@ -20,12 +20,18 @@ through it too (:func:`gather_rows`).
 into chunks of about that many, each the pairs of a block of consecutive output rows
 grouped by offset, so that a gathered chunk stays a few tens of MB whatever the layer
 (memory stays that of a per-offset loop) and each output row is written once.
+
+On more than one torch thread a forward with nothing kept for a backward gathers and
+multiplies a chunk's offsets in a few padded groups instead (:mod:`.offset_batches`:
+fewer, longer parallel regions); :func:`batches_pay` chooses.
 """
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
 import torch
+
+from .offset_batches import OffsetBatches
 
 #: Pairs gathered and multiplied per chunk (at least one whole offset): 2^17 rows of 64
 #: float32 channels are 32 MB.
@@ -69,6 +75,8 @@ class PairPlan:
         self._singles = torch.zeros(0, dtype=torch.long, device=self.device)
         self._single_bounds: Dict[int, torch.Tensor] = {}
         self._pieces: Dict[Tuple[int, int], Tuple[torch.Tensor, ...]] = {}
+        self._batches: Dict[int, OffsetBatches] = {}
+        self._padded: Dict[Tuple[str, int, int], Tuple[torch.Tensor, ...]] = {}
 
     def first_row(self, side: int, chunk: int) -> int:
         """The first ``side`` row :meth:`sum_bags` of ``chunk`` sums into."""
@@ -122,6 +130,31 @@ class PairPlan:
             pieces = self._pieces[key] = self.rows_of(side, chunk).split(self.sizes(chunk))
         return pieces
 
+    def batches(self, chunk: int) -> OffsetBatches:
+        """The pairs of ``chunk`` laid out for batched products, kept."""
+        batches = self._batches.get(chunk)
+        if batches is None:
+            batches = self._batches[chunk] = OffsetBatches(
+                [offset for offset, _, _ in self.chunks[chunk]], self.sizes(chunk),
+                self.device)
+        return batches
+
+    def padded_rows(self, side: int, chunk: int) -> torch.Tensor:
+        """:meth:`rows_of` in the padded layout of :meth:`batches` (0 on padding), kept."""
+        key = ("rows", side, chunk)
+        if key not in self._padded:
+            self._padded[key] = (self.batches(chunk).padded(self.rows_of(side, chunk)),)
+        return self._padded[key][0]
+
+    def padded_bags(self, side: int, chunk: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`sum_bags` with the pairs' rows in the padded layout of :meth:`batches`."""
+        key = ("bags", side, chunk)
+        if key not in self._padded:
+            order, bounds = self.sum_bags(side, chunk)
+            self._padded[key] = (self.batches(chunk).position.index_select(0, order), bounds)
+        order, bounds = self._padded[key]
+        return order, bounds
+
 
 def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
              inverse: bool, keep_gathered: bool = False,
@@ -131,33 +164,87 @@ def convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
     ``weights`` is (K, C_in, C_out); ``inverse`` runs the pairs from output to input.
     Second: with ``keep_gathered``, the gathered input rows when the plan is one chunk
     (at most :data:`CHUNK_PAIRS` rows), for :func:`convolve_backward`; else None.
-    ``scratch``: a contiguous tensor of at least ``plan.largest * C_out`` elements that
-    is not needed any more, written over instead of allocating a buffer of products."""
+    ``scratch``: a contiguous tensor that is not needed any more, written over instead
+    of allocating a buffer of products when it is large enough."""
     source, target = (1, 0) if inverse else (0, 1)
     output = features @ weights[plan.identity] if plan.identity is not None else None
     features = _detached(features)
-    keep = keep_gathered and len(plan.chunks) == 1
-    gathered = None
     fresh = output is None
-    products = features.new_empty((plan.largest, weights.shape[2])) if scratch is None \
-        else scratch.view(-1)[:plan.largest * weights.shape[2]].view(-1, weights.shape[2])
-    matrices = weights.unbind(0)
-    for index, chunk in enumerate(plan.chunks):
-        sizes = plan.sizes(index)
-        count = sum(sizes)
-        pieces = plan.pieces(source, index)
-        if keep:
-            gathered = gather_rows(plan, features, plan.rows_of(source, index))
-            pieces = gathered.split(sizes)
-        for (offset, _, _), piece, out in zip(chunk, pieces, products[:count].split(sizes)):
-            # unless kept, gathered offset by offset: the rows are still in cache when
-            # the product reads them
-            rows_in = piece if keep else gather_rows(plan, features, piece)
-            torch.mm(rows_in, matrices[offset], out=out)
-        output = _add_sums(output, plan, target, index, products[:count], fresh)
+    if keep_gathered and len(plan.chunks) == 1:
+        return _kept_convolve(plan, features, weights, source, output)
+    # on one thread, offset by offset: the gathered rows are still in cache when the
+    # product reads them; on more, a few batched products per chunk (offset_batches: why)
+    batched = batches_pay()
+    buffer = None if batched else _scratch(scratch, features, plan.largest, weights.shape[2])
+    for index in range(len(plan.chunks)):
+        if batched:
+            products = _batched_products(plan, features, weights, source, index, scratch)
+            bags: Optional[Tuple[torch.Tensor, torch.Tensor]] = \
+                plan.padded_bags(target, index)
+        else:
+            products, bags = _offset_products(plan, features, weights, source, index,
+                                              buffer), None
+        output = _add_sums(output, plan, target, index, products, fresh, bags)
     if output is None:
         output = features.new_zeros((plan.rows[target], weights.shape[2]))
-    return output, gathered
+    return output, None
+
+
+def batches_pay() -> bool:
+    """Whether :func:`convolve` gathers and multiplies a chunk's offsets in padded
+    groups (:mod:`.offset_batches`) rather than offset by offset: on more than one torch
+    thread (on one, the loop is as fast or faster)."""
+    return torch.get_num_threads() > 1
+
+
+def _scratch(scratch: Optional[torch.Tensor], like: torch.Tensor, rows: int,
+             columns: int) -> torch.Tensor:
+    """A (rows, columns) buffer: the start of ``scratch`` when it is large enough, else
+    a new one."""
+    size = rows * columns
+    buffer = scratch.view(-1)[:size] if scratch is not None and scratch.numel() >= size \
+        else like.new_empty(size)
+    return buffer.view(rows, columns)
+
+
+def _offset_products(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
+                     source: int, chunk: int, buffer: torch.Tensor) -> torch.Tensor:
+    """The product of every pair of ``chunk`` (chunk order, in ``buffer``), gathered and
+    multiplied offset by offset."""
+    sizes = plan.sizes(chunk)
+    products = buffer[:sum(sizes)]
+    matrices = weights.unbind(0)
+    for (offset, _, _), piece, out in zip(plan.chunks[chunk], plan.pieces(source, chunk),
+                                          products.split(sizes)):
+        torch.mm(gather_rows(plan, features, piece), matrices[offset], out=out)
+    return products
+
+
+def _kept_convolve(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
+                   source: int, output: Optional[torch.Tensor]
+                   ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`convolve` of a one-chunk plan, with the gathered rows (chunk order) kept."""
+    sizes = plan.sizes(0)
+    gathered = gather_rows(plan, features, plan.rows_of(source, 0))
+    products = features.new_empty((plan.largest, weights.shape[2]))
+    matrices = weights.unbind(0)
+    for (offset, _, _), rows_in, out in zip(plan.chunks[0], gathered.split(sizes),
+                                            products.split(sizes)):
+        torch.mm(rows_in, matrices[offset], out=out)
+    return _add_sums(output, plan, 1 - source, 0, products, output is None), gathered
+
+
+def _batched_products(plan: PairPlan, features: torch.Tensor, weights: torch.Tensor,
+                      source: int, chunk: int, scratch: Optional[torch.Tensor]
+                      ) -> torch.Tensor:
+    """The product of every pair of ``chunk``, in the padded layout of
+    :meth:`PairPlan.batches` (written into ``scratch`` when it is large enough)."""
+    batches = plan.batches(chunk)
+    rows = plan.padded_rows(source, chunk)
+    products = _scratch(scratch, features, batches.rows, weights.shape[2])
+    batches.multiply(lambda first, stop: gather_rows(plan, features, rows[first:stop]),
+                     weights, products)
+    return products
 
 
 def _output_blocks(flat: torch.Tensor, counts: List[int], rows: int
@@ -206,12 +293,14 @@ def _detached(table: torch.Tensor) -> torch.Tensor:
 
 
 def _add_sums(total: Optional[torch.Tensor], plan: PairPlan, side: int, chunk: int,
-              products: torch.Tensor, fresh: bool) -> torch.Tensor:
+              products: torch.Tensor, fresh: bool,
+              bags: Optional[Tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
     """``total`` plus the products of ``chunk``'s pairs summed into their ``side`` rows,
     in place; the sums alone when ``total`` is None (no zero-filled tensor to read and
     write). ``fresh``: ``total`` started as None, the chunks' output rows are written,
-    not added to (they do not overlap)."""
-    order, bounds = plan.sum_bags(side, chunk)
+    not added to (they do not overlap). ``bags``: :meth:`PairPlan.sum_bags` (the
+    default) or :meth:`PairPlan.padded_bags` for products in the padded layout."""
+    order, bounds = bags if bags is not None else plan.sum_bags(side, chunk)
     sums = torch.embedding_bag(products, order, bounds, False, 0, False, None, True)[0]
     if total is None and sums.shape[0] == plan.rows[side]:
         return sums

@@ -469,3 +469,130 @@ def test_pair_sums_in_chunks_equal_a_scatter_add_and_its_gradients(sparse, monke
                               (weights_grad, expected_grads[1])):
         torch.testing.assert_close(actual.float(), reference.detach(),
                                    **(tolerance or {"atol": ATOL, "rtol": RTOL}))
+
+
+def _pair_modules(sparse):
+    """(sparse_conv, pair_sums, offset_batches) of the provided ext."""
+    kernels = sys.modules[sparse[0].ext_module.indice_conv_forward.__module__]
+    pair_sums = sys.modules[kernels.PairPlan.__module__]
+    return kernels, pair_sums, sys.modules[pair_sums.OffsetBatches.__module__]
+
+
+@examples("pool")
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=27),
+       group_rows=st.sampled_from([8, 64, 1 << 14]))
+def test_offset_batches_group_similar_counts_each_padded_to_the_largest(
+        sparse, monkeypatch, sizes, group_rows):
+    """Each group's offsets have at least 1 - PADDING of its largest pair count and at
+    most GROUP_ROWS rows (or one offset); every pair has its own padded row in its
+    offset's slot; the batched products equal one product per pair."""
+    batches_module = _pair_modules(sparse)[2]
+    monkeypatch.setattr(batches_module, "GROUP_ROWS", group_rows)
+    offsets = list(range(len(sizes)))[::-1]       # any offset ids, here reversed
+    batches = batches_module.OffsetBatches(offsets, sizes, torch.device("cpu"))
+    slot_of = {}
+    grouped = batches.weight_order.tolist()
+    for first, count, rows in batches.groups:
+        members = [offsets.index(offset) for offset in grouped[:count]]
+        grouped = grouped[count:]
+        assert rows == max(sizes[member] for member in members)
+        assert all(sizes[member] >= (1 - batches_module.PADDING) * rows
+                   for member in members)
+        assert count == 1 or count * rows <= group_rows
+        slot_of.update({member: first + slot * rows for slot, member in enumerate(members)})
+    assert not grouped and sorted(slot_of) == list(range(len(sizes)))
+    expected = [slot_of[member] + row for member, size in enumerate(sizes)
+                for row in range(size)]
+    assert batches.position.tolist() == expected
+    assert batches.rows == sum(count * rows for _, count, rows in batches.groups)
+    generator = torch.Generator().manual_seed(len(sizes))
+    table = torch.randn(50, 3, generator=generator)
+    pair_rows = torch.randint(0, 50, (sum(sizes),), generator=generator)
+    padded = batches.padded(pair_rows)
+    assert padded[batches.position].tolist() == pair_rows.tolist()
+    weights = torch.randn(len(sizes), 3, 2, generator=generator)
+    products = torch.empty(batches.rows, 2)
+    batches.multiply(lambda first, stop: table[padded[first:stop]], weights, products)
+    pair_offsets = torch.repeat_interleave(torch.tensor(offsets), torch.tensor(sizes))
+    assert_close(products[batches.position],
+                 torch.bmm(table[pair_rows][:, None], weights[pair_offsets])[:, 0])
+
+
+@pytest.fixture
+def torch_threads():
+    """Set torch's thread count for the test, restored after it."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+def _submanifold_reference(lists, features, weights, grad):
+    """Output, input gradient and weight gradient of the plain scatter-add formulation
+    of every pair of ``lists`` (autograd)."""
+    features = features.detach().requires_grad_(True)
+    weights = weights.detach().requires_grad_(True)
+    products = torch.bmm(features[lists.row][:, None], weights[lists.offset_id])[:, 0]
+    output = torch.zeros(features.shape[0], weights.shape[2]).index_add(
+        0, lists.out_row, products)
+    return (output.detach(), *torch.autograd.grad(output, (features, weights), grad))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("path", ["chosen", "offsets", "batches"])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_convolve_by_offsets_or_in_batches_on_one_and_two_threads(
+        sparse, monkeypatch, torch_threads, threads, path, inverse):
+    """The thread count chooses the products' path (offset by offset on one thread, in
+    padded batches on more); either path, on either thread count and with the plan cut
+    in chunks, gives the scatter-add of every pair's product."""
+    _, pair_sums, _ = _pair_modules(sparse)
+    torch_threads(threads)
+    monkeypatch.setattr(pair_sums, "CHUNK_PAIRS", 16)
+    generator = torch.Generator().manual_seed(threads)
+    rows, counts = (30, 20), [9, 8, 0, 12, 3, 10, 11, 1]
+    flat = torch.stack([torch.cat([torch.randperm(rows[side], generator=generator)[:count]
+                                   for count in counts]) for side in (0, 1)])
+    plan = pair_sums.PairPlan(flat, counts, rows, None)
+    assert len(plan.chunks) > 1
+    if path == "chosen":
+        assert pair_sums.batches_pay() == (threads > 1)
+    else:
+        monkeypatch.setattr(pair_sums, "batches_pay", lambda: path == "batches")
+    source, target = (1, 0) if inverse else (0, 1)
+    features = torch.randn(rows[source], 4, generator=generator)
+    weights = torch.randn(len(counts), 4, 3, generator=generator)
+    offsets = torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts))
+    products = torch.bmm(features[flat[source]][:, None], weights[offsets])[:, 0]
+    expected = torch.zeros(rows[target], 3).index_add(0, flat[target], products)
+    output, gathered = pair_sums.convolve(plan, features, weights, inverse)
+    assert gathered is None
+    assert_close(output, expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("keep", [False, True])
+def test_submanifold_convolution_and_gradients_on_one_and_two_threads(
+        sparse, torch_threads, threads, keep):
+    """A centred submanifold plan (identity offset, mirrored pairs), forward and backward,
+    on one thread and two (the backward's input gradient runs the forward's products on
+    the mirrored pairs), equals autograd of the plain formulation."""
+    kernels, pair_sums, _ = _pair_modules(sparse)
+    torch_threads(threads)
+    generator = torch.Generator().manual_seed(7)
+    active = torch.rand(2, 6, 7, 8, generator=generator) < 0.3
+    indices = active.nonzero().int()
+    lists = kernels.pair_lists(indices, 2, [6, 7, 8], [3, 3, 3], [1, 1, 1], [1, 1, 1],
+                               [1, 1, 1], True, False)
+    count = indices.shape[0]
+    plan = kernels.plan_of_lists(lists, (count, count), True)
+    assert plan.mirrored
+    features = torch.randn(count, 5, generator=generator)
+    weights = torch.randn(27, 5, 4, generator=generator)
+    grad = torch.randn(count, 4, generator=generator)
+    output, gathered = pair_sums.convolve(plan, features, weights, False, keep)
+    assert (gathered is not None) == keep
+    input_grad, weights_grad = pair_sums.convolve_backward(plan, features, weights, grad,
+                                                           False, gathered)
+    expected = _submanifold_reference(lists, features, weights, grad)
+    for actual, reference in zip((output, input_grad, weights_grad), expected):
+        assert_close(actual, reference)
