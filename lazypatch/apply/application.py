@@ -180,7 +180,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
             if target is None:
                 received = sys.modules.get(name, module)
             for patch in _by_target.get(name, ()):
-                if patch.phase is AFTER and patch.enabled:
+                if patch.phase is AFTER:   # (apply reads ``enabled`` first thing)
                     apply(patch, received)
         except BaseException:
             # The import fails (a strict failure, an error in the body, an interrupt):
@@ -335,38 +335,43 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
                 # Nothing to undo: the record need not keep the module alive, and
                 # a module it holds outlives sys.modules at the interpreter's exit,
                 # to be cleared and traversed on its own (PatchContext.module).
-                record[RECORD_MODULE] = _weak_reference(module)
+                record[0] = _weak_reference(module)   # RECORD_MODULE
             before = None   # the copy goes now: memory follows what changed, not module size
             # The commit, without the lock: the record is written into the patch's
             # fields when first read (RegisteredPatch.settle). ``unsettled`` is only
-            # appended to, here, by the thread holding the claim.
-            record[RECORD_STARTED] = started
-            record[RECORD_ENDED] = ended
+            # appended to, here, by the thread holding the claim. (The record's indices
+            # are written as numbers here, state.RECORD_*: each global read costs the first
+            # watched import of a process about 150 instructions, unspecialized.)
+            record[1] = started   # RECORD_STARTED
+            record[2] = ended     # RECORD_ENDED
             unsettled = patch.unsettled
-            if unsettled.__class__ is list:
+            if unsettled:
                 unsettled.append(record)
-            else:   # the shared empty tuple: a first application
+            else:
+                # The shared empty tuple (a first application), or a list settle emptied:
+                # replaced whole, which is safe once empty (settle deletes from the list
+                # it read only the records it read there) and cheaper to test than the
+                # type (a global and an attribute read, unspecialized on a first import).
                 patch.unsettled = [record]
-            if patch.generation != generation or not patch.enabled:
-                # Unpatched or disabled by another thread while the function ran.
-                _roll_back_in_flight(patch, record)
-                return
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) before the commit
             # ended: nothing holds the context's changes, so nothing would undo them.
             _roll_back_in_flight(patch, record, quietly=True)
             raise
-        if late or STATE.debug_logging or STATE.events is not None and STATE.events.active \
-                or context is not None and context.changes:
-            _after_commit(patch, context_of_record(patch.name, record), late)
+        if late or context is not None and context.changes \
+                or STATE.events is not None and STATE.events.active:
+            if patch.generation == generation and patch.enabled:   # (stale: taken back below)
+                _after_commit(patch, context_of_record(patch.name, record), late)
     finally:
         del _claims[patch]
-    # Reached by a committed application only. An unpatch() between the check above and
-    # the end of the claim passed this record over as in flight (RegisteredPatch.settle),
-    # and this thread had already decided to keep it: without this second check it would
-    # stay live after unpatch() returned (tests/trust/test_threads.py found it). One that
-    # came after the claim ended found the record itself; _take_back_passed_over tells
-    # the two apart under the lock.
+    # Reached by a committed application only. Unpatched or disabled by another thread
+    # since the function started: while the claim was held an undo passed this record
+    # over as in flight (RegisteredPatch.settle), and after it a reader may have settled
+    # it; _take_back_passed_over tells the two apart under the lock and takes it back
+    # either way, so no patch stays live after unpatch() returned
+    # (tests/trust/test_threads.py). One check, after the claim, not one inside it too:
+    # each read of the patch's fields costs the first watched import of a process
+    # about 150 instructions, unspecialized (benchmarks/COSTS.md).
     if patch.generation != generation or not patch.enabled:
         _take_back_passed_over(patch, record)
 
@@ -416,9 +421,8 @@ def _after_commit(patch: "RegisteredPatch", context: PatchContext, late: bool) -
         _track_calls(patch, context)
         for change, others in context.conflicts:
             _record_conflict(change, others)
-    if STATE.debug_logging:
-        _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name, patch.target,
-               len(context.changes), (context.ended - context.started) * 1000.0)
+    _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name, patch.target,
+           len(context.changes), (context.ended - context.started) * 1000.0)
     if late:
         _warn_late(patch, context)
     if STATE.events is not None and STATE.events.active:
@@ -501,6 +505,8 @@ def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
 
 
 _NOTHING_UNTRACKED: "List[str]" = []
+# apply writes a record's first three fields by number (see there)
+assert (RECORD_MODULE, RECORD_STARTED, RECORD_ENDED) == (0, 1, 2)
 
 
 def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", module: "Any",
