@@ -63,7 +63,7 @@ from .ledger import PatchContext, process_ledger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Dict, List, Optional, Sequence, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
     from ..state import RegisteredPatch
     from .ledger import Change
@@ -77,9 +77,16 @@ _lock = STATE.lock
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
 _new_context = object.__new__
+_NOTHING_UNTRACKED: "List[str]" = []
 
 
-def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> None:
+def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
+             # Never passed: the globals a watched import reads, bound as defaults (apply's
+             # say why).
+             _SPEC_LOADER: "Any" = _SPEC_LOADER, _type_of: "Any" = type,
+             _OWN_LOADER_TYPES: "Any" = _OWN_LOADER_TYPES,
+             _by_target: "Dict[str, List[RegisteredPatch]]" = _by_target,
+             BEFORE: str = BEFORE, AFTER: str = AFTER, _sys: "Any" = sys) -> None:
     """Execute ``module`` with ``loader``, running its patches before and after.
 
     The ``exec_module`` of a watched import's loader: an attribute of a file loader made
@@ -113,7 +120,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
         # off first, so that the body runs with the loader's own method
         # (importer.take_shadow_off, written out).
         loader = proxy
-        if type(loader) not in _OWN_LOADER_TYPES:
+        if _type_of(loader) not in _OWN_LOADER_TYPES:
             raise ImportError(f"lazypatch: a file loader's exec_module was called for "
                               f"module {module.__name__!r}, whose spec names another loader "
                               f"({loader!r}); call exec_module of the loader its spec names",
@@ -178,7 +185,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
             # Re-read the catalog: the body may have registered patches on itself. A
             # program (target given) is patched in its own namespace.
             if target is None:
-                received = sys.modules.get(name, module)
+                received = _sys.modules.get(name, module)
             for patch in _by_target.get(name, ()):
                 if patch.phase is AFTER:   # (apply reads ``enabled`` first thing)
                     apply(patch, received)
@@ -252,7 +259,16 @@ def run_patches(target: str, module: "Any", phase: str) -> None:
             apply(patch, module)
 
 
-def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
+def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
+          # Never passed: the globals a no-op application reads, bound as defaults. A
+          # process's first watched import runs this function unspecialized, where a
+          # global read costs about 150 instructions and a local one a few
+          # (benchmarks/COSTS.md, the eleventh pass).
+          _claims: "Dict[Any, Any]" = _claims, _clock: "Callable[[], float]" = perf_counter,
+          _one_time_ms: "Dict[int, float]" = _one_time_ms,
+          _weak_reference: "Any" = _weak_reference, _type_of: "Any" = type,
+          _ModuleType: "Any" = _ModuleType, _NOTHING_UNTRACKED: "Any" = _NOTHING_UNTRACKED,
+          _state: "Any" = STATE) -> None:
     """Apply one patch to one module object, at most once, as a transaction.
 
     Never raises for an ordinary failure unless strict mode is on; a
@@ -293,16 +309,16 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
             return
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
-        plain_module = type(module) is _ModuleType
+        plain_module = _type_of(module) is _ModuleType
         if plain_module:
             namespace: "Any" = module.__dict__
             before = namespace.copy()
         else:
             namespace = _own_namespace(module)
-            before = namespace.copy() if type(namespace) is dict else None
+            before = namespace.copy() if _type_of(namespace) is dict else None
         # The one-time import tally is empty until a patch first imports wrapt.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
-        started = perf_counter()
+        started = _clock()
         try:
             function = patch.function   # (a slot read: a method lookup would not specialize)
             if context is None:
@@ -319,7 +335,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
             _interrupted(patch, context_of_record(patch.name, record), error, (started, charged))
             raise
         try:
-            ended = perf_counter()
+            ended = _clock()
             if _one_time_ms:   # a first import of a heavy dependency is not this patch's time
                 started += (_one_time_ms.get(get_ident(), 0.0) - charged) / 1000.0
             # Nothing recorded and the namespace equal to its copy (compared in C): no
@@ -359,7 +375,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
             _roll_back_in_flight(patch, record, quietly=True)
             raise
         if late or context is not None and context.changes \
-                or STATE.events is not None and STATE.events.active:
+                or _state.events is not None and _state.events.active:
             if patch.generation == generation and patch.enabled:   # (stale: taken back below)
                 _after_commit(patch, context_of_record(patch.name, record), late)
     finally:
@@ -504,7 +520,6 @@ def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
         _events.act(patch, _events.APPLY, action, message)
 
 
-_NOTHING_UNTRACKED: "List[str]" = []
 # apply writes a record's first three fields by number (see there)
 assert (RECORD_MODULE, RECORD_STARTED, RECORD_ENDED) == (0, 1, 2)
 
