@@ -85,7 +85,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
              # say why).
              _SPEC_LOADER: "Any" = _SPEC_LOADER, _type_of: "Any" = type,
              _OWN_LOADER_TYPES: "Any" = _OWN_LOADER_TYPES,
-             _by_target: "Dict[str, List[RegisteredPatch]]" = _by_target,
+             _patches_of: "Callable[..., Any]" = _by_target.get,
              BEFORE: str = BEFORE, AFTER: str = AFTER, _sys: "Any" = sys) -> None:
     """Execute ``module`` with ``loader``, running its patches before and after.
 
@@ -166,7 +166,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
         received = module
         before_applied = False
         try:
-            for patch in _by_target.get(name, ()):
+            for patch in _patches_of(name, ()):
                 if (patch._live or patch.unsettled) and patch.is_applied_to(module):
                     _revert_for_reload(patch, module)
                 if patch.phase is BEFORE and patch.enabled:
@@ -186,7 +186,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
             # program (target given) is patched in its own namespace.
             if target is None:
                 received = _sys.modules.get(name, module)
-            for patch in _by_target.get(name, ()):
+            for patch in _patches_of(name, ()):
                 if patch.phase is AFTER:   # (apply reads ``enabled`` first thing)
                     apply(patch, received)
         except BaseException:
@@ -264,6 +264,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
           # process's first watched import runs this function unspecialized, where a
           # global read costs about 150 instructions and a local one a few
           # (benchmarks/COSTS.md, the eleventh pass).
+          _claim: "Callable[[Any, Any], Any]" = _claims.setdefault,
           _claims: "Dict[Any, Any]" = _claims, _clock: "Callable[[], float]" = perf_counter,
           _one_time_ms: "Dict[int, float]" = _one_time_ms,
           _weak_reference: "Any" = _weak_reference, _type_of: "Any" = type,
@@ -296,11 +297,13 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
     else:
         context = None
     record = [module, 0.0, 0.0, _NOTHING_UNTRACKED, context]
-    if _claims.setdefault(patch, record) is not record:
+    if _claim(patch, record) is not record:
         return
     try:
         # The raw slot (no settling on the import path): is_applied_to reads both.
-        if (patch._live or patch.unsettled) and patch.is_applied_to(module):
+        # (Read once: only the thread holding the claim replaces or appends to it.)
+        unsettled = patch.unsettled
+        if (patch._live or unsettled) and patch.is_applied_to(module):
             return
         # Written out, not in helpers: on every watched import a Python call costs about
         # as much as the bookkeeping it would separate (benchmarks/COSTS.md).
@@ -360,7 +363,6 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
             # watched import of a process about 150 instructions, unspecialized.)
             record[1] = started   # RECORD_STARTED
             record[2] = ended     # RECORD_ENDED
-            unsettled = patch.unsettled
             if unsettled:
                 unsettled.append(record)
             else:
