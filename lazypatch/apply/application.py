@@ -301,9 +301,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
         return
     try:
         # The raw slot (no settling on the import path): is_applied_to reads both.
-        # (Read once: only the thread holding the claim replaces or appends to it.)
-        unsettled = patch.unsettled
-        if (patch._live or unsettled) and patch.is_applied_to(module):
+        if (patch._live or patch.unsettled) and patch.is_applied_to(module):
             return
         # Written out, not in helpers: on every watched import a Python call costs about
         # as much as the bookkeeping it would separate (benchmarks/COSTS.md).
@@ -363,6 +361,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
             # watched import of a process about 150 instructions, unspecialized.)
             record[1] = started   # RECORD_STARTED
             record[2] = ended     # RECORD_ENDED
+            unsettled = patch.unsettled
             if unsettled:
                 unsettled.append(record)
             else:
