@@ -14,7 +14,7 @@ Every application is all-or-nothing:
   this import applied, then propagates exactly as it would without
   lazypatch.
 * A patch that was unpatched or disabled by another thread while its
-  function ran finds its application stale when it commits, and rolls it
+  function ran finds its application stale when its claim ends, and takes it
   back: no patch is live after its ``unpatch()`` took effect.
 
 Threads: a module body runs once under the import system's per-module
