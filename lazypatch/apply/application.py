@@ -187,7 +187,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
             if target is None:
                 received = _sys.modules.get(name, module)
             for patch in _patches_of(name, ()):
-                if patch.phase is AFTER:   # (apply reads ``enabled`` first thing)
+                if patch.phase is AFTER and patch.enabled:   # (no call for a disabled one)
                     apply(patch, received)
         except BaseException:
             # The import fails (a strict failure, an error in the body, an interrupt):
