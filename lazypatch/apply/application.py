@@ -269,7 +269,8 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
           _one_time_ms: "Dict[int, float]" = _one_time_ms,
           _weak_reference: "Any" = _weak_reference, _type_of: "Any" = type,
           _ModuleType: "Any" = _ModuleType, _NOTHING_UNTRACKED: "Any" = _NOTHING_UNTRACKED,
-          _state: "Any" = STATE) -> None:
+          _state: "Any" = STATE,
+          _copy_namespace: "Callable[[Dict[str, Any]], Dict[str, Any]]" = dict.copy) -> None:
     """Apply one patch to one module object, at most once, as a transaction.
 
     Never raises for an ordinary failure unless strict mode is on; a
@@ -313,7 +314,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
         plain_module = _type_of(module) is _ModuleType
         if plain_module:
             namespace: "Any" = module.__dict__
-            before = namespace.copy()
+            before: "Any" = _copy_namespace(namespace)   # (dict.copy: no method lookup)
         else:
             namespace = _own_namespace(module)
             before = namespace.copy() if _type_of(namespace) is dict else None
