@@ -501,7 +501,6 @@ class EngineState:
         # the end of it...], for a body no import marks (a reload marks no spec as
         # initializing; application.run_body)
         self.executing: "Dict[int, List[Any]]" = {}
-        self.debug_logging = False   # the 'lazypatch' logger wants DEBUG records
         # calls.CallTracker: how calls of replacements are counted, and the live
         # counters; made when a patch first changes something (calls.tracker).
         self.calls: "Any" = None

@@ -5,17 +5,17 @@ each variant is a small program written next to a one-line module ``m`` in a tem
 directory and run as ``python program.py`` in a fresh interpreter of a clean venv (this
 checkout's lazypatch copied in as the distribution ships it), under callgrind, whole
 process counted, the interpreter's exit included. Every program turns the collector off
-first thing (``gc.disable()``), runs with a fixed ``PYTHONHASHSEED``, and was run once
-before the counted run, so that every cache (``m``'s ``.pyc``) is written. A variant's
+first thing (``gc.disable()``), runs with a fixed ``PYTHONHASHSEED``, and every program of a
+directory ran once before any was counted, so that every cache (``m``'s ``.pyc``) is written. A variant's
 import costs what its program counts over the same program without ``import m``.
 
 Variants (``VARIANTS``): ``watched``, lazypatch activated (``import lazypatch.auto``)
 with a no-op ``when_imported`` patch on ``m``; ``unwatched``, the same activation and a
-no-op patch on a module never imported, ``m`` unwatched; ``plain``, no lazypatch at
+no-op patch on ``n``, a module never imported, ``m`` unwatched; ``plain``, no lazypatch at
 all; and ``watched-after-20`` / ``unwatched-after-20``, the same after 20 other
 watched imports in the process. The judged figure is ``watched`` over ``plain`` or over
-``unwatched`` (both shown); the spread over directories of different name lengths is
-where the exit's allocations fall (benchmarks/COSTS.md).
+``unwatched`` (both shown). Every program's name, target and line count the same
+characters (``NO_IMPORT``): the C heap's layout follows them, and so did the figure.
 
 Run ``python -m benchmarks.watch.measure_single_import [--places N]`` from the
 repository root; it prints one line per directory and the medians.
@@ -46,10 +46,10 @@ LOAD_MACHINERY = "import lazypatch.apply.application"
 # listed before ``import m``.
 VARIANTS: Dict[str, Tuple[bool, str, bool, int]] = {
     "plain": (False, "", False, 0),
-    "unwatched": (True, "never_imported", True, 0),
+    "unwatched": (True, "n", True, 0),
     "watched": (True, "m", True, 0),
     "watched-first": (True, "m", False, 0),
-    "unwatched-after-20": (True, "never_imported", True, WARM_UP),
+    "unwatched-after-20": (True, "n", True, WARM_UP),
     "watched-after-20": (True, "m", True, WARM_UP),
 }
 # figure -> (variant, baseline variant): each an import's cost over the other's
@@ -61,6 +61,15 @@ FIGURES: Dict[str, Tuple[str, str]] = {
     "first watched import (machinery loading) over unwatched": ("watched-first", "unwatched"),
     "unwatched over plain": ("unwatched", "plain"),
 }
+# The layout of the process's C heap (glibc's bins, where its wide strings lie against a
+# page boundary) follows every string made at start-up, the program's path among them:
+# each program's file name has the same length, the unwatched target's name is as long as
+# ``m``, and the program without the import has a line as long as ``import m``. Without
+# that, the unwatched import, whose programs' names were two characters longer than the
+# watched one's, counted 2,000-12,000 instructions less than its own work in some
+# directories (``wcscmp`` in CPython's error-handler lookup, 710 calls per process, and
+# ``_int_malloc``): the figure moved by 7,000 with the directory's name (benchmarks/COSTS.md).
+NO_IMPORT = "pass    "
 JUDGED = "watched over unwatched"
 AFTER_20 = "after 20, watched over unwatched"
 FIGURES_OVER_PLAIN = {JUDGED: "watched over plain", AFTER_20: "after 20, watched over plain"}
@@ -82,7 +91,7 @@ def program(variant: str, with_import: bool) -> str:
                       "    __import__('w%d' % index)"]
     else:
         lines.append("import string")
-    lines.append("import m" if with_import else "pass")
+    lines.append("import m" if with_import else NO_IMPORT)
     return "\n".join(lines) + "\n"
 
 
@@ -109,7 +118,8 @@ def write_directory(path: Path) -> None:
 
 
 def program_name(variant: str, with_import: bool) -> str:
-    return f"{variant.replace('-', '_')}_{'import' if with_import else 'none'}.py"
+    """The file name of a variant's program; every one has the same length (see NO_IMPORT)."""
+    return f"p{list(VARIANTS).index(variant)}_{'with' if with_import else 'none'}.py"
 
 
 def count_directory(python: Path, path: Path) -> Dict[str, int]:
@@ -117,15 +127,18 @@ def count_directory(python: Path, path: Path) -> Dict[str, int]:
     same program without the import (caches written by a first, uncounted run)."""
     environment = dict(harness.process_environment())
     environment.pop("PYTHONSAFEPATH")   # the program's directory on sys.path, as usual
-    costs = {}
-    for variant in VARIANTS:
-        counts = {}
-        for with_import in (False, True):
-            command = [str(python), program_name(variant, with_import)]
-            harness.run_process(command, env=environment, cwd=str(path))
-            counts[with_import] = harness.instructions(command, environment, cwd=str(path))
-        costs[variant] = counts[True] - counts[False]
-    return costs
+    programs = [(variant, with_import) for variant in VARIANTS for with_import in (False, True)]
+    # Every program runs once before any is counted: the first ``import m`` writes
+    # ``__pycache__``, which changes the directory's mtime, and a program run before that
+    # and counted after it would pay for what that change makes stale (lazypatch's plugin
+    # cache lists the directory again: 3.2M instructions).
+    for variant, with_import in programs:
+        harness.run_process([str(python), program_name(variant, with_import)],
+                            env=environment, cwd=str(path))
+    counts = {program: harness.instructions([str(python), program_name(*program)],
+                                            environment, cwd=str(path))
+              for program in programs}
+    return {variant: counts[variant, True] - counts[variant, False] for variant in VARIANTS}
 
 
 def figures(costs: Mapping[str, int]) -> Dict[str, int]:

@@ -14,7 +14,7 @@ Every application is all-or-nothing:
   this import applied, then propagates exactly as it would without
   lazypatch.
 * A patch that was unpatched or disabled by another thread while its
-  function ran finds its application stale when it commits, and rolls it
+  function ran finds its application stale when its claim ends, and takes it
   back: no patch is live after its ``unpatch()`` took effect.
 
 Threads: a module body runs once under the import system's per-module
@@ -63,7 +63,7 @@ from .ledger import PatchContext, process_ledger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Dict, List, Optional, Sequence, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
     from ..state import RegisteredPatch
     from .ledger import Change
@@ -77,9 +77,16 @@ _lock = STATE.lock
 _one_time_ms = STATE.one_time_import_ms_by_thread
 _ModuleType = type(sys)
 _new_context = object.__new__
+_NOTHING_UNTRACKED: "List[str]" = []
 
 
-def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> None:
+def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
+             # Never passed: the globals a watched import reads, bound as defaults (apply's
+             # say why).
+             _SPEC_LOADER: "Any" = _SPEC_LOADER, _type_of: "Any" = type,
+             _OWN_LOADER_TYPES: "Any" = _OWN_LOADER_TYPES,
+             _patches_of: "Callable[..., Any]" = _by_target.get,
+             BEFORE: str = BEFORE, AFTER: str = AFTER, _sys: "Any" = sys) -> None:
     """Execute ``module`` with ``loader``, running its patches before and after.
 
     The ``exec_module`` of a watched import's loader: an attribute of a file loader made
@@ -113,7 +120,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
         # off first, so that the body runs with the loader's own method
         # (importer.take_shadow_off, written out).
         loader = proxy
-        if type(loader) not in _OWN_LOADER_TYPES:
+        if _type_of(loader) not in _OWN_LOADER_TYPES:
             raise ImportError(f"lazypatch: a file loader's exec_module was called for "
                               f"module {module.__name__!r}, whose spec names another loader "
                               f"({loader!r}); call exec_module of the loader its spec names",
@@ -159,7 +166,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
         received = module
         before_applied = False
         try:
-            for patch in _by_target.get(name, ()):
+            for patch in _patches_of(name, ()):
                 if (patch._live or patch.unsettled) and patch.is_applied_to(module):
                     _revert_for_reload(patch, module)
                 if patch.phase is BEFORE and patch.enabled:
@@ -178,9 +185,9 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> No
             # Re-read the catalog: the body may have registered patches on itself. A
             # program (target given) is patched in its own namespace.
             if target is None:
-                received = sys.modules.get(name, module)
-            for patch in _by_target.get(name, ()):
-                if patch.phase is AFTER and patch.enabled:
+                received = _sys.modules.get(name, module)
+            for patch in _patches_of(name, ()):
+                if patch.phase is AFTER and patch.enabled:   # (no call for a disabled one)
                     apply(patch, received)
         except BaseException:
             # The import fails (a strict failure, an error in the body, an interrupt):
@@ -252,7 +259,18 @@ def run_patches(target: str, module: "Any", phase: str) -> None:
             apply(patch, module)
 
 
-def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
+def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
+          # Never passed: the globals a no-op application reads, bound as defaults. A
+          # process's first watched import runs this function unspecialized, where a
+          # global read costs about 150 instructions and a local one a few
+          # (benchmarks/COSTS.md, the eleventh pass).
+          _claim: "Callable[[Any, Any], Any]" = _claims.setdefault,
+          _claims: "Dict[Any, Any]" = _claims, _clock: "Callable[[], float]" = perf_counter,
+          _one_time_ms: "Dict[int, float]" = _one_time_ms,
+          _weak_reference: "Any" = _weak_reference, _type_of: "Any" = type,
+          _ModuleType: "Any" = _ModuleType, _NOTHING_UNTRACKED: "Any" = _NOTHING_UNTRACKED,
+          _state: "Any" = STATE,
+          _copy_namespace: "Callable[[Dict[str, Any]], Dict[str, Any]]" = dict.copy) -> None:
     """Apply one patch to one module object, at most once, as a transaction.
 
     Never raises for an ordinary failure unless strict mode is on; a
@@ -280,7 +298,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
     else:
         context = None
     record = [module, 0.0, 0.0, _NOTHING_UNTRACKED, context]
-    if _claims.setdefault(patch, record) is not record:
+    if _claim(patch, record) is not record:
         return
     try:
         # The raw slot (no settling on the import path): is_applied_to reads both.
@@ -293,16 +311,16 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
             return
         # A shallow copy (in C) both detects plain assignments afterwards and keeps
         # the old values alive, so their id()s cannot be reused while we compare.
-        plain_module = type(module) is _ModuleType
+        plain_module = _type_of(module) is _ModuleType
         if plain_module:
             namespace: "Any" = module.__dict__
-            before = namespace.copy()
+            before: "Any" = _copy_namespace(namespace)   # (dict.copy: no method lookup)
         else:
             namespace = _own_namespace(module)
-            before = namespace.copy() if type(namespace) is dict else None
+            before = namespace.copy() if _type_of(namespace) is dict else None
         # The one-time import tally is empty until a patch first imports wrapt.
         charged = _one_time_ms.get(get_ident(), 0.0) if _one_time_ms else 0.0
-        started = perf_counter()
+        started = _clock()
         try:
             function = patch.function   # (a slot read: a method lookup would not specialize)
             if context is None:
@@ -319,7 +337,7 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
             _interrupted(patch, context_of_record(patch.name, record), error, (started, charged))
             raise
         try:
-            ended = perf_counter()
+            ended = _clock()
             if _one_time_ms:   # a first import of a heavy dependency is not this patch's time
                 started += (_one_time_ms.get(get_ident(), 0.0) - charged) / 1000.0
             # Nothing recorded and the namespace equal to its copy (compared in C): no
@@ -335,38 +353,43 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False) -> None:
                 # Nothing to undo: the record need not keep the module alive, and
                 # a module it holds outlives sys.modules at the interpreter's exit,
                 # to be cleared and traversed on its own (PatchContext.module).
-                record[RECORD_MODULE] = _weak_reference(module)
+                record[0] = _weak_reference(module)   # RECORD_MODULE
             before = None   # the copy goes now: memory follows what changed, not module size
             # The commit, without the lock: the record is written into the patch's
             # fields when first read (RegisteredPatch.settle). ``unsettled`` is only
-            # appended to, here, by the thread holding the claim.
-            record[RECORD_STARTED] = started
-            record[RECORD_ENDED] = ended
+            # appended to, here, by the thread holding the claim. (The record's indices
+            # are written as numbers here, state.RECORD_*: each global read costs the first
+            # watched import of a process about 150 instructions, unspecialized.)
+            record[1] = started   # RECORD_STARTED
+            record[2] = ended     # RECORD_ENDED
             unsettled = patch.unsettled
-            if unsettled.__class__ is list:
+            if unsettled:
                 unsettled.append(record)
-            else:   # the shared empty tuple: a first application
+            else:
+                # The shared empty tuple (a first application), or a list settle emptied:
+                # replaced whole, which is safe once empty (settle deletes from the list
+                # it read only the records it read there) and cheaper to test than the
+                # type (a global and an attribute read, unspecialized on a first import).
                 patch.unsettled = [record]
-            if patch.generation != generation or not patch.enabled:
-                # Unpatched or disabled by another thread while the function ran.
-                _roll_back_in_flight(patch, record)
-                return
         except BaseException:
             # An interrupt (KeyboardInterrupt from a signal handler) before the commit
             # ended: nothing holds the context's changes, so nothing would undo them.
             _roll_back_in_flight(patch, record, quietly=True)
             raise
-        if late or STATE.debug_logging or STATE.events is not None and STATE.events.active \
-                or context is not None and context.changes:
-            _after_commit(patch, context_of_record(patch.name, record), late)
+        if late or context is not None and context.changes \
+                or _state.events is not None and _state.events.active:
+            if patch.generation == generation and patch.enabled:   # (stale: taken back below)
+                _after_commit(patch, context_of_record(patch.name, record), late)
     finally:
         del _claims[patch]
-    # Reached by a committed application only. An unpatch() between the check above and
-    # the end of the claim passed this record over as in flight (RegisteredPatch.settle),
-    # and this thread had already decided to keep it: without this second check it would
-    # stay live after unpatch() returned (tests/trust/test_threads.py found it). One that
-    # came after the claim ended found the record itself; _take_back_passed_over tells
-    # the two apart under the lock.
+    # Reached by a committed application only. Unpatched or disabled by another thread
+    # since the function started: while the claim was held an undo passed this record
+    # over as in flight (RegisteredPatch.settle), and after it a reader may have settled
+    # it; _take_back_passed_over tells the two apart under the lock and takes it back
+    # either way, so no patch stays live after unpatch() returned
+    # (tests/trust/test_threads.py). One check, after the claim, not one inside it too:
+    # each read of the patch's fields costs the first watched import of a process
+    # about 150 instructions, unspecialized (benchmarks/COSTS.md).
     if patch.generation != generation or not patch.enabled:
         _take_back_passed_over(patch, record)
 
@@ -416,9 +439,8 @@ def _after_commit(patch: "RegisteredPatch", context: PatchContext, late: bool) -
         _track_calls(patch, context)
         for change, others in context.conflicts:
             _record_conflict(change, others)
-    if STATE.debug_logging:
-        _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name, patch.target,
-               len(context.changes), (context.ended - context.started) * 1000.0)
+    _debug("patch %s applied to %s (%d change(s), %.3f ms)", patch.name, patch.target,
+           len(context.changes), (context.ended - context.started) * 1000.0)
     if late:
         _warn_late(patch, context)
     if STATE.events is not None and STATE.events.active:
@@ -500,7 +522,8 @@ def _applied_event(patch: "RegisteredPatch", context: PatchContext) -> None:
         _events.act(patch, _events.APPLY, action, message)
 
 
-_NOTHING_UNTRACKED: "List[str]" = []
+# apply writes a record's first three fields by number (see there)
+assert (RECORD_MODULE, RECORD_STARTED, RECORD_ENDED) == (0, 1, 2)
 
 
 def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", module: "Any",

@@ -65,3 +65,20 @@ def test_figures_subtract_the_named_baselines():
     figures = measure_single_import.figures(costs)
     for name, (variant, baseline) in measure_single_import.FIGURES.items():
         assert figures[name] == costs[variant] - costs[baseline]
+
+
+def test_programs_count_the_same_characters_but_the_import(directory):
+    # The C heap's layout follows every string of the start-up: the programs' names are
+    # equally long, and each pair differs only in one line of the same length.
+    names = [measure_single_import.program_name(variant, with_import)
+             for variant in measure_single_import.VARIANTS for with_import in (False, True)]
+    assert len(set(names)) == len(names) and len({len(name) for name in names}) == 1
+    for variant in measure_single_import.VARIANTS:
+        with_import, without = (measure_single_import.program(variant, flag).splitlines()
+                                for flag in (True, False))
+        differing = [(a, b) for a, b in zip(with_import, without) if a != b]
+        assert differing == [("import m", measure_single_import.NO_IMPORT)]
+        assert len(measure_single_import.NO_IMPORT) == len("import m")
+    targets = {target for activated, target, _, _ in measure_single_import.VARIANTS.values()
+               if activated}
+    assert {len(target) for target in targets} == {len("m")}
