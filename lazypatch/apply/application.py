@@ -649,8 +649,8 @@ def _record_conflict(change: "Change", others: "List[Change]") -> None:
             patch = STATE.catalog.by_name.get(name)
             if patch is not None and text not in patch.conflicts:
                 patch.conflicts = [*patch.conflicts, text]
-    from ..notices import notify  # only on this path: see benchmarks/COSTS.md
     from ..errors import PatchConflictWarning
+    from ..notices import notify  # only on this path: see benchmarks/COSTS.md
     notify(f"lazypatch: conflict: {text}", PatchConflictWarning, stacklevel=4)
 
 

@@ -1,43 +1,45 @@
-"""The import hook: one finder on ``sys.meta_path`` and a transparent loader proxy.
+"""The import hook: one finder on ``sys.meta_path`` and a transparent loader proxy."""
 
-How an import reaches a patch:
-
-1. ``LazyPatchFinder.find_spec`` is asked about every module not yet in
-   ``sys.modules``. For names no patch watches it returns None after one dict
-   lookup, so unwatched imports cost about one Python call.
-2. For a watched name it asks the finders *after* itself for the real spec
-   (walking ``sys.meta_path`` itself). A file loader the path finder made for
-   that spec alone gets the body runner as its ``exec_module``, an attribute of
-   the instance (``OWN_LOADER_TYPES``); any other loader is swapped for a
-   ``LoaderProxy`` on ``spec.loader``.
-3. The import system calls that ``exec_module`` (``application.run_body``),
-   which takes the attribute off (or puts the real loader back), runs the
-   ``before_import`` patches, the real loader's ``exec_module`` (the module
-   body), and then the ``when_imported`` patches on what ``sys.modules``
-   holds at that moment, which is what the importer will hand out.
-
-Why not ``importlib.util.find_spec`` in step 2, as wrapt does: for a
-submodule it imports the parent package, taking the parent's module lock.
-If the parent's ``__init__`` started a thread that imports a watched
-submodule and waits for it, that thread blocks on the lock the waiting
-thread holds (wrapt stalls there; ddtrace hit it with snowflake-connector
-and switched to walking ``sys.meta_path``, DataDog/dd-trace-py#17742). The
-``path`` argument the import system passes us already is the parent's
-``__path__``, so no parent import is needed.
-
-Two more ways in, both off the path of ordinary imports:
-
-* Import boundaries (``boundaries.py``): a watched name whose patches include
-  a boundary declaration gets a spec made by that declaration, either before
-  the other finders are asked (a replaced module: its real body must never
-  run) or only when none of them finds the name (a stand-in for a module that
-  is not installed). The module then goes through ``run_body`` like any other.
-* Programs run by ``runpy`` (``python -m pkg.mod``, ``runpy.run_module``):
-  runpy asks the spec's loader for ``get_code`` and executes the code itself
-  in ``__main__``'s namespace; ``exec_module`` never runs. ``LoaderProxy``
-  answers runpy's ``get_code`` with a small code object that runs the real
-  code through ``run_body`` (``programs.py``).
-"""
+# (This module's story is told in comments, not docstrings: a docstring is loaded with the
+# module at activation, about 3 instructions a byte: benchmarks/COSTS.md.)
+#
+# How an import reaches a patch:
+#
+# 1. ``LazyPatchFinder.find_spec`` is asked about every module not yet in
+#    ``sys.modules``. For names no patch watches it returns None after one dict
+#    lookup, so unwatched imports cost about one Python call.
+# 2. For a watched name it asks the finders *after* itself for the real spec
+#    (walking ``sys.meta_path`` itself). A file loader the path finder made for
+#    that spec alone gets the body runner as its ``exec_module``, an attribute of
+#    the instance (``OWN_LOADER_TYPES``); any other loader is swapped for a
+#    ``LoaderProxy`` on ``spec.loader``.
+# 3. The import system calls that ``exec_module`` (``application.run_body``),
+#    which takes the attribute off (or puts the real loader back), runs the
+#    ``before_import`` patches, the real loader's ``exec_module`` (the module
+#    body), and then the ``when_imported`` patches on what ``sys.modules``
+#    holds at that moment, which is what the importer will hand out.
+#
+# Why not ``importlib.util.find_spec`` in step 2, as wrapt does: for a
+# submodule it imports the parent package, taking the parent's module lock.
+# If the parent's ``__init__`` started a thread that imports a watched
+# submodule and waits for it, that thread blocks on the lock the waiting
+# thread holds (wrapt stalls there; ddtrace hit it with snowflake-connector
+# and switched to walking ``sys.meta_path``, DataDog/dd-trace-py#17742). The
+# ``path`` argument the import system passes us already is the parent's
+# ``__path__``, so no parent import is needed.
+#
+# Two more ways in, both off the path of ordinary imports:
+#
+# * Import boundaries (``boundaries.py``): a watched name whose patches include
+#   a boundary declaration gets a spec made by that declaration, either before
+#   the other finders are asked (a replaced module: its real body must never
+#   run) or only when none of them finds the name (a stand-in for a module that
+#   is not installed). The module then goes through ``run_body`` like any other.
+# * Programs run by ``runpy`` (``python -m pkg.mod``, ``runpy.run_module``):
+#   runpy asks the spec's loader for ``get_code`` and executes the code itself
+#   in ``__main__``'s namespace; ``exec_module`` never runs. ``LoaderProxy``
+#   answers runpy's ``get_code`` with a small code object that runs the real
+#   code through ``run_body`` (``programs.py``).
 
 import sys
 from _thread import get_ident
@@ -499,21 +501,25 @@ class MetaPath(list):
     """``sys.meta_path`` once lazypatch is activated: to the import system a list like
     any other (it iterates it with C list iteration, so imports cost the same) that
     keeps lazypatch's promises however the program changes it.
-
-    After every change (``insert``, ``append``, ``extend``, ``+=``, ``*=``, item and
-    slice assignment, ``del``, ``remove``, ``pop``, ``clear``, ``sort``, ``reverse``)
-    every finder ahead of lazypatch's is guarded at once (``guard_foreign_finders``):
-    a watched module it claims in the very next import still gets its patches, and the
-    foreign finder keeps its place. A finder that cannot be guarded (a class moved
-    ahead by ``sort`` or ``reverse``) gets lazypatch's finder put just ahead of it;
-    lazypatch's finder asks the others in their order, so every import finds what it
-    found before. A change that drops lazypatch's finder puts it back first:
-    ``lazypatch.uninstall()`` is the way to take it off. A new list assigned to
-    ``sys.meta_path`` gets the same at the start of the next import
-    (``check_each_import``). Pickled and copied, it is a plain list.
     """
 
+    # After every change (``insert``, ``append``, ``extend``, ``+=``, ``*=``, item and
+    # slice assignment, ``del``, ``remove``, ``pop``, ``clear``, ``sort``, ``reverse``)
+    # every finder ahead of lazypatch's is guarded at once (``guard_foreign_finders``):
+    # a watched module it claims in the very next import still gets its patches, and the
+    # foreign finder keeps its place. A finder that cannot be guarded (a class moved
+    # ahead by ``sort`` or ``reverse``) gets lazypatch's finder put just ahead of it;
+    # lazypatch's finder asks the others in their order, so every import finds what it
+    # found before. A change that drops lazypatch's finder puts it back first:
+    # ``lazypatch.uninstall()`` is the way to take it off. A new list assigned to
+    # ``sys.meta_path`` gets the same at the start of the next import
+    # (``check_each_import``). Pickled and copied, it is a plain list.
+
     __slots__ = ()
+    # Hashed by identity, unlike a list: it is a constant of the import system's
+    # ``_find_spec`` code once the check is written in (``checked_code``), and a code
+    # object's hash hashes its constants.
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
     def __reduce_ex__(self, protocol: "Any") -> "Any":
         return list, (list(self),)
@@ -588,21 +594,19 @@ def check_each_import(guarded: "Any", write_check_in: bool = True) -> None:
     bootstrap = sys.modules.get("_frozen_importlib")
     current = getattr(bootstrap, "_find_spec", None)
     original = getattr(current, "__lazypatch_original__", current)
-    code = getattr(original, "__code__", None)
+    # The import system's own code, also where the check is written in already (a second
+    # call writes it again, for the list it is given now).
+    written_in = _originals[0][1] if _originals and _originals[0][0] is original else None
+    code = written_in or getattr(original, "__code__", None)
     if code is None or code.co_argcount != 3:
         return   # an import system of another shape: MetaPath alone
-    if write_check_in or CHECK_NAME in code.co_names:
-        namespace = bootstrap.__dict__   # (the checked code's globals)
-        namespace[GUARDED_NAME] = guarded
-        namespace[CHECK_NAME] = _check_front
-        checked = code if CHECK_NAME in code.co_names else checked_code(code)
+    if write_check_in or written_in is not None:
+        checked = checked_code(code, guarded, _check_front)
         if checked is not None:
-            if checked is not code:
-                _originals[:] = [(original, code)]
-                original.__code__ = checked  # type: ignore[union-attr]
+            _originals[:] = [(original, code)]
+            original.__code__ = checked  # type: ignore[union-attr]
             bootstrap._find_spec = original  # type: ignore[union-attr]  # (our wrapper off)
             return
-        del namespace[GUARDED_NAME], namespace[CHECK_NAME]
     if current is not original and getattr(current, "__lazypatch_guarded__", None) is guarded:
         return   # done already, for this list
     checking = _checking_find_spec(original, guarded)  # type: ignore[arg-type]
@@ -676,9 +680,6 @@ def stop_checking_imports() -> None:
     for function, code in _originals:   # (check_each_import's)
         function.__code__ = code
     del _originals[:]
-    namespace = getattr(bootstrap, "__dict__", {})
-    namespace.pop(GUARDED_NAME, None)
-    namespace.pop(CHECK_NAME, None)
     original = getattr(getattr(bootstrap, "_find_spec", None), "__lazypatch_original__", None)
     if original is not None:
         bootstrap._find_spec = original  # type: ignore[union-attr]
@@ -698,24 +699,34 @@ def stop_checking_imports() -> None:
 # and the new code object has, in their place,
 #
 #     meta_path = sys.meta_path
-#     if meta_path is not _lazypatch_front_guarded:
-#         _lazypatch_check_front()   # raises that ImportError for None, else checks the front
+#     if meta_path is not <the guarded list>:
+#         <_check_front>.__call__()   # raises that ImportError for None, else checks the front
 #
 # so an import whose ``sys.meta_path`` is still the guarded list runs three bytecodes more
-# (a global read, ``is not``, a jump), no frame.
+# (a constant, ``is not``, a jump), no frame.
+#
+# Both objects are constants of the new code, not globals: a name added to
+# ``_frozen_importlib``'s namespace changes its keys, and every global read the import
+# system's functions had specialized then misses, 53 times each before it specializes
+# again: the ~50 imports after activation each cost about 13,000 instructions more
+# (benchmarks/COSTS.md, the twelfth pass). A code object's hash hashes its constants
+# (caches keyed by code objects: torch._dynamo's), so ``MetaPath`` hashes by identity.
 #
 # Both versions of those lines are compiled here, by the running interpreter, as the
 # templates below: the original's template must equal ``_find_spec``'s first bytes exactly
 # (the same opcodes, caches, constants, names and locals), else the code is left alone and
-# ``check_each_import`` falls back to the wrapper. The rest of ``_find_spec`` is copied unchanged;
-# its jumps are relative, so only the exception table (absolute offsets) and the location
-# table (the inserted units) need shifting. The two names live in ``_frozen_importlib``'s
-# namespace because that is where the code's globals are; ``stop_checking_imports``
-# removes them. (Here, not in a module of its own: a module more costs activation about
-# 310,000 instructions, benchmarks/COSTS.md.)
+# ``check_each_import`` falls back to the wrapper. The checked template reads the two
+# objects as free variables (LOAD_DEREF, one code unit without caches in every version),
+# which become constants (LOAD_CONST, the same size); its check is called through
+# ``__call__``, whose method load keeps the checked lines longer than the original ones
+# (7 code units on 3.11-3.14), as the tables' shifting below needs. The rest of
+# ``_find_spec`` is copied unchanged; its jumps are relative, so only the exception
+# table (absolute offsets) and the location table (the inserted units) need shifting.
+# (Here, not in a module of its own: a module more costs activation about 310,000
+# instructions, benchmarks/COSTS.md.)
 
-GUARDED_NAME = "_lazypatch_front_guarded"
-CHECK_NAME = "_lazypatch_check_front"
+_GUARDED_NAME = "_lazypatch_front_guarded"
+_CHECK_NAME = "_lazypatch_check_front"
 _END_NAME = "_lazypatch_region_end"
 # The import system's message for a meta_path of None (the original's template has it).
 SHUT_DOWN_MESSAGE = "sys.meta_path is None, Python is likely shutting down"
@@ -731,39 +742,61 @@ def _original_template(name, path, target=None):
     return _lazypatch_region_end(None)  # noqa: F821
 
 
-def _checked_template(name, path, target=None):
-    meta_path = sys.meta_path
-    if meta_path is not _lazypatch_front_guarded:  # noqa: F821
-        _lazypatch_check_front()  # noqa: F821
-    return _lazypatch_region_end(None)  # noqa: F821
+def _checked_template() -> "Any":
+    # The checked lines' template, as the code of a closure: its two objects are free
+    # variables (checked_code makes them constants).
+    _lazypatch_front_guarded = _lazypatch_check_front = None
+
+    def checked(name, path, target=None):
+        meta_path = sys.meta_path
+        if meta_path is not _lazypatch_front_guarded:
+            _lazypatch_check_front.__call__()
+        return _lazypatch_region_end(None)  # noqa: F821
+    return checked.__code__
 
 
-def checked_code(original: "Any") -> "Optional[Any]":
-    """``_find_spec``'s code with the front check written in, or None (another shape)."""
-    template = _original_template.__code__
-    checked = _checked_template.__code__
-    expected = template.co_code
+# How ``checked_code`` reads the checked template. The same bytes mean the same names,
+# constants and locals at the same indices, so the checked lines read them by those
+# indices too; its first unit, COPY_FREE_VARS, is left out (``_find_spec`` has no cells).
+# The opcodes are the running interpreter's: the checked lines equal the original ones up
+# to the guarded list's load, a LOAD_DEREF (the first differing byte, the highest set bit
+# of the two read as integers and XORed), and the original template's region end loads
+# None right after its LOAD_GLOBAL's caches (zero bytes): a LOAD_CONST. The check's
+# ``__call__`` is loaded right after the check (LOAD_METHOD; LOAD_ATTR with the method bit
+# from 3.12) by the template's index of the name, which becomes ``_find_spec``'s last.
+# C operations, not Python loops: this runs once, at activation, unspecialized.
+
+
+def checked_code(original: "Any", guarded: "Any", check: "Callable[[], None]"
+                 ) -> "Optional[Any]":
+    """``_find_spec``'s code with the front check written in (``sys.meta_path`` compared
+    with ``guarded``, ``check`` called where it is another), or None (another shape)."""
+    template, checked = _original_template.__code__, _checked_template()
+    expected, replacement, code = template.co_code, checked.co_code, original.co_code
     global_opcode = expected[2]   # the LOAD_GLOBAL of ``sys`` after RESUME
     # Where each template's region ends: its LOAD_GLOBAL (NULL + _lazypatch_region_end).
     end = _instruction(expected, global_opcode, template.co_names.index(_END_NAME) << 1 | 1)
-    replacement = checked.co_code
     new_end = _instruction(replacement, global_opcode, checked.co_names.index(_END_NAME) << 1 | 1)
-    code = original.co_code
-    # The same bytes mean the same names, constants and locals at the same indices: the
-    # checked region reads them by those indices too.
-    if (end <= 0 or new_end < end or code[:end] != expected[:end]
-            or len(original.co_names) > 125):   # a name index needing EXTENDED_ARG
+    constants, names = original.co_consts, original.co_names + ("__call__",)
+    if (end <= 0 or new_end < end + 2 or code[:end] != expected[:end] or len(names) > 127
+            or replacement[2:4] != expected[:2] or len(constants) > 254):   # (EXTENDED_ARG)
         return None
-    names = original.co_names + (GUARDED_NAME, CHECK_NAME)
-    # The checked region, its two names numbered as in ``names`` (the other is sys, 0):
-    # the guarded list is loaded alone, the check with a NULL for its call (low bit 1).
-    region = bytearray(replacement[:new_end])
-    for index, name, null in ((len(names) - 2, GUARDED_NAME, 0), (len(names) - 1, CHECK_NAME, 1)):
-        offset = _instruction(region, global_opcode, checked.co_names.index(name) << 1 | null)
-        if offset <= 0:
+    region = bytearray(replacement[2:new_end])
+    difference = int.from_bytes(region[:end], "big") ^ int.from_bytes(expected[:end], "big")
+    guard = end - 1 - (difference.bit_length() - 1) // 8
+    tail = expected[end + 2:]
+    load_const, load_deref = expected[end + 2 + len(tail) - len(tail.lstrip(b"\0"))], region[guard]
+    first_free, offset = len(checked.co_varnames) + len(checked.co_cellvars), 0
+    for index, name in ((len(constants), _GUARDED_NAME), (len(constants) + 1, _CHECK_NAME)):
+        offset = _instruction(region, load_deref, first_free + checked.co_freevars.index(name))
+        if offset < guard or guard % 2:
             return None
-        region[offset + 1] = index << 1 | null
-    shift = (new_end - end) // 2   # in code units
+        region[offset:offset + 2] = bytes((load_const, index))
+    call_index, call = checked.co_names.index("__call__"), len(names) - 1
+    if region[offset + 3] not in (call_index, call_index << 1 | 1):
+        return None
+    region[offset + 3] = call if region[offset + 3] == call_index else call << 1 | 1
+    shift = (len(region) - end) // 2   # in code units
     exceptions = _shifted_exception_table(original.co_exceptiontable, end // 2, shift)
     if exceptions is None or not 0 < shift <= 8:
         return None
@@ -772,6 +805,7 @@ def checked_code(original: "Any") -> "Optional[Any]":
     # are labelled a few units off, harmlessly (no loop over the table at activation).
     locations = bytes((128 | 13 << 3 | shift - 1, 0)) + original.co_linetable
     return original.replace(co_code=bytes(region) + code[end:], co_names=names,
+                            co_consts=constants + (guarded, check),
                             co_exceptiontable=exceptions, co_linetable=locations,
                             co_stacksize=max(original.co_stacksize, checked.co_stacksize))
 
