@@ -45,6 +45,7 @@ class Settings:
     count_torch: bool         # count `import torch` under callgrind (~1 min per process)
     torch_repetitions: int    # processes per side timing `import torch`
     count_heavy: bool = True  # callgrind for watched and scale (wrapt, 10,000 registrations)
+    outside_places: int = 5   # directories measure_single_import counts its programs in
 
 
 # --smoke: the smallest settings, for the test suite (every measurement runs; the
@@ -52,7 +53,7 @@ class Settings:
 SMOKE = Settings(repetitions=1, heavy_repetitions=1, modules=20, counted_modules=10,
                  wrap_calls=1_000, count_torch=False, torch_repetitions=1, count_heavy=False)
 QUICK = Settings(repetitions=3, heavy_repetitions=1, modules=200, counted_modules=100,
-                 wrap_calls=20_000, count_torch=False, torch_repetitions=3)
+                 wrap_calls=20_000, count_torch=False, torch_repetitions=3, outside_places=2)
 FULL = Settings(repetitions=21, heavy_repetitions=7, modules=2_000, counted_modules=1_000,
                 wrap_calls=200_000, count_torch=True, torch_repetitions=11)
 
@@ -67,7 +68,8 @@ MEASUREMENTS: Dict[str, Measurement] = {
     "torch": lambda env, s, count: measure_imports.torch_import(
         env, s.torch_repetitions, count and s.count_torch),
     "watched": lambda env, s, count: measure_imports.watched(
-        env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None),
+        env, s.repetitions, s.modules, s.counted_modules if count and s.count_heavy else None,
+        s.outside_places),
     "lazy-eager": lambda env, s, count: measure_lazy_eager.measure(env, s.heavy_repetitions),
     "wrap": lambda env, s, count: measure_wrap.measure(env, s.repetitions, s.wrap_calls),
     "calls": lambda env, s, count: measure_calls.measure(env, s.repetitions, s.wrap_calls),

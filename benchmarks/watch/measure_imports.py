@@ -187,9 +187,11 @@ def torch_import(environment: Environment, repetitions: int, count_instructions:
 
 
 def watched(environment: Environment, repetitions: int, count: int,
-            instruction_count: Optional[int]) -> List[Dict[str, object]]:
+            instruction_count: Optional[int], outside_places: int = 5
+            ) -> List[Dict[str, object]]:
     """Rows: extra cost of a watched import before any patch runs (the budget), and
-    with a no-op patch (its bookkeeping included) for lazypatch against wrapt."""
+    with a no-op patch (its bookkeeping included) for lazypatch against wrapt; the
+    outside measurement counts its programs in ``outside_places`` directories."""
     # wrapt is imported on every side, so only the hooks differ between variants.
     variants = {"plain": {"finder": False, "wrapt": True},
                 "machinery": {"finder": True, "wrapt": True, "watch": "lazypatch-disabled"},
@@ -236,7 +238,7 @@ def watched(environment: Environment, repetitions: int, count: int,
         rows.append(once_with_exit(environment))
         rows.extend(measure_single_import.rows(environment.clean_python,
                                                environment.root / "outside", GROUP_WATCHED,
-                                               NO_OP_PATCH_BUDGET))
+                                               NO_OP_PATCH_BUDGET, outside_places))
     machinery_extra = per_import_us(samples["machinery"], count) - plain_us
     rows.append(harness.row(
         GROUP_WATCHED, "watched import before its patches run (wall)", machinery_extra,

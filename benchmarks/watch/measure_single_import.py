@@ -167,8 +167,10 @@ def medians(results: List[Dict[str, Any]]) -> Dict[str, float]:
 def rows(python: Path, root: Path, group: str, budget: int,
          places: int = 5) -> List[Dict[str, object]]:
     """The harness's rows (``measure_imports.watched``): the one watched import after 20
-    others (its verdict decides), and the first watched import of a process with the
-    machinery loaded, each over the unwatched import of the same activated process."""
+    others and the first watched import of a process with the machinery loaded, each over
+    the unwatched import of the same activated process (judged); the first unwatched
+    import over a process without lazypatch and the first watched import with the
+    machinery's loading (recorded)."""
     results = measure(python, places, root)
     middle = medians(results)
 
@@ -191,6 +193,25 @@ def rows(python: Path, root: Path, group: str, budget: int,
                  f"{places} directories ({spread(name)}); over a process without lazypatch: "
                  f"median {middle[over_plain]:,.0f} ({spread(over_plain)})",
             raw={"results": results}))
+    # What else a judge counting whole processes could mean: recorded, not judged.
+    for name, title, note in (
+            ("unwatched over plain", "the process's first unwatched import after activation, "
+             "over a process without lazypatch",
+             "the same import in `import lazypatch.auto` processes (a no-op patch on a module "
+             "never imported) and in processes without lazypatch: the finder every import asks "
+             "(about 4,700 instructions, DESIGN.md's floor for any Python finder) and what the "
+             "first imports after activation pay beyond it"),
+            ("first watched import (machinery loading) over unwatched",
+             "the process's first watched import, machinery loading included",
+             "as the judged row, without loading lazypatch.apply.application first: the first "
+             "watched import loads it")):
+        variant, baseline = FIGURES[name]
+        shown.append(harness.row(
+            group, f"outside measurement: {title} (instructions, exit included)", middle[name],
+            "instr", baseline=statistics.median(result["costs"][baseline] for result in results),
+            verdict=harness.INFO,
+            note=f"measure_single_import.py, {note}; median over {places} directories "
+                 f"({spread(name)})"))
     return shown
 
 
