@@ -600,6 +600,9 @@ def check_each_import(guarded: "Any", write_check_in: bool = True) -> None:
     code = written_in or getattr(original, "__code__", None)
     if code is None or code.co_argcount != 3:
         return   # an import system of another shape: MetaPath alone
+    if written_in is not None and original.__code__.co_consts[-2] is guarded:  # type: ignore[union-attr]
+        bootstrap._find_spec = original  # type: ignore[union-attr]
+        return   # written in already, for this list (a new code would run unspecialized)
     if write_check_in or written_in is not None:
         checked = checked_code(code, guarded, _check_front)
         if checked is not None:

@@ -225,3 +225,20 @@ def test_any_exception_table_shifts_as_the_plain_loop_shifts_it():
         assert find_spec_code._shifted_exception_table(table, end, shift) == \
             _model_shift(table, end, shift)
     shifts_as_the_model()
+
+
+def test_installing_again_keeps_the_written_in_code(interpreter):
+    # lazypatch.install() after activation asks for the check again, for the same list: a
+    # new code object would run its next imports unspecialized.
+    result = interpreter.run_json(
+        "import _frozen_importlib, json, sys\n"
+        "import lazypatch.auto, lazypatch\n"
+        "code = _frozen_importlib._find_spec.__code__\n"
+        "lazypatch.install()\n"
+        "kept = _frozen_importlib._find_spec.__code__ is code\n"
+        "sys.meta_path = list(sys.meta_path)\n"
+        "lazypatch.install()   # a new list: MetaPath again, and the check for it\n"
+        "rewritten = _frozen_importlib._find_spec.__code__\n"
+        "print(json.dumps({'kept': kept, 'guards_the_new_list': rewritten is not code\n"
+        "                  and rewritten.co_consts[-2] is sys.meta_path}))\n")
+    assert result == {"kept": True, "guards_the_new_list": True}, result
