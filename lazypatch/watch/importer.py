@@ -1,6 +1,6 @@
 """The import hook: one finder on ``sys.meta_path`` and a transparent loader proxy."""
 
-# (This module's story is told in comments, not docstrings: a docstring is loaded with the
+# (Told here in comments, not in the module's docstring: a docstring is loaded with the
 # module at activation, about 3 instructions a byte: benchmarks/COSTS.md.)
 #
 # How an import reaches a patch:
