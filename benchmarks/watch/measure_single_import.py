@@ -176,15 +176,16 @@ def rows(python: Path, root: Path, group: str, budget: int,
 
     def spread(name: str) -> str:
         return ", ".join(f"{result['figures'][name]:,}" for result in results)
+
+    def baseline_of(name: str) -> float:   # the median cost of the figure's baseline variant
+        return statistics.median(result["costs"][FIGURES[name][1]] for result in results)
     shown = []
     for name, title in ((AFTER_20, "after 20 other watched imports"),
                         (JUDGED, "the process's first watched import, machinery loaded")):
-        variant, baseline = FIGURES[name]
         over_plain = FIGURES_OVER_PLAIN[name]
         shown.append(harness.row(
             group, f"watched import, no-op patch, outside measurement: {title} "
-            "(instructions, exit included)", middle[name], "instr",
-            baseline=statistics.median(result["costs"][baseline] for result in results),
+            "(instructions, exit included)", middle[name], "instr", baseline=baseline_of(name),
             budget=f"≤ {budget:,} instr", verdict=harness.verdict(middle[name] <= budget),
             note=f"measure_single_import.py: `python program.py` per variant in a clean venv, "
                  f"`import lazypatch.auto` and a no-op `when_imported` patch, gc.disable() first, "
@@ -205,11 +206,9 @@ def rows(python: Path, root: Path, group: str, budget: int,
              "the process's first watched import, machinery loading included",
              "as the judged row, without loading lazypatch.apply.application first: the first "
              "watched import loads it")):
-        variant, baseline = FIGURES[name]
         shown.append(harness.row(
             group, f"outside measurement: {title} (instructions, exit included)", middle[name],
-            "instr", baseline=statistics.median(result["costs"][baseline] for result in results),
-            verdict=harness.INFO,
+            "instr", baseline=baseline_of(name), verdict=harness.INFO,
             note=f"measure_single_import.py, {note}; median over {places} directories "
                  f"({spread(name)})"))
     return shown
