@@ -31,6 +31,7 @@ from _thread import get_ident
 from _weakref import ref as _weak_reference
 from time import perf_counter
 
+from ..errors import LatePatchWarning, PatchConflictWarning, SkipPatch
 from ..slots import ATTRIBUTE, describe_exception
 from ..state import (
     AFTER,
@@ -58,14 +59,12 @@ from .ledger import PatchContext, process_ledger
 # the eighth pass): events.py with selection.py, requirements.py and versions.py (3.9M
 # instructions; the rules are ``STATE.events``, None until events.py is loaded), undo.py
 # (a reload, a rollback), calls.py with itertools (an application that changed
-# something), unfinished.py (a late application) and errors.py (a failure, a skip, a
-# conflict, a late application's warning: 1.2M instructions, its eight exception classes).
+# something) and unfinished.py (a late application).
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
     from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-    from ..errors import SkipPatch
     from ..state import RegisteredPatch
     from .ledger import Change
 
@@ -328,7 +327,10 @@ def apply(patch: "RegisteredPatch", module: "Any", late: bool = False,
                 function(module)
             else:
                 function(module, context)
-        except Exception as error:   # (SkipPatch too: _fail tells them apart)
+        except SkipPatch as skip:
+            _skipped(patch, context_of_record(patch.name, record), skip, (started, charged))
+            return
+        except Exception as error:
             _fail(patch, context_of_record(patch.name, record), error, (started, charged))
             return
         except BaseException as error:   # KeyboardInterrupt, SystemExit, GeneratorExit...
@@ -557,7 +559,7 @@ def untracked_names(before: "Dict[str, Any]", namespace: "Dict[str, Any]", modul
                   if not (name in after and ledger.holds(ATTRIBUTE, module, name, after[name])))
 
 
-def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: "SkipPatch",
+def _skipped(patch: "RegisteredPatch", context: PatchContext, skip: SkipPatch,
              started: "Tuple[float, float]") -> None:
     """The patch raised SkipPatch: its changes rolled back, the patch ``skipped``."""
     _undo_quietly(context)
@@ -610,13 +612,6 @@ def _elapsed_ms(started: "Tuple[float, float]") -> float:
 
 def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
           started: "Tuple[float, float]") -> None:
-    """The patch raised: its changes rolled back, the patch ``failed`` (``skipped`` for a
-    ``SkipPatch``), and the failure's event acted on."""
-    # (errors.py is imported where needed: see the top of this module.)
-    from ..errors import SkipPatch
-    if isinstance(error, SkipPatch):
-        _skipped(patch, context, error, started)
-        return
     incomplete = _undo_quietly(context)
     rollback_note = f"; rollback incomplete: {incomplete}" if incomplete else ""
     try:
@@ -649,7 +644,6 @@ def _record_conflict(change: "Change", others: "List[Change]") -> None:
             patch = STATE.catalog.by_name.get(name)
             if patch is not None and text not in patch.conflicts:
                 patch.conflicts = [*patch.conflicts, text]
-    from ..errors import PatchConflictWarning
     from ..notices import notify  # only on this path: see benchmarks/COSTS.md
     notify(f"lazypatch: conflict: {text}", PatchConflictWarning, stacklevel=4)
 
@@ -663,7 +657,6 @@ def _warn_late(patch: "RegisteredPatch", context: PatchContext) -> None:
     holders = describe_references(replaced, exclude=(context.module,) + rebound)
     patch.late_references = holders
     if holders:
-        from ..errors import LatePatchWarning
         from ..notices import notify  # only on this path: see benchmarks/COSTS.md
         activation = STATE.activation
         if not activation.activated_by or patch.target in activation.imported_before:
