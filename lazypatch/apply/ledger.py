@@ -274,7 +274,15 @@ class PatchContext:
                                              record_into=self.growing_list("changes"))
         if action in ("setattr", "wrap") and isinstance(owner, _MODULE_TYPE) and sys.modules:
             # O(1): sys.modules keeps insertion order, so this marks "imported from here on".
-            change.last_module_before = next(reversed(sys.modules))
+            # Another thread's import may add a module between making the iterator and
+            # reading it ("dictionary changed size during iteration": a patch failed in
+            # tests/trust/test_threads.py's eight-thread storm on 3.14): read it again.
+            while True:
+                try:
+                    change.last_module_before = next(reversed(sys.modules))
+                    break
+                except RuntimeError:
+                    continue
         if others:
             self.conflicts = [*self.conflicts, (change, others)]
         return change
