@@ -708,13 +708,18 @@ def disable(selectors: "Tuple[str, ...]") -> "List[str]":
 
 # --- registration-time application ---------------------------------------
 
-def apply_to_imported(patch: "RegisteredPatch") -> None:
-    """Apply ``patch`` now if its target is already imported, as the import would have."""
+def apply_to_imported(patch: "RegisteredPatch", late: bool = True) -> None:
+    """Apply ``patch`` now if its target is already imported, as the import would have.
+
+    Where a body of the target is running, the application waits for its end and is not
+    ``late`` then: it lands as the import's own would have.
+    """
     if not patch.enabled:
         return
     from ..watch.unfinished import (
         defer_until_executed,
         defer_until_import_released,
+        holding_import_lock,
         watch_lazy_module,
     )
     module = sys.modules.get(patch.target)
@@ -729,33 +734,37 @@ def apply_to_imported(patch: "RegisteredPatch") -> None:
             return
     if watch_lazy_module(module, run_body):
         return  # applied by the proxy when the lazy module really loads
+    after_the_body = lambda: apply_to_imported(patch, late=False)  # noqa: E731
     running = _executing.get(id(module))
     if running is not None and running[0] != get_ident():
         # Another thread is running its body (a reload): apply when it ends. If the body
         # ended meanwhile, take the callback back, unless run_body already ran it.
-        callback = lambda: _after_deferred(patch)  # noqa: E731
-        running.append(callback)
+        running.append(after_the_body)
         if _executing.get(id(module)) is running:
             return
         try:
-            running.remove(callback)
+            running.remove(after_the_body)
         except ValueError:
             return
-    if defer_until_executed(module, lambda: _after_deferred(patch), STATE.lock):
+    if defer_until_executed(module, after_the_body, STATE.lock):
         return  # still executing: never patch a half-built module
+    # Another thread's import may still run the body of a module whose spec no longer says
+    # so: importlib.reload gives the module a new __spec__ before it waits for the lock
+    # that import holds. The lock is the sign that is left; once it is released, decide
+    # again (the reload may be running the body by then).
+    if defer_until_import_released(patch.target, after_the_body, STATE.lock,
+                                   held_by_another_thread=True):
+        return
     if patch.phase == BEFORE:
         with STATE.lock:
             if patch.status == PENDING:
                 patch.reason = (f"{patch.target!r} was already imported; runs before its body "
                                 f"executes next (reload)")
         return
-    apply(patch, module, late=True)
-
-
-def _after_deferred(patch: "RegisteredPatch") -> None:
-    received = sys.modules.get(patch.target)
-    if received is not None and patch.phase == AFTER:
-        apply(patch, received)
+    # Applied holding the target's import lock, as an import applies its patches: a reload
+    # starting now waits, instead of running the body beside the application (the body
+    # would overwrite what it set, and its own application would find the patch taken).
+    holding_import_lock(patch.target, apply, patch, module, late)
 
 
 def _debug(message: str, *arguments: "Any") -> None:

@@ -6,6 +6,7 @@ this: the finder, on every activation's path, does not carry it (benchmarks/COST
 """
 
 import sys
+from _thread import get_ident
 
 from ..slots import is_unloaded_lazy_module
 from .importer import wrap_spec_loader
@@ -69,10 +70,11 @@ def defer_until_executed(module: "Any", callback: "Callable[[], None]", lock: "A
         return True
 
 
-def defer_until_import_released(name: str, callback: "Callable[[], None]", lock: "Any") -> bool:
-    """If another thread is importing ``name`` right now but has not created the module
-    yet, call ``callback`` once that import releases its module lock; return whether it
-    will.
+def defer_until_import_released(name: str, callback: "Callable[[], None]", lock: "Any",
+                                held_by_another_thread: bool = False) -> bool:
+    """If an import of ``name`` holds its module lock right now (only another thread's, with
+    ``held_by_another_thread``), call ``callback`` once that lock is released; return
+    whether it will.
 
     The gap this closes: a thread imports ``name`` and our finder answers "not
     watched"; another thread then registers a patch on ``name`` before the module
@@ -82,6 +84,9 @@ def defer_until_import_released(name: str, callback: "Callable[[], None]", lock:
     ``_ModuleLock`` from before the finders run until the module is complete;
     as with the spec in ``defer_until_executed``, we give that one lock object a
     subclass whose ``release`` runs the callbacks once the lock is free.
+    The same lock is the one sign left of another thread's import still running the
+    body of a module already in ``sys.modules`` after ``importlib.reload`` gave it a new
+    ``__spec__`` (reload does so before it waits for that lock).
     Any other Python whose import locks look different simply gets False.
     """
     bootstrap = sys.modules.get("importlib._bootstrap")
@@ -90,9 +95,10 @@ def defer_until_import_released(name: str, callback: "Callable[[], None]", lock:
         return False   # the common case: nobody is importing it
     with lock:
         reference = locks.get(name)
-        module_lock = reference() if reference is not None else None
-        if module_lock is None or getattr(module_lock, "owner", None) is None \
-                or not hasattr(module_lock, "__dict__"):
+        module_lock: "Any" = reference() if reference is not None else None
+        owner = getattr(module_lock, "owner", None)
+        if owner is None or not hasattr(module_lock, "__dict__") \
+                or (held_by_another_thread and owner == get_ident()):
             return False
         pending = module_lock.__dict__.get("_lazypatch_when_released")
         if pending is not None:
@@ -120,6 +126,22 @@ def defer_until_import_released(name: str, callback: "Callable[[], None]", lock:
             module_lock.__dict__.pop("_lazypatch_when_released", None)
             return False
         return True
+
+
+def holding_import_lock(name: str, function: "Callable[..., None]", *arguments: "Any") -> None:
+    """Call ``function(*arguments)`` holding the import system's lock of ``name`` (the one
+    an import or reload of ``name`` holds while it runs the body and its patches).
+
+    Re-entrant for the thread that holds it already; any other Python whose import locks
+    look different runs the function without it.
+    """
+    bootstrap = sys.modules.get("importlib._bootstrap")
+    manager = getattr(bootstrap, "_ModuleLockManager", None)
+    if manager is None:
+        function(*arguments)
+        return
+    with manager(name):
+        function(*arguments)
 
 
 def watch_lazy_module(module: "Any", run_body: "Callable[[Any, Any], None]") -> bool:

@@ -179,6 +179,7 @@ import threading
 body_started = threading.Event()
 unpatched = threading.Event()
 other_done = threading.Event()
+seen = []
 """
 
 
@@ -192,6 +193,84 @@ def test_unpatch_while_the_target_body_runs_keeps_the_patch_from_applying(trust_
     assert result["errors"] == []
     assert result["value"] == "original", "the patch applied after unpatch() had returned"
     assert result["status"] != "applied" and result["live"] == []
+
+
+RELOAD_DURING_IMPORT = """
+import importlib, sys, threading, time
+import lazypatch, trust_signals
+from trust_helpers import emit, live_changes, run_threads, status
+
+HOW = sys.argv[1]
+
+
+def set_b(module, patch):
+    patch.setattr(module, "b", "patched")
+
+
+# Watched from the start (in "register", by another patch): a reload whose spec was found
+# before the module was watched runs its body with the plain loader, and nothing of
+# lazypatch runs with it.
+lazypatch.register(set_b, "trust_mid_body", name="trust.mid" if HOW != "register" else "trust.other",
+                   enabled=False)
+
+
+def importer():
+    import trust_mid_body
+
+
+def reloader():
+    trust_signals.body_started.wait(5)
+    # importlib.reload gives the module a new __spec__ before it waits for the module's
+    # lock, which the import above holds until its body has finished.
+    importlib.reload(sys.modules["trust_mid_body"])
+
+
+def registrar():
+    trust_signals.body_started.wait(5)
+    module, deadline = sys.modules["trust_mid_body"], time.monotonic() + 5
+    while module.__spec__ is trust_signals.import_spec and time.monotonic() < deadline:
+        time.sleep(0.001)
+    if HOW == "register":
+        lazypatch.register(set_b, "trust_mid_body", name="trust.mid")
+    elif HOW == "enable":
+        lazypatch.enable("trust.mid")
+    else:
+        lazypatch.patched("trust.mid").__enter__()
+    trust_signals.unpatched.set()     # the body may go on
+
+
+errors = run_threads([importer, reloader, registrar])
+module = sys.modules["trust_mid_body"]
+during = {"a": module.a, "b": getattr(module, "b", None), "status": status("trust.mid"),
+          "b before the body set it": trust_signals.seen}
+lazypatch.unpatch_all()
+emit({"errors": errors, "during": during, "after": {"a": module.a, "b": getattr(module, "b", None)},
+      "live": [name for name, _ in live_changes()]})
+"""
+
+
+@pytest.mark.parametrize("how", ["register", "enable", "scope"])
+def test_a_patch_applied_while_a_reload_waits_for_the_import_body_keeps_the_body_names(
+        trust_interpreter, how):
+    """A reload started while another thread's import runs the body replaces the module's
+    ``__spec__`` (whose ``_initializing`` marked the body as running) before it waits for the
+    import's lock. A patch registered, enabled or scoped in that window still waits for the
+    body: applied to the half-built module, it would record ``b`` as absent, and its undo
+    would delete the body's ``b``. The reload then takes the patch back before its body
+    runs and applies it again after."""
+    trust_interpreter.write({
+        "trust_signals.py": SIGNALS,
+        "trust_mid_body.py": "import trust_signals\na = 'original'\ntrust_signals.import_spec = __spec__\n"
+                             "trust_signals.body_started.set()\n"
+                             "trust_signals.unpatched.wait(5)\n"
+                             "trust_signals.seen.append(globals().get('b'))\nb = 'original'\n",
+    })
+    result = trust_interpreter.run_json(RELOAD_DURING_IMPORT, args=[how])
+    assert result["errors"] == []
+    assert result["during"] == {"a": "original", "b": "patched", "status": "applied",
+                                "b before the body set it": [None, "original"]}
+    assert result["after"] == {"a": "original", "b": "original"}, "the undo took a name of the body"
+    assert result["live"] == []
 
 
 SCOPES_IN_ORDER = """
