@@ -215,9 +215,18 @@ def _revert_for_reload(patch: "RegisteredPatch", module: "Any") -> None:
 def _run_waiting(waiting: "List[Any]") -> None:
     """Run the callbacks that waited for the end of a module body, outside any lock (they
     apply patches). Each runs once: here, or in apply_to_imported when it finds the
-    marker gone and takes its callback back before this loop reaches it."""
+    marker gone and takes its callback back before this loop reaches it. One that raises
+    stops none of the others (``unfinished.call_each`` says why); the first error is
+    raised once all have run."""
+    failure: "Optional[BaseException]" = None
     while len(waiting) > 1:
-        waiting.pop(1)()
+        try:
+            waiting.pop(1)()
+        except BaseException as error:   # noqa: B036 (raised once all have run)
+            if failure is None:
+                failure = error
+    if failure is not None:
+        raise failure
 
 
 def _end_scoped_before_patches(target: str, module: "Any") -> None:
@@ -716,12 +725,7 @@ def apply_to_imported(patch: "RegisteredPatch", late: bool = True) -> None:
     """
     if not patch.enabled:
         return
-    from ..watch.unfinished import (
-        defer_until_executed,
-        defer_until_import_released,
-        holding_import_lock,
-        watch_lazy_module,
-    )
+    from ..watch.unfinished import defer_until_import_released, watch_lazy_module
     module = sys.modules.get(patch.target)
     if module is None:
         # Another thread may be importing it, past our finder but before the module
@@ -734,26 +738,7 @@ def apply_to_imported(patch: "RegisteredPatch", late: bool = True) -> None:
             return
     if watch_lazy_module(module, run_body):
         return  # applied by the proxy when the lazy module really loads
-    after_the_body = lambda: apply_to_imported(patch, late=False)  # noqa: E731
-    running = _executing.get(id(module))
-    if running is not None and running[0] != get_ident():
-        # Another thread is running its body (a reload): apply when it ends. If the body
-        # ended meanwhile, take the callback back, unless run_body already ran it.
-        running.append(after_the_body)
-        if _executing.get(id(module)) is running:
-            return
-        try:
-            running.remove(after_the_body)
-        except ValueError:
-            return
-    if defer_until_executed(module, after_the_body, STATE.lock):
-        return  # still executing: never patch a half-built module
-    # Another thread's import may still run the body of a module whose spec no longer says
-    # so: importlib.reload gives the module a new __spec__ before it waits for the lock
-    # that import holds. The lock is the sign that is left; once it is released, decide
-    # again (the reload may be running the body by then).
-    if defer_until_import_released(patch.target, after_the_body, STATE.lock,
-                                   held_by_another_thread=True):
+    if _waits_for_the_body(patch, module):
         return
     if patch.phase == BEFORE:
         with STATE.lock:
@@ -761,10 +746,33 @@ def apply_to_imported(patch: "RegisteredPatch", late: bool = True) -> None:
                 patch.reason = (f"{patch.target!r} was already imported; runs before its body "
                                 f"executes next (reload)")
         return
-    # Applied holding the target's import lock, as an import applies its patches: a reload
-    # starting now waits, instead of running the body beside the application (the body
-    # would overwrite what it set, and its own application would find the patch taken).
-    holding_import_lock(patch.target, apply, patch, module, late)
+    apply(patch, module, late=late)
+
+
+def _waits_for_the_body(patch: "RegisteredPatch", module: "Any") -> bool:
+    """If a body of ``module`` is running (another thread's import or reload, or this
+    thread's own import), decide again once it has ended; return whether it will."""
+    from ..watch.unfinished import defer_until_executed, defer_until_import_released
+    after_the_body = lambda: apply_to_imported(patch, late=False)  # noqa: E731
+    running = _executing.get(id(module))
+    if running is not None and running[0] != get_ident():
+        # Another thread is running its body (a reload): apply when it ends. If the body
+        # ended meanwhile, take the callback back, unless run_body already ran it.
+        running.append(after_the_body)
+        if _executing.get(id(module)) is running:
+            return True
+        try:
+            running.remove(after_the_body)
+        except ValueError:
+            return True
+    if defer_until_executed(module, after_the_body, STATE.lock):
+        return True   # still executing: never patch a half-built module
+    # Another thread's import may still run the body of a module whose spec no longer says
+    # so: importlib.reload gives the module a new __spec__ before it waits for the lock
+    # that import holds. The lock is the sign that is left; once it is released, decide
+    # again (the reload may be running the body by then).
+    return defer_until_import_released(patch.target, after_the_body, STATE.lock,
+                                       held_by_another_thread=True)
 
 
 def _debug(message: str, *arguments: "Any") -> None:

@@ -13,7 +13,25 @@ from .importer import wrap_spec_loader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable
+    from typing import Any, Callable, List, Optional
+
+
+def call_each(callbacks: "List[Callable[[], None]]") -> None:
+    """Call every callback, even when one raises; then raise the first exception met.
+
+    Deferred applications run in whichever thread ends the body or releases the lock:
+    a patch raising there (KeyboardInterrupt, or any error in strict mode) must not
+    leave the patches deferred after it unapplied for good.
+    """
+    failure: "Optional[BaseException]" = None
+    for callback in callbacks:
+        try:
+            callback()
+        except BaseException as error:   # noqa: B036 (raised once all have run)
+            if failure is None:
+                failure = error
+    if failure is not None:
+        raise failure
 
 
 def defer_until_executed(module: "Any", callback: "Callable[[], None]", lock: "Any") -> bool:
@@ -56,8 +74,7 @@ def defer_until_executed(module: "Any", callback: "Callable[[], None]", lock: "A
                     self.__class__ = original_class
                     self.__dict__.pop("_lazypatch_when_executed", None)
                     ready = list(callbacks)
-                for waiting in ready:   # outside the lock: they apply patches
-                    waiting()
+                call_each(ready)   # outside the lock: they apply patches
 
         spec.__dict__["_lazypatch_when_executed"] = callbacks
         spec.__class__ = _SpecAwaitingExecution
@@ -116,8 +133,7 @@ def defer_until_import_released(name: str, callback: "Callable[[], None]", lock:
                     self.__class__ = original_class
                     self.__dict__.pop("_lazypatch_when_released", None)
                     ready = list(callbacks)
-                for waiting in ready:   # outside the lock: they apply patches
-                    waiting()
+                call_each(ready)   # outside the lock: they apply patches
 
         module_lock.__dict__["_lazypatch_when_released"] = callbacks
         module_lock.__class__ = _LockAwaitingRelease
@@ -126,22 +142,6 @@ def defer_until_import_released(name: str, callback: "Callable[[], None]", lock:
             module_lock.__dict__.pop("_lazypatch_when_released", None)
             return False
         return True
-
-
-def holding_import_lock(name: str, function: "Callable[..., None]", *arguments: "Any") -> None:
-    """Call ``function(*arguments)`` holding the import system's lock of ``name`` (the one
-    an import or reload of ``name`` holds while it runs the body and its patches).
-
-    Re-entrant for the thread that holds it already; any other Python whose import locks
-    look different runs the function without it.
-    """
-    bootstrap = sys.modules.get("importlib._bootstrap")
-    manager = getattr(bootstrap, "_ModuleLockManager", None)
-    if manager is None:
-        function(*arguments)
-        return
-    with manager(name):
-        function(*arguments)
 
 
 def watch_lazy_module(module: "Any", run_body: "Callable[[Any, Any], None]") -> bool:

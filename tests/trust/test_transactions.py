@@ -294,6 +294,57 @@ def test_unpatch_restores_every_module_object_the_patch_was_applied_to(trust_int
     assert result["live"] == []
 
 
+DEFERRED_INTERRUPT = """
+import sys
+import lazypatch
+from trust_helpers import emit, live_changes, status
+
+try:
+    import trust_self_registering
+    raised = None
+except BaseException as error:
+    raised = type(error).__name__
+module = sys.modules["trust_self_registering"]
+emit({"raised": raised, "value": module.VALUE, "other": module.OTHER,
+      "statuses": [status("trust.interrupting"), status("trust.setting")],
+      "live": [name for name, _ in live_changes()]})
+"""
+
+SELF_REGISTERING = """
+import lazypatch
+VALUE = "original"
+OTHER = "original"
+
+
+def interrupting(module, patch):
+    patch.setattr(module, "VALUE", "half")
+    raise {error}
+
+
+def setting(module, patch):
+    patch.setattr(module, "OTHER", "patched")
+
+
+# Registered while this body runs: both wait for its end, and run one after the other.
+lazypatch.register(interrupting, __name__, name="trust.interrupting")
+lazypatch.register(setting, __name__, name="trust.setting")
+"""
+
+
+@pytest.mark.parametrize("error", ["KeyboardInterrupt", "SystemExit"])
+def test_an_interrupt_in_one_deferred_application_leaves_the_next_one_applied(trust_interpreter, error):
+    """Patches registered while their target's body runs wait for its end and run in the
+    thread that ends it; one raising an interrupt there is rolled back and propagates out
+    of the import, and the patch deferred after it still applies."""
+    trust_interpreter.write({"trust_self_registering.py": SELF_REGISTERING.format(error=error)})
+    result = trust_interpreter.run_json(DEFERRED_INTERRUPT)
+    assert result["raised"] == error
+    assert result["value"] == "original", "the interrupted patch's change was not rolled back"
+    assert result["other"] == "patched", "the patch deferred after the interrupted one never applied"
+    assert result["statuses"][1] == "applied" and result["statuses"][0] != "applied"
+    assert result["live"] == ["trust.setting"]
+
+
 RELOAD = """
 import builtins, importlib
 import lazypatch
