@@ -238,6 +238,17 @@ class RegisteredPatch:
         if len(history) > HISTORY_LENGTH:
             del history[0]
 
+    def replace_live(self, contexts: "List[PatchContext]") -> None:
+        """Make ``contexts``, computed from one read of ``live``, the live applications;
+        the caller holds the lock.
+
+        Written to the raw slot, not settled first as a write of ``live`` is: an
+        application whose claim ended since that read would be folded in by the write's
+        settle and dropped with the old list, live in the ledger but on no patch, never to
+        be undone (a reload racing a late application: tests/trust/test_properties.py).
+        It stays unsettled instead, for the next reader or its own thread's take-back."""
+        self._live = contexts
+
     def settle(self) -> "RegisteredPatch":
         """This patch, with the applications that finished since it was last read folded
         into the fields a report reads (SETTLED_FIELDS). Their properties call it on every

@@ -31,18 +31,18 @@ def detach(patch: "RegisteredPatch", status: str, reason: str,
     interrupt (KeyboardInterrupt from a signal handler) landing there would lose them. So
     they wait in ``patch.undoing`` until ``undo_contexts`` claims them, and any left there
     unclaimed are handed out again, first, by the next detach of this patch."""
-    # (reading ``live`` settles: applications not folded in yet are undone too)
+    # One read of ``live`` (it settles: applications not folded in yet are undone too),
+    # and the rest written back without a second settle (replace_live says why).
+    live = patch.live
     if module is None:
-        contexts = patch.live
+        contexts, kept = live, []
     else:
-        contexts = [context for context in patch.live if context.module is module]
+        contexts = [context for context in live if context.module is module]
+        kept = [context for context in live if context.module is not module]
     if patch.undoing:
         contexts = [context for context in patch.undoing if context not in contexts] + contexts
     patch.undoing = list(contexts)   # first: at no moment are they in neither list
-    if module is None:
-        patch.live = []
-    else:
-        patch.live = [context for context in patch.live if context.module is not module]
+    patch.replace_live(kept)
     patch.generation += 1
     if patch.status == APPLIED and not patch.live:
         patch.status, patch.reason = status, reason
@@ -90,7 +90,7 @@ def undo_contexts(patch: "RegisteredPatch", contexts: "List[PatchContext]") -> N
         incomplete = [context for context in claimed if context.live_changes()]
         if incomplete:
             with STATE.lock:   # keep what could not be undone reachable for another try
-                patch.live = incomplete + list(patch.live)
+                patch.replace_live(incomplete + list(patch.live))
                 patch.reason = "undo incomplete: " + "; ".join(failures or ["interrupted"])
         settled = True
     except BaseException:
