@@ -25,9 +25,10 @@ The model (what the engine promises, one rule per operation):
 * ``unpatch`` undoes every application of the patch, on every module object, and
   disables it; ``disable`` only stops future applications; ``unpatch_all`` is ``unpatch``
   of all;
-* ``patched(name)`` enters by enabling and applying a patch that is not applied, and on
-  exit undoes all its applications and restores its enabled flag; a patch that was
-  already applied is left alone by the scope.
+* ``patched(name)`` enables the patch while it holds it and restores its enabled flag on
+  exit; a patch that is not applied it also applies on entry, and undoes all its
+  applications on exit; a patch that was already applied keeps every application (a
+  module object imported during the scope included).
 
 Operations whose outcome the contract leaves open are skipped, never guessed: a scope on a
 patch applied only to an old module object, unpatch/enable/disable of a patch inside an
@@ -267,7 +268,7 @@ def run_step(model: Model, operation: tuple, trace: list) -> None:
         scope.__exit__(None, None, None)
         if owned:
             model.undo_everywhere(patch)
-            patch.enabled = enabled_before
+        patch.enabled = enabled_before
     elif kind == "unpatch_all":
         if model.scopes:
             return
@@ -307,10 +308,9 @@ def run_step(model: Model, operation: tuple, trace: list) -> None:
             scope = lazypatch.patched(patch.name)
             scope.__enter__()
             model.scopes.append([scope, patch.sequence, not applied_here, patch.enabled])
-            if not applied_here:
-                patch.enabled = True
-                if patch.phase == "after" and current is not None:
-                    model.apply(patch, current)
+            patch.enabled = True    # applied already or not, enabled while the scope holds it
+            if not applied_here and patch.phase == "after" and current is not None:
+                model.apply(patch, current)
 
 
 def operations():
