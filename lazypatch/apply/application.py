@@ -63,7 +63,7 @@ from .ledger import PatchContext, process_ledger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
     from ..state import RegisteredPatch
     from .ledger import Change
@@ -216,17 +216,13 @@ def _run_waiting(waiting: "List[Any]") -> None:
     """Run the callbacks that waited for the end of a module body, outside any lock (they
     apply patches). Each runs once: here, or in apply_to_imported when it finds the
     marker gone and takes its callback back before this loop reaches it. One that raises
-    stops none of the others (``unfinished.call_each`` says why); the first error is
-    raised once all have run."""
-    failure: "Optional[BaseException]" = None
-    while len(waiting) > 1:
-        try:
-            waiting.pop(1)()
-        except BaseException as error:   # noqa: B036 (raised once all have run)
-            if failure is None:
-                failure = error
-    if failure is not None:
-        raise failure
+    stops none of the others (``unfinished.call_each``)."""
+    from ..watch.unfinished import call_each
+
+    def taken_one_by_one() -> "Iterator[Callable[[], None]]":
+        while len(waiting) > 1:
+            yield waiting.pop(1)
+    call_each(taken_one_by_one())
 
 
 def _end_scoped_before_patches(target: str, module: "Any") -> None:

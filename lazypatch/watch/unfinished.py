@@ -13,10 +13,10 @@ from .importer import wrap_spec_loader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, List, Optional
+    from typing import Any, Callable, Iterable, Optional
 
 
-def call_each(callbacks: "List[Callable[[], None]]") -> None:
+def call_each(callbacks: "Iterable[Callable[[], None]]") -> None:
     """Call every callback, even when one raises; then raise the first exception met.
 
     Deferred applications run in whichever thread ends the body or releases the lock:
