@@ -617,6 +617,8 @@ def _elapsed_ms(started: "Tuple[float, float]") -> float:
 
 def _fail(patch: "RegisteredPatch", context: PatchContext, error: Exception,
           started: "Tuple[float, float]") -> None:
+    """The patch raised: its changes rolled back, the patch ``failed``, and the failure's
+    event acted on."""
     incomplete = _undo_quietly(context)
     rollback_note = f"; rollback incomplete: {incomplete}" if incomplete else ""
     try:
