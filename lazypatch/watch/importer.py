@@ -280,16 +280,14 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
     # the entry over; its end leaves the name unguarded, and a nested search then goes one
     # level deeper before it finds its own entry.)
     searching: "Dict[str, int]" = {}
-    # The globals and methods every watched import reads, held in this closure's cells:
-    # a process's first watched import runs find_watched unspecialized, where a global or
-    # method read costs about 150 instructions and a cell read a few (benchmarks/COSTS.md,
-    # the thirteenth pass). ``sys`` itself, not its lists: a program may rebind them.
+    # The globals every watched import reads, held in this closure's cells: a process's
+    # first watched import runs find_watched unspecialized, where a global read costs
+    # about 150 instructions and a cell read a few (benchmarks/COSTS.md, the thirteenth
+    # pass). ``sys`` itself, not its lists: a program may rebind sys.meta_path.
     _sys = sys
     _get_ident = get_ident
     _type_of = type
     own_loader_types = OWN_LOADER_TYPES
-    start_search = searching.setdefault
-    end_search = searching.pop
 
     def find_watched(fullname: str, path: "Any", target: "Any") -> "Any":
         spec: "Any"
@@ -300,7 +298,7 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             if spec is not None:
                 return spec
         thread = _get_ident()
-        searcher = start_search(fullname, thread)
+        searcher = searching.setdefault(fullname, thread)
         if searcher is not thread:   # (get_ident's int is new at every call)
             if searcher == thread:
                 return None
@@ -325,7 +323,7 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
                 if spec is not None:
                     break
         finally:
-            end_search(fullname, None)
+            searching.pop(fullname, None)
         if spec is None:
             # Not installed: a declared stand-in may provide it (boundaries.stand_in).
             return finder._boundary_spec(fullname, takes_over=False)
