@@ -280,14 +280,6 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
     # the entry over; its end leaves the name unguarded, and a nested search then goes one
     # level deeper before it finds its own entry.)
     searching: "Dict[str, int]" = {}
-    # The globals every watched import reads, held in this closure's cells: a process's
-    # first watched import runs find_watched unspecialized, where a global read costs
-    # about 150 instructions and a cell read a few (benchmarks/COSTS.md, the thirteenth
-    # pass). ``sys`` itself, not its lists: a program may rebind sys.meta_path.
-    _sys = sys
-    _get_ident = get_ident
-    _type_of = type
-    own_loader_types = OWN_LOADER_TYPES
 
     def find_watched(fullname: str, path: "Any", target: "Any") -> "Any":
         spec: "Any"
@@ -297,7 +289,7 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             spec = finder._boundary_spec(fullname, takes_over=True)
             if spec is not None:
                 return spec
-        thread = _get_ident()
+        thread = get_ident()
         searcher = searching.setdefault(fullname, thread)
         if searcher is not thread:   # (get_ident's int is new at every call)
             if searcher == thread:
@@ -308,7 +300,7 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             # A copy (a plain-list slice even of a MetaPath, which tuple() would walk item
             # by item): a finder may insert another while we iterate. Ours is usually
             # first, and then left out by the slice itself.
-            meta_path = _sys.meta_path
+            meta_path = sys.meta_path
             if meta_path and meta_path[0] is finder:
                 finders = meta_path[1:]
             else:
@@ -328,14 +320,14 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             # Not installed: a declared stand-in may provide it (boundaries.stand_in).
             return finder._boundary_spec(fullname, takes_over=False)
         loader = spec.loader
-        if _type_of(loader) in own_loader_types and loader.name == spec.name:
+        if type(loader) in OWN_LOADER_TYPES and loader.name == spec.name:
             # A file loader the path finder made for this spec alone: its exec_module
             # shadowed on the instance, no proxy (OWN_LOADER_TYPES says why). Once
             # runpy is loaded (torch loads it), only for the import system's own import of
             # the name in this thread, which holds the name's module lock while it asks
             # the finders: runpy (python -m) asks for a spec without it, and then reads
             # get_code, which only a proxy answers with the patches.
-            if "runpy" not in _sys.modules:
+            if "runpy" not in sys.modules:
                 loader.exec_module = finder._run_own_body
                 return spec
             try:
@@ -345,7 +337,7 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             if importing:
                 loader.exec_module = finder._run_own_body
                 return spec
-        if loader is not None and _type_of(loader) is not LoaderProxy:
+        if loader is not None and type(loader) is not LoaderProxy:
             # wrap_spec_loader's usual case, written out, and LoaderProxy's __init__ too:
             # every watched import pays for a call of a class with a Python __init__.
             proxy = _new_proxy(LoaderProxy)
