@@ -512,6 +512,11 @@ class EngineState:
         # the end of it...], for a body no import marks (a reload marks no spec as
         # initializing; application.run_body)
         self.executing: "Dict[int, List[Any]]" = {}
+        # id(module) -> how many such bodies run_body has started, each counted after its
+        # marker is in ``executing``: a late application compares the count before and
+        # after it ran (application.apply_to_imported). Never cleared: one int per module
+        # object ever reloaded; an object that later gets the same id only moves it on.
+        self.bodies_started: "Dict[int, int]" = {}
         # calls.CallTracker: how calls of replacements are counted, and the live
         # counters; made when a patch first changes something (calls.tracker).
         self.calls: "Any" = None

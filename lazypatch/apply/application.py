@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
 _by_target = STATE.catalog.by_target
 _claims = STATE.claims
 _executing = STATE.executing
+_bodies_started = STATE.bodies_started
 _ledger = process_ledger()
 _lock = STATE.lock
 _one_time_ms = STATE.one_time_import_ms_by_thread
@@ -157,10 +158,14 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
     if not marked:
         key = id(module)   # (not the module: a module class may define __eq__ or no __hash__)
         outer = _executing.get(key)
+        started = _bodies_started.get(key, 0) + 1
         waiting = [get_ident()]
         _executing[key] = waiting
-    # The try starts right after that store: no Python code and no check for a pending
-    # signal runs between the two (a forward jump checks none), so an interrupt cannot
+        # Counted after the marker is in place: apply_to_imported reads the two in the
+        # other order, so a late application that misses the marker sees the count move.
+        _bodies_started[key] = started
+    # The try starts right after those stores: no Python code and no check for a pending
+    # signal runs between them (a forward jump checks none), so an interrupt cannot
     # strand the marker.
     try:
         received = module
@@ -736,6 +741,7 @@ def apply_to_imported(patch: "RegisteredPatch", late: bool = True) -> None:
             return
     if watch_lazy_module(module, run_body):
         return  # applied by the proxy when the lazy module really loads
+    bodies_started = _bodies_started.get(id(module))   # (before the marker: see run_body)
     if _waits_for_the_body(patch, module):
         return
     if patch.phase == BEFORE:
@@ -745,6 +751,48 @@ def apply_to_imported(patch: "RegisteredPatch", late: bool = True) -> None:
                                 f"executes next (reload)")
         return
     apply(patch, module, late=late)
+    if _bodies_started.get(id(module)) != bodies_started:
+        # A body of the module started (a reload) while the patch was being applied: its
+        # take-back of the module's patches missed this application, not recorded yet, and
+        # the body may have overwritten what it set. Applied again once that body has run.
+        again = lambda: _apply_again_after_the_body(patch, module)  # noqa: E731
+        if not _after_another_threads_body(module, again):
+            again()
+
+
+def _apply_again_after_the_body(patch: "RegisteredPatch", module: "Any") -> None:
+    """Take back ``patch``'s application to ``module``, made while a body of the module
+    ran, and decide again. What the body set stays: undo keeps a value the body put in
+    place of the patch's (``Ledger.keep_rebound``); the rest goes back as usual.
+
+    Taken back twice (the reload saw the application after all) is harmless: the second
+    take-back finds nothing, or the reload's re-application, which is made again here."""
+    if patch.is_applied_to(module):
+        from .undo import revert
+        for context in patch.live:
+            if context.module is module:
+                for change in context.live_changes():
+                    _ledger.keep_rebound(change)
+        revert(patch, PENDING, "a body of its target started (a reload) while it was being "
+                               "applied; applied again after that body", module)
+    apply_to_imported(patch, late=False)
+
+
+def _after_another_threads_body(module: "Any", callback: "Callable[[], None]") -> bool:
+    """Have ``callback`` run when the body of ``module`` that another thread runs through
+    ``run_body`` (a reload) ends; False, keeping nothing, if no such body is running."""
+    running = _executing.get(id(module))
+    if running is None or running[0] == get_ident():
+        return False
+    running.append(callback)
+    if _executing.get(id(module)) is running:
+        return True
+    # The body ended meanwhile: take the callback back, unless run_body already ran it.
+    try:
+        running.remove(callback)
+    except ValueError:
+        return True
+    return False
 
 
 def _waits_for_the_body(patch: "RegisteredPatch", module: "Any") -> bool:
@@ -752,17 +800,8 @@ def _waits_for_the_body(patch: "RegisteredPatch", module: "Any") -> bool:
     thread's own import), decide again once it has ended; return whether it will."""
     from ..watch.unfinished import defer_until_executed, defer_until_import_released
     after_the_body = lambda: apply_to_imported(patch, late=False)  # noqa: E731
-    running = _executing.get(id(module))
-    if running is not None and running[0] != get_ident():
-        # Another thread is running its body (a reload): apply when it ends. If the body
-        # ended meanwhile, take the callback back, unless run_body already ran it.
-        running.append(after_the_body)
-        if _executing.get(id(module)) is running:
-            return True
-        try:
-            running.remove(after_the_body)
-        except ValueError:
-            return True
+    if _after_another_threads_body(module, after_the_body):
+        return True   # another thread's reload is running the body
     if defer_until_executed(module, after_the_body, STATE.lock):
         return True   # still executing: never patch a half-built module
     # Another thread's import may still run the body of a module whose spec no longer says

@@ -152,6 +152,17 @@ class Ledger:
             change.live = False
             return written
 
+    def keep_rebound(self, change: "Change") -> None:
+        """Make undoing ``change`` keep what its slot holds now if that is no longer the
+        change's value (a module body rebound the name since): it becomes the value to
+        restore. Only for the newest change of its slot: one below another answers to it."""
+        with self.lock:
+            stack = self._stacks.get(change.slot)
+            if change.live and stack and stack[-1] is change:
+                current = read_slot(change.kind, change.owner, change.key)
+                if current is not change.after:
+                    change.before = current
+
     def first_original(self, kind: str, owner: "Any", key: "Any") -> "Any":
         """The value the slot held before any live patch touched it."""
         with self.lock:

@@ -273,6 +273,97 @@ def test_a_patch_applied_while_a_reload_waits_for_the_import_body_keeps_the_body
     assert result["live"] == []
 
 
+LATE_APPLICATION_DURING_RELOAD = """
+import importlib, sys
+import lazypatch, trust_reload_signals as signals
+from trust_helpers import emit, live_changes, run_threads, status
+
+HOW, WHEN = sys.argv[1], sys.argv[2]
+signals.mode.append(WHEN)
+
+
+def set_x(module, patch):
+    patch.setattr(module, "x", "patched")
+    signals.applied.set()     # the application is in flight: the reload starts
+    (signals.reload_done if WHEN == "after the body" else signals.body_set_x).wait(5)
+
+
+# Watched from the start (in "register", by another patch): a reload runs its body through
+# lazypatch only if the module was watched when the reload found its spec.
+lazypatch.register(set_x, "trust_reloaded", name="trust.late" if HOW != "register" else "trust.other",
+                   enabled=False)
+import trust_reloaded
+
+
+def applier():
+    if HOW == "register":
+        lazypatch.register(set_x, "trust_reloaded", name="trust.late")
+    elif HOW == "enable":
+        lazypatch.enable("trust.late")
+    else:
+        lazypatch.patched("trust.late").__enter__()
+    signals.body_may_end.set()
+
+
+def reloader():
+    signals.applied.wait(5)
+    importlib.reload(trust_reloaded)
+    signals.reload_done.set()
+
+
+errors = run_threads([applier, reloader])
+during = {"x": trust_reloaded.x, "status": status("trust.late"),
+          "flag": lazypatch.is_patched(trust_reloaded, "x")}
+lazypatch.unpatch_all()
+emit({"errors": errors, "during": during,
+      "after": {"x": trust_reloaded.x, "the reload's own": trust_reloaded.x is trust_reloaded.token},
+      "live": [name for name, _ in live_changes()]})
+"""
+
+RELOAD_SIGNALS = """
+import threading
+
+applied = threading.Event()
+body_set_x = threading.Event()
+body_may_end = threading.Event()
+reload_done = threading.Event()
+mode = []
+"""
+
+# The reload's body waits, in "during the body", until the application has returned.
+RELOADED_MODULE = """
+import trust_reload_signals as signals
+token = ['original']
+x = token
+if signals.mode == ['during the body'] and signals.applied.is_set():
+    signals.body_set_x.set()
+    signals.body_may_end.wait(5)
+"""
+
+
+@pytest.mark.parametrize("when", ["after the body", "during the body"])
+@pytest.mark.parametrize("how", ["register", "enable", "scope"])
+def test_a_late_application_in_flight_when_a_reload_starts_is_applied_again_after_it(
+        trust_interpreter, how, when):
+    """A patch registered, enabled or scoped on an imported module is applied at once, in
+    the calling thread. A reload of that module started while the patch function runs
+    misses the application (not recorded yet) when it takes the module's patches back,
+    and its body then sets ``x`` again: the application is taken back and made again once
+    the body has run (the reload ended before the application did, or it was still
+    running its body), so the report's "applied" is what the module holds. Its undo then
+    restores the reload's ``x``, not the object the earlier body made."""
+    trust_interpreter.write({
+        "trust_reload_signals.py": RELOAD_SIGNALS,
+        "trust_reloaded.py": RELOADED_MODULE,
+    })
+    result = trust_interpreter.run_json(LATE_APPLICATION_DURING_RELOAD, args=[how, when])
+    assert result["errors"] == []
+    assert result["during"] == {"x": "patched", "status": "applied", "flag": True}, \
+        "the reload's body overwrote an application the report calls applied"
+    assert result["after"] == {"x": ["original"], "the reload's own": True}
+    assert result["live"] == []
+
+
 SCOPES_IN_ORDER = """
 import sys, threading
 import lazypatch, trust_scoped
