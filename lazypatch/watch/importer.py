@@ -367,7 +367,10 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
 def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
                          ) -> "Callable[..., Any]":
     """``finder.find_spec`` as a plain function: one dict lookup for an unwatched name;
-    a watched name goes to ``finder._find_watched``."""
+    a watched name goes to ``finder._find_watched``, and so does a reload (the only
+    search with a ``target``, the module to execute again): its body then runs through
+    ``run_body``, which marks it, so that a patch registered while the reload runs is
+    taken back before its body and made again after it (application.apply_to_imported)."""
     find_watched = finder._find_watched
     meta_path = sys.meta_path
     if isinstance(meta_path, MetaPath):
@@ -376,7 +379,7 @@ def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
 
         def find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
                       target: "Any" = None) -> "Any":
-            if fullname not in watched:
+            if fullname not in watched and target is None:
                 return None
             return find_watched(fullname, path, target)
         return find_spec
@@ -389,7 +392,7 @@ def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
             # reaches us. It keeps its place; its answers for watched names get our
             # loader (guard_foreign_finders).
             guard_foreign_finders(finder)
-        if fullname not in watched:
+        if fullname not in watched and target is None:
             return None
         return find_watched(fullname, path, target)
     return checking_find_spec

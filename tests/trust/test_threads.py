@@ -364,6 +364,72 @@ def test_a_late_application_in_flight_when_a_reload_starts_is_applied_again_afte
     assert result["live"] == []
 
 
+REGISTRATION_WHILE_A_RELOAD_SEARCHES = """
+import importlib, sys, threading
+import lazypatch, trust_reload_signals as signals
+from trust_helpers import emit, live_changes, run_threads, status
+
+import trust_reloaded   # imported while nothing watches it
+
+
+def set_x(module, patch):
+    patch.setattr(module, "x", "patched")
+
+
+# The reload's search runs under the import system's global lock: an application that
+# imports a module meanwhile waits for the search. One application first, on another
+# module, loads everything an application needs.
+lazypatch.register(set_x, "trust_reload_signals", name="trust.warm_up")
+
+
+class Pausing:
+    \"\"\"A finder after lazypatch's: holds the reload's search until the patch is applied.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "trust_reloaded" and target is not None:
+            signals.body_set_x.set()          # (here: the reload is searching)
+            signals.applied.wait(5)
+        return None
+
+
+sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder), Pausing())
+
+
+def registrar():
+    signals.body_set_x.wait(5)
+    lazypatch.register(set_x, "trust_reloaded", name="trust.late")
+    signals.applied.set()
+
+
+errors = run_threads([lambda: importlib.reload(trust_reloaded), registrar])
+during = {"x": trust_reloaded.x, "status": status("trust.late"),
+          "flag": lazypatch.is_patched(trust_reloaded, "x")}
+lazypatch.unpatch_all()
+emit({"errors": errors, "during": during,
+      "after": {"x": trust_reloaded.x, "the reload's own": trust_reloaded.x is trust_reloaded.token},
+      "live": [name for name, _ in live_changes()]})
+"""
+
+
+def test_a_patch_registered_while_a_reload_searches_for_an_unwatched_module_lands_after_the_body(
+        trust_interpreter):
+    """``importlib.reload`` finds the module's spec, then runs its body. A patch registered
+    in between, on a module nothing watched when the search began, is applied at once, and
+    the body would overwrite it with the plain loader while the report says applied: a
+    reload always runs its body through lazypatch, which takes the patch back before the
+    body and makes it again after."""
+    trust_interpreter.write({
+        "trust_reload_signals.py": RELOAD_SIGNALS,
+        "trust_reloaded.py": RELOADED_MODULE,
+    })
+    result = trust_interpreter.run_json(REGISTRATION_WHILE_A_RELOAD_SEARCHES)
+    assert result["errors"] == []
+    assert result["during"] == {"x": "patched", "status": "applied", "flag": True}, \
+        "the reload's body overwrote an application the report calls applied"
+    assert result["after"] == {"x": ["original"], "the reload's own": True}
+    assert result["live"] == []
+
+
 SCOPES_IN_ORDER = """
 import sys, threading
 import lazypatch, trust_scoped
