@@ -37,6 +37,9 @@ EXPECTED_ROWS = (
 )
 
 
+# About 40 seconds of one worker (the runner builds a clean venv and counts with callgrind):
+# in the slow tier, which CI runs beside its own quick benchmark pass (.ci/run).
+@pytest.mark.slow
 def test_runner_produces_every_row_with_numbers(tmp_path: Path) -> None:
     output, raw = tmp_path / "RESULTS.md", tmp_path / "raw.json"
     result = subprocess.run(
