@@ -167,6 +167,18 @@ def status(name):
     return record(name)["status"]
 
 
+def apply_now(how, function, target, name):
+    """Make patch ``name`` on ``target`` (already imported) apply now, the way ``how``
+    says: registered then ("register"; ``function`` its function), or registered
+    disabled before and now enabled ("enable") or scoped ("scope")."""
+    if how == "register":
+        lazypatch.register(function, target, name=name)
+    elif how == "enable":
+        lazypatch.enable(name)
+    else:
+        lazypatch.patched(name).__enter__()
+
+
 def live_changes():
     """(patch name, change) for every change the report still shows as live."""
     return [(item["name"], change) for item in lazypatch.report()

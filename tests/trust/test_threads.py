@@ -198,7 +198,7 @@ def test_unpatch_while_the_target_body_runs_keeps_the_patch_from_applying(trust_
 RELOAD_DURING_IMPORT = """
 import importlib, sys, threading, time
 import lazypatch, trust_signals
-from trust_helpers import emit, live_changes, run_threads, status
+from trust_helpers import apply_now, emit, live_changes, run_threads, status
 
 HOW = sys.argv[1]
 
@@ -230,12 +230,7 @@ def registrar():
     module, deadline = sys.modules["trust_mid_body"], time.monotonic() + 5
     while module.__spec__ is trust_signals.import_spec and time.monotonic() < deadline:
         time.sleep(0.001)
-    if HOW == "register":
-        lazypatch.register(set_b, "trust_mid_body", name="trust.mid")
-    elif HOW == "enable":
-        lazypatch.enable("trust.mid")
-    else:
-        lazypatch.patched("trust.mid").__enter__()
+    apply_now(HOW, set_b, "trust_mid_body", "trust.mid")
     trust_signals.unpatched.set()     # the body may go on
 
 
@@ -273,53 +268,6 @@ def test_a_patch_applied_while_a_reload_waits_for_the_import_body_keeps_the_body
     assert result["live"] == []
 
 
-LATE_APPLICATION_DURING_RELOAD = """
-import importlib, sys
-import lazypatch, trust_reload_signals as signals
-from trust_helpers import emit, live_changes, run_threads, status
-
-HOW, WHEN = sys.argv[1], sys.argv[2]
-signals.mode.append(WHEN)
-
-
-def set_x(module, patch):
-    patch.setattr(module, "x", "patched")
-    signals.applied.set()     # the application is in flight: the reload starts
-    (signals.reload_done if WHEN == "after the body" else signals.body_set_x).wait(5)
-
-
-# Watched from the start (in "register", by another patch): a reload runs its body through
-# lazypatch only if the module was watched when the reload found its spec.
-lazypatch.register(set_x, "trust_reloaded", name="trust.late" if HOW != "register" else "trust.other",
-                   enabled=False)
-import trust_reloaded
-
-
-def applier():
-    if HOW == "register":
-        lazypatch.register(set_x, "trust_reloaded", name="trust.late")
-    elif HOW == "enable":
-        lazypatch.enable("trust.late")
-    else:
-        lazypatch.patched("trust.late").__enter__()
-    signals.body_may_end.set()
-
-
-def reloader():
-    signals.applied.wait(5)
-    importlib.reload(trust_reloaded)
-    signals.reload_done.set()
-
-
-errors = run_threads([applier, reloader])
-during = {"x": trust_reloaded.x, "status": status("trust.late"),
-          "flag": lazypatch.is_patched(trust_reloaded, "x")}
-lazypatch.unpatch_all()
-emit({"errors": errors, "during": during,
-      "after": {"x": trust_reloaded.x, "the reload's own": trust_reloaded.x is trust_reloaded.token},
-      "live": [name for name, _ in live_changes()]})
-"""
-
 RELOAD_SIGNALS = """
 import threading
 
@@ -341,6 +289,69 @@ if signals.mode == ['during the body'] and signals.applied.is_set():
 """
 
 
+# What both reload scenarios below report: the module while the patch is live, then after
+# unpatch_all() (``token`` is the list the last execution of the body made).
+AFTER_THE_RELOAD = """
+during = {"x": trust_reloaded.x, "status": status("trust.late"),
+          "flag": lazypatch.is_patched(trust_reloaded, "x")}
+lazypatch.unpatch_all()
+emit({"errors": errors, "during": during,
+      "after": {"x": trust_reloaded.x, "the reload's own": trust_reloaded.x is trust_reloaded.token},
+      "live": [name for name, _ in live_changes()]})
+"""
+
+
+def assert_applied_after_the_reload(trust_interpreter, scenario: str, args=()) -> None:
+    """Run a reload scenario: the patch holds ``x`` while live, and its undo gives back the
+    object the reload's body made."""
+    trust_interpreter.write({
+        "trust_reload_signals.py": RELOAD_SIGNALS,
+        "trust_reloaded.py": RELOADED_MODULE,
+    })
+    result = trust_interpreter.run_json(scenario, args=list(args))
+    assert result["errors"] == []
+    assert result["during"] == {"x": "patched", "status": "applied", "flag": True}, \
+        "the reload's body overwrote an application the report calls applied"
+    assert result["after"] == {"x": ["original"], "the reload's own": True}
+    assert result["live"] == []
+
+
+LATE_APPLICATION_DURING_RELOAD = """
+import importlib, sys
+import lazypatch, trust_reload_signals as signals
+from trust_helpers import apply_now, emit, live_changes, run_threads, status
+
+HOW, WHEN = sys.argv[1], sys.argv[2]
+signals.mode.append(WHEN)
+
+
+def set_x(module, patch):
+    patch.setattr(module, "x", "patched")
+    signals.applied.set()     # the application is in flight: the reload starts
+    (signals.reload_done if WHEN == "after the body" else signals.body_set_x).wait(5)
+
+
+# Watched from the start (in "register", by another patch): a reload runs its body through
+# lazypatch only if the module was watched when the reload found its spec.
+lazypatch.register(set_x, "trust_reloaded", name="trust.late" if HOW != "register" else "trust.other",
+                   enabled=False)
+import trust_reloaded
+
+
+def applier():
+    apply_now(HOW, set_x, "trust_reloaded", "trust.late")
+    signals.body_may_end.set()
+
+
+def reloader():
+    signals.applied.wait(5)
+    importlib.reload(trust_reloaded)
+    signals.reload_done.set()
+
+
+errors = run_threads([applier, reloader])
+""" + AFTER_THE_RELOAD
+
 @pytest.mark.parametrize("when", ["after the body", "during the body"])
 @pytest.mark.parametrize("how", ["register", "enable", "scope"])
 def test_a_late_application_in_flight_when_a_reload_starts_is_applied_again_after_it(
@@ -352,16 +363,7 @@ def test_a_late_application_in_flight_when_a_reload_starts_is_applied_again_afte
     the body has run (the reload ended before the application did, or it was still
     running its body), so the report's "applied" is what the module holds. Its undo then
     restores the reload's ``x``, not the object the earlier body made."""
-    trust_interpreter.write({
-        "trust_reload_signals.py": RELOAD_SIGNALS,
-        "trust_reloaded.py": RELOADED_MODULE,
-    })
-    result = trust_interpreter.run_json(LATE_APPLICATION_DURING_RELOAD, args=[how, when])
-    assert result["errors"] == []
-    assert result["during"] == {"x": "patched", "status": "applied", "flag": True}, \
-        "the reload's body overwrote an application the report calls applied"
-    assert result["after"] == {"x": ["original"], "the reload's own": True}
-    assert result["live"] == []
+    assert_applied_after_the_reload(trust_interpreter, LATE_APPLICATION_DURING_RELOAD, [how, when])
 
 
 REGISTRATION_WHILE_A_RELOAD_SEARCHES = """
@@ -402,13 +404,7 @@ def registrar():
 
 
 errors = run_threads([lambda: importlib.reload(trust_reloaded), registrar])
-during = {"x": trust_reloaded.x, "status": status("trust.late"),
-          "flag": lazypatch.is_patched(trust_reloaded, "x")}
-lazypatch.unpatch_all()
-emit({"errors": errors, "during": during,
-      "after": {"x": trust_reloaded.x, "the reload's own": trust_reloaded.x is trust_reloaded.token},
-      "live": [name for name, _ in live_changes()]})
-"""
+""" + AFTER_THE_RELOAD
 
 
 def test_a_patch_registered_while_a_reload_searches_for_an_unwatched_module_lands_after_the_body(
@@ -418,16 +414,7 @@ def test_a_patch_registered_while_a_reload_searches_for_an_unwatched_module_land
     the body would overwrite it with the plain loader while the report says applied: a
     reload always runs its body through lazypatch, which takes the patch back before the
     body and makes it again after."""
-    trust_interpreter.write({
-        "trust_reload_signals.py": RELOAD_SIGNALS,
-        "trust_reloaded.py": RELOADED_MODULE,
-    })
-    result = trust_interpreter.run_json(REGISTRATION_WHILE_A_RELOAD_SEARCHES)
-    assert result["errors"] == []
-    assert result["during"] == {"x": "patched", "status": "applied", "flag": True}, \
-        "the reload's body overwrote an application the report calls applied"
-    assert result["after"] == {"x": ["original"], "the reload's own": True}
-    assert result["live"] == []
+    assert_applied_after_the_reload(trust_interpreter, REGISTRATION_WHILE_A_RELOAD_SEARCHES)
 
 
 SCOPES_IN_ORDER = """
