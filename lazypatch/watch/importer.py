@@ -433,8 +433,10 @@ def _guard(foreign: "Any", finder: "LazyPatchFinder") -> bool:
 
 class GuardedFindSpec:
     """A foreign finder's ``find_spec`` once guarded: its own answer, with a
-    ``LoaderProxy`` for a watched name. Pickled (with the finder holding it), it is the
-    original ``find_spec``: the unpickled finder is unguarded until put ahead again."""
+    ``LoaderProxy`` for a watched name or a reload (a search with a ``target``: its body
+    runs through ``run_body``, as our own finder makes it). Pickled (with the finder
+    holding it), it is the original ``find_spec``: the unpickled finder is unguarded until
+    put ahead again."""
 
     __slots__ = ("original", "finder")
 
@@ -452,7 +454,8 @@ class GuardedFindSpec:
             if spec is not None:
                 return spec
         spec = self.original(fullname, path, target)
-        if spec is not None and fullname in watched and spec.loader is not None:
+        if spec is not None and (fullname in watched or target is not None) \
+                and spec.loader is not None:
             return wrap_spec_loader(spec, finder._run_body)
         return spec
 

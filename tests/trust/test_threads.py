@@ -366,7 +366,7 @@ def test_a_late_application_in_flight_when_a_reload_starts_is_applied_again_afte
     assert_applied_after_the_reload(trust_interpreter, LATE_APPLICATION_DURING_RELOAD, [how, when])
 
 
-REGISTRATION_WHILE_A_RELOAD_SEARCHES = """
+REGISTRATION_BETWEEN_A_RELOADS_SEARCH_AND_BODY = """
 import importlib, sys, threading
 import lazypatch, trust_reload_signals as signals
 from trust_helpers import emit, live_changes, run_threads, status
@@ -378,23 +378,40 @@ def set_x(module, patch):
     patch.setattr(module, "x", "patched")
 
 
-# The reload's search runs under the import system's global lock: an application that
-# imports a module meanwhile waits for the search. One application first, on another
-# module, loads everything an application needs.
-lazypatch.register(set_x, "trust_reload_signals", name="trust.warm_up")
+# lazypatch in use (not activated: its finder comes with a first registration), but
+# nothing watches trust_reloaded yet.
+lazypatch.register(set_x, "trust_never_imported", name="trust.other")
 
 
-class Pausing:
-    \"\"\"A finder after lazypatch's: holds the reload's search until the patch is applied.\"\"\"
+class Answering:
+    \"\"\"A finder put ahead of lazypatch's, as pytest's assertion rewriter is: it answers
+    with the path finder's spec.\"\"\"
 
     def find_spec(self, name, path=None, target=None):
-        if name == "trust_reloaded" and target is not None:
-            signals.body_set_x.set()          # (here: the reload is searching)
-            signals.applied.wait(5)
-        return None
+        if name != "trust_reloaded":
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, path)
 
 
-sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder), Pausing())
+if sys.argv[1] == "ahead":
+    sys.meta_path.insert(0, Answering())
+    import colorsys   # (not activated: a finder put ahead is guarded by the next import)
+
+
+def pause_before_the_body(frame, event, argument):
+    # The reload has found its spec; the import system's _exec is about to run the body.
+    if event == "call" and frame.f_code.co_name == "_exec" and "_bootstrap" in frame.f_code.co_filename:
+        signals.body_set_x.set()
+        signals.applied.wait(5)
+    return None
+
+
+def reloader():
+    sys.settrace(pause_before_the_body)
+    try:
+        importlib.reload(trust_reloaded)
+    finally:
+        sys.settrace(None)
 
 
 def registrar():
@@ -403,18 +420,21 @@ def registrar():
     signals.applied.set()
 
 
-errors = run_threads([lambda: importlib.reload(trust_reloaded), registrar])
+errors = run_threads([reloader, registrar])
 """ + AFTER_THE_RELOAD
 
 
-def test_a_patch_registered_while_a_reload_searches_for_an_unwatched_module_lands_after_the_body(
-        trust_interpreter):
+@pytest.mark.parametrize("where", ["ours", "ahead"])
+def test_a_patch_registered_between_a_reloads_search_and_its_body_lands_after_the_body(
+        trust_interpreter, where):
     """``importlib.reload`` finds the module's spec, then runs its body. A patch registered
-    in between, on a module nothing watched when the search began, is applied at once, and
+    in between, on a module nothing watched when the search ran, is applied at once, and
     the body would overwrite it with the plain loader while the report says applied: a
-    reload always runs its body through lazypatch, which takes the patch back before the
-    body and makes it again after."""
-    assert_applied_after_the_reload(trust_interpreter, REGISTRATION_WHILE_A_RELOAD_SEARCHES)
+    reload always runs its body through lazypatch (whether our finder or a finder ahead of
+    it found the spec), which takes the patch back before the body and makes it again
+    after."""
+    assert_applied_after_the_reload(
+        trust_interpreter, REGISTRATION_BETWEEN_A_RELOADS_SEARCH_AND_BODY, [where])
 
 
 SCOPES_IN_ORDER = """
