@@ -367,7 +367,7 @@ def test_a_late_application_in_flight_when_a_reload_starts_is_applied_again_afte
 
 
 REGISTRATION_BETWEEN_A_RELOADS_SEARCH_AND_BODY = """
-import importlib, sys, threading
+import importlib, sys
 import lazypatch, trust_reload_signals as signals
 from trust_helpers import emit, live_changes, run_threads, status
 
