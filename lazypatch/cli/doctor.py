@@ -28,6 +28,7 @@ with warnings.catch_warnings(record=True) as caught:
     before = lazypatch.activation_info()["activated_by"]
     active = activate("lazypatch doctor")
     from lazypatch.decide.selection import unmet_requirements
+    from lazypatch.activate import site_install
     from lazypatch.state import STATE
     position_after_activation = sys.meta_path.index(STATE.finder) \
         if STATE.finder in sys.meta_path else -1
@@ -58,6 +59,7 @@ print(json.dumps({
     "path_hooks": [f"{getattr(hook, '__module__', '?')}.{describe(hook)}" for hook in sys.path_hooks],
     "imported_before": info["imported_before"],
     "patches": len(STATE.catalog.by_name),
+    "site_files": dict(site_install.status(), paths=site_install.files()),
     "plugins": {name: entry.value for name, entry in STATE.plugin_entries.items()},
     "report": lazypatch.report(),
     "unmet": unmet,
@@ -190,12 +192,27 @@ def _activation_problems(findings: Dict[str, Any], problems: List[str], notes: L
     if findings["other_hooks"]:
         notes.append(f"other import hooks on sys.meta_path: {', '.join(findings['other_hooks'])} "
                      f"(fine while lazypatch's finder stays first)")
+    _site_file_problems(findings.get("site_files") or {}, problems, notes)
     if findings["imported_before"]:
         problems.append(f"targets imported before activation: "
                         f"{', '.join(findings['imported_before'])}; their patches applied late "
                         f"and earlier `from x import y` copies may hold originals. Activate "
                         f"earlier: `lazypatch run`, `lazypatch site install`, or "
                         f"`import lazypatch.auto` as the first line")
+
+
+def _site_file_problems(site: Dict[str, Any], problems: List[str], notes: List[str]) -> None:
+    """The activation files of `lazypatch site install` (``site_install.status``): one whose
+    content this lazypatch would not write, or a ``.pth`` without its ``.start``."""
+    for kind in ("pth", "start"):
+        if site.get(kind) == "outdated":
+            problems.append(f"the site activation file {site['paths'][kind]} is not the one this "
+                            f"lazypatch writes (left by another version?); run `lazypatch site "
+                            f"install` to rewrite it, or `lazypatch site uninstall` to remove it")
+    if site.get("pth") != "absent" and site.get("start") == "absent":
+        notes.append(f"{site['paths']['pth']} has no .start file beside it: Python 3.15 and "
+                     f"later deprecate its import line and read the .start file instead; run "
+                     f"`lazypatch site install` to write both")
 
 
 def _patch_problems(findings: Dict[str, Any], problems: List[str], notes: List[str]) -> None:
@@ -272,6 +289,7 @@ def render(findings: Dict[str, Any]) -> str:
         f"patches:           {findings['patches']} registered "
         f"({len(findings['plugins'])} from plugin packs)",
         f"finder position:   {findings['finder_position']} on sys.meta_path",
+        f"site files:        {_site_files_line(findings.get('site_files') or {})}",
         f"activation (in-process): {findings['activation_ms']:.2f} ms",
     ]
     timing = findings.get("timing")
@@ -293,3 +311,10 @@ def render(findings: Dict[str, Any]) -> str:
         lines.append("notes:")
         lines += [f"  - {note}" for note in findings["notes"]]
     return "\n".join(lines)
+
+
+def _site_files_line(site: Dict[str, Any]) -> str:
+    """The state of `lazypatch site install`'s two files, as one line."""
+    if not site:
+        return "unknown"
+    return f".pth {site.get('pth')}, .start {site.get('start')} (in {site.get('directory')})"

@@ -208,6 +208,38 @@ def test_site_install_activates_a_fresh_interpreter_and_uninstall_removes_it(int
     assert activated_by(LAZYPATCH="0") == "not imported"
     status = interpreter.run_command([str(python), "-m", "lazypatch", "site", "status"])
     assert ".pth file:   installed" in status.stdout
+    # The doctor reads the same files: nothing to say about them while they are current; a
+    # .pth another version wrote is a problem with its fix, a missing .start a note.
+    def doctor():
+        result = interpreter.run_command([str(python), "-m", "lazypatch", "doctor", "--runs",
+                                          "0", "--json"], check=False)
+        findings = json.loads(result.stdout)
+        return findings["site_files"], "\n".join(findings["problems"]), \
+            "\n".join(findings["notes"])
+    site, problems, notes = doctor()
+    assert (site["pth"], site["start"]) == ("installed", "installed")
+    assert "site activation file" not in problems and ".start file" not in notes
+    pth = Path(site["paths"]["pth"])
+    # The line 0.1.0 wrote: the module it imports has moved since, and its ImportError is
+    # swallowed, so every start runs unpatched without a word.
+    current = pth.read_text()
+    old_line = current.replace("import lazypatch.activate.activation as",
+                               "import lazypatch.activation as")
+    old_line = old_line[:old_line.index("except ImportError")] + \
+        "except ImportError:\\n pass\\n" + current[current.index("except Exception"):]
+    assert old_line != current
+    pth.write_text(old_line)
+    assert activated_by() == ""   # lazypatch imported by the line, never activated
+    Path(site["paths"]["start"]).unlink()
+    site, problems, notes = doctor()
+    assert (site["pth"], site["start"]) == ("outdated", "absent")
+    assert f"the site activation file {pth} is not the one this lazypatch writes" in problems
+    assert "`lazypatch site install` to rewrite it" in problems
+    assert f"{pth} has no .start file beside it" in notes
+    interpreter.run_command([str(python), "-m", "lazypatch", "site", "install"])
+    site, problems, notes = doctor()
+    assert (site["pth"], site["start"]) == ("installed", "installed")
+    assert "site activation file" not in problems and ".start file" not in notes
     # Patches declared by LAZYPATCH_MODULES apply without any code change.
     patched = interpreter.run_command(
         [str(python), "-c", "import demo_target; print(demo_target.VALUE)"],
