@@ -50,10 +50,12 @@ class Change:
         # (id(module), name) that held ``after`` before this change (its home
         # module, say): undo must leave those alone.
         self.earlier_holders: frozenset = frozenset()
-        # The newest entry of ``sys.modules`` when a module's attribute was replaced:
-        # modules entered after it were imported while the change was live, and their
-        # ``from owner import key`` copied the replacement (see ``_imported_while_live``).
-        self.last_module_before: "Optional[str]" = None
+        # The newest entry of ``sys.modules`` when a module's attribute was replaced, as
+        # (name, reference to the module, whether the reference is weak): modules entered
+        # after it were imported while the change was live, and their ``from owner import
+        # key`` copied the replacement (see ``_imported_while_live``). The module, not only
+        # its name: a name purged and imported again is another place in the order.
+        self.last_module_before: "Optional[Tuple[str, Any, bool]]" = None
 
     @property
     def slot(self) -> "Tuple[str, int, Any]":
@@ -290,10 +292,15 @@ class PatchContext:
             # tests/trust/test_threads.py's eight-thread storm on 3.14): read it again.
             while True:
                 try:
-                    change.last_module_before = next(reversed(sys.modules))
+                    newest = next(reversed(sys.modules))
+                    entry = sys.modules[newest]
                     break
-                except RuntimeError:
+                except (RuntimeError, KeyError):   # (KeyError: removed in between)
                     continue
+            try:   # weakly: the mark must not keep a module that leaves sys.modules alive
+                change.last_module_before = (newest, _WEAK_REFERENCE(entry), True)
+            except TypeError:   # None (a blocked import) or an object without weak references
+                change.last_module_before = (newest, entry, False)
         if others:
             self.conflicts = [*self.conflicts, (change, others)]
         return change
@@ -568,10 +575,42 @@ def _imported_while_live(change: Change) -> None:
         # Only the modules imported since: usually none, so an undo stays cheap.
         copies = find_module_references(change.after, exclude=(change.owner,),
                                         after=change.last_module_before)
-    except ValueError:   # that module was removed since: which came later is unknown
+    except ValueError:   # that module left sys.modules since: which came later is unknown
+        _say_copies_kept(change)
         return
     for module, global_name in copies:
         setattr(module, global_name, change.before)
+
+
+def _say_copies_kept(change: Change) -> None:
+    """Which modules were imported while ``change`` was live is unknown (the module that
+    marked its place in ``sys.modules`` left it, or was imported again): name the module
+    globals still holding the replacement, in a warning and the patch's
+    ``late_references``, rather than rebind modules that may have held it before."""
+    from .references import describe_references
+    owner = change.owner
+    name = getattr(owner, "__name__", None)
+    # Not the holders the patch itself explains: the module it changed, that module
+    # imported again (the patch applied there too, its own change), the replacement's home.
+    home = sys.modules.get(getattr(change.after, "__module__", None) or "")
+    holders = describe_references([change.after],
+                                  exclude=(owner, sys.modules.get(name or ""), home))
+    if not holders:
+        return
+    with STATE.lock:
+        registered = STATE.catalog.by_name.get(change.patch_name)
+        if registered is not None:
+            registered.late_references = holders
+    from ..errors import LatePatchWarning
+    from ..notices import notify  # only on this path: see benchmarks/COSTS.md
+    marker = change.last_module_before[0] if change.last_module_before else "?"
+    notify(f"lazypatch: patch {change.patch_name!r} is undone, but which modules copied "
+           f"{describe(owner)}.{change.key} while it was replaced is unknown: {marker!r}, the "
+           f"newest module then, has left sys.modules or was imported again since. These "
+           f"module globals still hold the replacement: {', '.join(holders)}. Import them "
+           f"again (importlib.reload) to get the original, or make the change with "
+           f"patch.setattr(..., rebind=True), whose undo reaches every copy.",
+           LatePatchWarning, stacklevel=2)
 
 
 def process_ledger() -> Ledger:

@@ -49,15 +49,23 @@ def identity_proves_copy(value: "Any") -> "Optional[str]":
     return None
 
 
-def _module_globals(exclude: "Tuple[Any, ...]", after: "Optional[str]" = None
+def _module_globals(exclude: "Tuple[Any, ...]", after: "Optional[Tuple[str, Any, bool]]" = None
                     ) -> "Iterator[Tuple[str, Any, str, Any]]":
     """(module name, module, global name, value) for every loaded module's globals; with
-    ``after``, only of the modules entered in ``sys.modules`` after that one."""
-    excluded = {id(item) for item in exclude}
+    ``after`` (``Change.last_module_before``: a name, a reference to its entry, whether
+    weak), only of the modules entered in ``sys.modules`` after that entry."""
+    excluded = {id(item) for item in exclude if item is not None}
     entries = list(sys.modules.items())
     if after is not None:
-        names = [name for name, _ in entries]
-        entries = entries[names.index(after) + 1:]   # ValueError: the caller's to handle
+        name, reference, weak = after
+        entry = reference() if weak else reference
+        names = [entry_name for entry_name, _ in entries]
+        position = names.index(name)   # ValueError: the caller's to handle
+        if entries[position][1] is not entry or weak and entry is None:
+            # Another object under that name: the marked module was imported again, and
+            # its new place in the order says nothing about what came after the mark.
+            raise ValueError(f"{name!r} is no longer the module the mark was made at")
+        entries = entries[position + 1:]
     for module_name, module in entries:
         if module is None or id(module) in excluded or is_unloaded_lazy_module(module) \
                 or module_name == "lazypatch" or module_name.startswith("lazypatch."):
@@ -72,10 +80,12 @@ def _module_globals(exclude: "Tuple[Any, ...]", after: "Optional[str]" = None
 
 
 def find_module_references(target: "Any", exclude: "Tuple[Any, ...]" = (),
-                           after: "Optional[str]" = None) -> "List[Tuple[Any, str]]":
+                           after: "Optional[Tuple[str, Any, bool]]" = None
+                           ) -> "List[Tuple[Any, str]]":
     """(module, global name) for each module global that *is* ``target``; none for shared
-    values. With ``after``, only modules imported after the module of that name (it must
-    still be in ``sys.modules``: ValueError otherwise)."""
+    values. With ``after`` (``Change.last_module_before``), only modules imported after the
+    module it marks (which must still be in ``sys.modules`` under its name: ValueError
+    otherwise)."""
     if identity_proves_copy(target) is not None:
         return []
     return [(module, name) for _, module, name, value in _module_globals(exclude, after)

@@ -81,3 +81,59 @@ print(json.dumps({"kept": undo_replacements.build() == "patched",
                   "lib": undo_lib.build()}))
 """)
     assert result == {"kept": True, "lib": "original"}
+
+
+# The patch applies as undo_lib is imported, so undo_lib itself is the newest module then
+# (lazypatch's own modules load with the first patched import: undo_first's, here): the
+# mark of the change's place in sys.modules. A test harness that purges undo_lib (and
+# may import it again) takes the mark away; undo then cannot tell which modules came after
+# the change, and says which still hold the replacement instead of staying silent.
+MARK_GONE = """
+import json, sys, warnings
+import lazypatch
+import undo_replacements
+
+@lazypatch.when_imported("undo_first", name="undo.first")
+def first_patch(module, patch):
+    patch.setattr(module, "VALUE", 2)
+
+@lazypatch.when_imported("undo_lib", name="undo.replace")
+def replace(module, patch):
+    patch.setattr(module, "build", undo_replacements.build)
+
+import undo_first
+import undo_lib
+first = undo_lib
+import undo_late   # copies the replacement while it is live
+del sys.modules["undo_lib"]
+if sys.argv[1] == "again":
+    import undo_lib   # a new module object under the mark's name: patched again
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    lazypatch.unpatch("undo.replace")
+record = {row["name"]: row for row in lazypatch.report()}["undo.replace"]
+again = sys.modules.get("undo_lib")
+print(json.dumps({
+    "warnings": [f"{item.category.__name__}: {item.message}" for item in caught],
+    "late_references": record["late_references"],
+    "first_restored": first.build() == "original",
+    "again_restored": again is None or again.build() == "original",
+    "late_still_patched": undo_late.build() == "patched",
+    "replacement_kept": undo_replacements.build() == "patched"}))
+"""
+
+
+def test_undo_says_which_copies_it_cannot_place_once_the_mark_left_sys_modules(interpreter):
+    interpreter.write(dict(FILES, **{"undo_first.py": "VALUE = 1\n"}))
+    for how in ("purged", "again"):
+        result = interpreter.run_json(MARK_GONE, args=[how])
+        assert result["first_restored"] and result["again_restored"], how
+        assert result["replacement_kept"] and result["late_still_patched"], how
+        # Named, not rebound: imported before the change, a module may have held it already.
+        assert result["late_references"] == ["undo_late.build", "undo_late.alias"], how
+        (warning,) = [text for text in result["warnings"] if "is undone" in text]
+        assert warning.startswith("LatePatchWarning: lazypatch: patch 'undo.replace' is "
+                                  "undone, but which modules copied undo_lib.build"), how
+        assert "'undo_lib', the newest module then, has left sys.modules or was imported " \
+               "again" in warning and "undo_late.build, undo_late.alias" in warning, how
+        assert "rebind=True" in warning and "undo_replacements" not in warning, how
