@@ -592,7 +592,10 @@ def _say_copies_kept(change: Change) -> None:
     name = getattr(owner, "__name__", None)
     # Not the holders the patch itself explains: the module it changed, that module
     # imported again (the patch applied there too, its own change), the replacement's home.
-    home = sys.modules.get(getattr(change.after, "__module__", None) or "")
+    try:
+        home = sys.modules.get(getattr(change.after, "__module__", None) or "")
+    except Exception:   # a proxy whose attribute lookup raises: no home to leave out
+        home = None
     holders = describe_references([change.after],
                                   exclude=(owner, sys.modules.get(name or ""), home))
     if not holders:
