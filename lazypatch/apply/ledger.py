@@ -602,8 +602,9 @@ def _say_copies_kept(change: Change) -> None:
         return
     with STATE.lock:
         registered = STATE.catalog.by_name.get(change.patch_name)
-        if registered is not None:
-            registered.late_references = holders
+        if registered is not None:   # (one entry per holder, over all of its changes)
+            registered.late_references = [*registered.late_references, *(
+                holder for holder in holders if holder not in registered.late_references)]
     from ..errors import LatePatchWarning
     from ..notices import notify  # only on this path: see benchmarks/COSTS.md
     marker = change.last_module_before[0] if change.last_module_before else "?"
