@@ -213,6 +213,11 @@ def _site_file_problems(site: Dict[str, Any], problems: List[str], notes: List[s
         notes.append(f"{site['paths']['pth']} has no .start file beside it: Python 3.15 and "
                      f"later deprecate its import line and read the .start file instead; run "
                      f"`lazypatch site install` to write both")
+    if site.get("pth") == "absent" and site.get("start") not in (None, "absent") \
+            and sys.version_info < (3, 15):
+        problems.append(f"{site['paths']['start']} has no .pth file beside it, and Python "
+                        f"before 3.15 reads only the .pth: interpreters here start without "
+                        f"lazypatch; run `lazypatch site install` to write both")
 
 
 def _patch_problems(findings: Dict[str, Any], problems: List[str], notes: List[str]) -> None:

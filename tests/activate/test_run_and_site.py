@@ -237,6 +237,11 @@ def test_site_install_activates_a_fresh_interpreter_and_uninstall_removes_it(int
     assert "`lazypatch site install` to rewrite it" in problems
     assert f"{pth} has no .start file beside it" in notes
     interpreter.run_command([str(python), "-m", "lazypatch", "site", "install"])
+    pth.unlink()   # the .start alone: read from Python 3.15 on only
+    site, problems, notes = doctor()
+    assert (site["pth"], site["start"]) == ("absent", "installed")
+    assert ("has no .pth file beside it" in problems) == (sys.version_info < (3, 15))
+    interpreter.run_command([str(python), "-m", "lazypatch", "site", "install"])
     site, problems, notes = doctor()
     assert (site["pth"], site["start"]) == ("installed", "installed")
     assert "site activation file" not in problems and ".start file" not in notes
