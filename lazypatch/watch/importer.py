@@ -159,6 +159,10 @@ def module_creator(loader: "Any") -> "Callable[[Any], Any]":
 # into a dict of their own (CPython 3.11 keeps room for one more name), which costs more
 # than the proxy saves (benchmarks/COSTS.md).
 _EXTERNAL = sys.modules.get("_frozen_importlib_external")
+# The import system's path finder, which finds lazypatch's own modules (LazyPatchFinder's
+# class method stands in for it while a program's sys.meta_path leaves it out).
+_PATH_FINDER = getattr(_EXTERNAL, "PathFinder", None)
+_OWN_PREFIX = "lazypatch."
 OWN_LOADER_TYPES: "tuple" = tuple(
     getattr(_EXTERNAL, name) for name in ("SourceFileLoader", "SourcelessFileLoader",
                                           "ExtensionFileLoader") if hasattr(_EXTERNAL, name))
@@ -231,9 +235,19 @@ class LazyPatchFinder:
 
     def find_spec(self, fullname: str, path: "Optional[Sequence[str]]" = None,
                   target: "Any" = None) -> "Any":
-        """The spec of a watched name, with a loader proxy; None for any other name.
-        (Instances answer through the same-named function ``__init__`` gives them.)"""
-        if fullname not in self._watched:
+        """The spec of a watched name or a reload, or of lazypatch's own modules."""
+        # Instances answer through the same-named function ``__init__`` gives them, and
+        # through this method only while the import system's path finder is off an
+        # activated process's ``sys.meta_path`` (``_keep_promises``): it finds lazypatch's
+        # own modules as that finder does.
+        if path is not None and _PATH_FINDER is not None and fullname.startswith(_OWN_PREFIX):
+            # A program assigned a list of its own finders: the engine's modules that load
+            # when first needed (the machinery at the first watched import, undo, the
+            # report...) would fail to import, and the user's import with them.
+            spec = _PATH_FINDER.find_spec(fullname, path)
+            if spec is not None:
+                return spec
+        if fullname not in self._watched and target is None:
             return None
         return self._find_watched(fullname, path, target)
 
@@ -547,6 +561,15 @@ def _keep_promises(meta_path: "List[Any]") -> None:
     if not _installed or meta_path is not sys.meta_path or not isinstance(meta_path, list):
         return
     finder = _installed[0]
+    # The import system's path finder off the list: lazypatch's own modules are found by
+    # the finder's class method meanwhile (LazyPatchFinder.find_spec); back on it, the
+    # usual function again (compared by identity: a finder's __eq__ is not called).
+    has_path_finder = _PATH_FINDER is None or id(_PATH_FINDER) in map(id, meta_path)
+    if has_path_finder is ("find_spec" not in finder.__dict__):
+        if has_path_finder:
+            finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
+        else:
+            del finder.find_spec
     for position, foreign in enumerate(meta_path):
         if foreign is finder:
             return
@@ -634,7 +657,7 @@ def _check_front() -> None:
     meta_path = sys.meta_path
     if meta_path is None:
         raise ImportError(SHUT_DOWN_MESSAGE)
-    if _installed and (not meta_path or meta_path[0] is not _installed[0]):
+    if _installed:   # (at once when lazypatch's finder is first and the path finder there)
         _keep_promises(meta_path)
 
 

@@ -133,3 +133,50 @@ def test_a_program_that_rebuilds_and_reorders_sys_meta_path_still_gets_its_patch
     assert result["one"] == result["two"] == "patched", result
     assert result["status"] == ["applied", "applied"], result
     assert result["same_finder"] is True, result
+
+
+# A program that serves its modules from its own finder and leaves the import system's
+# path finder off sys.meta_path: lazypatch's own modules, which the engine imports when
+# first needed (the machinery at the first watched import, undo, the report), are still
+# found, as a list assigned in place or as the list changed in place.
+OWN_FINDER_ONLY = """
+import importlib.abc, importlib.machinery, importlib.util, json, sys
+import lazypatch.auto, lazypatch
+
+class Serving(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "served":
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        module.VALUE = "original"
+
+@lazypatch.when_imported("served", name="own.served")
+def fix(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+serving = Serving()
+if sys.argv[1] == "assigned":
+    sys.meta_path = [serving]
+else:
+    sys.meta_path.remove(importlib.machinery.PathFinder)
+    sys.meta_path.append(serving)
+import served
+during = served.VALUE
+lazypatch.unpatch("own.served")
+status = {r["name"]: r["status"] for r in lazypatch.report()}["own.served"]
+after = served.VALUE
+sys.meta_path.append(importlib.machinery.PathFinder)   # back: files import again
+import colorsys
+print(json.dumps({"during": during, "after": after, "status": status,
+                  "files_import": colorsys.__name__}))
+"""
+
+
+def test_a_program_that_leaves_the_path_finder_out_still_gets_its_patches(interpreter):
+    for how in ("assigned", "changed"):
+        result = interpreter.run_json(OWN_FINDER_ONLY, args=[how])
+        assert result == {"during": "patched", "after": "original", "status": "reverted",
+                          "files_import": "colorsys"}, how
