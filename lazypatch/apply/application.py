@@ -51,7 +51,7 @@ from ..state import (
 )
 from ..watch.importer import OWN_LOADER_TYPES as _OWN_LOADER_TYPES
 from ..watch.importer import SPEC_LOADER as _SPEC_LOADER
-from ..watch.importer import LoaderProxy, execute_with_loader
+from ..watch.importer import loader_proxy_type as _loader_proxy_type
 from .ledger import PatchContext, process_ledger
 
 # Loaded where first needed, not with this module: a process's first watched import
@@ -138,7 +138,7 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
             target = name
         elif target is not None:
             name = target
-    elif proxy.__class__ is LoaderProxy and proxy._lazypatch_loader is loader:
+    elif proxy.__class__ is _loader_proxy_type() and proxy._lazypatch_loader is loader:
         spec.loader = loader
         try:
             if module.__loader__ is proxy:
@@ -179,9 +179,10 @@ def run_body(loader: "Any", module: "Any", target: "Optional[str]" = None,
                     before_applied = True
             try:
                 execute = loader.exec_module
-            except AttributeError:
+            except AttributeError:   # a legacy loader (load_module only)
+                from ..watch.loaders import execute_with_loader
                 execute_with_loader(module, loader)
-            else:   # (execute_with_loader, written out: every import)
+            else:   # (loaders.execute_with_loader, written out: every import)
                 execute(module)
             if before_applied:
                 _end_scoped_before_patches(name, module)

@@ -1,4 +1,4 @@
-"""The import hook: one finder on ``sys.meta_path`` and a transparent loader proxy."""
+"""The import hook: one finder on ``sys.meta_path`` (its loader proxy: ``loaders.py``)."""
 
 # (Told here in comments, not in the module's docstring: a docstring is loaded with the
 # module at activation, about 3 instructions a byte: benchmarks/COSTS.md.)
@@ -49,104 +49,6 @@ if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the ac
     from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 
-class LoaderProxy:
-    """Wraps a module's real loader; runs patches around ``exec_module``.
-
-    Its ``exec_module`` is the body runner (``application.run_body``) bound to the real
-    loader: the import system's call reaches the patches in one Python frame (a method
-    of the proxy forwarding to the runner cost every watched import a frame and three
-    reads through this class's ``__getattr__``: benchmarks/COSTS.md). The runner puts
-    the real loader back on the spec and the module (``put_real_loader_back``).
-
-    Every attribute it does not define is forwarded to the real loader
-    (``get_code`` for ``runpy``, ``get_resource_reader``, ``is_package``...),
-    as wrapt's proxy does.
-    """
-
-    __slots__ = ("_lazypatch_loader", "_lazypatch_run_body", "create_module", "exec_module")
-
-    def __init__(self, loader: "Any", run_body: "Callable[..., None]") -> None:
-        self._lazypatch_loader = loader
-        self._lazypatch_run_body = run_body
-        self.create_module = module_creator(loader)
-        self.exec_module = _bound(run_body, loader)
-
-    def __getattr__(self, name: str) -> "Any":
-        if name.startswith("_lazypatch_"):   # a half-built proxy (copy, pickle): no recursion
-            raise AttributeError(name)
-        attribute = getattr(self._lazypatch_loader, name)
-        if name == "get_code":
-            # Looked up here, not defined on the class, so that a loader without
-            # get_code still has none through the proxy. Only runpy needs it
-            # (programs.py), so that module is not on the activation path.
-            from .programs import ProgramCodeGetter
-            return ProgramCodeGetter(self, attribute)
-        return attribute
-
-    def __repr__(self) -> str:
-        return f"<lazypatch LoaderProxy for {self._lazypatch_loader!r}>"
-
-
-def put_real_loader_back(loader: "Any", module: "Any") -> "Optional[str]":
-    """Before a watched body runs: the real ``loader`` in place of its proxy on the
-    module's spec and ``__loader__`` (pkgutil, importlib.resources and pickle-style tools
-    look at them, and a reload must find the real loader again: it re-runs find_spec and
-    gets a new proxy). Returns the imported name when the module is an alias, one that
-    exists under another name (the loader's create_module handed it out: six.moves.cPickle
-    is pickle): the imported name's patches run on it and its body does not run again;
-    None otherwise. (``application.run_body`` does the same, written out.)"""
-    spec: "Any" = getattr(module, "__spec__", None)
-    proxy = getattr(spec, "loader", None)
-    if proxy is loader:   # a loader of its own import (OWN_LOADER_TYPES)
-        take_shadow_off(loader)
-        return spec.name if module.__name__ != spec.name else None
-    if proxy.__class__ is not LoaderProxy or proxy._lazypatch_loader is not loader:
-        return None
-    spec.loader = loader
-    try:
-        if module.__loader__ is proxy:
-            module.__loader__ = loader
-    except AttributeError:
-        pass
-    return spec.name if module.__name__ != spec.name else None
-
-
-# A bound method of a function: ``exec_module(module)`` calls ``run_body(loader, module)``
-# (types.MethodType, without importing types).
-_bound: "Any" = type(put_real_loader_back.__get__(0))
-
-
-def _default_module(spec: "Any") -> None:
-    """``create_module`` of a proxy whose loader has none: the import system's default."""
-    return None
-
-
-# importlib's own create_module of file loaders (``_LoaderBasics``), which only says "the
-# default module" (None); None where the import system is of another shape.
-_IMPORTLIB_CREATE = getattr(getattr(sys.modules.get("_frozen_importlib_external"),
-                                    "_LoaderBasics", None), "create_module", None)
-# The same answer from a C function: the import system calls ``create_module(spec)`` once
-# per import, and a Python method costs it a frame (benchmarks/COSTS.md). An unused zip's
-# __setstate__ only sets that zip's strict flag from the spec's truth (a ModuleSpec is
-# true): it returns None for any spec and keeps no reference to it, at the cost of a
-# deque's append, which did the same but loaded the built-in _collections, 0.28M
-# instructions of every activation.
-_NO_MODULE = zip().__setstate__  # type: ignore[attr-defined]  # (C, not in typeshed)
-
-
-def module_creator(loader: "Any") -> "Callable[[Any], Any]":
-    """What a proxy of ``loader`` answers for ``create_module``: the real loader's own
-    method (called by the import system directly: a method of ours forwarding to it cost
-    every watched import a Python call), or, where that is importlib's default, a C
-    function giving the same None."""
-    create = getattr(loader, "create_module", None)
-    if create is None:
-        return _default_module
-    if _IMPORTLIB_CREATE is not None and getattr(create, "__func__", None) is _IMPORTLIB_CREATE:
-        return _NO_MODULE
-    return create
-
-
 # The file loaders of the path finder (``FileFinder``), which makes a new one for each spec
 # it returns (``loader_class(fullname, path)``): such an instance is used by that one
 # import only. So for a watched import, ``run_body`` becomes its ``exec_module`` (bound to
@@ -183,6 +85,44 @@ class _SpecLoader:
 # object per watched import, about 1,000 instructions with its deallocation.
 SPEC_LOADER: "Any" = _SpecLoader()
 
+# A bound method of a function: ``exec_module(module)`` calls ``run_body(loader, module)``
+# (types.MethodType, without importing types).
+_bound: "Any" = type(_SpecLoader.__repr__.__get__(SPEC_LOADER))
+# The module of LoaderProxy (``wrap_spec_loader``, ``execute_with_loader``): loaded by the
+# first watched import whose loader is not one of OWN_LOADER_TYPES, not at activation.
+_LOADERS = __name__.rpartition(".")[0] + ".loaders"
+
+
+def loader_proxy_type() -> "Any":
+    """``loaders.LoaderProxy``, or None before that module is loaded: the first proxy made
+    loads it, so no proxy exists before. (Read with getattr: another thread may be running
+    that module's body right now.)"""
+    return getattr(sys.modules.get(_LOADERS), "LoaderProxy", None)
+
+
+def put_real_loader_back(loader: "Any", module: "Any") -> "Optional[str]":
+    """Before a watched body runs: the real ``loader`` in place of its proxy on the
+    module's spec and ``__loader__`` (pkgutil, importlib.resources and pickle-style tools
+    look at them, and a reload must find the real loader again: it re-runs find_spec and
+    gets a new proxy). Returns the imported name when the module is an alias, one that
+    exists under another name (the loader's create_module handed it out: six.moves.cPickle
+    is pickle): the imported name's patches run on it and its body does not run again;
+    None otherwise. (``application.run_body`` does the same, written out.)"""
+    spec: "Any" = getattr(module, "__spec__", None)
+    proxy: "Any" = getattr(spec, "loader", None)
+    if proxy is loader:   # a loader of its own import (OWN_LOADER_TYPES)
+        take_shadow_off(loader)
+        return spec.name if module.__name__ != spec.name else None
+    if proxy.__class__ is not loader_proxy_type() or proxy._lazypatch_loader is not loader:
+        return None
+    spec.loader = loader
+    try:
+        if module.__loader__ is proxy:
+            module.__loader__ = loader
+    except AttributeError:
+        pass
+    return spec.name if module.__name__ != spec.name else None
+
 
 def take_shadow_off(loader: "Any") -> None:
     """The loader's own ``exec_module`` again (``OWN_LOADER_TYPES``); nothing for a loader
@@ -194,14 +134,6 @@ def take_shadow_off(loader: "Any") -> None:
             pass
 
 
-def execute_with_loader(module: "Any", loader: "Any") -> None:
-    """Run a module's body with its real loader, including legacy load_module loaders."""
-    if hasattr(loader, "exec_module"):
-        loader.exec_module(module)
-    else:
-        # Legacy PEP 302 loader (removed in 3.15): it creates and installs its own
-        # module object; whatever it leaves in sys.modules is what the importer gets.
-        loader.load_module(module.__name__)
 
 
 class LazyPatchFinder:
@@ -269,11 +201,11 @@ class LazyPatchFinder:
         for patch in self._watched.get(fullname, ()):
             boundary = boundary_of(patch.function)
             if boundary is not None and patch.enabled and boundary.takes_over is takes_over:
+                from .loaders import wrap_spec_loader
                 return wrap_spec_loader(boundary.spec(fullname), self._run_body)
         return None
 
 
-_new_proxy = object.__new__
 # name -> weak reference to the import system's lock of a module being imported, whose
 # ``owner`` is the importing thread (importlib._bootstrap._get_module_lock).
 module_locks: "Dict[str, Any]" = getattr(sys.modules.get("_frozen_importlib"),
@@ -351,29 +283,10 @@ def watched_spec_finder(finder: "LazyPatchFinder") -> "Callable[[str, Any, Any],
             if importing:
                 loader.exec_module = finder._run_own_body
                 return spec
-        if loader is not None and type(loader) is not LoaderProxy:
-            # wrap_spec_loader's usual case, written out, and LoaderProxy's __init__ too:
-            # every watched import pays for a call of a class with a Python __init__.
-            proxy = _new_proxy(LoaderProxy)
-            proxy._lazypatch_loader = loader
-            run_body = proxy._lazypatch_run_body = finder._run_body
-            proxy.exec_module = _bound(run_body, loader)
-            # module_creator(loader), written out (attributes read directly: a call of
-            # getattr costs more than the read)
-            try:
-                create = loader.create_module
-            except AttributeError:
-                create = None
-            if create is None:
-                proxy.create_module = _default_module
-            else:
-                try:   # (_IMPORTLIB_CREATE is None: no method's __func__ is)
-                    default = create.__func__ is _IMPORTLIB_CREATE
-                except AttributeError:   # not a method of the loader's class
-                    default = False
-                proxy.create_module = _NO_MODULE if default else create
-            spec.loader = proxy
-            return spec
+        # Any other loader gets a LoaderProxy (watch/loaders.py: loaded by the first import
+        # that needs one, not at activation; found while a program's sys.meta_path leaves
+        # the path finder out as well: LazyPatchFinder.find_spec).
+        from .loaders import wrap_spec_loader
         return wrap_spec_loader(spec, finder._run_body)
     return find_watched
 
@@ -470,6 +383,7 @@ class GuardedFindSpec:
         spec = self.original(fullname, path, target)
         if spec is not None and (fullname in watched or target is not None) \
                 and spec.loader is not None:
+            from .loaders import wrap_spec_loader
             return wrap_spec_loader(spec, finder._run_body)
         return spec
 
@@ -479,24 +393,6 @@ class GuardedFindSpec:
 
 def _unguarded(original: "Callable[..., Any]") -> "Callable[..., Any]":
     return original
-
-
-def wrap_spec_loader(spec: "Any", run_body: "Callable[[Any, Any], None]") -> "Any":
-    """Give ``spec`` a LoaderProxy (idempotent); return the spec."""
-    loader = spec.loader
-    if isinstance(loader, LoaderProxy):
-        return spec
-    if loader is None:
-        if spec.submodule_search_locations is None:
-            return spec  # nothing will execute; nothing to hook
-        # A namespace package: no loader and no body. The import system would
-        # attach a NamespaceLoader itself (_bootstrap._init_module_attrs); we
-        # build the same one so that there is an exec_module to hook.
-        from importlib.machinery import NamespaceLoader
-        loader = NamespaceLoader.__new__(NamespaceLoader)
-        loader._path = spec.submodule_search_locations  # type: ignore[attr-defined]
-    spec.loader = LoaderProxy(loader, run_body)
-    return spec
 
 
 def _keeping_promises(name: str) -> "Callable[..., Any]":
@@ -681,6 +577,7 @@ def installed_finder() -> "LazyPatchFinder":
 
 
 def _no_body(loader: "Any", module: "Any", target: "Optional[str]" = None) -> None:
+    from .loaders import execute_with_loader
     put_real_loader_back(loader, module)
     execute_with_loader(module, loader)
 

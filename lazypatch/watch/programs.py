@@ -2,7 +2,7 @@
 
 runpy asks the spec's loader for ``get_code`` and executes the code itself in
 ``__main__``'s namespace: ``exec_module`` never runs, so the loader proxy's
-usual way in is never taken. ``LoaderProxy.get_code`` (``importer.py``) answers
+usual way in is never taken. ``LoaderProxy.get_code`` (``loaders.py``) answers
 runpy, and only runpy, with a small code object that runs the real code through
 ``run_body`` with the module's patches. Imported only when a watched module is
 run that way: it is not on the activation path (benchmarks/COSTS.md).

@@ -9,7 +9,7 @@ import sys
 from _thread import get_ident
 
 from ..slots import is_unloaded_lazy_module
-from .importer import wrap_spec_loader
+from .loaders import wrap_spec_loader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
