@@ -464,8 +464,8 @@ def _keep_promises(meta_path: "List[Any]") -> None:
     if has_path_finder is ("find_spec" not in finder.__dict__):
         if has_path_finder:
             finder.find_spec = _unwatched_fast_path(finder, finder._watched)  # type: ignore[method-assign]
-        else:
-            del finder.find_spec
+        else:   # (pop: two threads may both see the change and switch at once)
+            finder.__dict__.pop("find_spec", None)
     for position, foreign in enumerate(meta_path):
         if foreign is finder:
             return
