@@ -134,8 +134,6 @@ def take_shadow_off(loader: "Any") -> None:
             pass
 
 
-
-
 class LazyPatchFinder:
     """The single lazypatch finder; place it first on ``sys.meta_path``."""
 
