@@ -44,6 +44,12 @@ def detach(patch: "RegisteredPatch", status: str, reason: str,
     patch.undoing = list(contexts)   # first: at no moment are they in neither list
     patch.replace_live(kept)
     patch.generation += 1
+    if not kept and patch.late_references:
+        # The globals it named held the originals an application left them (or the
+        # replacements an earlier undo could not place): with nothing of the patch live,
+        # an original is right again. What this undo cannot place, it names afresh
+        # (ledger._say_copies_kept, boundaries._say_who_keeps).
+        patch.late_references = ()
     if patch.status == APPLIED and not patch.live:
         patch.status, patch.reason = status, reason
         patch.remember(f"{status}: {reason}")

@@ -137,3 +137,51 @@ def test_undo_says_which_copies_it_cannot_place_once_the_mark_left_sys_modules(i
         assert "'undo_lib', the newest module then, has left sys.modules or was imported " \
                "again" in warning and "undo_late.build, undo_late.alias" in warning, how
         assert "rebind=True" in warning and "undo_replacements" not in warning, how
+
+
+# What the report's ``late_references`` names is the state now, not a history: a late
+# application names the globals left holding an original, and once the patch is undone
+# those hold the right object again; an undo that cannot place copies names the ones of
+# that undo, not those of an earlier cycle that were imported again since.
+CYCLES = """
+import importlib, json, sys, warnings
+import lazypatch
+import undo_replacements
+import undo_lib, undo_early   # imported before the patch: undo_early holds the original
+warnings.simplefilter("ignore")
+
+@lazypatch.when_imported("undo_lib", name="undo.replace")
+def replace(module, patch):
+    patch.setattr(module, "build", undo_replacements.build)
+
+def late_references():
+    return {row["name"]: row for row in lazypatch.report()}["undo.replace"]["late_references"]
+
+seen = {"late_application": late_references()}
+lazypatch.unpatch("undo.replace")
+seen["after_its_undo"] = late_references()
+
+# Two cycles whose undo loses its mark (undo_lib purged after a copy was made), each
+# applied as undo_lib is imported again (no late application names anything between).
+for cycle, copier in enumerate(("undo_late", "undo_late_again")):
+    sys.modules.pop("undo_lib", None)
+    lazypatch.enable("undo.replace")
+    import undo_lib                   # a new module object: patched as it is imported
+    importlib.import_module(copier)   # copies the replacement while it is live
+    del sys.modules["undo_lib"]
+    lazypatch.unpatch("undo.replace")
+    seen[f"cycle_{cycle}"] = late_references()
+    importlib.reload(sys.modules[copier])   # imports undo_lib again: the original
+print(json.dumps(seen))
+"""
+
+
+def test_late_references_name_what_is_stale_now_not_after_each_earlier_cycle(interpreter):
+    interpreter.write(dict(FILES, **{"undo_late_again.py": "from undo_lib import build\n"}))
+    result = interpreter.run_json(CYCLES)
+    assert result["late_application"] == ["undo_early.build"]
+    # Undone, the original undo_early holds is right again: nothing is stale.
+    assert result["after_its_undo"] == []
+    assert result["cycle_0"] == ["undo_late.build", "undo_late.alias"]
+    # undo_late was imported again after the first cycle: only this cycle's copy is named.
+    assert result["cycle_1"] == ["undo_late_again.build"]
