@@ -138,16 +138,32 @@ def _record_under_lock(patch: "RegisteredPatch") -> "Tuple[PatchRecord, bool]":
 def _explain_pending(record: PatchRecord, patch: "RegisteredPatch", top: str,
                      hints: "Optional[MissingModuleHints]") -> None:
     """Why a pending patch waits: its target put in sys.modules without an import, or
-    (for a patch of the user's) a hint at a misspelled or missing module."""
+    imported where lazypatch's finder did not see it, or (for a patch of the user's) a
+    hint at a misspelled or missing module."""
     imported = sys.modules.get(patch.target)
+    spec = getattr(imported, "__spec__", None)
     if record["status"] == "pending" and patch.phase == AFTER and imported is not None and \
-            not getattr(getattr(imported, "__spec__", None), "_initializing", False):
-        # In sys.modules without an import: a package assigned it there under a second
-        # name (sys.modules["pkg.alias"] = real). No import event exists to hook.
-        record["reason"] = (
-            f"{patch.target} is in sys.modules but was put there without an import (an "
-            f"alias assigned by its package); apply it with "
-            f"lazypatch.notify_module_loaded(sys.modules[{patch.target!r}], {patch.target!r})")
+            not getattr(spec, "_initializing", False):
+        apply_it = (f"apply it with lazypatch.notify_module_loaded("
+                    f"sys.modules[{patch.target!r}], {patch.target!r})")
+        if getattr(spec, "name", None) != patch.target:
+            # In sys.modules without an import: a package assigned it there under a second
+            # name (sys.modules["pkg.alias"] = real). No import event exists to hook.
+            record["reason"] = (
+                f"{patch.target} is in sys.modules but was put there without an import (an "
+                f"alias assigned by its package); {apply_it}")
+        else:
+            # Imported under its own name, and no application: lazypatch's finder was not
+            # asked. Used as a library, lazypatch leaves sys.meta_path the program's
+            # list, so a program that assigned a list of its own without the finder
+            # imports everything unpatched from then on (activation puts it back).
+            record["reason"] = f"{patch.target} was imported without lazypatch seeing it: " + (
+                "lazypatch's finder is not on sys.meta_path (a program assigned a list of "
+                "its own, or lazypatch.uninstall() took it off), so no import is patched "
+                "now; lazypatch.install() puts it back first. To patch this module, "
+                if not any(finder is STATE.finder for finder in sys.meta_path) else
+                "lazypatch's finder was not on sys.meta_path then, or a finder ahead of it "
+                "served the import; ") + apply_it
     elif record["status"] == "pending" and record["source"] != "built-in":
         hint = (hints or MissingModuleHints())(top)
         if hint:

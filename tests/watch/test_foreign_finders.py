@@ -180,3 +180,53 @@ def test_a_program_that_leaves_the_path_finder_out_still_gets_its_patches(interp
         result = interpreter.run_json(OWN_FINDER_ONLY, args=[how])
         assert result == {"during": "patched", "after": "original", "status": "reverted",
                           "files_import": "colorsys"}, how
+
+
+# Used as a library (no activation), lazypatch leaves sys.meta_path the program's list
+# (docs/activation.md). A program that assigns a list of its own without lazypatch's
+# finder imports its targets unpatched from then on: the report says so, with the two
+# calls that mend it, rather than leaving the patch "pending" as if never imported.
+LIBRARY_FINDER_DROPPED = """
+import importlib.machinery, json, sys
+import lazypatch
+
+@lazypatch.when_imported("dropped_target", name="library.dropped")
+def fix(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+@lazypatch.when_imported("dropped_later", name="library.later")
+def fix_later(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+sys.meta_path = [importlib.machinery.BuiltinImporter, importlib.machinery.FrozenImporter,
+                 importlib.machinery.PathFinder]
+import dropped_target
+record = lambda name: {r["name"]: r for r in lazypatch.report()}[name]
+dropped = record("library.dropped")
+seen = {"value": dropped_target.VALUE, "status": dropped["status"], "reason": dropped["reason"]}
+lazypatch.install()
+seen["after_install"] = record("library.dropped")["reason"]
+applied = lazypatch.notify_module_loaded(sys.modules["dropped_target"], "dropped_target")
+import dropped_later
+seen.update(applied=applied, value_applied=dropped_target.VALUE, later=dropped_later.VALUE)
+print(json.dumps(seen))
+"""
+
+
+def test_a_library_use_says_when_the_program_dropped_its_finder(interpreter):
+    interpreter.write({"dropped_target.py": "VALUE = 'original'\n",
+                       "dropped_later.py": "VALUE = 'original'\n"})
+    result = interpreter.run_json(LIBRARY_FINDER_DROPPED)
+    assert result["value"] == "original" and result["status"] == "pending"
+    reason = result["reason"]
+    assert reason.startswith("dropped_target was imported without lazypatch seeing it: "
+                             "lazypatch's finder is not on sys.meta_path"), reason
+    assert "lazypatch.install() puts it back first" in reason, reason
+    assert reason.endswith("lazypatch.notify_module_loaded(sys.modules['dropped_target'], "
+                           "'dropped_target')"), reason
+    # Back on the list, the finder patches the imports to come; the missed one is still named.
+    assert result["after_install"].startswith("dropped_target was imported without lazypatch "
+                                              "seeing it: lazypatch's finder was not on "
+                                              "sys.meta_path then"), result["after_install"]
+    assert result["applied"] == ["library.dropped"] and result["value_applied"] == "patched"
+    assert result["later"] == "patched"
