@@ -49,7 +49,7 @@ def detach(patch: "RegisteredPatch", status: str, reason: str,
         # replacements an earlier undo could not place): with nothing of the patch live,
         # an original is right again. What this undo cannot place, it names afresh
         # (ledger._say_copies_kept, boundaries._say_who_keeps).
-        patch.late_references = ()
+        patch.late_references = []
     if patch.status == APPLIED and not patch.live:
         patch.status, patch.reason = status, reason
         patch.remember(f"{status}: {reason}")
