@@ -7,13 +7,14 @@ this: the finder, on every activation's path, does not carry it (benchmarks/COST
 
 import sys
 from _thread import get_ident
+from _weakref import ref as weak_reference
 
 from ..slots import is_unloaded_lazy_module
 from .loaders import wrap_spec_loader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # see benchmarks/COSTS.md: typing is far too heavy for the activation path
-    from typing import Any, Callable, Iterable, Optional
+    from typing import Any, Callable, Iterable, List, Optional
 
 
 def call_each(callbacks: "Iterable[Callable[[], None]]") -> None:
@@ -100,7 +101,8 @@ def defer_until_import_released(name: str, callback: "Callable[[], None]", lock:
     although its target is imported. The import system holds a per-name
     ``_ModuleLock`` from before the finders run until the module is complete;
     as with the spec in ``defer_until_executed``, we give that one lock object a
-    subclass whose ``release`` runs the callbacks once the lock is free.
+    subclass whose ``release`` runs the callbacks once the lock is free, and the lock's
+    death runs any still waiting (a release looked up before the swap).
     The same lock is the one sign left of another thread's import still running the
     body of a module already in ``sys.modules`` after ``importlib.reload`` gave it a new
     ``__spec__`` (reload does so before it waits for that lock).
@@ -121,27 +123,54 @@ def defer_until_import_released(name: str, callback: "Callable[[], None]", lock:
         if pending is not None:
             pending.append(callback)
             return True
-        original_class = type(module_lock)
-        callbacks = [callback]
+        return _call_after_release(module_lock, callback, lock)
 
-        class _LockAwaitingRelease(original_class):  # type: ignore[misc, valid-type]
-            def release(self) -> None:
-                original_class.release(self)
-                with lock:
-                    if self.owner is not None or type(self) is original_class:
-                        return   # still held (re-entered), or already handled
-                    self.__class__ = original_class
-                    self.__dict__.pop("_lazypatch_when_released", None)
-                    ready = list(callbacks)
-                call_each(ready)   # outside the lock: they apply patches
 
-        module_lock.__dict__["_lazypatch_when_released"] = callbacks
-        module_lock.__class__ = _LockAwaitingRelease
-        if module_lock.owner is None:   # released between our check and the swap
-            module_lock.__class__ = original_class
-            module_lock.__dict__.pop("_lazypatch_when_released", None)
-            return False
-        return True
+def _call_after_release(module_lock: "Any", callback: "Callable[[], None]", lock: "Any") -> bool:
+    """Give ``module_lock`` (held by an import, ``lock`` held by the caller) a class whose
+    ``release`` calls ``callback`` once the lock is free, and a weak reference that calls
+    it when the lock dies if no release did; False if it was released meanwhile."""
+    original_class = type(module_lock)
+    callbacks = [callback]
+
+    def take_all() -> "List[Callable[[], None]]":   # (the caller holds the lock)
+        ready = list(callbacks)
+        del callbacks[:]   # each runs once: by the release or by the lock's death
+        return ready
+
+    class _LockAwaitingRelease(original_class):  # type: ignore[misc, valid-type]
+        def release(self) -> None:
+            original_class.release(self)
+            with lock:
+                if self.owner is not None or type(self) is original_class:
+                    return   # still held (re-entered), or already handled
+                self.__class__ = original_class
+                self.__dict__.pop("_lazypatch_when_released", None)
+                ready = take_all()
+            call_each(ready)   # outside the lock: they apply patches
+
+    def on_death(reference: "Any") -> None:
+        with lock:
+            ready = take_all()
+        call_each(ready)
+
+    module_lock.__dict__["_lazypatch_when_released"] = callbacks
+    module_lock.__class__ = _LockAwaitingRelease
+    if module_lock.owner is None:   # released between our check and the swap
+        module_lock.__class__ = original_class
+        module_lock.__dict__.pop("_lazypatch_when_released", None)
+        return False
+    # The importing thread may have looked up ``release`` on the original class just
+    # before the swap: that release never calls ours, and no check here can tell it
+    # is under way. The lock dies as that import lets go of it (the import system
+    # keeps only a weak reference, ``_module_locks``), in the releasing thread, out
+    # of every lock: what is still waiting runs then. The reference lives in the
+    # lock's own __dict__, which outlives the clearing of its weak references.
+    try:
+        module_lock.__dict__["_lazypatch_on_death"] = weak_reference(module_lock, on_death)
+    except TypeError:   # an import system whose locks take no weak reference
+        pass
+    return True
 
 
 def watch_lazy_module(module: "Any", run_body: "Callable[[Any, Any], None]") -> bool:

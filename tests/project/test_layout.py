@@ -25,7 +25,6 @@ LONG_FUNCTIONS_ALLOWED = frozenset({
     "lazypatch/apply/application.py::apply",
     "lazypatch/apply/application.py::run_body",
     "lazypatch/watch/unfinished.py::defer_until_executed",
-    "lazypatch/watch/unfinished.py::defer_until_import_released",
     # The watched import's finder: one closure, so that a watched import makes no call
     # more than it needs (benchmarks/COSTS.md counts each); a helper per part would add
     # one call per import to the path the 15,000-instruction budget measures.
