@@ -165,6 +165,24 @@ class Ledger:
                 if current is not change.after:
                     change.before = current
 
+    def overwritten(self, change: "Change") -> bool:
+        """Whether ``change`` is live, the newest of its slot, and the slot holds something
+        else than what it put there: code assigned it since, or a reload lazypatch did not
+        see ran the body again. Read from the owner's own namespace (or the mapping), so
+        that no descriptor or ``__getattr__`` runs; anything else counts as in effect."""
+        if change.kind not in (ATTRIBUTE, ITEM):
+            return False
+        with self.lock:
+            stack = self._stacks.get(change.slot)
+            if not change.live or not stack or stack[-1] is not change:
+                return False   # undone, or another patch's change sits on top of it
+            if change.kind == ATTRIBUTE and own_dict(change.owner) is None:
+                return False
+            try:
+                return read_slot(change.kind, change.owner, change.key) is not change.after
+            except Exception:   # a mapping whose lookup raises: nothing to say
+                return False
+
     def first_original(self, kind: str, owner: "Any", key: "Any") -> "Any":
         """The value the slot held before any live patch touched it."""
         with self.lock:
@@ -548,6 +566,11 @@ class PatchContext:
 
     def live_changes(self) -> "List[Change]":
         return [change for change in self.changes if change.live]
+
+    def overwritten_changes(self) -> "List[str]":
+        """The live changes whose slot holds another value now (``Ledger.overwritten``)."""
+        return [change.describe() for change in self.changes
+                if self._ledger.overwritten(change)]
 
     def replaced_objects(self) -> "List[Tuple[Change, Any]]":
         """(change, original object) for each live change that replaced an object. A

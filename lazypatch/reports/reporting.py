@@ -111,8 +111,9 @@ def _record_under_lock(patch: "RegisteredPatch") -> "Tuple[PatchRecord, bool]":
     """The facts of the patch's record, read together under the state's lock, and
     whether note providers are to be asked (without the lock) for more."""
     with STATE.lock:
-        changes = [described_change(change) for context in patch.live
-                   for change in context.changes]
+        live = patch.live
+        changes = [described_change(change) for context in live for change in context.changes]
+        overwritten = [text for context in live for text in context.overwritten_changes()]
         untracked = list(patch.untracked_changes)
         record = PatchRecord(
             name=patch.name, target=patch.target, phase=patch.phase, status=patch.status,
@@ -122,6 +123,7 @@ def _record_under_lock(patch: "RegisteredPatch") -> "Tuple[PatchRecord, bool]":
             description=patch.description, duration_ms=round(patch.duration_ms, 4),
             applications=patch.application_count, changes=changes,
             conflicts=list(patch.conflicts), late_references=list(patch.late_references),
+            overwritten=overwritten,
             untracked_changes=untracked, undoable=not untracked, history=list(patch.history),
             notes=list(patch.notes),
             source=STATE.activation.sources.get(patch.name, "")
@@ -427,6 +429,9 @@ def detail_of(record: "Dict[str, Any]", calls: bool = True) -> str:
         parts.append("; ".join(record["notes"]))
     if record.get("untracked_changes"):
         parts.append("not undoable: " + ", ".join(record["untracked_changes"]))
+    if record.get("overwritten"):
+        parts.append("no longer in effect, another value assigned since (or a reload lazypatch "
+                     "did not see): " + ", ".join(record["overwritten"]))
     if not parts and record.get("description"):
         parts.append(record["description"])
     count = record.get("calls") if calls else None
