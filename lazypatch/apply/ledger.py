@@ -176,9 +176,9 @@ class Ledger:
             stack = self._stacks.get(change.slot)
             if not change.live or not stack or stack[-1] is not change:
                 return False   # undone, or another patch's change sits on top of it
-            if change.kind == ATTRIBUTE and own_dict(change.owner) is None:
-                return False
             try:
+                if change.kind == ATTRIBUTE and own_dict(change.owner) is None:
+                    return False
                 return read_slot(change.kind, change.owner, change.key) is not change.after
             except Exception:   # a mapping whose lookup raises: nothing to say
                 return False
