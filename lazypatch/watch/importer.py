@@ -311,11 +311,12 @@ def _unwatched_fast_path(finder: "LazyPatchFinder", watched: "Dict[str, Any]"
 
     def checking_find_spec(fullname: str, path: "Optional[Sequence[str]]" = None,
                            target: "Any" = None) -> "Any":
-        if meta_path[0] is not finder:
+        if sys.meta_path[0] is not finder:
             # Not activated (lazypatch used as a library), so sys.meta_path is the plain
             # list: a finder that moved in front is noticed at the next import that
             # reaches us. It keeps its place; its answers for watched names get our
-            # loader (guard_foreign_finders).
+            # loader (guard_foreign_finders). Read from sys each time: a program may
+            # have assigned a new list that holds our finder behind another.
             guard_foreign_finders(finder)
         if fullname not in watched and target is None:
             return None

@@ -230,3 +230,37 @@ def test_a_library_use_says_when_the_program_dropped_its_finder(interpreter):
                                               "sys.meta_path then"), result["after_install"]
     assert result["applied"] == ["library.dropped"] and result["value_applied"] == "patched"
     assert result["later"] == "patched"
+
+
+# Used as a library, lazypatch guards a finder put in front of its own at the next import
+# that reaches its finder (docs/activation.md), whether the program changed its list in
+# place or assigned a new one holding lazypatch's finder.
+LIBRARY_FRONT = """
+import importlib.abc, importlib.machinery, json, sys
+import lazypatch
+
+class Front(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith("front_served"):
+            return importlib.machinery.PathFinder.find_spec(fullname, path)
+        return None
+
+@lazypatch.when_imported("front_served", name="library.front")
+def fix(module, patch):
+    patch.setattr(module, "VALUE", "patched")
+
+if sys.argv[1] == "assigned":
+    sys.meta_path = [Front(), *sys.meta_path]
+else:
+    sys.meta_path.insert(0, Front())
+import colorsys   # declined by Front: reaches lazypatch's finder, which guards Front
+import front_served
+print(json.dumps({"value": front_served.VALUE, "list": type(sys.meta_path).__name__}))
+"""
+
+
+def test_a_library_use_guards_a_finder_put_in_front_of_a_new_list_too(interpreter):
+    interpreter.write({"front_served.py": "VALUE = 'original'\n"})
+    for how in ("changed", "assigned"):
+        result = interpreter.run_json(LIBRARY_FRONT, args=[how])
+        assert result == {"value": "patched", "list": "list"}, how
